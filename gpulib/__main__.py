@@ -1,0 +1,3 @@
+from gpulib.cli import main
+
+raise SystemExit(main())

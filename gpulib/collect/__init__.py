@@ -1,0 +1,5 @@
+"""Collection: run commands and NVML on this host and write their raw output into a bundle.
+
+Collectors interpret nothing. Each has its own timeout; a missing tool, a refused permission,
+a hang or an absent GPU becomes ``unavailable``/``failed``/``timeout`` with the reason.
+"""

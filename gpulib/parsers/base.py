@@ -1,0 +1,76 @@
+"""Shared shapes of every parser: records plus problems, and safe reading of files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+#: Files larger than this are read only up to the cap by :func:`read_text` (logs can be GBs).
+DEFAULT_READ_CAP_BYTES = 512 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something a parser could not read. ``source`` names the file, ``line`` is 1-based."""
+
+    source: str
+    message: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.source}:{self.line}" if self.line else self.source
+        return f"{where}: {self.message}"
+
+
+@dataclass
+class ParseResult(Generic[T]):
+    """What a parser read (``records``) and what it could not (``problems``)."""
+
+    kind: str
+    records: list[T] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.records) and not self.problems
+
+
+def looks_binary(data: bytes) -> bool:
+    """True when a chunk is not text: NUL bytes, or mostly non-printable bytes."""
+    if not data:
+        return False
+    if b"\x00" in data[:8192]:
+        return True
+    sample = data[:8192]
+    printable = sum(32 <= b < 127 or b in (9, 10, 13, 27) or b >= 128 for b in sample)
+    return printable / len(sample) < 0.85
+
+
+def read_text(path: str | Path, cap_bytes: int = DEFAULT_READ_CAP_BYTES) -> tuple[str, list[Problem]]:
+    """Read a file as text without ever raising.
+
+    Undecodable bytes become U+FFFD; binary junk, a missing file or a refused permission come
+    back as a :class:`Problem` naming the file, with empty text.
+    """
+    source = str(path)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(cap_bytes + 1)
+    except PermissionError:
+        return "", [Problem(source, "permission denied (run as root or copy the file readable)")]
+    except FileNotFoundError:
+        return "", [Problem(source, "file not found")]
+    except IsADirectoryError:
+        return "", [Problem(source, "is a directory, not a file")]
+    except OSError as exc:
+        return "", [Problem(source, f"cannot read: {exc.strerror or exc}")]
+    problems = []
+    if len(data) > cap_bytes:
+        data = data[:cap_bytes]
+        problems.append(Problem(source, f"larger than {cap_bytes} bytes: only the first part was read"))
+    if looks_binary(data):
+        return "", problems + [Problem(source, "binary data, not a text log or tool output")]
+    return data.decode("utf-8", errors="replace"), problems
