@@ -1,0 +1,100 @@
+"""Timestamps as job logs print them, turned into UTC.
+
+Training logs mix many clocks on one line stream: Python logging (``2025-04-22 11:02:24,583``),
+torch's glog prefix without a year (``[E422 13:53:38.835985689 ProcessGroupNCCL.cpp:616]``), the
+elastic agent (``E0311 03:22:13.004000 ...``), ChildFailedError reports (``2025-03-11_03:22:11``),
+``date`` output (``Tue May  6 07:51:07 UTC 2025``) and ISO stamps with offsets. A stamp without a
+zone is read in ``tz`` (default UTC); a stamp without a year borrows the year of the log's other
+stamps, because torch's glog prefix never prints one.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from gpulib.identity import to_utc_iso
+
+_MONTHS = {m: i for i, m in enumerate(
+    ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1)}
+
+#: ``2025-04-22 11:02:24,583`` / ``2025-07-02T23:05:29+0000`` / ``2025-03-11_03:22:11`` / ``2025/04/22 10:58:30.154``
+ISO_STAMP = re.compile(
+    r"(?P<y>20\d\d)[-/](?P<mo>\d\d)[-/](?P<d>\d\d)[ T_](?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)"
+    r"(?:[.,](?P<frac>\d{1,9}))?(?P<zone>Z|[+-]\d\d:?\d\d|\s?UTC)?")
+#: glog: ``E422 13:53:38.835985689`` (torch c10) or ``E0311 03:22:13.004000`` (elastic agent)
+GLOG_STAMP = re.compile(r"(?<![\w])[EWIF](?P<md>\d{3,4}) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)\.\d+")
+#: ``Tue May  6 07:51:07 UTC 2025`` (``date``) and ``Mon Mar 10 18:52:38 2025`` (``dmesg -T``)
+DATE_STAMP = re.compile(
+    r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<mon>[A-Z][a-z]{2}) +(?P<d>\d{1,2}) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)"
+    r"(?: (?P<zone>UTC|GMT))? (?P<y>20\d\d)")
+YEAR_HINT = re.compile(rb"(20\d\d)[-/]\d\d[-/]\d\d[ T_]\d\d:\d\d")
+
+
+def zone_of(name: str | None) -> tzinfo:
+    """The zone naive stamps are read in: ``name`` (IANA, e.g. ``Europe/Berlin``) or UTC."""
+    if not name or name.upper() in ("UTC", "Z", "GMT"):
+        return timezone.utc
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return timezone.utc
+
+
+def _finish(moment: datetime, zone_text: str | None, tz: tzinfo) -> str:
+    zone_text = (zone_text or "").strip()
+    if zone_text in ("Z", "UTC", "GMT"):
+        moment = moment.replace(tzinfo=timezone.utc)
+    elif zone_text:
+        sign = 1 if zone_text[0] == "+" else -1
+        digits = zone_text[1:].replace(":", "")
+        offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:4]))
+        moment = moment.replace(tzinfo=timezone(sign * offset))
+    else:
+        moment = moment.replace(tzinfo=tz)
+    return to_utc_iso(moment)
+
+
+def stamp_in(line: str, *, year: int | None, tz: tzinfo) -> str | None:
+    """The first timestamp printed on ``line`` as UTC ISO (``...Z``), or None.
+
+    ``year`` completes glog stamps, which carry only month and day.
+    """
+    m = ISO_STAMP.search(line)
+    if m:
+        try:
+            moment = datetime(int(m["y"]), int(m["mo"]), int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]))
+        except ValueError:
+            return None
+        return _finish(moment, m["zone"], tz)
+    m = GLOG_STAMP.search(line)
+    if m and year:
+        md = m["md"]
+        month, day = (int(md[:-2]), int(md[-2:]))
+        try:
+            moment = datetime(year, month, day, int(m["h"]), int(m["mi"]), int(m["s"]))
+        except ValueError:
+            return None
+        return _finish(moment, None, tz)
+    m = DATE_STAMP.search(line)
+    if m and m["mon"].lower() in _MONTHS:
+        try:
+            moment = datetime(int(m["y"]), _MONTHS[m["mon"].lower()], int(m["d"]), int(m["h"]), int(m["mi"]),
+                              int(m["s"]))
+        except ValueError:
+            return None
+        return _finish(moment, m["zone"], tz)
+    return None
+
+
+def year_hint(data: bytes) -> int | None:
+    """The year of the first full date in a chunk of log (to complete year-less glog stamps)."""
+    m = YEAR_HINT.search(data)
+    return int(m.group(1)) if m else None
+
+
+def seconds_between(a: str, b: str) -> float:
+    """``b - a`` in seconds for two UTC ISO stamps made by :func:`stamp_in`."""
+    fmt = "%Y-%m-%dT%H:%M:%SZ"
+    return (datetime.strptime(b, fmt) - datetime.strptime(a, fmt)).total_seconds()

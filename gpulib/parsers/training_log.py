@@ -1,0 +1,660 @@
+"""Training job logs as engineers have them: torchrun/slurm/per-rank consoles, with NCCL_DEBUG.
+
+What an interrupted job leaves behind is mostly *symptoms*: every healthy rank prints a watchdog
+timeout, torchrun names the first process *it* saw die, slurm cancels the step. The few lines that
+explain the incident (the OOM on one rank, the CUDA error, the rank that never arrived, the node
+that fell back to TCP sockets) are buried in hundreds of MB of progress lines. This parser turns
+the lines that matter into :class:`JobEvent` records:
+
+* identity: NCCL ``Init START/COMPLETE`` (rank -> host, pid, cudaDev, nvmlDev, busId), ``Bootstrap``
+  addresses (peer IP -> host), launcher lines such as ``device=cuda:5`` / ``(rank 11): env://, gpu 3``;
+* transport: ``Using network IB|Socket``, ``NET/IB : No device found``, NCCL version;
+* failures: watchdog timeouts of every torch generation (with/without SeqNum, NumelIn, PG prefixes),
+  last enqueued/completed work, heartbeat-monitor kills, NCCL errors by class, NCCL WARN lines
+  (IB completion errors, socket resets), CUDA OOM (all wordings, with the numbers), CUDA errors,
+  Python exceptions, torchrun exit codes/signals and ChildFailedError reports, srun/slurmstepd
+  errors, DataLoader and TCPStore/rendezvous errors;
+* progress: step/iteration lines with s/step and ``*_ms`` metrics per rank, checkpoint save
+  start/commit, "Training completed".
+
+Launcher prefixes are stripped first: srun ``--label`` (``2: ``), mpirun (``[1,0]<stdout>:``), pdsh
+(``node-3: ``), Ray (``(RayWorkerWrapper pid=1, ip=...)``) and torch's ``[rankN]:``.
+
+Speed: a multi-GB log is read in chunks; only lines holding one of :data:`CATALOGUE_KEYWORDS`
+(searched with C-speed ``bytes.find``) are decoded and matched in detail. Progress lines, which
+can be every other line, are read only from the head and the tail of a large file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import tzinfo
+from pathlib import Path
+
+from gpulib.identity import normalize_pci
+from gpulib.parsers.base import ParseResult, Problem
+from gpulib.parsers.logtime import seconds_between, stamp_in, year_hint, zone_of
+
+KIND = "training_log"
+
+#: Literal byte strings that every interesting line contains at least one of. The detailed
+#: regexes below only ever see lines that hold one of these (the prefilter), so each regex must be
+#: reachable through one of them. The benchmark hands the same list to ``grep -E``.
+CATALOGUE_KEYWORDS: tuple[bytes, ...] = (
+    b"Watchdog caught", b"detected by watchdog", b"Timeout at NCCL work", b"watchdog thread terminated",
+    b"watchdog got stuck", b"Heartbeat monitor", b"Terminating the process", b"timed out in blocking wait",
+    b"NCCL WARN", b"NCCL error", b"ncclSystemError", b"ncclInternalError", b"ncclRemoteError",
+    b"ncclUnhandledCudaError", b"ncclInvalidUsage", b"ncclInvalidArgument", b"Last error",
+    b"out of memory", b"Out of memory", b"CUDA error", b"cuda runtime error", b"Assertion `",
+    b"Error: ", b"Error:\n", b"Exception: ", b"Traceback (most recent",
+    b"exitcode", b"ChildFailedError", b"closing signal", b"srun: error", b"slurmstepd: error",
+    b"DataLoader", b"TCPStore", b"Rendezvous", b"DistNetworkError", b"DistStoreError", b"recvValue failed",
+    b"- Init ", b"Using network", b"No device found", b"NCCL version", b"Bootstrap", b"NET/IB : Using",
+    b"NET/Socket : Using", b"distributed init (rank", b"device=cuda:", b"local_rank=",
+    b"raining completed", b"raining finished", b"Process group destroyed", b"destroy_process_group",
+    b"Succeeded", b"heckpoint", b"re-looped", b"Killed",
+)
+
+# ---------------------------------------------------------------- launcher prefixes
+_MPI_TAG = re.compile(r"^\[(?P<job>\d+),(?P<rank>\d+)\]<std(?:out|err)>:\s?")
+_SRUN_LABEL = re.compile(r"^\s{0,6}(?P<task>\d{1,6}): ")
+_PDSH_HOST = re.compile(r"^(?P<host>\d{1,3}(?:\.\d{1,3}){3}|[a-z][\w-]*\d[\w.-]*): ")
+_RAY = re.compile(r"^\((?:[\w:]+ )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.]+))?\)\s")
+_RANK_PREFIX = re.compile(r"^\[rank(?P<rank>\d+)\]:\s?")
+_RANK_WORD = re.compile(r"\[rank(?P<a>\d+)\]|\|\s*rank(?P<b>\d+)\s*\||\brank[ =:](?P<c>\d+)\b")
+
+
+def strip_prefixes(line: str) -> tuple[str, dict]:
+    """Remove launcher prefixes; return the message and what they said (task, rank, host, ...)."""
+    hints: dict = {}
+    for _ in range(3):
+        m = _MPI_TAG.match(line) or _RAY.match(line)
+        if m:
+            hints.update({k: v for k, v in m.groupdict().items() if v})
+            line = line[m.end():]
+            continue
+        m = _SRUN_LABEL.match(line)
+        if m:
+            hints.setdefault("task", int(m["task"]))
+            line = line[m.end():]
+            continue
+        m = _PDSH_HOST.match(line)
+        if m and not line.startswith(("srun:", "slurmstepd:")):
+            hints.setdefault("prefix_host", m["host"])
+            line = line[m.end():]
+            continue
+        break
+    m = _RANK_PREFIX.match(line)
+    if m:
+        hints["rank"] = int(m["rank"])
+        line = line[m.end():]
+    return line, hints
+
+
+# ---------------------------------------------------------------- detailed patterns
+_NCCL_LINE = re.compile(
+    r"(?:\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[^\]]*\] )?(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) "
+    r"\[(?P<dev>\d+)\] (?:(?P<file>[\w./-]+):(?P<line>\d+) (?:\((?P<func>\w+)\) )?)?NCCL (?P<level>INFO|WARN) (?P<msg>.*)")
+_COMM_INIT = re.compile(
+    r"comm (?P<comm>0x[0-9a-f]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<cudadev>\d+)"
+    r"(?: nvmlDev (?P<nvml>\d+))? busId (?P<busid>[0-9a-f]+).*? - (?P<phase>Init START|Init COMPLETE)")
+_NCCL_VERSION = re.compile(r"NCCL version (?P<ver>\d+\.\d+\.\d+)")
+_USING_NETWORK = re.compile(r"Using network (?P<net>\S+)")
+_BOOTSTRAP = re.compile(r"Bootstrap ?: Using (?:\[\d+\])?(?P<iface>[^:\s]+):(?P<addr>[\d.]+)")
+_OOB = re.compile(r"OOB (?P<iface>[^:\s]+):(?P<addr>[\d.]+)")
+_IB_COMPLETION = re.compile(
+    r"Got completion (?:from peer (?P<peer>[\d.]+)\S* )?with (?:error (?P<err>\d+)|status=(?:\w+\()?(?P<status>\d+)\)?)"
+    r".*?vendor[ _]err[= ]?(?P<vendor>\d+)")
+_SOCKET_ERR = re.compile(
+    r"(?:socket\w*|Net) ?: ?(?:Call to \w+ (?:from|to) (?P<peer>[\d.]+)\S* failed : (?P<err1>.+)|"
+    r"Connect to (?P<peer2>\S+) failed : (?P<err2>.+)|Connection closed by remote peer (?P<peer3>\S+)|"
+    r"(?P<err4>wrong type .+))")
+_WORK = (r"WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel_in>-?\d+), "
+         r"NumelOut=(?P<numel_out>-?\d+))?, Timeout\(ms\)=(?P<timeout_ms>\d+)\)")
+_WATCHDOG_TIMEOUT = re.compile(r"\[Rank (?P<pg_rank>\d+)\] ?Watchdog caught collective operation timeout: " + _WORK +
+                               r" ran for (?P<elapsed_ms>\d+) milliseconds")
+_BLOCKING_WAIT = re.compile(r"\[Rank (?P<pg_rank>\d+)\] Work " + _WORK + r" timed out in blocking wait")
+_PG_PREFIX = re.compile(r"\[PG (?:ID )?(?P<pg>\d+)(?: PG GUID (?P<guid>[^\s(\]]+))?(?: ?\((?P<desc>[^)]*)\))? "
+                        r"Rank (?P<pg_rank>\d+)\]")
+_RANK_BRACKET = re.compile(r"\[Rank (?P<rank>\d+)\]")
+_WATCHDOG_SEEN = re.compile(
+    r"(?:detected by watchdog at work|Timeout at NCCL work): (?P<seq>\d+), last enqueued NCCL work: (?P<enq>-?\d+), "
+    r"last completed NCCL work: (?P<comp>-?\d+)"
+    r"|detected by watchdog at work sequence id: (?P<seq2>\d+) PG status: last enqueued work: (?P<enq2>-?\d+), "
+    r"last completed work: (?P<comp2>-?\d+)")
+_WATCHDOG_STUCK = re.compile(r"watchdog got stuck for (?P<sec>\d+) seconds|Heartbeat monitor timed out")
+_WATCHDOG_TERMINATED = re.compile(r"(?:Process group|NCCL) watchdog thread terminated with exception: (?P<what>.*)")
+_NCCL_ERROR = re.compile(r"NCCL error(?: in: [^,]+,)?:? (?P<errstr>.+?), NCCL version (?P<ver>\d+\.\d+\.\d+)")
+_NCCL_CLASS = re.compile(r"\b(?P<code>ncclUnhandledCudaError|ncclSystemError|ncclInternalError|ncclInvalidArgument|"
+                         r"ncclInvalidUsage|ncclRemoteError|ncclTimeout): ")
+_NCCL_ERRSTR_CLASS = (
+    ("unhandled cuda error", "ncclUnhandledCudaError"), ("unhandled system error", "ncclSystemError"),
+    ("internal error", "ncclInternalError"), ("invalid argument", "ncclInvalidArgument"),
+    ("invalid usage", "ncclInvalidUsage"), ("remote process exited", "ncclRemoteError"),
+)
+_SIZE = r"\d+(?:\.\d+)? ?(?:bytes|[KMGT]iB|[KMGT]B)"
+_OOM_NEW = re.compile(r"[Oo]ut of memory\. Tried to allocate (?P<req>" + _SIZE + r")\. (?:GPU|Device) (?P<gpu>\d+) has a "
+                      r"total capac(?:i)?ty of (?P<total>" + _SIZE + r") of which (?P<free>" + _SIZE + r") is free")
+_OOM_OLD = re.compile(r"CUDA out of memory\. Tried to allocate (?P<req>" + _SIZE + r") \(GPU (?P<gpu>\d+); (?P<total>" +
+                      _SIZE + r") total capacity; (?P<alloc>" + _SIZE + r") already allocated; (?P<free>" + _SIZE +
+                      r") free;(?: (?P<allowed>" + _SIZE + r") allowed;)? (?P<reserved>" + _SIZE + r") (?:reserved|cached)")
+_OOM_RESERVED = re.compile(r"(?P<resfree>" + _SIZE + r") is reserved by PyTorch but unallocated")
+_OOM_ANY = re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory")
+_CUDA_ERROR = re.compile(r"CUDA error: (?P<err>[a-zA-Z][^\n]*?)\s*$|cuda runtime error \((?P<code>\d+)\) : (?P<err2>[^\n]+?)"
+                         r"(?: at \S+)?\s*$")
+_DEVICE_ASSERT = re.compile(r"(?P<file>\S+\.cu):(?P<line>\d+): .*Assertion `(?P<cond>.+)` failed")
+_EXCEPTION = re.compile(r"^(?P<cls>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt))(?:: (?P<msg>.*))?$")
+_TRACEBACK = re.compile(r"^Traceback \(most recent call last\):")
+_ELASTIC_FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lrank>\d+) \(pid: (?P<pid>\d+)\)")
+_ELASTIC_SIGTERM = re.compile(r"Sending process (?P<pid>\d+) closing signal (?P<sig>SIG\w+)")
+_CFE_FIELD = re.compile(r"^\s+(?P<key>time|host|rank|exitcode|error_file|traceback)\s*: (?P<val>.*)$")
+_SRUN_TASK = re.compile(r"srun: error: (?P<host>[\w.-]+): tasks? (?P<tasks>[\d,-]+): (?P<what>.+)")
+_SRUN_NODE_FAIL = re.compile(r"[Nn]ode failure on (?P<host>[\w.-]+)|DUE TO NODE FAILURE")
+_SLURM_CANCEL = re.compile(r"\*\*\* (?P<what>JOB|STEP) (?P<id>[\d.]+) ON (?P<host>[\w.-]+) CANCELLED AT (?P<at>\S+)"
+                           r"(?: DUE TO (?P<why>[A-Z ]+))?")
+_SLURM_STEPD_NOT_ENDING = re.compile(r"STEPD TERMINATED ON (?P<host>[\w.-]+) AT (?P<at>\S+) DUE TO JOB NOT ENDING")
+_DATALOADER = re.compile(r"DataLoader worker \(pids?\(?s?\)? ?(?P<pid>[\d, ]+)\)? (?P<what>is killed by signal: .+|exited "
+                         r"unexpectedly.*)|DataLoader timed out after (?P<sec>\d+) seconds")
+_STORE_ERR = re.compile(r"(?P<cls>DistNetworkError|RendezvousConnectionError|RendezvousTimeoutError|DistStoreError|"
+                        r"RendezvousClosedError)|recvValue failed|TCPStore.*(?:Connection reset|Broken pipe|timed out|"
+                        r"failed)|connect\(\) timed out")
+_RANK_DEVICE = re.compile(r"distributed init \(rank (?P<r1>\d+)\): \S+, gpu (?P<g1>\d+)"
+                          r"|\[rank(?P<r2>\d+)\].*?device=cuda:(?P<g2>\d+)"
+                          r"|rank(?P<r3>\d+)\b.*?local_rank=(?P<l3>\d+)\b.*?cuda:(?P<g3>\d+)"
+                          r"|\[rank(?P<r4>\d+)\].*?local_rank=(?P<l4>\d+)\b.*?device=cuda:(?P<g4>\d+)")
+_COMPLETED = re.compile(r"[Tt]raining (?:completed|finished)|Process group destroyed|PyTorchJob \S+ successfully "
+                        r"completed|^\s*\S+\s+Succeeded\b")
+_CKPT_START = re.compile(r"(?:[Ss]aving|[Ss]ave) (?:the )?checkpoint|async save started|checkpoint: .*save started")
+_CKPT_DONE = re.compile(r"(?:successfully saved|[Ff]inished saving|[Ss]aved) (?:the )?checkpoint|checkpoint.*committed")
+_BENIGN = re.compile(r"is being re-looped|re-looped|process group has NOT been destroyed")
+
+# progress lines (head/tail pass)
+_STEP = re.compile(r"\b(?:step|iteration|iter|global_step)[:= ]\s*(?P<step>\d+)\b|\b(?P<tq>\d+)/(?P<total>\d+) \[")
+_S_PER_STEP = re.compile(r"(?P<v>\d+(?:\.\d+)?) ?s/(?:step|it)\b|elapsed time per iteration \(ms\): (?P<ms>[\d.]+)")
+_METRIC_MS = re.compile(r"\b(?P<k>[a-z][a-z0-9_]*_ms)=(?P<v>\d+(?:\.\d+)?)")
+_EVAL_PROGRESS = re.compile(r"val(?:idation)? batch (?P<done>\d+)/(?P<total>\d+)")
+
+SIGNALS = {1: "SIGHUP", 2: "SIGINT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL",
+           11: "SIGSEGV", 13: "SIGPIPE", 15: "SIGTERM"}
+
+
+@dataclass
+class JobEvent:
+    """One meaningful line (or block) of a job log.
+
+    ``rank`` is the global rank when the line names it (``[rank5]:``, NCCL init); ``host``/``pid``/
+    ``local_device`` come from NCCL's ``host:pid:tid [cudaDev]`` prefix or launcher output.
+    ``time_approx`` is True when the line carries no stamp and the time was borrowed from the
+    nearest stamped line.
+    """
+
+    line: int
+    kind: str
+    text: str
+    time_utc: str | None = None
+    time_approx: bool = False
+    rank: int | None = None
+    host: str | None = None
+    pid: int | None = None
+    local_device: int | None = None
+    details: dict = field(default_factory=dict)
+
+
+def looks_like(head: str) -> bool:
+    """True for job consoles: torch/NCCL/launcher lines or training progress."""
+    markers = ("NCCL INFO", "NCCL WARN", "ProcessGroupNCCL", "torch.distributed", "torchrun", "[rank",
+               "local_rank", "Traceback (most recent", "srun: ", "ChildFailedError", "s/it]", "s/step",
+               "iteration", "step ", "step:", "PyTorchJob", "distributed init")
+    hits = sum(1 for m in markers if m in head)
+    return hits >= 2 or "NCCL INFO" in head or "ProcessGroupNCCL" in head or "PyTorchJob" in head
+
+
+def _signal_of(code: int) -> str | None:
+    return SIGNALS.get(-code) if code < 0 else None
+
+
+class _Classifier:
+    """Turns one candidate line (prefixes stripped) into a JobEvent, or None."""
+
+    def __init__(self) -> None:
+        self.cfe_block: dict | None = None
+
+    def classify(self, body: str, hints: dict, lineno: int) -> JobEvent | None:  # noqa: C901 - one dispatch table
+        rank = hints.get("rank")
+        ev = None
+        m = _NCCL_LINE.search(body)
+        if m:
+            ev = self._nccl(m, lineno, body)
+            if ev is not None:
+                if rank is not None and ev.rank is None:
+                    ev.rank = rank
+                return ev
+        m = _WATCHDOG_TIMEOUT.search(body) or _BLOCKING_WAIT.search(body)
+        if m and "watchdog thread terminated" not in body:
+            return JobEvent(lineno, "watchdog_timeout", body, rank=rank if rank is not None else int(m["pg_rank"]),
+                            details=self._work(m) | self._pg(body))
+        m = _WATCHDOG_SEEN.search(body)
+        if m:
+            seq, enq, comp = (m["seq"] or m["seq2"], m["enq"] or m["enq2"], m["comp"] or m["comp2"])
+            pg = self._pg(body)
+            return JobEvent(lineno, "watchdog_progress", body, rank=rank if rank is not None else pg.get("pg_rank"),
+                            details={"seq": int(seq), "last_enqueued": int(enq), "last_completed": int(comp)} | pg)
+        m = _WATCHDOG_STUCK.search(body)
+        if m:
+            pg = self._pg(body)
+            return JobEvent(lineno, "watchdog_stuck", body, rank=rank if rank is not None else pg.get("pg_rank"),
+                            details={"seconds": int(m["sec"]) if m["sec"] else None} | pg)
+        m = _WATCHDOG_TERMINATED.search(body)
+        if m:
+            what = m["what"]
+            pg = self._pg(body)
+            r = rank if rank is not None else pg.get("pg_rank")
+            cuda = _CUDA_ERROR.search(what)
+            if cuda:
+                return JobEvent(lineno, "cuda_error", body, rank=r, details={"error": (cuda["err"] or cuda["err2"]),
+                                                                              "seen_by": "watchdog"} | pg)
+            nccl = _NCCL_ERROR.search(what)
+            if nccl:
+                return JobEvent(lineno, "nccl_error", body, rank=r, details=self._nccl_error(nccl) | pg)
+            if "Watchdog caught" in what:
+                return None  # the timeout line itself was already recorded
+            return JobEvent(lineno, "watchdog_exception", body, rank=r, details={"what": what} | pg)
+        m = _NCCL_ERROR.search(body)
+        if m:
+            return JobEvent(lineno, "nccl_error", body, rank=rank, details=self._nccl_error(m))
+        m = _NCCL_CLASS.search(body)
+        if m:
+            return JobEvent(lineno, "nccl_error_class", body, rank=rank, details={"code": m["code"]})
+        if _OOM_ANY.search(body) or "out of memory. Tried to allocate" in body.lower():
+            return self._oom(body, rank, lineno)
+        m = _CUDA_ERROR.search(body)
+        if m:
+            return JobEvent(lineno, "cuda_error", body, rank=rank, details={"error": m["err"] or m["err2"]})
+        m = _DEVICE_ASSERT.search(body)
+        if m:
+            return JobEvent(lineno, "device_assert", body, rank=rank, details={"file": m["file"], "cond": m["cond"]})
+        m = _ELASTIC_FAILED.search(body)
+        if m:
+            code = int(m["code"])
+            return JobEvent(lineno, "process_failed", body, pid=int(m["pid"]),
+                            details={"exitcode": code, "local_rank": int(m["lrank"]), "signal": _signal_of(code)})
+        m = _ELASTIC_SIGTERM.search(body)
+        if m:
+            return JobEvent(lineno, "sigterm_sent", body, pid=int(m["pid"]), details={"signal": m["sig"]})
+        if "ChildFailedError" in body and "raise " not in body:
+            return JobEvent(lineno, "child_failed", body, rank=rank)
+        m = _SRUN_TASK.search(body)
+        if m:
+            return JobEvent(lineno, "srun_task_exit", body, host=m["host"],
+                            details={"tasks": _expand_ranges(m["tasks"]), "what": m["what"].strip()})
+        m = _SLURM_CANCEL.search(body)
+        if m:
+            why = (m["why"] or "").strip() or None
+            return JobEvent(lineno, "node_failure" if why == "NODE FAILURE" else "slurm_cancelled", body, host=m["host"],
+                            details={"job": m["id"], "reason": why, "at": m["at"].rstrip("*").strip()})
+        m = _SLURM_STEPD_NOT_ENDING.search(body)
+        if m:
+            return JobEvent(lineno, "slurm_kill_failed", body, host=m["host"], details={"at": m["at"]})
+        m = _SRUN_NODE_FAIL.search(body)
+        if m:
+            return JobEvent(lineno, "node_failure", body, host=m["host"])
+        m = _DATALOADER.search(body)
+        if m:
+            return JobEvent(lineno, "dataloader_error", body, rank=rank,
+                            details={"what": (m["what"] or f"timed out after {m['sec']} s").strip()})
+        m = _STORE_ERR.search(body)
+        if m:
+            return JobEvent(lineno, "store_error", body, rank=rank, details={"class": m["cls"]})
+        m = _RANK_DEVICE.search(body)
+        if m:
+            r = next(int(v) for v in (m["r1"], m["r2"], m["r3"], m["r4"]) if v is not None)
+            g = next(int(v) for v in (m["g1"], m["g2"], m["g3"], m["g4"]) if v is not None)
+            return JobEvent(lineno, "rank_device", body, rank=r, local_device=g)
+        if _BENIGN.search(body):
+            return JobEvent(lineno, "benign", body, rank=rank)
+        if _COMPLETED.search(body):
+            return JobEvent(lineno, "completed", body, rank=rank)
+        if _CKPT_DONE.search(body):
+            return JobEvent(lineno, "checkpoint_saved", body, rank=rank)
+        if _CKPT_START.search(body):
+            return JobEvent(lineno, "checkpoint_save_start", body, rank=rank)
+        if _TRACEBACK.match(body):
+            return JobEvent(lineno, "traceback", body, rank=rank)
+        m = _EXCEPTION.match(body)
+        if m and not body.startswith(("  ", "\t")):
+            return JobEvent(lineno, "exception", body, rank=rank, details={"class": m["cls"].rsplit(".", 1)[-1],
+                                                                          "message": (m["msg"] or "").strip()})
+        return None
+
+    # -- helpers
+    @staticmethod
+    def _pg(body: str) -> dict:
+        m = _PG_PREFIX.search(body)
+        if not m:
+            old = _RANK_BRACKET.search(body)  # torch <= 2.2: "[Rank 15] NCCL watchdog thread terminated"
+            return {"pg_rank": int(old["rank"])} if old else {}
+        return {"pg": int(m["pg"]), "pg_desc": m["desc"], "pg_rank": int(m["pg_rank"])}
+
+    @staticmethod
+    def _work(m: re.Match) -> dict:
+        out = {"op": m["op"], "timeout_ms": int(m["timeout_ms"])}
+        for key in ("seq", "numel_in", "numel_out", "elapsed_ms", "pg_rank"):
+            if m.groupdict().get(key) is not None:
+                out[key] = int(m[key])
+        return out
+
+    @staticmethod
+    def _nccl_error(m: re.Match) -> dict:
+        errstr = m["errstr"]
+        code = next((c for s, c in _NCCL_ERRSTR_CLASS if s in errstr), None)
+        return {"error": errstr, "code": code, "nccl_version": m["ver"]}
+
+    @staticmethod
+    def _oom(body: str, rank: int | None, lineno: int) -> JobEvent:
+        details: dict = {}
+        m = _OOM_NEW.search(body) or _OOM_OLD.search(body)
+        if m:
+            details = {k: v for k, v in m.groupdict().items() if v is not None}
+            details["gpu"] = int(details["gpu"])
+        r = _OOM_RESERVED.search(body)
+        if r:
+            details["reserved_unallocated"] = r["resfree"]
+        return JobEvent(lineno, "cuda_oom", body, rank=rank, details=details)
+
+    @staticmethod
+    def _nccl(m: re.Match, lineno: int, body: str) -> JobEvent | None:
+        msg = m["msg"]
+        base = {"host": m["host"], "pid": int(m["pid"]), "local_device": int(m["dev"])}
+        if m["level"] == "WARN":
+            details: dict = {"message": msg}
+            ib = _IB_COMPLETION.search(msg)
+            if ib:
+                details |= {"peer": ib["peer"], "ib_status": int(ib["err"] or ib["status"]),
+                            "vendor_err": int(ib["vendor"])}
+                return JobEvent(lineno, "ib_completion_error", body, details=details, **base)
+            sock = _SOCKET_ERR.search(msg)
+            if sock:
+                details |= {"peer": sock["peer"] or sock["peer2"] or sock["peer3"],
+                            "error": (sock["err1"] or sock["err2"] or sock["err4"] or "connection closed").strip()}
+                return JobEvent(lineno, "socket_error", body, details=details, **base)
+            return JobEvent(lineno, "nccl_warn", body, details=details, **base)
+        init = _COMM_INIT.search(msg)
+        if init:
+            return JobEvent(lineno, "nccl_init", body, rank=int(init["rank"]), details={
+                "nranks": int(init["nranks"]), "cuda_dev": int(init["cudadev"]),
+                "nvml_dev": int(init["nvml"]) if init["nvml"] is not None else None,
+                "pci_bus_id": normalize_pci(init["busid"]), "comm": init["comm"], "phase": init["phase"]}, **base)
+        net = _USING_NETWORK.search(msg)
+        if net:
+            return JobEvent(lineno, "nccl_transport", body, details={"network": net["net"]}, **base)
+        if "NET/IB : No device found" in msg or "NET/IB: No device found" in msg:
+            return JobEvent(lineno, "nccl_no_ib", body, **base)
+        ver = _NCCL_VERSION.search(msg)
+        if ver:
+            return JobEvent(lineno, "nccl_version", body, details={"version": ver["ver"]}, **base)
+        boot = _BOOTSTRAP.search(msg) or _OOB.search(msg)
+        if boot:
+            return JobEvent(lineno, "nccl_address", body, details={"iface": boot["iface"], "addr": boot["addr"]}, **base)
+        return None
+
+
+def _expand_ranges(text: str) -> list[int]:
+    """``0-1,3`` -> [0, 1, 3] (srun task lists)."""
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        if lo.isdigit():
+            out.extend(range(int(lo), int(hi) + 1) if hi.isdigit() else [int(lo)])
+    return out
+
+
+class JobLogScanner:
+    """Streams a job log chunk by chunk and collects :class:`JobEvent` records.
+
+    Memory is bounded by the chunk size, not by the file. Feed chunks that end on a line
+    boundary with :meth:`feed`; read the result with :meth:`result`.
+    """
+
+    CONTEXT_BYTES = 32 * 1024
+
+    def __init__(self, source: str, *, year: int | None = None, tz: str | None = None) -> None:
+        self.source = source
+        self.year = year
+        self.tz: tzinfo = zone_of(tz)
+        self.events: list[JobEvent] = []
+        self.problems: list[Problem] = []
+        self.lines_seen = 0
+        self._classifier = _Classifier()
+
+    # ---------------------------------------------------------------- scanning
+    def candidate_starts(self, chunk: bytes) -> list[int]:
+        """Start offsets of lines holding a catalogue keyword (C-speed ``bytes.find`` per keyword)."""
+        starts: set[int] = set()
+        find, rfind = chunk.find, chunk.rfind
+        for kw in CATALOGUE_KEYWORDS:
+            pos = find(kw)
+            while pos != -1:
+                start = rfind(b"\n", 0, pos) + 1
+                starts.add(start)
+                end = find(b"\n", pos)
+                if end == -1:
+                    break
+                pos = find(kw, end)
+        return sorted(starts)
+
+    def feed(self, chunk: bytes, *, progress: bool = False) -> None:
+        """Scan one chunk (whole lines). ``progress`` also reads step lines from it."""
+        if self.year is None:
+            self.year = year_hint(chunk)
+        base = self.lines_seen
+        starts = set(self.candidate_starts(chunk))
+        if progress:
+            starts |= self._progress_starts(chunk)
+        counted_to, line_no = 0, base
+        for start in sorted(starts):
+            line_no += chunk.count(b"\n", counted_to, start)
+            counted_to = start
+            end = chunk.find(b"\n", start)
+            raw = chunk[start:end if end != -1 else len(chunk)]
+            self._handle(raw.decode("utf-8", "replace").rstrip("\r"), line_no + 1, chunk, start, end)
+        self.lines_seen = base + chunk.count(b"\n") + (0 if chunk.endswith(b"\n") or not chunk else 1)
+
+    @staticmethod
+    def _progress_starts(chunk: bytes) -> set[int]:
+        starts = set()
+        for kw in (b"step", b"iteration", b"s/it", b"val batch"):
+            pos = chunk.find(kw)
+            while pos != -1:
+                starts.add(chunk.rfind(b"\n", 0, pos) + 1)
+                end = chunk.find(b"\n", pos)
+                if end == -1:
+                    break
+                pos = chunk.find(kw, end)
+        return starts
+
+    def _handle(self, raw: str, lineno: int, chunk: bytes, start: int, end: int) -> None:
+        if len(raw) > 1_000_000:
+            self.problems.append(Problem(self.source, f"line of {len(raw)} characters; only its start was read", lineno))
+            raw = raw[:1_000_000]
+        body, hints = strip_prefixes(raw)
+        ev = self._classifier.classify(body, hints, lineno)
+        if ev is None:
+            ev = self._progress(body, hints, lineno)
+            if ev is None:
+                return
+        if ev.rank is None and hints.get("rank") is not None:
+            ev.rank = hints["rank"]
+        if ev.rank is None and ev.kind in ("step", "exception", "traceback", "cuda_oom", "cuda_error",
+                                           "checkpoint_save_start", "checkpoint_saved", "eval_progress"):
+            m = _RANK_WORD.search(body)
+            if m:
+                ev.rank = int(m["a"] or m["b"] or m["c"])
+        if "task" in hints:
+            ev.details.setdefault("task", hints["task"])
+        if "prefix_host" in hints and ev.host is None:
+            ev.host = hints["prefix_host"]
+        ev.time_utc = stamp_in(body, year=self.year, tz=self.tz)
+        if ev.time_utc is None and ev.kind not in ("nccl_init", "nccl_transport", "nccl_no_ib", "nccl_version",
+                                                    "nccl_address", "rank_device", "benign"):
+            ev.time_utc = self._nearby_time(chunk, start, end)
+            ev.time_approx = ev.time_utc is not None
+        last = self.events[-1] if self.events else None
+        if (ev.kind == "nccl_error_class" and last is not None and last.kind == "nccl_error"
+                and ev.line - last.line <= 2):
+            last.details["code"] = last.details.get("code") or ev.details["code"]
+            return  # the second line of the same NCCL error message
+        if ev.kind == "child_failed":
+            self._child_failed_block(ev, chunk, end)
+        elif ev.kind == "nccl_error_class" or (ev.kind == "nccl_error" and "Last error" not in ev.details):
+            self._last_error(ev, chunk, end)
+        self.events.append(ev)
+
+    def _nearby_time(self, chunk: bytes, start: int, end: int) -> str | None:
+        """Borrow the time of the nearest stamped line: the previous one if the gap to the next is
+        short (a traceback printed right after its log line), else the next one (error lines are
+        followed within seconds by the launcher's teardown lines)."""
+        before = chunk[max(0, start - self.CONTEXT_BYTES):start].decode("utf-8", "replace").splitlines()
+        prev = next((t for t in (stamp_in(x, year=self.year, tz=self.tz) for x in reversed(before)) if t), None)
+        after_end = len(chunk) if end == -1 else end
+        after = chunk[after_end:after_end + self.CONTEXT_BYTES].decode("utf-8", "replace").splitlines()
+        nxt = next((t for t in (stamp_in(x, year=self.year, tz=self.tz) for x in after) if t), None)
+        if prev and nxt:
+            return prev if seconds_between(prev, nxt) <= 120 else nxt
+        return prev or nxt
+
+    def _following_lines(self, chunk: bytes, end: int, count: int) -> list[str]:
+        if end == -1:
+            return []
+        tail = chunk[end + 1:end + 1 + 8192].decode("utf-8", "replace").splitlines()[:count]
+        return [strip_prefixes(x)[0] for x in tail]
+
+    def _last_error(self, ev: JobEvent, chunk: bytes, end: int) -> None:
+        following = self._following_lines(chunk, end, 4)
+        for i, text in enumerate(following):
+            if ev.kind == "nccl_error" and ev.details.get("code") is None:
+                m = _NCCL_CLASS.search(text)
+                if m:
+                    ev.details["code"] = m["code"]
+            if text.startswith("Last error:"):
+                rest = text[len("Last error:"):].strip() or (following[i + 1].strip() if i + 1 < len(following) else "")
+                ev.details["last_error"] = rest
+                peer = re.search(r"(?:from|to|peer) (\d{1,3}(?:\.\d{1,3}){3})", rest)
+                if peer:
+                    ev.details["peer"] = peer.group(1)
+                break
+
+    def _child_failed_block(self, ev: JobEvent, chunk: bytes, end: int) -> None:
+        """Read the ChildFailedError report that follows: failures and the agent's 'root cause'."""
+        section, current = None, None
+        failures: list[dict] = []
+        for text in self._following_lines(chunk, end, 60):
+            if text.startswith("Root Cause"):
+                section = "root"
+                continue
+            if text.startswith("Failures:"):
+                section = "failure"
+                continue
+            if re.match(r"^\[\d+\]:\s*$", text.strip()):
+                current = {"section": section}
+                failures.append(current)
+                continue
+            m = _CFE_FIELD.match(text)
+            if m and current is not None:
+                key, val = m["key"], m["val"].strip()
+                if key == "rank":
+                    rm = re.match(r"(\d+) \(local_rank: (\d+)\)", val)
+                    if rm:
+                        current["rank"], current["local_rank"] = int(rm.group(1)), int(rm.group(2))
+                elif key == "exitcode":
+                    em = re.match(r"(-?\d+) \(pid: (\d+)\)", val)
+                    if em:
+                        current["exitcode"], current["pid"] = int(em.group(1)), int(em.group(2))
+                        current["signal"] = _signal_of(current["exitcode"])
+                elif key == "time":
+                    current["time_utc"] = stamp_in(val, year=self.year, tz=self.tz)
+                else:
+                    current[key] = val
+            if text.startswith("=====") and failures and section == "root":
+                break
+        ev.details["failures"] = failures
+        root = next((f for f in failures if f.get("section") == "root"), None)
+        if root:
+            ev.rank, ev.host, ev.pid = root.get("rank"), root.get("host"), root.get("pid")
+            ev.details["root"] = root
+            ev.time_utc = root.get("time_utc") or ev.time_utc
+
+    @staticmethod
+    def _progress(body: str, hints: dict, lineno: int) -> JobEvent | None:
+        m = _EVAL_PROGRESS.search(body)
+        if m:
+            return JobEvent(lineno, "eval_progress", body, details={"done": int(m["done"]), "total": int(m["total"])})
+        m = _STEP.search(body)
+        if not m:
+            return None
+        details: dict = {}
+        if m["step"]:
+            details["step"] = int(m["step"])
+        else:
+            details["step"], details["total"] = int(m["tq"]), int(m["total"])
+        s = _S_PER_STEP.search(body)
+        if s:
+            details["s_per_step"] = float(s["v"]) if s["v"] else float(s["ms"]) / 1000.0
+        metrics = {k: float(v) for k, v in _METRIC_MS.findall(body)}
+        if metrics:
+            details["metrics_ms"] = metrics
+        if len(details) == 1 and "s_per_step" not in details and " | " not in body and "loss" not in body:
+            return None  # a bare number after the word "step" is not a progress line
+        return JobEvent(lineno, "step", body, details=details)
+
+    def result(self) -> ParseResult[JobEvent]:
+        return ParseResult(KIND, self.events, self.problems)
+
+
+#: Files up to this size are read whole (every line checked for progress); larger ones stream.
+WHOLE_FILE_BYTES = 64 * 1024 * 1024
+CHUNK_BYTES = 32 * 1024 * 1024
+#: Of a large file, progress lines are read from this much of its beginning and end.
+PROGRESS_WINDOW_BYTES = 8 * 1024 * 1024
+
+
+def parse(text: str, source: str = "<text>", *, year: int | None = None, tz: str | None = None,
+          **_opts) -> ParseResult[JobEvent]:
+    """Parse a whole job log given as text. Never raises."""
+    scanner = JobLogScanner(source, year=year, tz=tz)
+    try:
+        scanner.feed(text.encode("utf-8", "replace"), progress=True)
+    except Exception as exc:  # noqa: BLE001 - a parser must report, never raise
+        scanner.problems.append(Problem(source, f"could not be fully parsed: {exc}"))
+    return scanner.result()
+
+
+def parse_file(path: str | Path, source: str | None = None, *, year: int | None = None,
+               tz: str | None = None) -> ParseResult[JobEvent]:
+    """Stream a job log from disk in chunks; memory stays flat whatever the file size."""
+    source = source or str(path)
+    scanner = JobLogScanner(source, year=year, tz=tz)
+    try:
+        size = Path(path).stat().st_size
+        with open(path, "rb") as handle:
+            offset, carry = 0, b""
+            while True:
+                block = handle.read(CHUNK_BYTES)
+                if not block:
+                    if carry:
+                        scanner.feed(carry, progress=True)
+                    break
+                data = carry + block
+                cut = data.rfind(b"\n")
+                if cut == -1:
+                    carry = data
+                    continue
+                chunk, carry = data[:cut + 1], data[cut + 1:]
+                chunk_start = offset
+                offset += len(chunk)
+                near_edge = (size <= WHOLE_FILE_BYTES or chunk_start < PROGRESS_WINDOW_BYTES
+                             or offset > size - PROGRESS_WINDOW_BYTES)
+                scanner.feed(chunk, progress=near_edge)
+    except OSError as exc:
+        scanner.problems.append(Problem(source, f"cannot read: {exc.strerror or exc}"))
+    return scanner.result()
