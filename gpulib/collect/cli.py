@@ -1,7 +1,13 @@
-"""``gpulib verify`` (and, once built, ``gpulib collect``)."""
+"""``gpulib collect`` and ``gpulib verify``."""
 
 from __future__ import annotations
 
+import argparse
+import sys
+
+from gpulib.collect.capture import collect, summary_lines
+from gpulib.collect.files import LOG_CAP_BYTES
+from gpulib.collect.prometheus import parse_time
 from gpulib.evidence import verify
 
 
@@ -14,7 +20,55 @@ def _verify(args) -> int:
     return worst
 
 
+def _positive(kind):
+    def convert(text: str):
+        value = kind(text)
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+        return value
+    return convert
+
+
+def _collect(args) -> int:
+    prometheus = None
+    if args.prometheus:
+        prometheus = (args.prometheus, parse_time(args.since), parse_time(args.until))
+    root = collect(
+        args.out, logs=args.logs, checkpoints=args.checkpoints, sample_seconds=args.sample_seconds,
+        prev_boot=args.prev_boot, prometheus=prometheus, timeout_scale=args.timeout_scale, host=args.host,
+        log_cap_bytes=args.log_cap_mib << 20, command_line=["gpulib", *sys.argv[1:]],
+    )
+    print("\n".join(summary_lines(root)))
+    return 0
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser("verify", help="re-hash an evidence bundle and report changed or missing files")
     p.add_argument("bundle", nargs="+", help="bundle directory (contains manifest.json)")
     p.set_defaults(func=_verify)
+
+    c = subparsers.add_parser(
+        "collect", help="capture an evidence bundle of this host (freeze the scene before any restart)",
+        description="Capture NVML, nvidia-smi, kernel log, versions, GPU device users, InfiniBand, IPMI, "
+                    "logs and a checkpoint listing into one evidence bundle. Each source has its own timeout; "
+                    "a missing tool or GPU is recorded as unavailable, never a crash.",
+        epilog="Fan-out: --out DIR/%%h writes DIR/<hostname>; an existing folder DIR (not a bundle) also means "
+               "DIR/<hostname>. Example: srun --ntasks-per-node=1 gpulib collect --out /shared/inc-42/%%h",
+    )
+    c.add_argument("--out", required=True, help="bundle directory, or a shared parent folder (see the fan-out rule)")
+    c.add_argument("--logs", nargs="+", action="extend", default=[], metavar="PATH",
+                   help="training logs (files or folders) to copy; each file keeps its last --log-cap-mib MiB")
+    c.add_argument("--log-cap-mib", type=_positive(int), default=LOG_CAP_BYTES >> 20, help="per-file cap (default 64)")
+    c.add_argument("--checkpoints", metavar="DIR", help="checkpoint folder to list (names, sizes, mtimes; nothing is loaded)")
+    c.add_argument("--sample-seconds", type=_positive(int), default=0, metavar="N",
+                   help="also sample every GPU at 1 Hz for N seconds (catches throttling a snapshot misses)")
+    c.add_argument("--prev-boot", action="store_true",
+                   help="also save the previous boot's kernel journal (after a crash and reboot the Xid is there)")
+    c.add_argument("--prometheus", metavar="URL", help="Prometheus base URL to pull DCGM metrics from, e.g. http://prom:9090")
+    c.add_argument("--since", default="-1h", help="window start for --prometheus: ISO-8601, unix seconds or -2h (default -1h)")
+    c.add_argument("--until", default="now", help="window end for --prometheus (default now)")
+    c.add_argument("--timeout-scale", type=_positive(float), default=1.0, metavar="F",
+                   help="multiply every collector's timeout by F (e.g. 3 on a slow node)")
+    c.add_argument("--host", help="host name for the bundle and %%h (default: this machine's hostname; "
+                                  "in Kubernetes pass the node name)")
+    c.set_defaults(func=_collect)

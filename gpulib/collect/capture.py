@@ -1,0 +1,103 @@
+"""``collect()``: freeze the scene of this host into one evidence bundle.
+
+Where the bundle goes (the fan-out rule, so that 128 nodes can write into one shared folder):
+
+* ``--out DIR/%h`` → ``%h`` becomes this host's name: ``DIR/node-a``.
+* ``--out DIR`` where DIR is an existing folder that is not itself a bundle → ``DIR/<host>``.
+* ``--out DIR`` where DIR does not exist → DIR is the bundle.
+
+A bundle is never overwritten: it is written under a hidden temporary name next to its final
+name and renamed in one step when complete. Of two captures racing for the same name, exactly
+one rename succeeds; the other stops with an error and keeps its data under the temporary name.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from pathlib import Path
+
+from gpulib.collect import commands, files, nvml
+from gpulib.collect.core import Collector, run_collectors
+from gpulib.collect.prometheus import prometheus_collector
+from gpulib.errors import BundleError
+from gpulib.evidence import Bundle, BundleWriter, is_bundle
+
+HOST_PLACEHOLDER = "%h"
+
+
+def this_host() -> str:
+    """The name NCCL prints in its ``host:pid:tid`` prefixes and the journal in its host field."""
+    return socket.gethostname()
+
+
+def bundle_path(out: str | Path, host: str) -> Path:
+    """Apply the fan-out rule above to ``--out``."""
+    text = str(out)
+    if HOST_PLACEHOLDER in text:
+        return Path(text.replace(HOST_PLACEHOLDER, host))
+    path = Path(text)
+    if is_bundle(path):
+        raise BundleError("bundle already exists", path=str(path), hint="bundles are never overwritten; pick a new --out")
+    if path.is_dir():
+        return path / host
+    return path
+
+
+def plan(logs: list[Path], checkpoints: Path | None, sample_seconds: int, prev_boot: bool,
+         prometheus: tuple[str, float, float] | None, log_cap_bytes: int) -> list[Collector]:
+    """The collectors of one capture, in the order the manifest lists them."""
+    collectors = [nvml.snapshot_collector()]
+    if sample_seconds > 0:
+        collectors.append(nvml.sampling_collector(sample_seconds))
+    collectors += commands.nvidia_smi_collectors() + commands.host_collectors(prev_boot)
+    if logs:
+        collectors.append(files.logs_collector(logs, log_cap_bytes))
+    if checkpoints is not None:
+        collectors.append(files.checkpoint_listing_collector(checkpoints))
+    if prometheus is not None:
+        collectors.append(prometheus_collector(*prometheus))
+    return collectors
+
+
+def collect(out: str | Path, logs: list[str | Path] = (), checkpoints: str | Path | None = None, sample_seconds: int = 0,
+            prev_boot: bool = False, prometheus: tuple[str, float, float] | None = None, timeout_scale: float = 1.0,
+            host: str | None = None, log_cap_bytes: int = files.LOG_CAP_BYTES,
+            command_line: list[str] | None = None) -> Path:
+    """Capture this host into a bundle and return its path.
+
+    ``prometheus`` is ``(base_url, start_unix_s, end_unix_s)``; ``timeout_scale`` multiplies
+    every collector's timeout (raise it on a node known to be slow, e.g. 3 for a busy BMC).
+    """
+    host = host or this_host()
+    collectors = plan([Path(p) for p in logs], Path(checkpoints) if checkpoints is not None else None,
+                      sample_seconds, prev_boot, prometheus, log_cap_bytes)
+    writer = BundleWriter(bundle_path(out, host), host=host,
+                          command_line=command_line if command_line is not None else list(sys.argv))
+    provenance = run_collectors(writer, collectors, timeout_scale)
+    writer.write_json("commands.json", provenance)
+    return writer.finish()
+
+
+def summary_lines(root: str | Path) -> list[str]:
+    """What an operator reads after a capture: each collector's status and reason, and, when
+    NVML answered, one line per GPU."""
+    bundle = Bundle.open(root)
+    lines = [f"bundle {bundle.root} (host {bundle.host}, {len(bundle.manifest.get('files', {}))} files)"]
+    for c in bundle.collectors:
+        lines.append(f"  {c.name:<22} {c.status:<11} {c.seconds:6.1f} s  {c.reason or ''}".rstrip())
+    snapshot_path = bundle.root / "nvml" / "snapshot.json"
+    if snapshot_path.is_file():
+        doc = json.loads(snapshot_path.read_text())
+        lines.append(f"  driver {doc.get('driver_version')}, CUDA {doc.get('cuda_driver_version')}, "
+                     f"{doc.get('gpu_count')} GPU(s)")
+        for gpu in doc.get("gpus", []):
+            if gpu.get("lost"):
+                lines.append(f"  GPU {gpu['index']}: UNREADABLE ({gpu.get('lost_reason')})")
+                continue
+            reasons = ",".join(gpu.get("throttle_reasons") or []) or "none"
+            lines.append(f"  GPU {gpu['index']} {gpu.get('name')} {gpu.get('pci_bus_id')}: {gpu.get('temp_c')} C, "
+                         f"SM {gpu.get('sm_clock_mhz')}/{gpu.get('sm_clock_max_mhz')} MHz, "
+                         f"{gpu.get('power_draw_w')}/{gpu.get('power_limit_w')} W, throttle: {reasons}")
+    return lines
