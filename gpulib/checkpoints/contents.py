@@ -1,0 +1,215 @@
+"""Walk an unpickled (stand-in) checkpoint object into named entries, and summarise what it holds.
+
+A checkpoint is resumable only if it carries more than weights: optimizer moments, the LR
+scheduler position, RNG states (per rank), the sampler/dataloader position and the AMP grad
+scaler. :func:`summarise` finds each of them by the key names every framework uses, reads the
+step/epoch counters, and spots the DDP ``module.`` / torch.compile ``_orig_mod.`` key prefix that
+makes ``load_state_dict`` fail on an unwrapped model.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from gpulib.checkpoints.stub_unpickler import (
+    NESTED_PICKLE_LOADERS,
+    NDArrayInfo,
+    Opaque,
+    StubResult,
+    TensorInfo,
+    _NDArray,
+    stub_load,
+)
+
+MAX_DEPTH = 64
+MAX_ENTRIES = 2_000_000
+MAX_NESTED = 3
+PREFIXES = ("module.", "_orig_mod.")
+
+# category -> substrings of a lower-cased key that mark it (checked in this order)
+CATEGORY_MARKERS = (
+    ("optimizer", ("optimizer", "optim_state", "optim")),
+    ("scheduler", ("scheduler", "lr_sched", "opt_param_sched")),
+    ("rng", ("rng", "random_state", "random_seed", "manual_seed")),
+    ("dataloader", ("sampler", "dataloader", "data_loader", "dl_state")),
+    ("scaler", ("scaler",)),
+)
+STEP_KEYS = ("global_step", "global_steps", "iteration", "step", "num_steps", "steps")
+RNG_KINDS = {"python": "python", "random_rng_state": "python", "random_state": "python",
+             "numpy": "numpy", "np_rng_state": "numpy", "numpy_random_seed": "numpy",
+             "cpu": "torch", "torch": "torch", "torch_rng_state": "torch", "torch_manual_seed": "torch",
+             "cuda": "cuda", "cuda_rng_state": "cuda", "torch_cuda_manual_seed": "cuda"}
+_CUDA_INDEX = re.compile(r"cuda[a-z_]*(?:\[(\d+)\])?$")
+
+
+@dataclass
+class Entry:
+    path: str
+    value: object  # TensorInfo | NDArrayInfo | int | float | str | bool | None | "<qualname>"
+
+
+@dataclass
+class Walk:
+    entries: list[Entry] = field(default_factory=list)
+    state_dicts: list[tuple[str, list[str]]] = field(default_factory=list)  # dicts of tensors
+    nested_globals: dict[tuple[str, str], int] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def _join(prefix: str, key) -> str:
+    key = str(key)
+    return f"{prefix}.{key}" if prefix else key
+
+
+def walk(obj) -> Walk:
+    """Flatten a stand-in object tree into dotted paths (``optimizer.state.12.exp_avg``,
+    ``optimizer.param_groups[0].lr``), bounded in depth and entry count, shared refs once."""
+    out = Walk()
+    seen: set[int] = set()
+
+    def visit(value, path: str, depth: int, nested: int) -> None:
+        if len(out.entries) >= MAX_ENTRIES:
+            return
+        if depth > MAX_DEPTH:
+            out.problems.append(f"nesting deeper than {MAX_DEPTH} at {path}: not walked")
+            return
+        if isinstance(value, (dict, list, tuple, set, frozenset, Opaque)) and not isinstance(value, _NDArray):
+            if id(value) in seen:
+                out.entries.append(Entry(path, "<shared reference>"))
+                return
+            seen.add(id(value))
+        if isinstance(value, dict):
+            tensor_keys = [str(k) for k, v in value.items() if isinstance(v, TensorInfo)]
+            if tensor_keys and len(tensor_keys) == len(value):
+                out.state_dicts.append((path, tensor_keys))
+            if not value:
+                out.entries.append(Entry(path, {}))
+            for k, v in value.items():
+                visit(v, _join(path, k), depth + 1, nested)
+        elif isinstance(value, (list, tuple)):
+            if not value or (len(value) > 64 and all(isinstance(v, int) for v in value[:64])):
+                out.entries.append(Entry(path, f"<{type(value).__name__} of {len(value)}>"))
+                return
+            for i, v in enumerate(value):
+                visit(v, f"{path}[{i}]", depth + 1, nested)
+        elif isinstance(value, (set, frozenset)):
+            out.entries.append(Entry(path, f"<set of {len(value)}>"))
+        elif isinstance(value, _NDArray):
+            out.entries.append(Entry(path, value.state if isinstance(value.state, NDArrayInfo) else NDArrayInfo()))
+        elif isinstance(value, Opaque):
+            visit_opaque(value, path, depth, nested)
+        elif isinstance(value, (bytes, bytearray)):
+            out.entries.append(Entry(path, f"<{len(value)} bytes>"))
+        elif isinstance(value, complex):
+            out.entries.append(Entry(path, str(value)))
+        else:
+            out.entries.append(Entry(path, value))
+
+    def visit_opaque(value: Opaque, path: str, depth: int, nested: int) -> None:
+        key = (value._module, value._name)
+        if key in NESTED_PICKLE_LOADERS and value.args and isinstance(value.args[0], (bytes, bytearray)):
+            if nested >= MAX_NESTED:
+                out.problems.append(f"pickle nested more than {MAX_NESTED} deep at {path}: not opened")
+                return
+            inner: StubResult = stub_load(bytes(value.args[0]))
+            for g, n in inner.globals.items():
+                out.nested_globals[g] = out.nested_globals.get(g, 0) + n
+            if inner.error:
+                out.problems.append(f"nested pickle at {path}: {inner.error}")
+            visit(inner.obj, path, depth + 1, nested + 1)
+            return
+        if value._name == "Size" and value.args:
+            out.entries.append(Entry(path, f"torch.Size({list(value.args[0]) if isinstance(value.args[0], (list, tuple)) else '?'})"))
+            return
+        attrs = value.attrs()
+        if not attrs and not value.items and not value.list:
+            shown = ", ".join(repr(a)[:40] for a in value.args[:3] if isinstance(a, (str, int, float, bool)))
+            out.entries.append(Entry(path, f"<{value.qualname}({shown})>"))
+            return
+        for k, v in attrs.items():
+            visit(v, _join(path, k), depth + 1, nested)
+        for k, v in value.items.items():
+            visit(v, _join(path, k), depth + 1, nested)
+        for i, v in enumerate(value.list):
+            visit(v, f"{path}[{i}]", depth + 1, nested)
+
+    visit(obj, "", 0, 0)
+    return out
+
+
+def category_of(path: str) -> str:
+    """'optimizer' | 'scheduler' | 'rng' | 'dataloader' | 'scaler' | 'model_or_other'."""
+    low = path.lower()
+    for category, markers in CATEGORY_MARKERS:
+        if any(m in low for m in markers):
+            return category
+    return "model_or_other"
+
+
+@dataclass
+class ContentSummary:
+    """What one checkpoint file holds, in resume terms."""
+
+    tensors: int = 0
+    tensor_bytes: int = 0
+    step: int | None = None
+    step_key: str | None = None
+    epoch: float | None = None
+    categories: list[str] = field(default_factory=list)  # optimizer, scheduler, rng, dataloader, scaler, model
+    rng_kinds: list[str] = field(default_factory=list)  # python, numpy, torch, cuda
+    cuda_rng_devices: int | None = None
+    model_prefix: str | None = None
+    model_tensors: int = 0
+    top_keys: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def summarise(w: Walk) -> ContentSummary:
+    s = ContentSummary()
+    cats: set[str] = set()
+    rng: set[str] = set()
+    cuda_devices: set[str] = set()
+    step_rank = len(STEP_KEYS)
+    for e in w.entries:
+        top = e.path.split(".")[0].split("[")[0]
+        if top and top not in s.top_keys:
+            s.top_keys.append(top)
+        cat = category_of(e.path)
+        if isinstance(e.value, TensorInfo):
+            s.tensors += 1
+            s.tensor_bytes += e.value.nbytes
+            if cat == "model_or_other":
+                s.model_tensors += 1
+        if cat != "model_or_other":
+            cats.add(cat)
+        if cat == "rng":
+            parts = [p.split("[")[0].lower() for p in e.path.split(".")]
+            for p in parts[1:] or parts:
+                if p in RNG_KINDS:
+                    rng.add(RNG_KINDS[p])
+            m = _CUDA_INDEX.search(e.path.lower())
+            if m:
+                cuda_devices.add(m.group(1) or "0")
+        leaf = e.path.rsplit(".", 1)[-1].lower()
+        shallow = e.path.count(".") <= 1 and cat == "model_or_other"
+        if shallow and isinstance(e.value, int) and not isinstance(e.value, bool) and leaf in STEP_KEYS:
+            rank = STEP_KEYS.index(leaf)
+            if rank < step_rank:
+                s.step, s.step_key, step_rank = e.value, e.path, rank
+        if shallow and leaf == "epoch" and isinstance(e.value, (int, float)) and not isinstance(e.value, bool):
+            s.epoch = e.value
+    if s.model_tensors:
+        cats.add("model")
+    s.categories = sorted(cats)
+    s.rng_kinds = sorted(rng)
+    s.cuda_rng_devices = len(cuda_devices) or None
+    model_dicts = [(p, keys) for p, keys in w.state_dicts if category_of(p) == "model_or_other"]
+    if model_dicts:
+        _path, keys = max(model_dicts, key=lambda pk: len(pk[1]))
+        for prefix in PREFIXES:
+            if all(k.startswith(prefix) for k in keys):
+                s.model_prefix = prefix
+    return s

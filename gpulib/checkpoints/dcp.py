@@ -1,0 +1,219 @@
+"""torch.distributed.checkpoint (DCP) directories: ``.metadata`` + ``__<rank>_<i>.distcp`` shards.
+
+The coordinator writes ``.metadata`` last (tmp file, fsync, rename) after every rank reported its
+writes, so: no ``.metadata`` = the save did not finish; a leftover ``.metadata.tmp`` = it crashed
+inside ``finish()``. ``.metadata`` is a plain pickle (``torch.load`` never sees it, DCP calls
+``pickle.load``), so it is read here with the stub unpickler. Its ``storage_data`` names, for
+every item, the shard file, offset and length: each shard must exist and be at least
+``offset + length`` long - on node-local disks, shards written by other nodes are simply absent.
+
+Non-tensor items (``train_state``, dataloader state, ``step``) are ``torch.save`` bytes inside the
+shard; the step counters among them are read (stub unpickler again) to get the step from content.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from gpulib.checkpoints import zipreader
+from gpulib.checkpoints.contents import STEP_KEYS, ContentSummary, category_of
+from gpulib.checkpoints.records import FileReport, TensorRecord
+from gpulib.checkpoints.stub_unpickler import MAX_PICKLE_BYTES, DType, Opaque, stub_load
+from gpulib.checkpoints.torch_save import fill_from_pickle, record_globals
+
+DCP_RANK_FILE = re.compile(r"^__(\d+)_(\d+)\.distcp$")
+MAX_STEP_ITEMS = 16
+MAX_STEP_ITEM_BYTES = 1 << 20
+
+
+def is_dcp_dir(path: Path) -> bool:
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return False
+    return ".metadata" in names or ".metadata.tmp" in names or any(n.endswith(".distcp") for n in names)
+
+
+def _attrs(obj) -> dict:
+    return obj.attrs() if isinstance(obj, Opaque) else (obj if isinstance(obj, dict) else {})
+
+
+def _size_of(obj) -> list:
+    if isinstance(obj, Opaque) and obj.args and isinstance(obj.args[0], (list, tuple)):
+        return list(obj.args[0])
+    return list(obj) if isinstance(obj, (list, tuple)) else []
+
+
+def _dtype_of(properties) -> DType | None:
+    """TensorProperties pickles its state as a tuple (dtype, layout, requires_grad, ...)."""
+    state = properties.state if isinstance(properties, Opaque) else None
+    if isinstance(state, tuple) and state and isinstance(state[0], DType):
+        return state[0]
+    dtype = _attrs(properties).get("dtype")
+    return dtype if isinstance(dtype, DType) else None
+
+
+def inspect_dcp(path: Path, deep: bool = False) -> FileReport:
+    report = FileReport(str(path), "dcp")
+    try:
+        names = sorted(os.listdir(path))
+    except OSError as exc:
+        report.add("incomplete", f"cannot list the DCP directory: {exc.strerror or exc}")
+        return report
+    shards = [n for n in names if n.endswith(".distcp")]
+    report.meta["shards_present"] = len(shards)
+    if ".metadata.tmp" in names:
+        report.add("incomplete", ".metadata.tmp left behind: the save crashed in finish(), before .metadata was renamed into place")
+    meta_path = path / ".metadata"
+    if ".metadata" not in names:
+        rank_meta = [n for n in names if re.fullmatch(r"__\d+\.metadata", n)]
+        hint = f" (per-rank {rank_meta[0]} found: a no-collective save)" if rank_meta else ""
+        report.add("incomplete", "no .metadata: the coordinator writes it last, so this save never finished" + hint)
+        return report
+    try:
+        size = meta_path.stat().st_size
+        if size > MAX_PICKLE_BYTES:
+            report.add("corrupt", f".metadata is {size:,} bytes (limit {MAX_PICKLE_BYTES:,})")
+            return report
+        data = meta_path.read_bytes()
+    except OSError as exc:
+        report.add("incomplete", f"cannot read .metadata: {exc.strerror or exc}")
+        return report
+    if not data:
+        report.add("incomplete", ".metadata is empty (0 bytes)")
+        return report
+    result = stub_load(data)
+    record_globals(report, result.globals, {}, ".metadata", allowlist_matters=False)
+    if result.error:
+        sev = "incomplete" if "truncated" in result.error or "Ran out" in result.error else "corrupt"
+        report.add(sev, f".metadata does not unpickle: {result.error}")
+        return report
+    top = _attrs(result.obj)
+    report.meta["version"] = top.get("version")
+    sdm = _attrs(top.get("state_dict_metadata"))
+    if not sdm or not isinstance(top.get("storage_data"), dict):
+        report.add("corrupt", ".metadata has no state_dict_metadata/storage_data: not a DCP Metadata object")
+        return report
+    storage = top["storage_data"]
+    summary = ContentSummary()
+    cats = set()
+    bytes_items = []
+    for fqn, md in sdm.items():
+        fqn = str(fqn)
+        cat = category_of(fqn)
+        cats.add("model" if cat == "model_or_other" else cat)
+        a = _attrs(md)
+        if isinstance(md, Opaque) and md._name == "TensorStorageMetadata":
+            dtype = _dtype_of(a.get("properties"))
+            shape = _size_of(a.get("size"))
+            itemsize = dtype.itemsize if isinstance(dtype, DType) else 1
+            numel = 1
+            for d in shape:
+                numel *= d if isinstance(d, int) else 0
+            report.tensors.append(TensorRecord(fqn, dtype.name if isinstance(dtype, DType) else "?", shape, numel * itemsize))
+            summary.tensors += 1
+            summary.tensor_bytes += numel * itemsize
+        else:
+            bytes_items.append(fqn)
+            report.values[fqn] = "<bytes item>"
+    # every shard referenced must exist and be long enough
+    need: dict[str, int] = {}
+    items_of: dict[str, list] = {}
+    for idx, info in storage.items():
+        ia = _attrs(info)
+        rel, off, length = ia.get("relative_path"), ia.get("offset"), ia.get("length")
+        if not isinstance(rel, str) or not isinstance(off, int) or not isinstance(length, int):
+            report.add("corrupt", f"storage entry for {_attrs(idx).get('fqn')} is malformed")
+            continue
+        need[rel] = max(need.get(rel, 0), off + length)
+        items_of.setdefault(rel, []).append((str(_attrs(idx).get("fqn")), off, length))
+    report.meta["shards_expected"] = len(need)
+    for rel in sorted(need):
+        f = path / rel
+        try:
+            have = f.stat().st_size
+        except FileNotFoundError:
+            report.add("incomplete", f"shard {rel} is missing ({len(items_of[rel])} items, e.g. {items_of[rel][0][0]})")
+            continue
+        except OSError as exc:
+            report.add("incomplete", f"shard {rel}: {exc.strerror or exc}")
+            continue
+        if have < need[rel]:
+            report.add("incomplete", f"shard {rel} has {have:,} of {need[rel]:,} bytes (truncated)")
+    extra = sorted(set(shards) - set(need))
+    if extra:
+        report.add("warning", f"{len(extra)} .distcp files are not referenced by .metadata (e.g. {extra[0]})")
+    step_values = _read_step_items(path, bytes_items, items_of, report)
+    for key in STEP_KEYS:
+        if key in step_values:
+            summary.step, summary.step_key = step_values[key], key
+            break
+    summary.categories = sorted(cats)
+    summary.top_keys = sorted({f.split(".")[0] for f in sdm})
+    report.summary = summary
+    if deep and report.valid:
+        _deep_check(path, items_of, report)
+    return report
+
+
+def _item_zip(fd: int, off: int, length: int) -> tuple[list, list[str]]:
+    index = zipreader.read_index("", fd, off, off + length)
+    return zipreader.locate_data(fd, index)
+
+
+def _read_step_items(path: Path, bytes_items: list[str], items_of: dict, report: FileReport) -> dict:
+    """Step counters from small BYTE_IO items (torch.save bytes inside a shard)."""
+    wanted = [f for f in bytes_items if f.rsplit(".", 1)[-1] in STEP_KEYS or "train_state" in f][:MAX_STEP_ITEMS]
+    where = {fqn: (rel, off, length) for rel, items in items_of.items() for fqn, off, length in items}
+    found: dict = {}
+    for fqn in wanted:
+        if fqn not in where or where[fqn][2] > MAX_STEP_ITEM_BYTES:
+            continue
+        rel, off, length = where[fqn]
+        try:
+            fd = os.open(path / rel, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            members, _problems = _item_zip(fd, off, length)
+            pkl = next((m for m in members if m.name.endswith("/data.pkl")), None)
+            if pkl is None:
+                continue
+            sub = FileReport(f"{rel}@{fqn}", "torch_zip")
+            fill_from_pickle(sub, stub_load(zipreader.read_member(fd, pkl, MAX_STEP_ITEM_BYTES)), fqn)
+            report.findings.extend(f for f in sub.findings if f.severity == "unsafe")
+            leaf = fqn.rsplit(".", 1)[-1]
+            for k, v in sub.values.items():
+                name = (k or leaf).rsplit(".", 1)[-1]
+                if isinstance(v, int) and not isinstance(v, bool) and name in STEP_KEYS:
+                    found.setdefault(name, v)
+        except zipreader.ZipFormatError as exc:
+            report.add("corrupt", f"item {fqn} in {rel}: {exc.reason}")
+        finally:
+            os.close(fd)
+    return found
+
+
+def _deep_check(path: Path, items_of: dict, report: FileReport) -> None:
+    for rel, items in sorted(items_of.items()):
+        try:
+            fd = os.open(path / rel, os.O_RDONLY)
+        except OSError as exc:
+            report.add("incomplete", f"shard {rel}: {exc.strerror or exc}")
+            continue
+        try:
+            for fqn, off, length in items:
+                if os.pread(fd, 4, off) != zipreader.LOCAL_SIG:
+                    continue  # raw tensor bytes (no container, no CRC)
+                try:
+                    members, problems = _item_zip(fd, off, length)
+                    problems += zipreader.check_crcs(fd, members)
+                except zipreader.ZipFormatError as exc:
+                    problems = [exc.reason]
+                for p in problems:
+                    report.add("corrupt", f"{rel} item {fqn}: {p}")
+        finally:
+            os.close(fd)
+    report.deep_checked = True

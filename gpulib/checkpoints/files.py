@@ -1,0 +1,91 @@
+"""One entry point for one path: detect the format from the bytes, never from the name, and
+return a :class:`FileReport` - never raise, whatever the input (missing, no permission, a
+directory, empty, git-lfs pointer, an HTML error page, zeros, binary junk)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from gpulib.checkpoints import dcp, torch_save
+from gpulib.checkpoints.contents import ContentSummary
+from gpulib.checkpoints.records import FileReport
+from gpulib.checkpoints.safetensors import inspect_safetensors, looks_like_safetensors
+
+HEAD_BYTES = 64
+
+
+def _classify_junk(head: bytes) -> tuple[str, str]:
+    if head.startswith(b"version https://git-lfs"):
+        return "incomplete", "git-lfs pointer, not the checkpoint itself: run `git lfs pull`"
+    if head.lstrip()[:1] == b"<":
+        return "corrupt", "an HTML/XML page saved under a checkpoint name (a failed download?)"
+    if head.lstrip()[:1] in (b"{", b"["):
+        return "info", "JSON text"
+    if not head.strip(b"\0"):
+        return "corrupt", "starts with zero bytes: a hole or a lost write (delayed allocation after a crash)"
+    return "corrupt", f"unknown format (first bytes {head[:8].hex(' ')}): not torch.save, safetensors or pickle"
+
+
+def inspect_path(path: str | Path, deep: bool = False) -> FileReport:
+    """Inspect a checkpoint file or DCP directory. ``deep`` adds per-member CRC-32 checks."""
+    path = Path(path)
+    report = FileReport(str(path), "unknown")
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        report.format = "missing"
+        report.add("incomplete", "does not exist" + (" (dangling symlink)" if path.is_symlink() else ""))
+        return report
+    except OSError as exc:
+        report.add("incomplete", f"cannot stat: {exc.strerror or exc}")
+        return report
+    if stat.S_ISDIR(st.st_mode):
+        if dcp.is_dcp_dir(path):
+            return dcp.inspect_dcp(path, deep)
+        report.format = "directory"
+        report.add("corrupt", "a directory, not a checkpoint file (and not a DCP directory: no .metadata or .distcp)")
+        return report
+    report.size_bytes = st.st_size
+    try:
+        fh = open(path, "rb")  # noqa: SIM115 - closed below, fd shared with pread users
+    except OSError as exc:
+        report.add("incomplete", f"cannot open: {exc.strerror or exc}")
+        return report
+    with fh:
+        try:
+            head = fh.read(HEAD_BYTES)
+        except OSError as exc:
+            report.add("incomplete", f"cannot read: {exc.strerror or exc}")
+            return report
+        size = st.st_size
+        if size == 0:
+            report.add("incomplete", "empty file (0 bytes): the save never wrote data (torch.load says 'EOFError: Ran out of input')")
+            return report
+        try:
+            if head.startswith(b"PK\x03\x04"):
+                report.format = "torch_zip"
+                torch_save.inspect_zip(report, fh.fileno(), size, deep)
+            elif len(head) > 1 and head[0] == 0x80 and 2 <= head[1] <= 5:
+                fh.seek(0)
+                torch_save.inspect_legacy(report, fh, size)
+            elif looks_like_safetensors(head, size):
+                inspect_safetensors(report, fh.fileno(), size)
+                report.summary = ContentSummary(tensors=len(report.tensors),
+                                                tensor_bytes=sum(t.nbytes for t in report.tensors),
+                                                categories=["model"] if report.tensors else [],
+                                                model_tensors=len(report.tensors))
+            else:
+                severity, message = _classify_junk(head)
+                if severity == "info":
+                    report.format = "json"
+                else:
+                    report.add(severity, message)
+        except OSError as exc:
+            report.add("incomplete", f"read error: {exc.strerror or exc}")
+    return report
+
+
+def is_readable_file(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.R_OK)

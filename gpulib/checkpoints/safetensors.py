@@ -1,0 +1,82 @@
+"""safetensors files: 8-byte little-endian header length N, N bytes of JSON, then the tensor bytes.
+
+The format has no checksum, but truncation is always detectable: offsets must tile the buffer
+from 0 with no gap or overlap, each tensor must hold ``numel x bits / 8`` bytes, and
+``8 + N + last_end`` must equal the file size (the same checks the Rust reader makes; its
+messages are quoted so an operator can match them to the error they saw).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+
+from gpulib.checkpoints.records import FileReport, TensorRecord
+
+MAX_HEADER_BYTES = 100_000_000
+DTYPE_BITS = {
+    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "I16": 16, "U16": 16,
+    "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "F64": 64, "I64": 64, "U64": 64,
+    "C64": 64, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
+}
+
+
+def looks_like_safetensors(head: bytes, size: int) -> bool:
+    if len(head) < 9:
+        return False
+    n = struct.unpack("<Q", head[:8])[0]
+    return 0 < n <= MAX_HEADER_BYTES and 8 + n <= max(size, 9) and head[8:9] == b"{"
+
+
+def inspect_safetensors(report: FileReport, fd: int, size: int) -> None:
+    report.format = "safetensors"
+    if size < 8:
+        report.add("incomplete", f"header too small: {size} bytes (Error while deserializing header: header too small)")
+        return
+    n = struct.unpack("<Q", os.pread(fd, 8, 0))[0]
+    if n > MAX_HEADER_BYTES:
+        report.add("corrupt", f"header length {n:,} exceeds {MAX_HEADER_BYTES:,} (HeaderTooLarge)")
+        return
+    if 8 + n > size:
+        report.add("incomplete", f"file ends inside the {n:,}-byte header (Error while deserializing header: invalid header length)")
+        return
+    try:
+        header = json.loads(os.pread(fd, n, 8).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        report.add("corrupt", f"header is not valid JSON: {exc}")
+        return
+    if not isinstance(header, dict):
+        report.add("corrupt", "header is not a JSON object")
+        return
+    meta = header.pop("__metadata__", None)
+    if isinstance(meta, dict):
+        report.meta["metadata"] = {str(k): str(v)[:200] for k, v in list(meta.items())[:50]}
+    spans = []
+    for name, info in header.items():
+        try:
+            dtype, shape, (begin, end) = info["dtype"], list(info["shape"]), info["data_offsets"]
+            numel = 1
+            for d in shape:
+                numel *= int(d)
+            want = (numel * DTYPE_BITS[dtype] + 7) // 8
+        except (KeyError, TypeError, ValueError) as exc:
+            report.add("corrupt", f"tensor {name}: bad header entry ({type(exc).__name__}: {exc})")
+            continue
+        if end - begin != want:
+            report.add("corrupt", f"tensor {name}: {end - begin:,} bytes for {dtype}{shape}, expected {want:,} (TensorInvalidInfo)")
+        spans.append((begin, end, name))
+        report.tensors.append(TensorRecord(name, dtype, shape, want))
+    spans.sort()
+    cursor = 0
+    for begin, end, name in spans:
+        if begin != cursor:
+            report.add("corrupt", f"tensor {name}: offsets {begin:,}-{end:,} leave a gap or overlap at {cursor:,} (InvalidOffset)")
+        cursor = max(cursor, end)
+    expected = 8 + n + cursor
+    if expected > size:
+        report.add("incomplete", f"truncated: the header needs {expected:,} bytes, the file has {size:,} "
+                   "(Error while deserializing header: incomplete metadata, file not fully covered)")
+    elif expected < size:
+        report.add("corrupt", f"{size - expected:,} bytes after the last tensor (file not fully covered by the header)")
+    report.meta["tensor_bytes"] = cursor

@@ -1,0 +1,177 @@
+"""``torch.save`` files (zip since torch 1.6, and the legacy stacked-pickle format), inspected
+without importing torch and without reading tensor bytes.
+
+Zip: end record + central directory (:mod:`zipreader`), then only ``<root>/data.pkl`` (tens of
+KB even for a multi-GB file) through the stub unpickler. Integrity without data: every storage
+named in ``data.pkl`` must exist as ``<root>/data/<key>`` with exactly ``numel x itemsize`` bytes
+(this also catches the CVE-2026-24747 class of declared-size mismatch). ``deep`` adds the CRC-32
+of every member, the only way to catch a zeroed block (``torch.load`` never checks CRCs).
+
+Legacy: magic number, protocol, sys_info, the object pickle, the storage key list, then per
+storage an int64 element count and the raw bytes; the headers are hopped over with seeks and
+the last one must end exactly at the end of the file.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+
+from gpulib.checkpoints import zipreader
+from gpulib.checkpoints.contents import summarise, walk
+from gpulib.checkpoints.records import FileReport, GlobalRecord, TensorRecord
+from gpulib.checkpoints.stub_unpickler import (
+    MAX_PICKLE_BYTES,
+    NDArrayInfo,
+    StubResult,
+    TensorInfo,
+    classify_global,
+    stub_load,
+)
+
+LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
+LEGACY_PROTOCOL = 1001
+SMALL_RECORDS = ("byteorder", ".format_version", ".storage_alignment", "version", ".data/serialization_id")
+
+
+def record_globals(report: FileReport, seen: dict, nested: dict, what: str, allowlist_matters: bool = True) -> None:
+    """Classify every global a pickle named; dangerous ones become ``unsafe`` findings."""
+    merged = dict(seen)
+    for g, n in nested.items():
+        merged[g] = merged.get(g, 0) + n
+    if nested:
+        report.add("unsafe", f"{what} holds a nested pickle (pickle-in-pickle); its globals are listed too")
+    for (module, name), count in sorted(merged.items()):
+        verdict, why = classify_global(module, name)
+        report.globals.append(GlobalRecord(module, name, count, verdict, why))
+        if verdict == "dangerous":
+            report.add("unsafe", f"{what} names {module}.{name} ({why}); it was NOT run - never torch.load this file with weights_only=False")
+    allow = sorted({f"{g.module}.{g.name}" for g in report.globals if g.verdict == "needs_allowlist"})
+    if allow and allowlist_matters:
+        report.add("needs_allowlist", "torch.load(weights_only=True) will refuse this file; if you trust it: "
+                   f"torch.serialization.add_safe_globals([{', '.join(allow)}])")
+
+
+def fill_from_pickle(report: FileReport, result: StubResult, what: str) -> None:
+    """Tensors, scalar values, globals (classified) and the content summary of one pickle."""
+    w = walk(result.obj)
+    record_globals(report, result.globals, w.nested_globals, what)
+    for e in w.entries:
+        if isinstance(e.value, TensorInfo):
+            t = e.value
+            report.tensors.append(TensorRecord(e.path, t.dtype, list(t.shape), t.nbytes,
+                                               t.storage.key if t.storage else None,
+                                               t.storage.location if t.storage else None))
+        elif len(report.values) < 200:
+            v = e.value
+            report.values[e.path] = f"ndarray{list(v.shape)} {v.dtype}" if isinstance(v, NDArrayInfo) else v
+    for p in w.problems:
+        report.add("warning", p)
+    report.summary = summarise(w)
+    if result.error:
+        severity = "incomplete" if "truncated" in result.error or "EOF" in result.error or "Ran out" in result.error else "corrupt"
+        report.add(severity, f"{what} does not unpickle: {result.error}")
+
+
+def inspect_zip(report: FileReport, fd: int, size: int, deep: bool, start: int = 0, end: int | None = None) -> None:
+    try:
+        index = zipreader.read_index(report.path, fd, start, end)
+    except zipreader.ZipFormatError as exc:
+        report.add("incomplete" if exc.reason.startswith("truncated") else "corrupt", exc.reason)
+        return
+    report.meta.update(zip64=index.zip64, members=len(index.members))
+    if end is None and index.end != size:
+        report.add("warning", f"{size - index.end:,} bytes follow the zip end record (appended data)")
+    if index.duplicates:
+        report.add("corrupt", f"duplicate zip members {index.duplicates[:3]}: torch and other readers may pick different ones")
+    pkls = [m.name for m in index.members if m.name.endswith("/data.pkl") and m.name.count("/") == 1]
+    if len(pkls) != 1:
+        report.add("corrupt", f"expected exactly one <root>/data.pkl, found {len(pkls)}: not a torch.save archive")
+        return
+    root = pkls[0][: -len("data.pkl")]
+    names = {m.name for m in index.members}
+    if root + "constants.pkl" in names:
+        report.format = "torchscript"
+        report.add("unsafe", "TorchScript archive: torch.load hands it to torch.jit.load, which runs its code")
+    members, problems = zipreader.locate_data(fd, index)
+    for p in problems:
+        report.add("corrupt", p)
+    by_name = {m.name: m for m in members}
+    for rec in SMALL_RECORDS:
+        m = by_name.get(root + rec)
+        if m is not None and m.size_bytes <= 256:
+            try:
+                report.meta[rec.lstrip(".").replace(".data/", "")] = zipreader.read_member(fd, m, 256).decode("ascii", "replace").strip()
+            except zipreader.ZipFormatError as exc:
+                report.add("corrupt", exc.reason)
+    if root + "data.pkl" not in by_name:
+        return
+    try:
+        pkl = zipreader.read_member(fd, by_name[root + "data.pkl"], MAX_PICKLE_BYTES)
+    except zipreader.ZipFormatError as exc:
+        report.add("corrupt", exc.reason)
+        return
+    result = stub_load(pkl)
+    fill_from_pickle(report, result, "data.pkl")
+    referenced = set()
+    for key, ref in sorted(result.storages.items(), key=lambda kv: (len(kv[0]), kv[0])):
+        referenced.add(root + "data/" + key)
+        m = by_name.get(root + "data/" + key)
+        if m is None:
+            report.add("incomplete", f"storage {key} ({ref.nbytes:,} bytes, {ref.dtype}) is missing from the archive")
+        elif m.size_bytes != ref.nbytes:
+            report.add("corrupt" if m.size_bytes > ref.nbytes else "incomplete",
+                       f"storage {key} has {m.size_bytes:,} of {ref.nbytes:,} bytes ({ref.numel:,} x {ref.itemsize}-byte {ref.dtype})")
+    extra = [n for n in names if n.startswith(root + "data/") and n not in referenced]
+    if extra and not result.error:
+        report.add("warning", f"{len(extra)} storages in the archive are not referenced by data.pkl (e.g. {extra[0]})")
+    if deep:
+        for p in zipreader.check_crcs(fd, members):
+            report.add("corrupt", p)
+        report.deep_checked = True
+
+
+def inspect_legacy(report: FileReport, fh: io.BufferedReader, size: int) -> None:
+    """Legacy stacked pickles, or a plain pickle when the first value is not torch's magic."""
+    first = stub_load(fh)
+    if first.error or first.obj != LEGACY_MAGIC:
+        report.format = "pickle"
+        fill_from_pickle(report, first, "pickle")
+        if not first.error and fh.tell() != size:
+            report.add("warning", f"{size - fh.tell():,} bytes follow the pickle (not a torch.save file)")
+        return
+    report.format = "torch_legacy"
+    proto = stub_load(fh)
+    if proto.obj != LEGACY_PROTOCOL:
+        report.add("corrupt", f"legacy torch file: protocol {proto.obj!r}, expected {LEGACY_PROTOCOL} ({proto.error or 'wrong value'})")
+        return
+    sys_info = stub_load(fh)
+    if isinstance(sys_info.obj, dict):
+        report.meta["little_endian"] = sys_info.obj.get("little_endian")
+    obj = stub_load(fh)
+    fill_from_pickle(report, obj, "object pickle")
+    if obj.error:
+        return
+    keys = stub_load(fh)
+    if keys.error or not isinstance(keys.obj, list):
+        report.add("incomplete", f"legacy torch file: storage key list unreadable ({keys.error or 'not a list'})")
+        return
+    pos = fh.tell()
+    for key in keys.obj:
+        ref = obj.storages.get(str(key))
+        head = os.pread(fh.fileno(), 8, pos)
+        if len(head) < 8:
+            report.add("incomplete", f"legacy torch file ends before storage {key} (at byte {pos:,} of {size:,})")
+            return
+        numel = struct.unpack("<q", head)[0]
+        itemsize = ref.itemsize if ref else 1
+        need = numel * itemsize
+        if pos + 8 + need > size:
+            report.add("incomplete", f"storage {key} has {max(0, size - pos - 8):,} of {need:,} bytes (the file is truncated)")
+            return
+        if ref and ref.numel != numel:
+            report.add("corrupt", f"storage {key}: header says {numel:,} elements, data.pkl says {ref.numel:,}")
+        pos += 8 + need
+    if pos != size:
+        report.add("warning", f"{size - pos:,} bytes follow the last storage")
