@@ -16,6 +16,7 @@ from gpulib.errors import GpulibError
 
 COMMAND_MODULES = (
     "gpulib.collect.cli",
+    "gpulib.runbooks.cli",
 )
 
 

@@ -1,0 +1,165 @@
+"""Execute the notebooks of a runbook with papermill, each step in its own kernel.
+
+Why these settings: papermill has no execution timeout by default (a hung NVML call or a
+widget waiting for a click would hang a nightly job forever), runs the kernel in the *caller's*
+working directory unless told otherwise, and resolves ``python3`` through whatever kernelspec
+comes first on the Jupyter path. The runner therefore passes ``kernel_name``, ``cwd``,
+``start_timeout`` and ``execution_timeout`` explicitly, checks that the ``python3`` kernelspec
+runs this very environment, always injects ``interactive=False`` and judges a step by what it
+*recorded* (its findings file), not only by papermill's status: a cell that stalls inside an
+Output widget is recorded as "completed" yet produced nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpulib.identity import utc_now_iso
+from gpulib.runbooks.spec import RunbookError, RunbookSpec, StepSpec
+
+log = logging.getLogger(__name__)
+
+SEVERITIES = ("critical", "error", "warning", "info")
+KERNEL_NAME = "python3"
+
+
+@dataclass
+class StepResult:
+    """What one notebook execution produced. ``status`` is ``ok`` or ``failed`` (see ``error``)."""
+
+    id: str
+    notebook: str
+    output: Path
+    parameters: dict
+    status: str = "pending"
+    started_at: str | None = None
+    duration_s: float = 0.0
+    error: dict | None = None
+    findings: list[dict] = field(default_factory=list)
+
+    def to_dict(self, root: Path) -> dict:
+        return {
+            "id": self.id,
+            "notebook": self.notebook,
+            "output": self.output.relative_to(root).as_posix() if self.output.is_relative_to(root) else str(self.output),
+            "parameters": self.parameters,
+            "status": self.status,
+            "started_at": self.started_at,
+            "duration_s": round(self.duration_s, 3),
+            "error": self.error,
+            "findings": len(self.findings),
+        }
+
+
+def check_kernel(kernel_name: str = KERNEL_NAME) -> list[str]:
+    """Return the kernel's argv after checking that it runs *this* interpreter's environment.
+
+    A ``python3`` kernelspec left in ``~/.local/share/jupyter`` by another install wins over the
+    one in this environment and would run the notebooks without gpulib (or with an old copy).
+    """
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        spec = KernelSpecManager().get_kernel_spec(kernel_name)
+    except NoSuchKernel:
+        raise RunbookError(
+            f"no Jupyter kernel named {kernel_name!r}",
+            hint=f"install one for this environment: {sys.executable} -m ipykernel install --prefix {sys.prefix} "
+            f"--name {kernel_name}",
+        ) from None
+    argv = list(spec.argv)
+    exe = argv[0] if argv else ""
+    if exe in ("python", f"python{sys.version_info[0]}", "python{}.{}".format(*sys.version_info[:2])):
+        return [sys.executable, *argv[1:]]  # jupyter_client substitutes sys.executable for these
+    if Path(os.path.abspath(exe)).parent != Path(os.path.abspath(sys.executable)).parent:
+        raise RunbookError(
+            f"kernelspec {kernel_name!r} ({spec.resource_dir}) runs {exe}, not this environment's {sys.executable}",
+            hint=f"reinstall it: {sys.executable} -m ipykernel install --prefix {sys.prefix} --name {kernel_name}",
+        )
+    return argv
+
+
+def load_findings(path: Path) -> list[dict]:
+    """Read a step's findings sidecar; raise ValueError with a readable reason when it is unusable."""
+    try:
+        findings = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"the notebook finished but recorded no findings ({path.name} was never written)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"findings file {path.name} is not readable JSON: {exc}") from None
+    if not isinstance(findings, list) or not all(isinstance(f, dict) for f in findings):
+        raise ValueError(f"findings file {path.name} must hold a JSON list of objects")
+    bad = sorted({str(f.get("severity")) for f in findings if f.get("severity") not in SEVERITIES})
+    if bad:
+        raise ValueError(f"findings with severity {bad}; allowed: {', '.join(SEVERITIES)}")
+    return findings
+
+
+def execute_step(step: StepSpec, parameters: dict, output: Path, findings_path: Path, *, cwd: Path,
+                 start_timeout_s: float, cell_timeout_s: float, kernel_name: str = KERNEL_NAME) -> StepResult:
+    """Run one notebook; never raises: failures are recorded in the result (and in the notebook)."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    injected = {**parameters, "interactive": False, "findings_path": str(findings_path)}
+    result = StepResult(step.id, str(step.notebook), output, injected, started_at=utc_now_iso())
+    started = time.monotonic()
+    try:
+        papermill.execute_notebook(
+            str(step.notebook), str(output), parameters=injected, kernel_name=kernel_name, cwd=str(cwd),
+            start_timeout=int(start_timeout_s), execution_timeout=int(cell_timeout_s),
+            progress_bar=False, log_output=False, request_save_on_cell_execute=True,
+            extra_arguments=["--IPKernelApp.log_level=ERROR"],  # not the TCP-transport warning in every cron mail
+        )
+        result.findings = [{**f, "step": step.id} for f in load_findings(findings_path)]
+        result.status = "ok"
+    except PapermillExecutionError as exc:
+        result.status = "failed"
+        result.error = {"type": exc.ename, "message": exc.evalue, "cell": exc.exec_count,
+                        "cell_index": exc.cell_index}
+    except ValueError as exc:  # from load_findings: the notebook ran but its record is unusable
+        result.status = "failed"
+        result.error = {"type": "FindingsError", "message": str(exc), "cell": None, "cell_index": None}
+    except Exception as exc:  # noqa: BLE001 - kernel died, cell timeout, no kernel: all are "the step failed"
+        result.status = "failed"
+        result.error = {"type": type(exc).__name__, "message": str(exc).strip() or repr(exc),
+                        "cell": None, "cell_index": None}
+    result.duration_s = time.monotonic() - started
+    if result.error:
+        log.warning("step %s failed: %s: %s", step.id, result.error["type"], result.error["message"])
+    return result
+
+
+def execute_runbook(spec: RunbookSpec, plan: dict[str, dict], outputs: Path, scratch: Path, *, cwd: Path,
+                    jobs: int, cell_timeout_s: float | None = None, progress=None) -> list[StepResult]:
+    """Run every stage in order and the steps of a stage ``jobs`` at a time.
+
+    ``outputs`` receives ``<step>.ipynb``; ``scratch`` the findings sidecars. ``progress`` (if
+    given) is called with each finished :class:`StepResult` and its position.
+    """
+    done: list[StepResult] = []
+    total = len(spec.steps)
+
+    def run(step: StepSpec) -> StepResult:
+        return execute_step(
+            step, plan[step.id], outputs / f"{step.id}.ipynb", scratch / f"{step.id}.findings.json", cwd=cwd,
+            start_timeout_s=spec.start_timeout_s,
+            cell_timeout_s=cell_timeout_s or step.cell_timeout_s or spec.cell_timeout_s,
+        )
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="gpulib-step") as pool:
+        for stage in spec.stages:
+            futures = {pool.submit(run, step): step.id for step in stage}
+            for future in as_completed(futures):
+                done.append(future.result())
+                if progress:
+                    progress(done[-1], len(done), total)
+    order = {step.id: n for n, step in enumerate(spec.steps)}
+    return sorted(done, key=lambda r: order[r.id])

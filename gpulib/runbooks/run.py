@@ -1,0 +1,119 @@
+"""``run_runbook``: validate, execute, archive, report — and the exit code a scheduler acts on.
+
+Exit codes (:data:`EXIT_MEANINGS`): 0 healthy (only info findings), 1 warning findings,
+2 error or critical findings (a preflight no-go is recorded as such a finding), 3 the run itself
+failed (a notebook raised, timed out, lost its kernel or recorded no findings). 3 wins over the
+others because an incomplete run cannot vouch for anything: look at its report first.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from gpulib import __version__
+from gpulib.evidence import sha256_file
+from gpulib.identity import to_utc_iso, utc_now_iso
+from gpulib.runbooks.archive import FINDINGS, FINDINGS_FORMAT, REPORT, RUN_FORMAT, ArchiveWriter
+from gpulib.runbooks.execute import KERNEL_NAME, StepResult, check_kernel, execute_runbook
+from gpulib.runbooks.report import build_report
+from gpulib.runbooks.spec import RunbookSpec, find_runbook, load_runbook, resolve_parameters
+
+EXIT_MEANINGS = {
+    0: "healthy: no finding above info",
+    1: "warning findings: look at them when convenient",
+    2: "error or critical findings: act before relaunching (no-go)",
+    3: "the run itself failed: a step did not complete, its findings are missing",
+}
+_VERSIONED = ("papermill", "nbclient", "nbconvert", "nbformat", "ipykernel", "jupyter_client", "plotly", "pandas")
+
+
+@dataclass
+class RunOutcome:
+    path: Path
+    exit_code: int
+    steps: list[StepResult]
+    findings: list[dict]
+
+    @property
+    def report(self) -> Path:
+        return self.path / REPORT
+
+
+def exit_code_for(steps: list[StepResult], findings: list[dict]) -> int:
+    if any(step.status != "ok" for step in steps):
+        return 3
+    severities = {f.get("severity") for f in findings}
+    if severities & {"critical", "error"}:
+        return 2
+    return 1 if "warning" in severities else 0
+
+
+def versions() -> dict[str, str]:
+    out = {"gpulib": __version__, "python": platform.python_version(), "platform": platform.platform()}
+    for name in _VERSIONED:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def prepare(name: str, cli: dict[str, str] | None = None, values: dict | None = None) -> tuple[RunbookSpec, dict]:
+    """Load and validate everything that can be checked before a kernel starts."""
+    spec = load_runbook(find_runbook(name))
+    return spec, resolve_parameters(spec, cli, values)
+
+
+def run_runbook(name: str, *, cli: dict[str, str] | None = None, values: dict | None = None,
+                archive_root: Path, jobs: int | None = None, cwd: Path | None = None,
+                cell_timeout_s: float | None = None, progress=None) -> RunOutcome:
+    """Run runbook ``name`` (a name or a YAML path) and archive it; raises RunbookError before
+    anything runs when the runbook, a parameter or the kernel is unusable."""
+    spec, plan = prepare(name, cli, values)
+    kernel_argv = check_kernel(KERNEL_NAME)
+    cwd = Path(cwd or Path.cwd()).resolve()
+    if not jobs:
+        jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    writer = ArchiveWriter(Path(archive_root), spec.name)
+    started = time.monotonic()
+    outputs = writer.path("notebooks")
+    outputs.mkdir()
+    with tempfile.TemporaryDirectory(prefix="gpulib-findings-") as scratch:
+        steps = execute_runbook(spec, plan, outputs, Path(scratch), cwd=cwd, jobs=jobs,
+                                cell_timeout_s=cell_timeout_s, progress=progress)
+    findings = [f for step in steps for f in step.findings]
+    code = exit_code_for(steps, findings)
+    manifest = {
+        "format": RUN_FORMAT,
+        "runbook": spec.name,
+        "runbook_file": str(spec.path),
+        "runbook_sha256": sha256_file(spec.path),
+        "run": writer.name,
+        "run_id": writer.run_id,
+        "host": writer.host,
+        "started_at": to_utc_iso(writer.started),
+        "finished_at": utc_now_iso(),
+        "duration_s": round(time.monotonic() - started, 3),
+        "command_line": list(sys.argv),
+        "cwd": str(cwd),
+        "kernel": {"name": KERNEL_NAME, "argv": kernel_argv},
+        "jobs": jobs,
+        "parameters": {"runbook": spec.parameters, "values": values or {}, "cli": cli or {}},
+        "steps": [{**s.to_dict(writer.tmp_dir), "notebook_sha256": sha256_file(Path(s.notebook))} for s in steps],
+        "findings": {sev: sum(f["severity"] == sev for f in findings) for sev in ("critical", "error", "warning", "info")},
+        "exit_code": code,
+        "exit_meaning": EXIT_MEANINGS[code],
+        "versions": versions(),
+    }
+    writer.write_json(FINDINGS, {"format": FINDINGS_FORMAT, "runbook": spec.name, "run": writer.name,
+                                 "host": writer.host, "started_at": manifest["started_at"], "findings": findings})
+    report = build_report(manifest, manifest["steps"], findings, {s.id: s.output for s in steps})
+    writer.path(REPORT).write_text(report, encoding="utf-8")
+    return RunOutcome(writer.finish(manifest), code, steps, findings)
