@@ -1,0 +1,203 @@
+"""``nvidia-smi --query-gpu=... --format=csv`` (and ``--query-compute-apps``) output.
+
+Columns are found by the name in the header row, never by position, because every site asks for
+its own field list (``timestamp, index, pci.bus_id, temperature.gpu, clocks.sm [MHz], ...``).
+Header cells carry units (``power.draw [W]``), values carry them too unless ``nounits`` was
+given (``272.01 W``), and missing readings are bracketed (``[N/A]``, ``[Not Supported]``).
+
+What comes back depends on the file, and it is decided from the content:
+
+* a monitoring log (``--query-gpu ... -l 30`` appended to a file: a ``timestamp`` column and the
+  same GPU on many rows) -> one :class:`GpuSample` per row. This is the time series that shows
+  *when* a GPU started to throttle: ``clocks_event_reasons.active`` ``0x20`` (SW thermal) then
+  ``0x68`` (HW slowdown + HW thermal + SW thermal) on one GPU while the others stay at ``0x1``;
+* a one-shot query (one row per GPU) -> one :class:`GpuState` per row;
+* ``--query-compute-apps`` -> one :class:`GpuProcess` per row (which PIDs hold which GPU).
+
+Every bad cell is None plus a problem naming the line and column; a short (cut) row keeps the
+cells it has.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+from collections import Counter
+
+from gpulib.identity import normalize_pci
+from gpulib.parsers import units
+from gpulib.parsers.base import ParseResult, Problem
+from gpulib.parsers.gpu_records import (
+    GpuProcess,
+    GpuSample,
+    GpuState,
+    canonical_reason,
+    decode_throttle_bitmask,
+)
+
+KIND = "nvidia_smi_csv"
+
+_NUM, _INT, _FLAG, _TEXT = units.number, units.integer, units.yes_no, units.text_value
+
+# --query-gpu column (unit stripped, lower case; nvidia-smi accepts aliases) -> (field, converter)
+COLUMNS: dict[str, tuple[str, object]] = {
+    "index": ("index", _INT),
+    "name": ("name", _TEXT),
+    "gpu_name": ("name", _TEXT),
+    "uuid": ("uuid", _TEXT),
+    "gpu_uuid": ("uuid", _TEXT),
+    "serial": ("serial", _TEXT),
+    "driver_version": ("driver_version", _TEXT),
+    "hostname": ("host", _TEXT),
+    "temperature.gpu": ("temp_c", _NUM),
+    "temperature.memory": ("temp_memory_c", _NUM),
+    "temperature.gpu.tlimit": ("temp_tlimit_margin_c", _NUM),
+    "clocks.sm": ("sm_clock_mhz", _NUM),
+    "clocks.current.sm": ("sm_clock_mhz", _NUM),
+    "clocks.max.sm": ("sm_clock_max_mhz", _NUM),
+    "clocks.max.sm_clock": ("sm_clock_max_mhz", _NUM),
+    "clocks.mem": ("mem_clock_mhz", _NUM),
+    "clocks.current.memory": ("mem_clock_mhz", _NUM),
+    "power.draw": ("power_draw_w", _NUM),
+    "power.draw.average": ("power_draw_w", _NUM),
+    "power.draw.instant": ("power_draw_w", _NUM),
+    "enforced.power.limit": ("power_limit_w", _NUM),
+    "power.limit": ("power_limit_w", _NUM),
+    "utilization.gpu": ("util_gpu_pct", _NUM),
+    "memory.used": ("mem_used_mib", _NUM),
+    "memory.total": ("mem_total_mib", _NUM),
+    "mig.mode.current": ("mig_enabled", _FLAG),
+    "ecc.mode.current": ("ecc_mode_enabled", _FLAG),
+    "ecc.errors.corrected.volatile.total": ("ecc_volatile_sbe", _INT),
+    "ecc.errors.uncorrected.volatile.total": ("ecc_volatile_dbe", _INT),
+    "ecc.errors.corrected.aggregate.total": ("ecc_aggregate_sbe", _INT),
+    "ecc.errors.uncorrected.aggregate.total": ("ecc_aggregate_dbe", _INT),
+    "retired_pages.single_bit_ecc.count": ("retired_pages_sbe", _INT),
+    "retired_pages.sbe": ("retired_pages_sbe", _INT),
+    "retired_pages.double_bit.count": ("retired_pages_dbe", _INT),
+    "retired_pages.dbe": ("retired_pages_dbe", _INT),
+    "retired_pages.pending": ("retired_pages_pending", _FLAG),
+    "remapped_rows.correctable": ("remapped_rows_correctable", _INT),
+    "remapped_rows.uncorrectable": ("remapped_rows_uncorrectable", _INT),
+    "remapped_rows.pending": ("remapped_rows_pending", _FLAG),
+    "remapped_rows.failure": ("remapped_rows_failure", _FLAG),
+    "pcie.link.gen.current": ("pcie_gen_current", _INT),
+    "pcie.link.gen.max": ("pcie_gen_max", _INT),
+    "pcie.link.width.current": ("pcie_width_current", _INT),
+    "pcie.link.width.max": ("pcie_width_max", _INT),
+    "clocks_event_reasons.active": ("throttle_bitmask", _INT),
+    "clocks_throttle_reasons.active": ("throttle_bitmask", _INT),
+}
+_PROCESS_COLUMNS = {"pid": ("pid", _INT), "process_name": ("name", _TEXT),
+                    "used_gpu_memory": ("used_mib", _NUM), "used_memory": ("used_mib", _NUM),
+                    "gpu_bus_id": ("pci_bus_id", _TEXT), "gpu_uuid": ("uuid", _TEXT)}
+_SAMPLE_FIELDS = {f.name for f in dataclasses.fields(GpuSample)}
+_STATE_FIELDS = {f.name for f in dataclasses.fields(GpuState)}
+_KEY_COLUMNS = ("index", "pci.bus_id", "gpu_bus_id", "uuid", "gpu_uuid")
+
+
+def _column(cell: str) -> str:
+    """``'power.draw [W]'`` -> ``'power.draw'``."""
+    return cell.split("[", 1)[0].strip().lower()
+
+
+# Other --query-* outputs share the CSV shape but hold no GPU state: say so instead of guessing.
+_OTHER_QUERIES = {
+    "retired_pages.address": "--query-retired-pages lists page addresses; take the counts from -q",
+    "max_memory_usage": "--query-accounted-apps lists finished processes, not the GPU state",
+}
+
+
+def _unsupported(columns) -> str | None:
+    return next((why for column, why in _OTHER_QUERIES.items() if column in columns), None)
+
+
+def looks_like(head: str) -> bool:
+    first = head.lstrip().split("\n", 1)[0]
+    if first.startswith("#") or "," not in first:
+        return False
+    columns = {_column(c) for c in first.split(",")}
+    if _unsupported(columns):
+        return False
+    return bool(columns & (set(COLUMNS) | {"pci.bus_id", "gpu_bus_id", "pid"})) and len(columns) >= 2
+
+
+def _convert(convert, cell, source, number, column, problems):
+    try:
+        return convert(cell)
+    except ValueError as exc:
+        problems.append(Problem(source, f"column {column!r}: {exc}", number))
+        return None
+
+
+def _row_values(columns, row, number, source, problems, table, tz) -> dict:
+    values: dict = {"line": number}
+    reasons: list[str] = []
+    for column, cell in zip(columns, row, strict=False):  # a cut row keeps the cells it has
+        if column == "timestamp":
+            values["time"], values["time_note"] = units.parse_time(cell, tz)
+        elif column in ("pci.bus_id", "gpu_bus_id"):
+            values["pci_bus_id"] = normalize_pci(cell)
+        elif column.startswith(("clocks_event_reasons.", "clocks_throttle_reasons.")) and column not in table:
+            reason = canonical_reason(column.split(".", 1)[1])
+            if reason and _convert(_FLAG, cell, source, number, column, problems):
+                reasons.append(reason)
+        elif column in table:
+            name, convert = table[column]
+            if values.get(name) is None:
+                values[name] = _convert(convert, cell, source, number, column, problems)
+    mask = values.get("throttle_bitmask")
+    values["throttle_reasons"] = decode_throttle_bitmask(mask) if mask is not None else reasons
+    return values
+
+
+def parse(text: str, source: str = "<text>", *, tz: str | None = None) -> ParseResult:
+    """Parse nvidia-smi CSV into GpuSample (time series), GpuState (snapshot) or GpuProcess rows."""
+    result: ParseResult = ParseResult(KIND)
+    if "\x00" in text:
+        result.problems.append(Problem(source, "binary data, not an nvidia-smi CSV"))
+        return result
+    try:
+        rows = [(n, row) for n, row in enumerate(csv.reader(io.StringIO(text), skipinitialspace=True), 1) if row]
+    except csv.Error as exc:
+        result.problems.append(Problem(source, f"not readable as CSV: {exc}"))
+        return result
+    if not rows:
+        result.problems.append(Problem(source, "empty file: no nvidia-smi CSV"))
+        return result
+    header_number, header = rows[0]
+    columns = [_column(c) for c in header]
+    is_apps = "pid" in columns
+    table = _PROCESS_COLUMNS if is_apps else COLUMNS
+    if _unsupported(columns):
+        result.problems.append(Problem(source, f"not parsed: {_unsupported(columns)}", header_number))
+        return result
+    if not set(columns) & (set(table) | {"pci.bus_id"}):
+        result.problems.append(Problem(source, f"not an nvidia-smi --query CSV (header: {','.join(header)[:80]!r})",
+                                       header_number))
+        return result
+    parsed = []
+    for number, row in rows[1:]:
+        if [_column(c) for c in row] == columns:
+            continue  # the header again (several runs appended to one file)
+        if len(row) != len(columns):
+            result.problems.append(Problem(source, f"row has {len(row)} cells, header has {len(columns)}", number))
+        parsed.append(_row_values(columns, row, number, source, result.problems, table, tz))
+    if is_apps:
+        result.records = [GpuProcess(**{k: v for k, v in values.items() if k in ("pid", "name", "used_mib", "uuid",
+                                                                              "pci_bus_id")})
+                          for values in parsed]
+        return result
+    keys = Counter(tuple(v.get(k) for k in ("index", "pci_bus_id", "uuid")) for v in parsed)
+    series = "timestamp" in columns and any(count > 1 for count in keys.values())
+    for values in parsed:
+        if series:
+            values["time_utc"] = values.pop("time", None)
+            result.records.append(GpuSample(**{k: v for k, v in values.items() if k in _SAMPLE_FIELDS}))
+        else:
+            values["captured_at"] = values.pop("time", None)
+            result.records.append(GpuState(source=source, **{k: v for k, v in values.items() if k in _STATE_FIELDS}))
+    if not result.records:
+        result.problems.append(Problem(source, "header only: the query returned no rows"))
+    return result
