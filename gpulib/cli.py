@@ -15,6 +15,7 @@ from gpulib import __version__
 from gpulib.errors import GpulibError
 
 COMMAND_MODULES = (
+    "gpulib.checkpoints.cli",
     "gpulib.collect.cli",
     "gpulib.runbooks.cli",
 )

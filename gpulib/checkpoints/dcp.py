@@ -55,8 +55,10 @@ def _dtype_of(properties) -> DType | None:
     return dtype if isinstance(dtype, DType) else None
 
 
-def inspect_dcp(path: Path, deep: bool = False) -> FileReport:
+def inspect_dcp(path: Path, deep: bool = False, other_dirs: list[Path] | None = None) -> FileReport:
+    """``other_dirs``: copies of the same checkpoint dir on other nodes, searched for shards."""
     report = FileReport(str(path), "dcp")
+    dirs = [path, *(other_dirs or [])]
     try:
         names = sorted(os.listdir(path))
     except OSError as exc:
@@ -131,7 +133,7 @@ def inspect_dcp(path: Path, deep: bool = False) -> FileReport:
         items_of.setdefault(rel, []).append((str(_attrs(idx).get("fqn")), off, length))
     report.meta["shards_expected"] = len(need)
     for rel in sorted(need):
-        f = path / rel
+        f = next((d / rel for d in dirs if (d / rel).exists()), path / rel)
         try:
             have = f.stat().st_size
         except FileNotFoundError:
@@ -142,10 +144,16 @@ def inspect_dcp(path: Path, deep: bool = False) -> FileReport:
             continue
         if have < need[rel]:
             report.add("incomplete", f"shard {rel} has {have:,} of {need[rel]:,} bytes (truncated)")
+    for d in dirs[1:]:
+        try:
+            shards += [n for n in os.listdir(d) if n.endswith(".distcp")]
+        except OSError:
+            pass
     extra = sorted(set(shards) - set(need))
     if extra:
         report.add("warning", f"{len(extra)} .distcp files are not referenced by .metadata (e.g. {extra[0]})")
-    step_values = _read_step_items(path, bytes_items, items_of, report)
+    located = {rel: next((d for d in dirs if (d / rel).exists()), path) for rel in need}
+    step_values = _read_step_items(located, bytes_items, items_of, report)
     for key in STEP_KEYS:
         if key in step_values:
             summary.step, summary.step_key = step_values[key], key
@@ -154,7 +162,7 @@ def inspect_dcp(path: Path, deep: bool = False) -> FileReport:
     summary.top_keys = sorted({f.split(".")[0] for f in sdm})
     report.summary = summary
     if deep and report.valid:
-        _deep_check(path, items_of, report)
+        _deep_check(located, items_of, report)
     return report
 
 
@@ -163,7 +171,7 @@ def _item_zip(fd: int, off: int, length: int) -> tuple[list, list[str]]:
     return zipreader.locate_data(fd, index)
 
 
-def _read_step_items(path: Path, bytes_items: list[str], items_of: dict, report: FileReport) -> dict:
+def _read_step_items(located: dict[str, Path], bytes_items: list[str], items_of: dict, report: FileReport) -> dict:
     """Step counters from small BYTE_IO items (torch.save bytes inside a shard)."""
     wanted = [f for f in bytes_items if f.rsplit(".", 1)[-1] in STEP_KEYS or "train_state" in f][:MAX_STEP_ITEMS]
     where = {fqn: (rel, off, length) for rel, items in items_of.items() for fqn, off, length in items}
@@ -173,7 +181,7 @@ def _read_step_items(path: Path, bytes_items: list[str], items_of: dict, report:
             continue
         rel, off, length = where[fqn]
         try:
-            fd = os.open(path / rel, os.O_RDONLY)
+            fd = os.open(located[rel] / rel, os.O_RDONLY)
         except OSError:
             continue
         try:
@@ -196,10 +204,10 @@ def _read_step_items(path: Path, bytes_items: list[str], items_of: dict, report:
     return found
 
 
-def _deep_check(path: Path, items_of: dict, report: FileReport) -> None:
+def _deep_check(located: dict[str, Path], items_of: dict, report: FileReport) -> None:
     for rel, items in sorted(items_of.items()):
         try:
-            fd = os.open(path / rel, os.O_RDONLY)
+            fd = os.open(located[rel] / rel, os.O_RDONLY)
         except OSError as exc:
             report.add("incomplete", f"shard {rel}: {exc.strerror or exc}")
             continue

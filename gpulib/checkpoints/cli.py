@@ -1,0 +1,102 @@
+"""``gpulib ckpt inspect|verify|latest``.
+
+inspect  lists tensors and state without reading tensor data or executing anything (exit 0 when
+         the file is structurally valid, 1 when not).
+verify   exit 0 valid / 1 invalid, with reasons; ``--deep`` adds the CRC-32 of every zip member.
+latest   the newest complete checkpoint across one directory per node, what it lacks, and the
+         resume command (exit 0 when one was found, 1 when none).
+Imports stay light: this module is loaded for every ``gpulib`` invocation.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("ckpt", help="inspect / verify checkpoints and find the newest complete one (no torch, no unpickling)")
+    sub = p.add_subparsers(dest="ckpt_command", metavar="ACTION", required=True)
+    ins = sub.add_parser("inspect", help="list tensors and state of a checkpoint file or DCP directory")
+    ins.add_argument("paths", nargs="+", metavar="PATH")
+    ins.add_argument("--format", choices=("text", "json"), default="text")
+    ins.add_argument("--limit", type=int, default=40, help="tensors to list per file in text mode (default 40; 0 = all)")
+    ins.set_defaults(func=cmd_inspect)
+    ver = sub.add_parser("verify", help="check a checkpoint is complete and uncorrupted (exit 0 valid, 1 invalid)")
+    ver.add_argument("paths", nargs="+", metavar="PATH")
+    ver.add_argument("--deep", action="store_true", help="also CRC-32 every zip member (reads all bytes)")
+    ver.add_argument("--format", choices=("text", "json"), default="text")
+    ver.set_defaults(func=cmd_verify)
+    lat = sub.add_parser("latest", help="newest complete checkpoint across DIRs (one per node) and the resume command")
+    lat.add_argument("dirs", nargs="+", metavar="DIR")
+    lat.add_argument("--deep", action="store_true", help="CRC-check the chosen checkpoint before recommending it")
+    lat.add_argument("--format", choices=("text", "json"), default="text")
+    lat.set_defaults(func=cmd_latest)
+
+
+def _human(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _print_report(r, limit: int | None) -> None:
+    s = r.summary
+    print(f"{r.path}: {r.format}, {_human(r.size_bytes)}" + (" [deep-checked]" if r.deep_checked else ""))
+    if s:
+        print(f"  {s.tensors:,} tensors, {_human(s.tensor_bytes)}; contains: {', '.join(s.categories) or 'nothing recognised'}")
+        print(f"  step: {s.step if s.step is not None else '?'}" + (f" ({s.step_key})" if s.step_key else "")
+              + (f", epoch: {s.epoch}" if s.epoch is not None else "")
+              + (f"; RNG: {', '.join(s.rng_kinds)}" if s.rng_kinds else "")
+              + (f" (cuda x{s.cuda_rng_devices})" if s.cuda_rng_devices else "")
+              + (f"; model key prefix '{s.model_prefix}'" if s.model_prefix else ""))
+    for k in ("serialization_id", "data/serialization_id", "version", "byteorder"):
+        if k in r.meta:
+            print(f"  {k}: {r.meta[k]}")
+    if limit is not None:
+        shown = r.tensors if limit == 0 else r.tensors[:limit]
+        for t in shown:
+            where = f"  [{t.location}]" if t.location and t.location != "cpu" else ""
+            print(f"    {t.name:<60} {t.dtype:<10} {str(tuple(t.shape)):<22} {_human(t.nbytes)}{where}")
+        if len(shown) < len(r.tensors):
+            print(f"    ... {len(r.tensors) - len(shown):,} more (--limit 0 shows all)")
+    for f in r.findings:
+        print(f"  {f.severity.upper()}: {f.message}")
+    print(f"  => {'VALID' if r.valid else 'INVALID'}" + (" but UNSAFE to torch.load" if r.unsafe else ""))
+
+
+def _run_files(args, deep: bool, limit: int | None) -> int:
+    from gpulib.checkpoints.files import inspect_path
+
+    reports = [inspect_path(p, deep) for p in args.paths]
+    if args.format == "json":
+        json.dump([r.to_dict(with_tensors=limit is not None) for r in reports], sys.stdout, indent=1, default=str)
+        print()
+    else:
+        for r in reports:
+            _print_report(r, limit)
+    return 0 if all(r.valid for r in reports) else 1
+
+
+def cmd_inspect(args) -> int:
+    return _run_files(args, False, args.limit)
+
+
+def cmd_verify(args) -> int:
+    return _run_files(args, args.deep, None)
+
+
+def cmd_latest(args) -> int:
+    from gpulib.checkpoints.latest import find_latest
+
+    report = find_latest(args.dirs, deep=args.deep)
+    if args.format == "json":
+        json.dump(report.to_dict(), sys.stdout, indent=1, default=str)
+        print()
+    else:
+        print(report.to_text())
+    return 0 if report.resume_from else 1

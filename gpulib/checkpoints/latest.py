@@ -1,0 +1,175 @@
+"""``find_latest(roots)``: the newest complete checkpoint across one root per node.
+
+Candidates are found per root (:mod:`layouts`), merged by (layout, series, name) across roots,
+judged complete or not, and ordered by step (name or content, never mtime). The newest complete
+one is then checked harder before it is recommended: its sidecar manifest's sha256 (when a
+training script wrote ``<name>.json`` with one) and, with ``deep``, every zip CRC - newest first,
+until one passes. Pointer files (``latest``, Megatron's tracker, ``last.ckpt``) are compared with
+what was found, across nodes too, because a pointer that moved before the data was durable is
+exactly how "resume from latest" loads a broken checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpulib.checkpoints import resume
+from gpulib.checkpoints.layouts import EVALUATORS, Candidate, discover, read_pointers
+
+HASH_CHUNK = 8 << 20
+
+
+@dataclass
+class LatestReport:
+    roots: list[Path]
+    candidates: list[Candidate] = field(default_factory=list)
+    chosen: Candidate | None = None
+    rejected: list[tuple[Path, str]] = field(default_factory=list)
+    lacks: list[str] = field(default_factory=list)
+    advice: list[str] = field(default_factory=list)
+    resume_command: str | None = None
+    leftovers: list[str] = field(default_factory=list)
+    pointers: dict[str, dict[str, str]] = field(default_factory=dict)  # series dir -> {pointer file: value}
+    pointer_sources: list[tuple[Path, str, dict]] = field(default_factory=list, repr=False)  # (root, series, ptrs)
+    disagreements: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def resume_from(self) -> Path | None:
+        return self.chosen.path if self.chosen else None
+
+    def to_dict(self) -> dict:
+        return {
+            "schema": "gpulib.ckpt-latest/1",
+            "roots": [str(r) for r in self.roots],
+            "resume_from": str(self.resume_from) if self.resume_from else None,
+            "layout": self.chosen.layout if self.chosen else None,
+            "step": self.chosen.step if self.chosen else None,
+            "rejected": [{"path": str(p), "reason": r} for p, r in self.rejected],
+            "lacks": self.lacks, "advice": self.advice, "resume_command": self.resume_command,
+            "leftovers": self.leftovers, "pointers": self.pointers, "disagreements": self.disagreements,
+            "problems": self.problems,
+            "checkpoints": [
+                {"layout": c.layout, "name": c.name, "series": c.series, "paths": [str(p) for p in c.paths],
+                 "step": c.step, "step_from_name": c.step_name, "step_from_content": c.step_content,
+                 "complete": c.complete, "reasons": c.reasons, "warnings": c.warnings,
+                 "contains": sorted(c.categories), "model_prefix": c.model_prefix, "world_size": c.world_size}
+                for c in self.candidates
+            ],
+        }
+
+    def to_text(self) -> str:
+        lines = []
+        for c in self.candidates:
+            mark = "ok  " if c.complete else "BAD "
+            lines.append(f"{mark} {c.layout:<11} step {c.step if c.step is not None else '?':>8}  {c.path}")
+            lines += [f"       - {r}" for r in c.reasons]
+            lines += [f"       ! {w}" for w in c.warnings]
+        lines += [f"leftover temp file: {x}" for x in self.leftovers]
+        for where, ptrs in self.pointers.items():
+            lines += [f"pointer {Path(where) / k} -> {v}" for k, v in ptrs.items()]
+        lines += [f"DISAGREE: {d}" for d in self.disagreements]
+        lines += [f"problem: {p}" for p in self.problems]
+        if self.chosen:
+            lines.append(f"\nresume from: {self.resume_from}  (step {self.chosen.step}, {self.chosen.layout})")
+            lines += [f"  lacks: {x}" for x in self.lacks]
+            lines += [f"  note: {x}" for x in self.advice]
+            lines.append(f"  command: {self.resume_command}")
+        else:
+            lines.append("\nno complete checkpoint found")
+        return "\n".join(lines)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(HASH_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _verify_hard(c: Candidate, deep: bool) -> None:
+    """Checks too costly for every candidate: sidecar sha256, and (deep) CRC of every member."""
+    if c.sidecar and isinstance(c.sidecar.get("sha256"), str):
+        try:
+            got = _sha256(c.path)
+        except OSError as exc:
+            c.reasons.append(f"cannot hash {c.path.name}: {exc.strerror or exc}")
+            return
+        if got != c.sidecar["sha256"].lower():
+            c.reasons.append(f"sha256 of {c.path.name} is {got[:16]}..., its manifest says {c.sidecar['sha256'][:16]}... (changed after the save)")
+    if deep and not c.reasons:
+        fresh = Candidate(c.layout, c.series, c.name, c.paths, step_name=c.step_name)
+        EVALUATORS[c.layout](fresh, True)
+        c.reasons += [r for r in fresh.reasons if r not in c.reasons]
+    c.complete = not c.reasons
+
+
+def _pointer_checks(report: LatestReport) -> list[str]:
+    """Compare pointer files with the candidates and across roots; return the values pointed to."""
+    targets: list[str] = []
+    per_series: dict[str, dict[str, set]] = {}
+    for root, series, ptrs in report.pointer_sources:
+        for name, value in ptrs.items():
+            targets.append(Path(value).name)
+            per_series.setdefault(str(Path(series) / name), {}).setdefault(value, set()).add(str(root))
+            named = [c for c in report.candidates if c.series == series and
+                     (c.name == Path(value).name or (value.isdigit() and c.step_name == int(value)))]
+            if named and not named[0].complete:
+                report.disagreements.append(f"{name} in {root / series} names {value}, which is incomplete")
+            elif not named and value != "release" and not value.startswith("<"):
+                report.disagreements.append(f"{name} in {root / series} names {value}, which does not exist there")
+    for ptr, values in per_series.items():
+        if len(values) > 1:
+            shown = "; ".join(f"{', '.join(sorted(r))}: {v}" for v, r in values.items())
+            report.disagreements.append(f"nodes disagree on {ptr}: {shown}")
+    return targets
+
+
+def find_latest(roots: list[str | Path], deep: bool = False) -> LatestReport:
+    """Scan one directory per node; never raises on bad input (problems are reported)."""
+    roots = [Path(r) for r in roots]
+    report = LatestReport(roots)
+    merged: dict[tuple, Candidate] = {}
+    for root in roots:
+        if not root.is_dir():
+            report.problems.append(f"{root}: not a directory" if root.exists() else f"{root}: does not exist")
+            continue
+        found, leftovers, problems = discover(root)
+        report.leftovers += [str(root / x) for x in leftovers]
+        report.problems += problems
+        for c in found:
+            key = (c.layout, c.series, c.name)
+            if key in merged:
+                merged[key].paths += c.paths
+            else:
+                merged[key] = c
+        for series in sorted({c.series for c in found} | {""}):
+            ptrs = read_pointers(root / series)
+            if ptrs:
+                report.pointers[str(root / series)] = ptrs
+                report.pointer_sources.append((root, series, ptrs))
+    for c in merged.values():
+        EVALUATORS[c.layout](c, False)
+        c.complete = not c.reasons
+        if c.step_name is not None and c.step_content is not None and c.step_name != c.step_content:
+            c.warnings.append(f"the name says step {c.step_name}, the content says {c.step_content}")
+    report.candidates = sorted(merged.values(), key=lambda c: (c.step if c.step is not None else -1, c.step_name is not None, c.name))
+    targets = _pointer_checks(report)
+    for c in reversed(report.candidates):
+        if c.complete:
+            _verify_hard(c, deep)
+            if c.complete:
+                report.chosen = c
+                break
+    report.rejected = [(c.path, "; ".join(c.reasons)) for c in report.candidates if not c.complete]
+    if report.chosen:
+        c = report.chosen
+        if c.step is None:
+            report.advice.append("no step in its name or content: chosen by name order only - check it is the newest")
+        report.lacks = resume.lacks(c, report.candidates)
+        report.advice += resume.advice(c)
+        report.resume_command = resume.command(c, c.path.parent, targets)
+    return report

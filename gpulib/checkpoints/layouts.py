@@ -1,0 +1,464 @@
+"""Framework layouts: find checkpoints under a root and judge each one complete or not.
+
+Each framework writes a different set of files and a different "written last" marker (see
+reference/checkpoints.md section 2): HF Trainer ``trainer_state.json``; DCP/torchtitan
+``.metadata``; Megatron ``metadata.json`` and the tracker file; DeepSpeed ``latest`` (written
+without a barrier, so it can point at a tag whose shards never landed); Lightning and accelerate
+nothing at all. A checkpoint is complete when every expected file (per rank / shard) exists and
+passes the file checks - computed as "expected set minus present set", over the union of the
+roots given (one per node), so node-local disks show which node lacks which shard.
+
+"Newest" comes from the step in the name or in the content, never from mtime.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpulib.checkpoints import dcp
+from gpulib.checkpoints.files import inspect_path
+from gpulib.checkpoints.records import FileReport
+
+MAX_SCAN_DIRS = 20_000
+MAX_SCAN_DEPTH = 5
+TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".tar", ".safetensors")
+DIR_PATTERNS = (
+    ("hf_trainer", re.compile(r"^checkpoint-(\d+)$")),
+    ("accelerate", re.compile(r"^checkpoint_(\d+)$")),
+    ("deepspeed", re.compile(r"^global_step(\d+)$")),
+    ("megatron", re.compile(r"^iter_(\d{7})$")),
+    ("torchtitan", re.compile(r"^step-(\d+)$")),
+)
+STEP_IN_NAME = re.compile(r"(?:step|iter|global_step|checkpoint|ckpt)[=_-]?(\d+)", re.I)
+DS_OPTIM = re.compile(r"^(?:bf16_)?zero_pp_rank_(\d+)_mp_rank_(\d+)_optim_states\.pt$")
+DS_MODEL = re.compile(r"^(?:zero_pp_rank_(\d+)_)?mp_rank_(\d+)_model_states\.pt$")
+RANK_FILE = re.compile(r"^(?:rng_state|random_states)_(\d+)\.(?:pth|pkl)$")
+
+
+@dataclass
+class Candidate:
+    """One checkpoint (one step) of one series, possibly spread over several roots."""
+
+    layout: str
+    series: str  # path of the series directory relative to its root ('' = the root itself)
+    name: str  # dir or file name inside the series
+    paths: list[Path] = field(default_factory=list)  # one per root that holds it
+    step_name: int | None = None
+    step_content: int | None = None
+    complete: bool = False
+    reasons: list[str] = field(default_factory=list)  # why incomplete / invalid
+    warnings: list[str] = field(default_factory=list)
+    categories: set[str] = field(default_factory=set)  # model optimizer scheduler rng dataloader scaler
+    rng_ranks: int | None = None
+    world_size: int | None = None
+    model_prefix: str | None = None
+    reports: list[FileReport] = field(default_factory=list)
+    sidecar: dict | None = None
+
+    @property
+    def step(self) -> int | None:
+        return self.step_content if self.step_content is not None else self.step_name
+
+    @property
+    def path(self) -> Path:
+        return self.paths[0]
+
+    def absorb(self, report: FileReport, what: str) -> FileReport:
+        """Take one file's verdict into this checkpoint's verdict."""
+        self.reports.append(report)
+        for reason in report.reasons():
+            self.reasons.append(f"{what}: {reason}")
+        for f in report.findings:
+            if f.severity == "unsafe":
+                self.warnings.append(f"{what}: {f.message}")
+        if report.summary:
+            self.categories.update(report.summary.categories)
+            self.model_prefix = self.model_prefix or report.summary.model_prefix
+        return report
+
+
+class Files:
+    """Lookup of names across the copies of one checkpoint directory (one per root)."""
+
+    def __init__(self, dirs: list[Path]):
+        self.dirs = dirs
+        self.names: dict[str, list[Path]] = {}
+        for d in dirs:
+            try:
+                entries = os.listdir(d)
+            except OSError:
+                continue
+            for n in entries:
+                self.names.setdefault(n, []).append(d)
+
+    def get(self, name: str) -> Path | None:
+        where = self.names.get(name)
+        return where[0] / name if where else None
+
+    def matching(self, pattern: re.Pattern) -> dict[str, re.Match]:
+        return {n: m for n in self.names if (m := pattern.match(n))}
+
+
+def _contiguous(ranks: set[int], what: str) -> str | None:
+    missing = sorted(set(range(max(ranks) + 1)) - ranks)
+    return f"{what} missing for ranks {_ranges(missing)} (present: {_ranges(sorted(ranks))})" if missing else None
+
+
+def _ranges(nums: list[int]) -> str:
+    out, start = [], None
+    for i, n in enumerate(nums):
+        if start is None:
+            start = n
+        if i + 1 == len(nums) or nums[i + 1] != n + 1:
+            out.append(f"{start}" if start == n else f"{start}-{n}")
+            start = None
+    return ",".join(out) or "none"
+
+
+def _int(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+# --- per-layout evaluation -------------------------------------------------------------------
+
+def eval_hf_trainer(c: Candidate, deep: bool) -> None:
+    f = Files(c.paths)
+    state = f.get("trainer_state.json")
+    if state is None:
+        c.reasons.append("no trainer_state.json (HF writes it last: the save did not finish)")
+    else:
+        try:
+            data = json.loads(state.read_text())
+            c.step_content = _int(data.get("global_step"))
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            c.reasons.append(f"trainer_state.json unreadable: {exc}")
+    weights = [n for n in ("model.safetensors", "pytorch_model.bin", "adapter_model.safetensors", "adapter_model.bin") if f.get(n)]
+    for index_name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+        if f.get(index_name):
+            weights.append(index_name)
+            _check_index(c, f, index_name, deep)
+    weights += [n for n in f.names if n.startswith("pytorch_model_fsdp")]
+    ds = [n for n in f.names if DIR_PATTERNS[2][1].match(n)]
+    if ds:
+        weights += ds
+        sub = Candidate("deepspeed", c.series, ds[0], [d / ds[0] for d in f.names[ds[0]]])
+        eval_deepspeed(sub, deep)
+        c.reasons += [f"{ds[0]}/: {r}" for r in sub.reasons]
+        c.categories |= sub.categories
+    if not weights:
+        c.reasons.append("no model weights (model.safetensors / pytorch_model.bin / index + shards)")
+    for n in weights:
+        if n.endswith((".safetensors", ".bin")):
+            c.absorb(inspect_path(f.get(n), deep), n)
+    if weights:
+        c.categories.add("model")
+    for n, cat in (("optimizer.pt", "optimizer"), ("scheduler.pt", "scheduler"), ("scaler.pt", "scaler")):
+        if f.get(n):
+            c.absorb(inspect_path(f.get(n), deep), n)
+            c.categories.add(cat)
+    _rank_files(c, f, "rng_state.pth", "RNG state (rng_state_<rank>.pth)")
+    c.categories.add("dataloader")  # HF Trainer re-skips consumed batches on resume (no sampler file)
+
+
+def _rank_files(c: Candidate, f: Files, single: str, what: str) -> None:
+    ranks = {int(m.group(1)) for m in f.matching(RANK_FILE).values()}
+    if f.get(single):
+        ranks.add(0)
+    if not ranks:
+        return
+    c.categories.add("rng")
+    c.rng_ranks = len(ranks)
+    c.world_size = max(c.world_size or 0, max(ranks) + 1)
+    gap = _contiguous(ranks, what)
+    if gap:
+        c.reasons.append(gap)
+    for n in f.matching(RANK_FILE):
+        r = inspect_path(f.get(n))
+        if not r.valid:
+            c.absorb(r, n)
+
+
+def _check_index(c: Candidate, f: Files, index_name: str, deep: bool) -> None:
+    try:
+        index = json.loads(f.get(index_name).read_text())
+        shards = sorted(set(index["weight_map"].values()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        c.reasons.append(f"{index_name} unreadable: {exc}")
+        return
+    for shard in shards:
+        p = f.get(shard)
+        if p is None:
+            c.reasons.append(f"shard {shard} named in {index_name} is missing")
+        else:
+            c.absorb(inspect_path(p, deep), shard)
+
+
+def eval_accelerate(c: Candidate, deep: bool) -> None:
+    f = Files(c.paths)
+    weights = [n for n in f.names if re.match(r"^(model(_\d+)?\.safetensors|pytorch_model(_\d+)?\.bin)$", n)]
+    if not weights:
+        c.reasons.append("no model weights (model.safetensors / pytorch_model.bin)")
+    for n in sorted(f.names):
+        cat = {"optimizer": "optimizer", "scheduler": "scheduler", "sampler": "dataloader", "dl_state_dict": "dataloader",
+               "scaler": "scaler", "model": "model", "pytorch_model": "model"}.get(re.sub(r"(_\d+)?\.(bin|pt|safetensors)$", "", n))
+        if cat:
+            c.absorb(inspect_path(f.get(n), deep), n)
+            c.categories.add(cat)
+    _rank_files(c, f, "random_states.pkl", "RNG state (random_states_<rank>.pkl)")
+    steps = [r.summary.step for r in c.reports if r.summary and r.summary.step is not None]
+    for n in f.matching(RANK_FILE):
+        r = inspect_path(f.get(n))
+        if r.summary and r.summary.step is not None:
+            steps.append(r.summary.step)
+            break
+    c.step_content = steps[0] if steps else None
+    c.warnings.append("accelerate writes no completion marker (and deletes old checkpoints before saving with total_limit): completeness is inferred from the files")
+
+
+def eval_torch_file(c: Candidate, deep: bool) -> None:
+    """A single-file checkpoint (plain torch.save, Lightning .ckpt), maybe on several nodes."""
+    verdicts = []
+    for p in c.paths:
+        r = inspect_path(p, deep)
+        verdicts.append(r)
+        if r.summary and r.summary.step is not None and c.step_content is None:
+            c.step_content = r.summary.step
+    good = [r for r in verdicts if r.valid]
+    for r in verdicts:
+        label = c.name if len(c.paths) == 1 else f"{c.name} on {Path(r.path).parent}"
+        if r.valid:
+            c.reports.append(r)
+            if r.summary:
+                c.categories.update(r.summary.categories)
+                c.model_prefix = c.model_prefix or r.summary.model_prefix
+                if r.summary.cuda_rng_devices:
+                    c.rng_ranks = r.summary.cuda_rng_devices
+            c.warnings += [f"{label}: {f.message}" for f in r.findings if f.severity == "unsafe"]
+        elif good:
+            c.warnings.append(f"{label}: {'; '.join(r.reasons())} (another node holds a valid copy)")
+        else:
+            c.absorb(r, label)
+    _check_sidecars(c)
+    if c.layout == "lightning" and good:
+        keys = set(good[0].summary.top_keys if good[0].summary else [])
+        for key, cat in (("optimizer_states", "optimizer"), ("lr_schedulers", "scheduler"), ("loops", "dataloader")):
+            if key in keys:
+                c.categories.add(cat)
+
+
+def _check_sidecars(c: Candidate) -> None:
+    """``<stem>.json`` manifests ({bytes, sha256, status}) and ``<stem>.json.tmp`` / ``<name>.tmp``
+    leftovers written by training scripts around a save."""
+    for p in c.paths:
+        stem = p.name.rsplit(".", 1)[0]
+        for tmp in (p.with_name(stem + ".json.tmp"), p.with_name(p.name + ".tmp")):
+            if tmp.exists():
+                c.reasons.append(f"{tmp.name} left behind: the save was never committed")
+        side = p.with_name(stem + ".json")
+        if not side.is_file():
+            continue
+        try:
+            meta = json.loads(side.read_text())
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            c.warnings.append(f"{side.name} unreadable: {exc}")
+            continue
+        if not isinstance(meta, dict):
+            continue
+        c.sidecar = meta
+        status = meta.get("status")
+        if status not in (None, "complete", "completed", "done", "ok"):
+            c.reasons.append(f"{side.name} says status {status!r}")
+        size = p.stat().st_size
+        if _int(meta.get("bytes")) is not None and meta["bytes"] != size:
+            c.reasons.append(f"{p.name} has {size:,} bytes, {side.name} says {meta['bytes']:,}")
+        if _int(meta.get("step")) is not None and c.step_content is None:
+            c.step_content = meta["step"]
+
+
+def eval_deepspeed(c: Candidate, deep: bool) -> None:
+    f = Files(c.paths)
+    models = f.matching(DS_MODEL)
+    optims = f.matching(DS_OPTIM)
+    if not models:
+        c.reasons.append("no *_model_states.pt")
+        return
+    first = sorted(models)[0]
+    head = c.absorb(inspect_path(f.get(first), deep), first)
+    v = head.values
+    dp, mp = _int(v.get("dp_world_size")), _int(v.get("mp_world_size")) or 1
+    c.step_content = _int(v.get("global_steps"))
+    for key, cat in (("optimizer", "optimizer"), ("lr_scheduler", "scheduler"), ("data_sampler", "dataloader")):
+        if any(k == key or k.startswith(key + ".") for k in v) and v.get(key, "") is not None:
+            c.categories.add(cat)
+    if optims:
+        c.categories.add("optimizer")
+        dp = dp or max(int(m.group(1)) for m in optims.values()) + 1
+        present = {(int(m.group(1)), int(m.group(2))) for m in optims.values()}
+        bf16 = any(n.startswith("bf16_") for n in optims)
+        missing = [f"{'bf16_' if bf16 else ''}zero_pp_rank_{d}_mp_rank_{m:02d}_optim_states.pt"
+                   for m in range(mp) for d in range(dp) if (d, m) not in present]
+        if missing:
+            c.reasons.append(f"missing {len(missing)} of {dp * mp} ZeRO optimizer shards ({', '.join(missing[:4])}"
+                             f"{', ...' if len(missing) > 4 else ''}): DeepSpeed says 'The following zero checkpoints paths are missing'")
+        for n in sorted(optims):
+            r = inspect_path(f.get(n), deep)
+            if not r.valid:
+                c.absorb(r, n)
+        _node_spread(c, f, list(optims))
+    mp_present = {int(m.group(2)) for m in models.values()}
+    gap = sorted(set(range(mp)) - mp_present)
+    if gap:
+        c.reasons.append(f"model states missing for model-parallel ranks {_ranges(gap)}")
+    c.world_size = (dp or 1) * mp
+
+
+def _node_spread(c: Candidate, f: Files, shard_names: list[str]) -> None:
+    if len(f.dirs) < 2:
+        return
+    partial = [d for d in f.dirs if sum(1 for n in shard_names if d in f.names.get(n, [])) < len(shard_names)]
+    if partial:
+        c.warnings.append(f"shards are spread over node-local disks ({len(partial)} of {len(f.dirs)} roots hold only "
+                          "part of them): every rank must see the shards it loads - copy them to shared storage first")
+
+
+def eval_megatron(c: Candidate, deep: bool) -> None:
+    f = Files(c.paths)
+    if f.get(".metadata") or f.get(".metadata.tmp") or any(n.endswith(".distcp") for n in f.names):
+        if not f.get("metadata.json"):
+            c.reasons.append("no metadata.json (Megatron writes it only when the checkpoint is complete)")
+        eval_dcp(c, deep)
+        return
+    ranks = {n: m for n in f.names if (m := re.match(r"^mp_rank_(\d+)(?:_(\d+))?(?:_(\d+))?$", n))}
+    if not ranks:
+        c.reasons.append("no mp_rank_* directories and no DCP files")
+        return
+    first = None
+    for n in sorted(ranks):
+        sub = Files([d / n for d in f.names[n]])
+        p = sub.get("model_optim_rng.pt")
+        if p is None:
+            c.reasons.append(f"{n}/model_optim_rng.pt is missing")
+            continue
+        r = c.absorb(inspect_path(p, deep), f"{n}/model_optim_rng.pt")
+        first = first or r
+        if sub.get("distrib_optim.pt"):
+            c.absorb(inspect_path(sub.get("distrib_optim.pt"), deep), f"{n}/distrib_optim.pt")
+            c.categories.add("optimizer")
+    if first is None:
+        return
+    v = first.values
+    tp, pp = _int(v.get("args.tensor_model_parallel_size")) or 1, _int(v.get("args.pipeline_model_parallel_size")) or 1
+    c.step_content = _int(v.get("iteration"))
+    expected = {f"mp_rank_{t:02d}" if pp == 1 else f"mp_rank_{t:02d}_{p:03d}" for t in range(tp) for p in range(pp)}
+    missing = sorted(expected - {n for n in ranks if n in expected})
+    if missing:
+        c.reasons.append(f"missing {len(missing)} of {tp * pp} model-parallel dirs (TP={tp}, PP={pp}): {', '.join(missing[:4])}")
+    if any(k.startswith("opt_param_scheduler") for k in v):
+        c.categories.add("scheduler")
+    c.world_size = tp * pp
+    _node_spread(c, f, sorted(expected))
+
+
+def eval_dcp(c: Candidate, deep: bool) -> None:
+    """DCP / torchtitan step-N: .metadata from any root, shards looked up across all roots."""
+    f = Files(c.paths)
+    if c.layout == "torchtitan" and not f.get(".metadata") and f.get("model.safetensors.index.json"):
+        _check_index(c, f, "model.safetensors.index.json", deep)
+        c.categories.add("model")
+        return
+    meta_dir = f.get(".metadata").parent if f.get(".metadata") else c.paths[0]
+    r = c.absorb(dcp.inspect_dcp(meta_dir, deep, [d for d in c.paths if d != meta_dir]), ".metadata")
+    if r.summary:
+        c.step_content = r.summary.step
+    _node_spread(c, f, [n for n in f.names if n.endswith(".distcp")])
+
+
+EVALUATORS = {
+    "hf_trainer": eval_hf_trainer, "accelerate": eval_accelerate, "deepspeed": eval_deepspeed,
+    "megatron": eval_megatron, "torchtitan": eval_dcp, "dcp": eval_dcp, "lightning": eval_torch_file,
+    "torch_file": eval_torch_file,
+}
+
+
+# --- discovery -------------------------------------------------------------------------------
+
+def _dir_layout(path: Path, names: list[str]) -> tuple[str, int | None] | None:
+    for layout, pattern in DIR_PATTERNS:
+        m = pattern.match(path.name)
+        if m:
+            return layout, int(m.group(1))
+    if any(RANK_FILE.match(n) and n.startswith("random_states") for n in names):
+        return "accelerate", None
+    if any(DS_MODEL.match(n) for n in names):
+        return "deepspeed", None
+    if ".metadata" in names or ".metadata.tmp" in names or any(n.endswith(".distcp") for n in names):
+        return "dcp", None
+    return None
+
+
+def discover(root: Path) -> tuple[list[Candidate], list[str], list[str]]:
+    """Candidates under one root, leftover temp files, and problems reading the tree."""
+    found: list[Candidate] = []
+    leftovers: list[str] = []
+    problems: list[str] = []
+    stack = [(root, 0)]
+    seen = 0
+    while stack:
+        d, depth = stack.pop()
+        seen += 1
+        if seen > MAX_SCAN_DIRS:
+            problems.append(f"stopped scanning after {MAX_SCAN_DIRS} directories")
+            break
+        try:
+            names = sorted(os.listdir(d))
+        except PermissionError:
+            problems.append(f"{d}: permission denied")
+            continue
+        except OSError as exc:
+            problems.append(f"{d}: {exc.strerror or exc}")
+            continue
+        rel = "" if d == root else str(d.relative_to(root))
+        kind = _dir_layout(d, names) if d != root else None
+        if kind:
+            layout, step = kind
+            series = str(Path(rel).parent) if Path(rel).parent != Path(".") else ""
+            found.append(Candidate(layout, series, d.name, [d], step_name=step))
+            leftovers += [str(Path(rel) / n) for n in names if n.endswith(".tmp") or n.startswith("tmp")]
+            continue
+        for n in names:
+            p = d / n
+            if n.endswith(".tmp") or (n.startswith("tmp") and not p.is_dir()):
+                leftovers.append(str(Path(rel) / n))
+                continue
+            if p.is_symlink():
+                continue  # pointers (last.ckpt -> ...) are read by read_pointers
+            if p.is_dir():
+                if depth < MAX_SCAN_DEPTH:
+                    stack.append((p, depth + 1))
+                continue
+            layout = "lightning" if n.endswith(".ckpt") else "torch_file" if n.endswith(TORCH_SUFFIXES) else None
+            if layout and not (layout == "torch_file" and n.endswith(".index.json")):
+                m = STEP_IN_NAME.search(n)
+                found.append(Candidate(layout, rel, n, [p], step_name=int(m.group(1)) if m else None))
+    return found, leftovers, problems
+
+
+def read_pointers(series_dir: Path) -> dict[str, str]:
+    """Pointer files of a series: DeepSpeed ``latest``, Megatron tracker, generic ``latest``,
+    Lightning ``last.ckpt`` symlink. Value = what it names (tag, iteration, file)."""
+    out = {}
+    for name in ("latest", "latest_universal", "latest_checkpointed_iteration.txt", "latest_checkpoint", "LATEST"):
+        p = series_dir / name
+        if p.is_file():
+            try:
+                out[name] = p.read_text(errors="replace").strip()[:200]
+            except OSError as exc:
+                out[name] = f"<unreadable: {exc.strerror}>"
+    for p in series_dir.glob("last*.ckpt"):
+        if p.is_symlink():
+            out[p.name] = os.readlink(p)
+    return out

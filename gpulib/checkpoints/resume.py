@@ -1,0 +1,73 @@
+"""What a checkpoint lacks, what resuming without it costs, and the command that resumes it.
+
+Resuming from weights alone "works" and silently changes the run: Adam moments restart from
+zero, the LR schedule jumps back to warmup, the data order restarts. The operator should decide
+that knowingly, so every missing piece is spelled out with its cost.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from gpulib.checkpoints.layouts import Candidate
+
+COSTS = {
+    "optimizer": "no optimizer state: Adam moments restart from zero (expect a loss spike; effectively a warm restart)",
+    "scheduler": "no LR-scheduler state: the schedule restarts at warmup unless the step is restored by hand",
+    "rng": "no RNG state: data order, dropout and augmentation streams restart (the run is no longer reproducible)",
+    "dataloader": "no sampler/dataloader state: the epoch restarts from its first batch (some samples seen twice, others skipped)",
+    "scaler": "no grad-scaler state: the fp16 loss scale restarts at its initial value (a few skipped steps)",
+}
+ALWAYS_EXPECTED = ("optimizer", "scheduler", "rng", "dataloader")
+GPUS = "<gpus-per-node>"
+ARGS = "<your usual args>"
+
+
+def lacks(c: Candidate, siblings: list[Candidate]) -> list[str]:
+    """Missing pieces with their cost. The grad scaler only counts when a sibling checkpoint of the
+    same series has one (fp16 runs save it; bf16/fp32 runs have none to lose)."""
+    out = [COSTS[cat] for cat in ALWAYS_EXPECTED if cat not in c.categories]
+    if "scaler" not in c.categories and any("scaler" in s.categories for s in siblings if s.series == c.series):
+        out.append(COSTS["scaler"])
+    if "rng" in c.categories and c.rng_ranks and c.world_size and c.rng_ranks < c.world_size:
+        out.append(f"RNG state for only {c.rng_ranks} of {c.world_size} ranks: the other ranks restart their streams")
+    if c.step is None:
+        out.append("no step counter: logging, LR schedule and checkpoint names restart from 0")
+    return out
+
+
+def advice(c: Candidate) -> list[str]:
+    out = []
+    if c.model_prefix:
+        why = "DDP/DataParallel" if c.model_prefix == "module." else "torch.compile"
+        out.append(f"model keys carry the {why} prefix '{c.model_prefix}': load into the same wrapper, or strip it with "
+                   f"torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(sd, '{c.model_prefix}')")
+    if any("needs_allowlist" == f.severity for r in c.reports for f in r.findings):
+        out.append("torch.load(weights_only=True) refuses some objects in it (numpy RNG, argparse, ...): see `gpulib ckpt inspect` for the add_safe_globals list")
+    return out
+
+
+def command(c: Candidate, series_dir: Path, pointer_targets: list[str]) -> str:
+    p = shlex.quote(str(c.path))
+    torchrun = f"torchrun --nproc-per-node={GPUS} --max-restarts=3"
+    if c.layout == "hf_trainer":
+        return f"{torchrun} <train.py> {ARGS} --resume_from_checkpoint {p}   # Trainer.train(resume_from_checkpoint={p})"
+    if c.layout == "accelerate":
+        return f"accelerate launch <train.py> {ARGS}   # with accelerator.load_state({p}) before the loop"
+    if c.layout == "lightning":
+        return f"python <train.py> fit {ARGS} --ckpt_path {p}   # or trainer.fit(model, ckpt_path={p})"
+    if c.layout == "deepspeed":
+        tag_note = "" if c.name in pointer_targets else f" (`latest` does not name it: pass the tag, or write {c.name} into latest)"
+        return (f"deepspeed <train.py> {ARGS}   # engine.load_checkpoint({shlex.quote(str(series_dir))}, "
+                f"tag={shlex.quote(c.name)}){tag_note}")
+    if c.layout == "megatron":
+        step_flag = "" if str(c.step) in pointer_targets else f" --ckpt-step {c.step}"
+        return f"{torchrun} pretrain_gpt.py {ARGS} --load {shlex.quote(str(series_dir))}{step_flag}"
+    if c.layout == "torchtitan":
+        return (f"{torchrun} -m torchtitan.train --job.config_file <config.toml> --job.dump_folder "
+                f"{shlex.quote(str(series_dir.parent))} --checkpoint.enable --checkpoint.folder "
+                f"{shlex.quote(series_dir.name)} --checkpoint.load_step {c.step}")
+    if c.layout == "dcp":
+        return f"{torchrun} <train.py> {ARGS} --resume {p}   # dcp.load(state_dict, checkpoint_id={p})"
+    return f"{torchrun} <train.py> {ARGS} --resume {p}"
