@@ -1,0 +1,137 @@
+"""``ibstat`` and ``ibstatus`` (infiniband-diags): one record per HCA port.
+
+Why it matters: NCCL picks the IB/RoCE HCAs at start-up. A compute HCA whose port is ``Down``
+(physical state ``Polling``: no link partner, ``Disabled``: shut) makes that node fall back to
+``NET/Socket`` or fail the first connection, while the other nodes use IB: a classic cause of an
+interrupted multi-node job. ``Link layer: Ethernet`` ports are RoCE or management NICs; the
+caller decides whether they count (see :attr:`IbPort.is_infiniband`).
+
+``ibstat`` prints ``State: Active``; ``ibstatus`` prints ``state: 4: ACTIVE``. Both are
+normalised to ``Active``/``Down``/``Init``/``Armed`` and ``LinkUp``/``Polling``/``Disabled``.
+When ibstat dies part-way (``ibpanic: ... stat of IB device 'mlx5_8' failed``, exit 255) the
+ports read before the panic are kept, and the failed device becomes a port record with
+``error`` set, because a vanished HCA is itself evidence.
+
+This module reads both formats; ``KIND`` is ``ibstat`` and a result from ibstatus text carries
+kind ``ibstatus``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gpulib.parsers import units
+from gpulib.parsers.base import ParseResult, Problem
+
+KIND = "ibstat"
+KIND_IBSTATUS = "ibstatus"
+
+_CA = re.compile(r"^CA '(?P<ca>[^']+)'")
+_PORT = re.compile(r"^\s+Port (?P<port>\d+):\s*$")
+_KV = re.compile(r"^\s+(?P<key>[A-Za-z_ ]+?):\s*(?P<value>.*)$")
+_IBSTATUS_HEAD = re.compile(r"^Infiniband device '(?P<ca>[^']+)' port (?P<port>\d+) status:")
+_PANIC_DEVICE = re.compile(r"device '(?P<ca>[^']+)'")
+
+
+@dataclass
+class IbPort:
+    ca: str  # "mlx5_0"
+    port: int | None
+    state: str | None = None  # Active, Down, Init, Armed
+    physical_state: str | None = None  # LinkUp, Polling, Disabled, ...
+    rate_gbps: float | None = None
+    base_lid: int | None = None
+    sm_lid: int | None = None
+    link_layer: str | None = None  # InfiniBand | Ethernet
+    ca_type: str | None = None  # MT4129 = ConnectX-7
+    firmware: str | None = None
+    port_guid: str | None = None
+    error: str | None = None  # the tool failed on this device
+    line: int | None = None
+
+    @property
+    def is_infiniband(self) -> bool:
+        return (self.link_layer or "").lower() == "infiniband"
+
+    @property
+    def up(self) -> bool:
+        return self.state == "Active" and self.physical_state == "LinkUp"
+
+
+def looks_like(head: str) -> bool:
+    first = next((line for line in head.splitlines() if line.strip()), "")
+    return bool(_CA.match(first) or _IBSTATUS_HEAD.match(first) or first.startswith("ibpanic:"))
+
+
+def _state(value: str) -> str | None:
+    """``4: ACTIVE`` -> ``Active``; ``5: LinkUp`` -> ``LinkUp``; ``Down`` -> ``Down``."""
+    text = units.text_value(value)
+    if text is None:
+        return None
+    text = re.sub(r"^\d+:\s*", "", text)
+    return text.capitalize() if text.isupper() else text
+
+
+def _lid(value: str) -> int | None:
+    try:
+        return units.integer(value)
+    except ValueError:
+        return None
+
+
+def _apply(port: IbPort, key: str, value: str, problems: list[Problem], source: str, number: int) -> None:
+    key = key.strip().lower().replace("_", " ")
+    if key == "state":
+        port.state = _state(value)
+    elif key in ("physical state", "phys state"):
+        port.physical_state = _state(value)
+    elif key == "rate":
+        try:
+            port.rate_gbps = units.number(value.split("(")[0].replace("Gb/sec", ""))
+        except ValueError as exc:
+            problems.append(Problem(source, f"{port.ca} port {port.port} rate: {exc}", number))
+    elif key == "base lid":
+        port.base_lid = _lid(value)
+    elif key == "sm lid":
+        port.sm_lid = _lid(value)
+    elif key == "link layer":
+        port.link_layer = units.text_value(value)
+    elif key == "port guid":
+        port.port_guid = units.text_value(value)
+
+
+def parse(text: str, source: str = "<text>") -> ParseResult[IbPort]:
+    """Parse ibstat or ibstatus output into :class:`IbPort` records (never raises)."""
+    result: ParseResult[IbPort] = ParseResult(KIND)
+    ca: dict[str, str | None] = {}
+    port: IbPort | None = None
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.expandtabs(8).rstrip()
+        if not line.strip():
+            continue
+        if m := _CA.match(line):
+            ca, port = {"name": m["ca"]}, None
+        elif m := _IBSTATUS_HEAD.match(line):
+            result.kind = KIND_IBSTATUS
+            port = IbPort(ca=m["ca"], port=int(m["port"]), line=number)
+            result.records.append(port)
+        elif m := _PORT.match(line):
+            if not ca:
+                continue
+            port = IbPort(ca=ca["name"], port=int(m["port"]), ca_type=ca.get("ca type"),
+                          firmware=ca.get("firmware version"), line=number)
+            result.records.append(port)
+        elif line.startswith("ibpanic:"):
+            result.problems.append(Problem(source, f"ibstat failed part-way: {line.strip()}", number))
+            if m := _PANIC_DEVICE.search(line):
+                result.records.append(IbPort(ca=m["ca"], port=None, error=line.strip(), line=number))
+        elif m := _KV.match(line):
+            if port is not None:
+                _apply(port, m["key"], m["value"], result.problems, source, number)
+            elif ca:
+                ca[m["key"].strip().lower()] = m["value"].strip()
+    if not result.records and not result.problems:
+        why = "empty file" if not text.strip() else "not ibstat/ibstatus output (no CA '...' or 'Infiniband device' blocks)"
+        result.problems.append(Problem(source, why))
+    return result
