@@ -1,0 +1,710 @@
+"""Step checks of the runbook notebooks: evidence tables + thresholds -> findings.
+
+A finding is the unit every notebook records (``findings-NN.json``) and every runbook
+aggregates: ``{id, severity, category, title, host, gpu_index, rank, time, evidence, actions}``
+with ``severity`` in critical|error|warning|info and ``category`` from the DESIGN vocabulary.
+The root cause itself comes from :func:`gpulib.diagnose.diagnose`; the checks here are the
+step-level readings an engineer tunes with the notebook's thresholds (how hot is too hot, how
+much memory imbalance is suspicious, how slow is a stalled step).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from gpulib.parsers.gpu_records import SLOWDOWN_REASONS
+
+FINDING_MIME = "application/vnd.gpulib.finding+json"
+SEVERITIES = ("critical", "error", "warning", "info")
+FIELDS = ("id", "severity", "category", "title", "host", "gpu_index", "rank", "time", "evidence", "actions")
+
+CATEGORIES = (
+    "gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error", "nvlink_error", "thermal_throttling",
+    "power_fault", "cuda_oom", "host_oom", "network_fabric", "driver_mismatch", "application_error",
+    "data_pipeline_stall", "node_lost", "none",
+)
+
+
+def finding(id: str, severity: str, category: str, title: str, *, host: str | None = None,
+            gpu_index: int | None = None, rank: int | None = None, time: Any = None,
+            evidence: Sequence[dict] = (), actions: Sequence[str] = (), **extra: Any) -> dict:
+    """One finding in the recorded shape (extra keys such as ``caused_by`` or ``step`` are kept)."""
+    if severity not in SEVERITIES:
+        raise ValueError(f"severity {severity!r} is not one of {SEVERITIES}")
+    if category not in CATEGORIES:
+        raise ValueError(f"category {category!r} is not in the DESIGN vocabulary")
+    return {"id": id, "severity": severity, "category": category, "title": title, "host": host,
+            "gpu_index": None if gpu_index is None or pd.isna(gpu_index) else int(gpu_index),
+            "rank": None if rank is None or pd.isna(rank) else int(rank),
+            "time": _iso(time), "evidence": [dict(e) for e in evidence], "actions": list(actions), **extra}
+
+
+def normalize_findings(items: Iterable[Any], *, step: str | None = None) -> list[dict]:
+    """Dicts, dataclasses or objects with ``to_dict`` -> finding dicts with every field present,
+    de-duplicated by id, most severe first."""
+    out: dict[str, dict] = {}
+    for item in items:
+        if hasattr(item, "to_dict"):
+            item = item.to_dict()
+        elif is_dataclass(item):
+            item = asdict(item)
+        data = {key: item.get(key) for key in FIELDS} | {k: v for k, v in item.items() if k not in FIELDS}
+        data["evidence"] = list(data.get("evidence") or [])
+        data["actions"] = list(data.get("actions") or [])
+        data["time"] = _iso(data.get("time"))
+        if step and "step" not in data:
+            data["step"] = step
+        out.setdefault(str(data["id"]), data)
+    return sorted(out.values(), key=lambda f: (SEVERITIES.index(f["severity"]) if f["severity"] in SEVERITIES
+                                               else len(SEVERITIES), str(f.get("time") or "")))
+
+
+def summarize_findings(items: Sequence[dict], *, step: str = "") -> str:
+    """The text people read under the findings: counts, then one line per finding."""
+    head = f"{step}: " if step else ""
+    if not items:
+        return f"{head}no findings (nothing abnormal in this evidence for this step)"
+    counts = ", ".join(f"{n} {s}" for s in SEVERITIES if (n := sum(f["severity"] == s for f in items)))
+    lines = [f"{head}{len(items)} finding(s): {counts}"]
+    for f in items:
+        where = " ".join(x for x in (
+            f.get("host") or "", f"gpu {f['gpu_index']}" if f.get("gpu_index") is not None else "",
+            f"rank {f['rank']}" if f.get("rank") is not None else "", f.get("time") or "") if x)
+        lines.append(f"  [{f['severity'].upper()}] {f['category']}: {f['title']}" + (f" ({where})" if where else ""))
+        lines += [f"      -> {a}" for a in f.get("actions") or []][:3]
+    return "\n".join(lines)
+
+
+def _iso(value: Any) -> str | None:
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return None
+    if isinstance(value, str):
+        return value
+    stamp = pd.Timestamp(value)
+    stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+    return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _slug(*parts: Any) -> str:
+    return "-".join(re.sub(r"[^0-9A-Za-z.]+", "_", str(p)) for p in parts if p is not None and p != "")
+
+
+def _evidence_rows(rows: pd.DataFrame, limit: int = 3) -> list[dict]:
+    cols = [c for c in ("file", "line", "text") if c in rows.columns]
+    return [{c: (None if pd.isna(r[c]) else (int(r[c]) if c == "line" else str(r[c]))) for c in cols}
+            for _, r in rows.head(limit).iterrows()]
+
+
+#: Which notebook explains a root-cause category.
+NEXT_NOTEBOOK = {
+    "gpu_fell_off_bus": "01_kernel_xid", "gpu_memory_error": "06_driver_cuda_ecc_topology",
+    "gpu_firmware_error": "01_kernel_xid", "nvlink_error": "06_driver_cuda_ecc_topology",
+    "thermal_throttling": "04_thermal_power", "power_fault": "04_thermal_power", "cuda_oom": "02_gpu_memory_oom",
+    "host_oom": "02_gpu_memory_oom", "network_fabric": "03_nccl_network",
+    "driver_mismatch": "06_driver_cuda_ecc_topology", "application_error": "03_nccl_network",
+    "data_pipeline_stall": "05_data_loading", "node_lost": "01_kernel_xid", "none": "07_checkpoint_resume",
+}
+
+
+def next_step(diagnosis: dict) -> str:
+    """Markdown naming the notebook to open next for this diagnosis."""
+    verdict = diagnosis.get("verdict") or {}
+    category = verdict.get("category") or "none"
+    target = NEXT_NOTEBOOK.get(category, "01_kernel_xid")
+    if category == "none":
+        return (f"No failure found: open **{target}.ipynb** to confirm the checkpoint, then **08_preflight.ipynb**.")
+    return (f"Root cause category `{category}` ({verdict.get('interruption', 'unknown')} interruption): open "
+            f"**{target}.ipynb** next, then **07_checkpoint_resume.ipynb** and **08_preflight.ipynb**.")
+
+
+def findings_table(items: Sequence[dict]) -> pd.DataFrame:
+    """Findings as a table, with the first evidence line."""
+    rows = [{"severity": f["severity"], "category": f["category"], "title": f["title"], "host": f.get("host"),
+             "gpu": f.get("gpu_index"), "rank": f.get("rank"), "time": f.get("time"),
+             "evidence": "; ".join(f"{e.get('file')}:{e.get('line')}: {e.get('text')}" for e in f["evidence"][:1])}
+            for f in items]
+    return pd.DataFrame(rows)
+
+
+def from_diagnosis(diagnosis: dict, categories: Iterable[str] | None = None) -> list[dict]:
+    """The diagnosis findings of the given categories (all when None)."""
+    wanted = None if categories is None else set(categories)
+    return [f for f in diagnosis.get("findings") or [] if wanted is None or f.get("category") in wanted]
+
+
+# --------------------------------------------------------------------------------------------
+# 01 kernel log and Xid
+
+#: Kernel event kinds that are findings by themselves, with their category and severity.
+KERNEL_KINDS = {
+    "fell_off_bus": ("gpu_fell_off_bus", "critical", "GPU fell off the bus"),
+    "gpu_reset_required": ("gpu_memory_error", "critical", "GPU reset required"),
+    "oom_kill": ("host_oom", "error", "host OOM killer killed a process"),
+    "ib_link_down": ("network_fabric", "error", "InfiniBand link down"),
+    "aer": ("gpu_fell_off_bus", "warning", "PCIe AER error"),
+    "pcie_link_degraded": ("gpu_fell_off_bus", "warning", "PCIe link degraded"),
+    "hung_task": ("application_error", "warning", "task hung in the kernel (D state)"),
+}
+
+_INTERRUPTION_SEVERITY = {"hard": "critical", "soft": "error", "info": "info"}
+
+
+def kernel_findings(events: pd.DataFrame) -> list[dict]:
+    """One finding per (host, GPU, Xid code) and per (host, notable kernel event kind).
+
+    Grouping matters: a flapping GPU prints the same Xid hundreds of times; the engineer needs
+    *which GPU, which code, first seen when, how many*, with the catalog's meaning and action.
+    """
+    if events is None or events.empty:
+        return []
+    out = []
+    xids = events[events["xid"].notna()] if "xid" in events.columns else events.iloc[0:0]
+    for (host, gpu_key, code), rows in xids.groupby(
+            [events["host"].fillna(""), events["pci_bus_id"].fillna(events["gpu"].astype(str)), "xid"],
+            sort=True, dropna=False):
+        first = rows.sort_values("time", na_position="last").iloc[0]
+        info = {k: first.get(k) for k in ("name", "interruption", "category", "action")}
+        name = info["name"] if isinstance(info["name"], str) else "unknown Xid"
+        category = info["category"] if info["category"] in CATEGORIES else "application_error"
+        severity = _INTERRUPTION_SEVERITY.get(info["interruption"], "warning")
+        where = f"GPU {gpu_key}" + (f" on {host}" if host else "")
+        out.append(finding(
+            _slug("xid", int(code), host, gpu_key), severity, category,
+            f"Xid {int(code)} ({name}) on {where}, {len(rows)} event(s)",
+            host=host or None, gpu_index=first.get("gpu_index"), time=first.get("time"),
+            evidence=_evidence_rows(rows), actions=[info["action"]] if isinstance(info["action"], str) else [],
+            xid=int(code), pci_bus_id=first.get("pci_bus_id") if isinstance(first.get("pci_bus_id"), str) else None,
+            count=len(rows),
+        ))
+    for (host, kind), rows in events[events["kind"].isin(KERNEL_KINDS)].groupby(
+            [events["host"].fillna(""), "kind"], sort=True):
+        category, severity, label = KERNEL_KINDS[kind]
+        first = rows.sort_values("time", na_position="last").iloc[0]
+        out.append(finding(
+            _slug(kind, host), severity, category, f"{label}" + (f" on {host}" if host else "") + f", {len(rows)} line(s)",
+            host=host or None, gpu_index=first.get("gpu_index"), time=first.get("time"),
+            evidence=_evidence_rows(rows),
+        ))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# 02 GPU memory
+
+
+def memory_findings(states: pd.DataFrame, imbalance_gib: float = 2.0) -> list[dict]:
+    """Memory imbalance between the GPUs of a host, and processes still holding GPUs.
+
+    Data-parallel ranks hold identical models, so used memory should match within a few
+    hundred MiB. After a crash, a process still holding a GPU blocks the relaunch (the new job
+    OOMs at start-up or hangs on NCCL init); it must be found and stopped first.
+    """
+    if states is None or states.empty or "mem_used_mib" not in states.columns:
+        return []
+    out = []
+    for host, rows in states[states["mem_used_mib"].notna()].groupby(states["host"].fillna(""), sort=True):
+        if len(rows) < 2:
+            continue
+        hi, lo = rows.loc[rows["mem_used_mib"].idxmax()], rows.loc[rows["mem_used_mib"].idxmin()]
+        spread_gib = (hi["mem_used_mib"] - lo["mem_used_mib"]) / 1024
+        if spread_gib > imbalance_gib:
+            out.append(finding(
+                _slug("mem-imbalance", host), "warning", "cuda_oom",
+                f"GPU memory imbalance of {spread_gib:.1f} GiB on {host or 'this host'}: GPU {hi['gpu']} uses "
+                f"{hi['mem_used_mib'] / 1024:.1f} GiB, GPU {lo['gpu']} {lo['mem_used_mib'] / 1024:.1f} GiB",
+                host=host or None, gpu_index=hi.get("gpu_index"), time=hi.get("time"),
+                evidence=_evidence_rows(pd.DataFrame([hi])),
+                actions=["An outlier rank holds more activations or leaks: check its batch/sequence length; "
+                         "a GPU near zero may have lost its process (see the kernel log)."],
+            ))
+    procs = states[states["processes"].map(bool)] if "processes" in states.columns else states.iloc[0:0]
+    for _, row in procs.iterrows():
+        pid_list = [int(p["pid"]) for p in row["processes"] if p.get("pid") is not None]
+        pids = ", ".join(map(str, pid_list))
+        out.append(finding(
+            _slug("gpu-held", row.get("host"), row["gpu"]), "warning", "application_error",
+            f"GPU {row['gpu']} is still held by process(es) {pids}",
+            host=row.get("host") if isinstance(row.get("host"), str) else None, gpu_index=row.get("gpu_index"),
+            time=row.get("time"), evidence=_evidence_rows(pd.DataFrame([row])),
+            actions=["Stop the leftover training processes before relaunching (see the remediation cell)."],
+            pids=pid_list,
+        ))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# 04 thermal and power
+
+
+def thermal_findings(samples: pd.DataFrame, states: pd.DataFrame | None = None,
+                     temp_limit_c: float = 85.0, min_samples: int = 2) -> list[dict]:
+    """GPUs slowed by heat or power delivery, from time series and from snapshots.
+
+    ``min_samples`` consecutive samples with a slowdown reason make a period (one sample can be
+    a transient). A GPU above ``temp_limit_c`` without a slowdown reason is a warning: it is
+    about to throttle.
+    """
+    from gpulib.plots import throttle_periods  # the same periods the thermal plot shades
+
+    out = []
+    periods = [p for p in throttle_periods(samples) if p["samples"] >= min_samples]
+    by_gpu: dict[str, list[dict]] = {}
+    for period in periods:
+        by_gpu.setdefault(period["label"], []).append(period)
+    for label, gpu_periods in by_gpu.items():
+        rows = samples[_labels(samples) == label]
+        first = gpu_periods[0]
+        inside = rows[(rows["time"] >= first["start"]) & (rows["time"] <= gpu_periods[-1]["end"])]
+        reasons = sorted({r for p in gpu_periods for r in p["reasons"]})
+        category = "power_fault" if reasons == ["hw_power_brake_slowdown"] else "thermal_throttling"
+        peak = inside["temp_c"].max() if "temp_c" in inside.columns else None
+        clock = inside["sm_clock_mhz"].min() if "sm_clock_mhz" in inside.columns else None
+        clock_max = rows["sm_clock_max_mhz"].max() if "sm_clock_max_mhz" in rows.columns else None
+        minutes = sum((p["end"] - p["start"]).total_seconds() for p in gpu_periods) / 60
+        detail = ", ".join(x for x in (
+            f"peak {peak:.0f} C" if pd.notna(peak) else "",
+            f"SM clock down to {clock:.0f}" + (f" of {clock_max:.0f} MHz" if pd.notna(clock_max) else " MHz")
+            if pd.notna(clock) else "") if x)
+        out.append(finding(
+            _slug(category, label), "error", category,
+            f"{label} slowed by {', '.join(reasons)} for {minutes:.1f} min from {_iso(first['start'])}"
+            + (f" ({detail})" if detail else ""),
+            host=_first(rows, "host"), gpu_index=_first(rows, "gpu_index"), time=first["start"],
+            evidence=_evidence_rows(inside[inside["throttle_reasons"].map(lambda r: bool(set(r or ()) & SLOWDOWN_REASONS))]),
+            actions=["Check the airflow/fans and inlet temperature of this node and GPU slot; compare with its "
+                     "neighbours. Drain it until cooling is fixed: a throttled GPU makes its rank a straggler "
+                     "and the other ranks time out in NCCL.",
+                     "Power-brake slowdown means the PSU/BMC asked for less power: check ipmitool sdr."],
+            reasons=reasons, power_limit_w=_first(rows, "power_limit_w"),
+        ))
+    if samples is not None and not samples.empty and "temp_c" in samples.columns:
+        hot = samples[samples["temp_c"] >= temp_limit_c]
+        for label, rows in hot.groupby(_labels(hot), sort=True):
+            if label in by_gpu:
+                continue
+            out.append(finding(
+                _slug("hot", label), "warning", "thermal_throttling",
+                f"{label} reached {rows['temp_c'].max():.0f} C (limit {temp_limit_c:g} C) without throttling yet",
+                host=_first(rows, "host"), gpu_index=_first(rows, "gpu_index"), time=rows["time"].min(),
+                evidence=_evidence_rows(rows),
+                actions=["Watch this GPU: it is close to its slowdown temperature."],
+            ))
+    if states is not None and not states.empty and "throttle_reasons" in states.columns:
+        seen = set(by_gpu)
+        for _, row in states.iterrows():
+            slow = sorted(set(row["throttle_reasons"] or ()) & SLOWDOWN_REASONS)
+            label = _labels(pd.DataFrame([row])).iloc[0]
+            if slow and label not in seen:
+                seen.add(label)
+                out.append(finding(
+                    _slug("snapshot-slowdown", label), "error",
+                    "power_fault" if slow == ["hw_power_brake_slowdown"] else "thermal_throttling",
+                    f"{label} reported {', '.join(slow)} in a snapshot"
+                    + (f" at {row['temp_c']:.0f} C" if pd.notna(row.get("temp_c")) else ""),
+                    host=_first(pd.DataFrame([row]), "host"), gpu_index=row.get("gpu_index"), time=row.get("time"),
+                    evidence=_evidence_rows(pd.DataFrame([row])),
+                    actions=["Sample it over time (gpulib collect --sample-seconds 60) to see how long it lasts."],
+                ))
+    return out
+
+
+def _labels(frame: pd.DataFrame) -> pd.Series:
+    host = frame["host"].fillna("").astype(str) if "host" in frame.columns else ""
+    return (host + " gpu " + frame["gpu"].fillna("?").astype(str)).str.strip()
+
+
+def _first(rows: pd.DataFrame, column: str) -> Any:
+    if column not in rows.columns:
+        return None
+    values = rows[column].dropna()
+    return values.iloc[0] if len(values) else None
+
+
+# --------------------------------------------------------------------------------------------
+# 05 data loading
+
+
+def step_findings(steps: pd.DataFrame, stall_factor: float = 2.0) -> list[dict]:
+    """Ranks whose step time exceeded ``stall_factor`` x the median of the same measure.
+
+    Logs give either the whole step (``s/step``, usually printed by rank 0 only, and including
+    the wait for the slowest rank) or per-phase timings per rank (compute + data, without the
+    wait); each is compared with its own median so the two are never mixed.
+    """
+    if steps is None or steps.empty or "step_time_s" not in steps.columns:
+        return []
+    data = steps[steps["step_time_s"].notna()]
+    measures = data["measure"] if "measure" in data.columns else pd.Series("s/step", index=data.index)
+    out = []
+    for measure, rows in data.groupby(measures, sort=True):
+        median = float(rows["step_time_s"].median())
+        slow = rows[rows["step_time_s"] > median * stall_factor]
+        ranks = slow["rank"].astype("Float64").fillna(-1) if "rank" in slow.columns else pd.Series(-1, index=slow.index)
+        for rank, mine in slow.groupby(ranks, sort=True):
+            worst = mine.loc[mine["step_time_s"].idxmax()]
+            who = "the logging rank" if rank == -1 else f"rank {int(rank)}"
+            out.append(finding(
+                _slug("slow-steps", measure, "rank", int(rank)), "warning", "data_pipeline_stall",
+                f"{len(mine)} step(s) of {who} took more than {stall_factor:g} x the median {measure} "
+                f"({median:.2f} s); worst {worst['step_time_s']:.2f} s at step {int(worst['step'])}",
+                host=worst.get("host") if isinstance(worst.get("host"), str) else None,
+                rank=None if rank == -1 else int(rank), time=worst.get("time"), evidence=_evidence_rows(mine),
+                actions=["If one rank is slow, check its GPU clocks (04 thermal) before its data loader.",
+                         "If all ranks slow together: storage or network file system; raise num_workers / "
+                         "prefetch_factor, use persistent_workers=True, pin_memory=True."],
+                measure=measure,
+            ))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# 06 driver, CUDA, ECC, topology
+
+
+def hardware_findings(states: pd.DataFrame) -> list[dict]:
+    """ECC and row-remap state, lost GPUs, PCIe links below their maximum, driver skew."""
+    if states is None or states.empty:
+        return []
+    out = []
+    for _, row in states.iterrows():
+        label = _labels(pd.DataFrame([row])).iloc[0]
+        host = row.get("host") if isinstance(row.get("host"), str) else None
+        common = {"host": host, "gpu_index": row.get("gpu_index"), "time": row.get("time"),
+                  "evidence": _evidence_rows(pd.DataFrame([row]))}
+        if row.get("lost"):
+            out.append(finding(_slug("lost", label), "critical", "gpu_fell_off_bus",
+                               f"{label} is lost: {row.get('lost_reason') or 'no readings'}",
+                               actions=["Drain the node; a lost GPU needs a reset or reboot and an RMA if it repeats."],
+                               **common))
+            continue
+        dbe = _num(row.get("ecc_volatile_dbe")) + _num(row.get("remapped_rows_uncorrectable"))
+        pending = bool(row.get("remapped_rows_pending") is True or row.get("retired_pages_pending") is True)
+        if row.get("remapped_rows_failure") is True:
+            out.append(finding(_slug("remap-failure", label), "critical", "gpu_memory_error",
+                               f"{label}: row remapping failed (no spare rows left)",
+                               actions=["RMA the GPU: it can no longer hide bad memory rows."], **common))
+        elif dbe or pending:
+            what = [f"{dbe} uncorrectable error(s)" if dbe else "", "remap/retirement pending" if pending else ""]
+            out.append(finding(_slug("ecc", label), "critical" if pending else "error", "gpu_memory_error",
+                               f"{label}: " + ", ".join(w for w in what if w),
+                               actions=["Drain the GPU and reset it (nvidia-smi -r, or reboot) so the pending "
+                                        "remap takes effect; run dcgmi diag -r 3 before returning it."], **common))
+        gen, gen_max = row.get("pcie_gen_current"), row.get("pcie_gen_max")
+        width, width_max = row.get("pcie_width_current"), row.get("pcie_width_max")
+        busy = _num(row.get("util_gpu_pct")) > 0
+        if busy and ((pd.notna(width) and pd.notna(width_max) and width < width_max)
+                     or (pd.notna(gen) and pd.notna(gen_max) and gen < gen_max)):
+            out.append(finding(_slug("pcie", label), "warning", "gpu_fell_off_bus",
+                               f"{label}: PCIe link at Gen{gen} x{width} while busy (max Gen{gen_max} x{width_max})",
+                               actions=["Reseat or check the riser/switch; a degraded link precedes Xid 79."],
+                               **common))
+    if "driver_version" in states.columns:
+        versions = states.dropna(subset=["driver_version"]).groupby(states["host"].fillna(""))["driver_version"]
+        per_host = {h: sorted(set(v)) for h, v in versions}
+        distinct = sorted({v for vs in per_host.values() for v in vs})
+        if len(distinct) > 1:
+            out.append(finding("driver-skew", "error", "driver_mismatch",
+                               "different NVIDIA driver versions in one job: "
+                               + "; ".join(f"{h or '?'}: {', '.join(v)}" for h, v in per_host.items()),
+                               actions=["Run every node of a job on the same driver (and NCCL) version."]))
+    return out
+
+
+def _num(value: Any) -> float:
+    return 0.0 if value is None or pd.isna(value) else float(value)
+
+
+# --------------------------------------------------------------------------------------------
+# tables shown by the notebooks (selected, readable columns)
+
+
+def _columns(frame: pd.DataFrame | None, columns: Sequence[str]) -> pd.DataFrame:
+    if frame is None or frame.empty:
+        return pd.DataFrame(columns=list(columns))
+    return frame.reindex(columns=[c for c in columns if c in frame.columns])
+
+
+def xid_table(events: pd.DataFrame) -> pd.DataFrame:
+    """Xid events with the catalog's name, hard/soft and action, in time order."""
+    if events is None or events.empty:
+        return _columns(events, [])
+    data = events[events["xid"].notna()].sort_values("time", na_position="last")
+    return _columns(data, ["time", "host", "gpu", "pci_bus_id", "xid", "name", "interruption", "action", "pid",
+                           "process", "file", "line"])
+
+
+def other_kernel_events(events: pd.DataFrame) -> pd.DataFrame:
+    """Non-Xid kernel events worth reading (AER, OOM kills, hung tasks, link changes)."""
+    if events is None or events.empty:
+        return _columns(events, [])
+    data = events[events["xid"].isna() & events["kind"].isin(tuple(KERNEL_KINDS) + ("ib_link_up", "sxid",
+                                                                                      "nccl_segfault"))]
+    return _columns(data.sort_values("time", na_position="last"), ["time", "host", "kind", "pci_bus_id", "text",
+                                                                    "file", "line"])
+
+
+def memory_table(states: pd.DataFrame) -> pd.DataFrame:
+    data = _columns(states, ["time", "host", "gpu", "pci_bus_id", "mem_used_mib", "mem_total_mib",
+                             "util_gpu_pct", "processes", "file"])
+    if "processes" in data.columns:
+        data["processes"] = data["processes"].map(
+            lambda ps: ", ".join(f"{p.get('pid')} {p.get('name') or ''} {p.get('used_mib') or ''}MiB".strip()
+                                 for p in ps or []))
+    return data
+
+
+def thermal_table(states: pd.DataFrame) -> pd.DataFrame:
+    data = _columns(states, ["time", "host", "gpu", "pci_bus_id", "lost", "temp_c", "temp_slowdown_c",
+                             "sm_clock_mhz", "sm_clock_max_mhz", "power_draw_w", "power_limit_w", "throttle_reasons",
+                             "file"])
+    if "throttle_reasons" in data.columns:
+        data["throttle_reasons"] = data["throttle_reasons"].map(lambda r: ", ".join(r or []))
+    return data
+
+
+def throttle_table(samples: pd.DataFrame, min_samples: int = 2) -> pd.DataFrame:
+    """Slowdown periods per GPU with their length, peak temperature and lowest clock."""
+    from gpulib.plots import throttle_periods
+
+    rows = []
+    for p in throttle_periods(samples):
+        if p["samples"] < min_samples:
+            continue
+        inside = samples[(_labels(samples) == p["label"]) & (samples["time"] >= p["start"])
+                         & (samples["time"] <= p["end"])]
+        rows.append({"gpu": p["label"], "start": p["start"], "end": p["end"],
+                     "minutes": round((p["end"] - p["start"]).total_seconds() / 60, 1),
+                     "reasons": ", ".join(p["reasons"]), "peak_temp_c": inside["temp_c"].max(),
+                     "min_sm_clock_mhz": inside["sm_clock_mhz"].min(), "samples": p["samples"]})
+    return pd.DataFrame(rows)
+
+
+def versions_table(states: pd.DataFrame) -> pd.DataFrame:
+    """Driver and CUDA (driver API) version per host, with how many GPUs reported them."""
+    data = _columns(states, ["host", "driver_version", "cuda_version", "name"])
+    if data.empty:
+        return data
+    return (data.fillna({"host": "?"}).groupby(["host", "driver_version", "cuda_version", "name"], dropna=False)
+            .size().rename("gpus").reset_index())
+
+
+def ecc_table(states: pd.DataFrame) -> pd.DataFrame:
+    return _columns(states, ["host", "gpu", "pci_bus_id", "ecc_volatile_sbe", "ecc_volatile_dbe",
+                             "ecc_aggregate_dbe", "remapped_rows_correctable", "remapped_rows_uncorrectable",
+                             "remapped_rows_pending", "remapped_rows_failure", "retired_pages_pending",
+                             "pcie_gen_current", "pcie_gen_max", "pcie_width_current", "pcie_width_max",
+                             "pcie_replay_count", "file"])
+
+
+# --------------------------------------------------------------------------------------------
+# 03 NCCL
+
+
+def nccl_findings(ranks: pd.DataFrame, diagnosis: dict) -> list[dict]:
+    """Transport mismatch and NCCL version skew between ranks, and the timeout cascade.
+
+    Ranks on IB next to ranks on sockets cannot connect reliably; different NCCL versions in
+    one job can hang at init. The timeout count is *info*: it says how far the cascade went.
+    """
+    out = []
+    if ranks is None or ranks.empty:
+        return out
+    transports = ranks.dropna(subset=["transport"]).groupby("transport")["host"].agg(lambda h: sorted(set(h)))
+    if len(transports) > 1:
+        worst = transports[[t for t in transports.index if "Socket" in t]] if any(
+            "Socket" in t for t in transports.index) else transports
+        hosts = sorted({h for hs in worst for h in hs if h})
+        out.append(finding(
+            "nccl-transport-mismatch", "error", "network_fabric",
+            "ranks use different NCCL transports: " + "; ".join(f"{t}: {', '.join(h)}" for t, h in transports.items()),
+            host=hosts[0] if len(hosts) == 1 else None,
+            actions=["Check ibstat on the socket-fallback hosts (State Active, LinkUp); pin NCCL_IB_HCA and "
+                     "NCCL_SOCKET_IFNAME; never run a job with mixed IB/socket transports."],
+        ))
+    versions = sorted({v for v in ranks.get("nccl_version", pd.Series(dtype=object)).dropna()})
+    if len(versions) > 1:
+        out.append(finding("nccl-version-skew", "error", "driver_mismatch",
+                           f"NCCL versions differ between hosts: {', '.join(versions)}",
+                           actions=["Use one container image / NCCL build for every node of the job."]))
+    timeouts = ranks[ranks["first_problem"].fillna("").str.startswith("watchdog")]
+    if len(timeouts):
+        root = (diagnosis.get("root_cause") or {})
+        silent = sorted(set(ranks["rank"]) - set(timeouts["rank"]))
+        out.append(finding(
+            "nccl-timeout-cascade", "info", root.get("category") or "none",
+            f"{len(timeouts)} of {len(ranks)} ranks first reported a watchdog timeout (cascade: they were waiting)"
+            + (f"; ranks that did not: {', '.join(map(str, silent))}" if silent else ""),
+            rank=root.get("rank"), caused_by=root.get("category"),
+            actions=["Look at the rank(s) that did not time out: that is where the job stopped."],
+        ))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# 07 checkpoints
+
+
+def _report_dict(report: Any) -> dict:
+    return report.to_dict() if hasattr(report, "to_dict") else dict(report or {})
+
+
+def checkpoint_table(report: Any) -> pd.DataFrame:
+    """The chosen checkpoint and every rejected one with its reason."""
+    data = _report_dict(report)
+    rows = []
+    if data.get("resume_from"):
+        rows.append({"checkpoint": data["resume_from"], "verdict": "RESUME FROM THIS",
+                     "reason": "newest complete checkpoint" + (f"; lacks {', '.join(data['lacks'])}"
+                                                               if data.get("lacks") else "")})
+    for item in data.get("rejected") or []:
+        path, reason = (item.get("path"), item.get("reason")) if isinstance(item, dict) else item
+        rows.append({"checkpoint": str(path), "verdict": "rejected", "reason": reason})
+    return pd.DataFrame(rows, columns=["checkpoint", "verdict", "reason"])
+
+
+def checkpoint_step(report: Any) -> int | None:
+    """The training step of the chosen checkpoint, read from its name (``..._step_004000.pt``)."""
+    data = _report_dict(report)
+    if data.get("step") is not None:
+        return int(data["step"])
+    match = re.search(r"(?:step|iter|global_step)[_-]?(\d+)", str(data.get("resume_from") or ""))
+    return int(match.group(1)) if match else None
+
+
+def checkpoint_findings(report: Any) -> list[dict]:
+    """The resume decision from ``find_latest``: resume-from (info) or no valid checkpoint (critical)."""
+    data = _report_dict(report)
+    out = []
+    resume = data.get("resume_from")
+    if resume:
+        actions = [data["resume_command"]] if data.get("resume_command") else []
+        if data.get("lacks"):
+            actions.append(f"the checkpoint lacks {', '.join(data['lacks'])}: expect that state to restart")
+        out.append(finding("resume-from", "info", "none", f"resume from {resume}", actions=actions,
+                           resume_from=str(resume)))
+    else:
+        out.append(finding("no-valid-checkpoint", "critical", "none",
+                           "no valid checkpoint found: the job would restart from scratch",
+                           actions=["Look for checkpoints on other storage (object store, other nodes)."]))
+    for item in data.get("rejected") or []:
+        path, reason = (item.get("path"), item.get("reason")) if isinstance(item, dict) else item
+        out.append(finding(_slug("rejected", Path(str(path)).name), "warning", "none",
+                           f"rejected {path}: {reason}", evidence=[{"file": str(path), "line": None, "text": reason}]))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# 08 preflight
+
+
+def fabric_findings(result: dict | None) -> list[dict]:
+    """The collective test's verdict (``None`` when it was not run: that is a warning)."""
+    if result is None:
+        return [finding("fabric-not-tested", "warning", "network_fabric", "fabric test not run",
+                        actions=["Run gpulib nccl-test under torchrun before relaunching."])]
+    verdict = str(result.get("verdict", "FAIL")).upper()
+    severity = {"PASS": "info", "WARN": "warning"}.get(verdict, "error")
+    title = f"fabric test {verdict}: {result.get('summary') or result.get('reason') or ''}".rstrip(": ")
+    return [finding("fabric-test", severity, "none" if verdict == "PASS" else "network_fabric", title,
+                    evidence=[{"file": result.get("results_path"), "line": None, "text": result.get("summary")}]
+                    if result.get("results_path") else [],
+                    actions=[] if verdict == "PASS" else ["Read the test log; check ibstat and NCCL_DEBUG=INFO output."],
+                    fabric=result)]
+
+
+def go_no_go(items: Sequence[dict]) -> dict:
+    """GO only when no finding is critical or an error."""
+    blockers = [f for f in items if f["severity"] in ("critical", "error")]
+    if blockers:
+        return finding("preflight-verdict", "critical", "none", f"NO-GO: {len(blockers)} blocking finding(s): "
+                       + "; ".join(f["title"] for f in blockers[:3]),
+                       actions=["Fix or drain what is listed, then run preflight again."], verdict="NO-GO")
+    return finding("preflight-verdict", "info", "none", "GO: no blocking finding", verdict="GO")
+
+
+# --------------------------------------------------------------------------------------------
+# 09 health report
+
+
+def health_grid(states: pd.DataFrame, items: Sequence[dict]) -> pd.DataFrame:
+    """(host, gpu, check, severity) rows: every GPU gets an ``ok`` row per check, findings raise it."""
+    checks = ("kernel", "memory", "thermal", "hardware")
+    by_category = {"gpu_fell_off_bus": "hardware", "gpu_memory_error": "hardware", "gpu_firmware_error": "kernel",
+                   "nvlink_error": "hardware", "thermal_throttling": "thermal", "power_fault": "thermal",
+                   "cuda_oom": "memory", "host_oom": "memory", "driver_mismatch": "hardware"}
+    rows = []
+    if states is not None and not states.empty:
+        for _, s in states.drop_duplicates(subset=["host", "gpu"]).iterrows():
+            rows += [{"host": s["host"], "gpu": str(s["gpu"]), "check": c, "severity": "ok"} for c in checks]
+    for f in items:
+        if f.get("gpu_index") is None:
+            continue
+        rows.append({"host": f.get("host"), "gpu": str(f["gpu_index"]),
+                     "check": by_category.get(f["category"], "kernel"), "severity": f["severity"]})
+    return pd.DataFrame(rows, columns=["host", "gpu", "check", "severity"])
+
+
+def host_summary(states: pd.DataFrame, items: Sequence[dict]) -> pd.DataFrame:
+    """Per host: GPUs seen, lost, and findings per severity."""
+    hosts = sorted({str(h) for h in (states["host"].dropna() if states is not None and not states.empty else [])}
+                   | {f["host"] for f in items if f.get("host")})
+    rows = []
+    for host in hosts:
+        mine = states[states["host"] == host] if states is not None and not states.empty else pd.DataFrame()
+        row = {"host": host, "gpus": mine["gpu"].nunique() if len(mine) else 0,
+               "lost": int(mine["lost"].sum()) if "lost" in mine.columns else 0}
+        row.update({s: sum(1 for f in items if f.get("host") == host and f["severity"] == s) for s in SEVERITIES})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------------------------
+# remediation commands (shown by the notebooks; run only through notebook.Remediation)
+
+
+@dataclass(frozen=True)
+class Command:
+    """A remediation command for ``host``: an argument list (never a shell string) and why."""
+
+    argv: tuple[str, ...]
+    why: str
+    host: str | None = None
+
+    def text(self) -> str:
+        import shlex
+
+        where = f"[on {self.host}] " if self.host else ""
+        return f"{where}{shlex.join(self.argv)}    # {self.why}"
+
+
+def remediation_commands(items: Sequence[dict]) -> list[Command]:
+    """Commands that address findings: reset a failed GPU, stop leftover processes, cap power.
+
+    Built as argument lists from parsed values only (a PID is an int, a PCI id is normalised),
+    so no evidence text can inject a shell command.
+    """
+    out: list[Command] = []
+    for f in items:
+        host = f.get("host")
+        pci = f.get("pci_bus_id") or f.get("gpu_pci")
+        target = pci if isinstance(pci, str) and re.fullmatch(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", pci) else (
+            str(int(f["gpu_index"])) if f.get("gpu_index") is not None else None)
+        if f["severity"] == "critical" and f["category"] in ("gpu_fell_off_bus", "gpu_memory_error",
+                                                              "gpu_firmware_error") and target:
+            out.append(Command(("nvidia-smi", "-r", "-i", target),
+                               f"reset the GPU after {f['category']} (stop its processes first; reboot if it fails)",
+                               host))
+        for pid in f.get("pids") or []:
+            out.append(Command(("kill", "-TERM", str(int(pid))), f"leftover process on GPU {f.get('gpu_index')}", host))
+        if f["category"] == "thermal_throttling" and f["severity"] == "error" and f.get("gpu_index") is not None \
+                and f.get("power_limit_w"):
+            watts = str(int(float(f["power_limit_w"]) * 0.85))
+            out.append(Command(("nvidia-smi", "-i", str(int(f["gpu_index"])), "-pl", watts),
+                               "temporary 15% lower power cap until cooling is fixed", host))
+    return list(dict.fromkeys(out))

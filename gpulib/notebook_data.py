@@ -1,0 +1,372 @@
+"""Evidence as tables for the runbook notebooks.
+
+:func:`open_evidence` resolves the notebooks' ``evidence`` parameter (absolute, or relative to
+the current directory, the repository or ``notebooks/``, so a notebook runs the same from
+JupyterLab, papermill's ``cwd`` or a scheduler) and returns an :class:`Evidence`: the diagnosis
+plus every parsed record as a :class:`pandas.DataFrame` in the column layout the figure builders
+of :mod:`gpulib.plots` and the checks of :mod:`gpulib.notebook_checks` expect:
+
+- ``time`` (UTC ``Timestamp`` or NaT), ``host``, ``gpu`` (index as text, else the PCI id),
+  ``gpu_index``, ``pci_bus_id``, and ``file``/``line``/``text`` pointing at the evidence line.
+
+Nothing here runs a command on the machine; analysis reads files only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+import gpulib
+from gpulib.errors import InputError
+from gpulib.evidence import Bundle, is_bundle
+
+#: The bundled example incident the notebooks analyse by default.
+DEFAULT_EVIDENCE = "examples/incident-xid79"
+
+
+def repo_root() -> Path:
+    """The checkout (or installed tree) that holds ``gpulib/``, ``examples/`` and ``notebooks/``."""
+    return Path(gpulib.__file__).resolve().parent.parent
+
+
+def resolve_evidence(evidence: str | Path) -> Path:
+    """Find the evidence path, trying it as given, then relative to the repo and ``notebooks/``."""
+    text = str(evidence).strip()
+    if not text:
+        raise InputError("no evidence given",
+                         hint="set the `evidence` parameter to an evidence bundle, an incident folder or a log file")
+    given = Path(text).expanduser()
+    tried = [given] if given.is_absolute() else [Path.cwd() / given, repo_root() / given,
+                                                   repo_root() / "notebooks" / given]
+    for candidate in tried:
+        if candidate.exists():
+            return candidate.resolve()
+    raise InputError("evidence path not found", path=text,
+                     hint="looked in " + ", ".join(str(t.parent) for t in tried)
+                     + "; give the path of an evidence bundle (gpulib collect), an incident folder or a log file")
+
+
+def open_evidence(evidence: str | Path) -> Evidence:
+    """Resolve and sanity-check the evidence path (never a traceback for a typo or an empty folder)."""
+    path = resolve_evidence(evidence)
+    if path.is_dir():
+        try:
+            files = sorted(p for p in path.rglob("*") if p.is_file())
+        except PermissionError as exc:
+            raise InputError("cannot list the evidence folder", path=str(path),
+                             hint=f"permission denied on {exc.filename}; run as a user who can read it") from None
+        if not files:
+            raise InputError("the evidence folder is empty", path=str(path),
+                             hint="collect first (gpulib collect --out DIR) or copy the logs into it")
+    return Evidence(path)
+
+
+def _utc(series: pd.Series) -> pd.Series:
+    return pd.to_datetime(series, utc=True, errors="coerce", format="ISO8601")
+
+
+def _gpu_label(frame: pd.DataFrame, index_col: str = "index") -> pd.Series:
+    index = frame[index_col] if index_col in frame.columns else pd.Series(None, index=frame.index, dtype=object)
+    pci = frame["pci_bus_id"] if "pci_bus_id" in frame.columns else pd.Series(None, index=frame.index, dtype=object)
+    return pd.Series([str(int(i)) if pd.notna(i) else (p if isinstance(p, str) else None)
+                      for i, p in zip(index, pci, strict=True)], index=frame.index, dtype=object)
+
+
+class Evidence:
+    """One evidence path (bundle, incident folder of bundles and raw logs, or a single file)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._parsed: dict[str, list] = {}
+
+    # ---------------------------------------------------------------- what is in it
+    @cached_property
+    def diagnosis(self) -> dict:
+        """The ``gpulib.diagnosis/1`` dict for the whole evidence path."""
+        from gpulib.diagnose import diagnose
+
+        return diagnose([self.path]).to_dict()
+
+    @cached_property
+    def _inputs(self) -> list[dict]:
+        """Every file with its kind (from its content) and host (content, bundle, or folder name)."""
+        from gpulib.parsers.base import read_text
+        from gpulib.parsers.detect import detect_kind, host_from_content
+
+        files = [self.path] if self.path.is_file() else sorted(p for p in self.path.rglob("*") if p.is_file())
+        out = []
+        for path in files:
+            if path.name == "manifest.json" and is_bundle(path.parent):
+                continue
+            head, problems = read_text(path, cap_bytes=64 * 1024)
+            kind = detect_kind(path.name, head) if head else None
+            host = (host_from_content(head) if head else None) or _host_of(path, self.path)
+            out.append({"path": path, "file": self._rel(path), "kind": kind, "host": host,
+                        "problem": "; ".join(p.message for p in problems) or (None if kind else "unknown format")})
+        return out
+
+    def inputs(self) -> pd.DataFrame:
+        """Each file read, as what kind, for which host, and what was wrong with it."""
+        return pd.DataFrame(self._inputs, columns=["file", "kind", "host", "problem"])
+
+    def describe_markdown(self) -> str:
+        kind = "evidence bundle" if is_bundle(self.path) else ("folder" if self.path.is_dir() else "file")
+        known = sum(1 for i in self._inputs if i["kind"])
+        return f"Evidence: `{self.path}` ({kind}, {known} of {len(self._inputs)} files recognised)"
+
+    def _files_of(self, *kinds: str) -> list[tuple[Path, str | None]]:
+        """Files of these kinds with their host; when the evidence names exactly one host, files
+        that name none (a CSV of one node, a console log) belong to it."""
+        hosts = {i["host"] for i in self._inputs if i["host"]}
+        only = next(iter(hosts)) if len(hosts) == 1 else None
+        return [(i["path"], i["host"] or only) for i in self._inputs if i["kind"] in kinds]
+
+    def _parse(self, kind: str) -> list[tuple[Any, Path, str | None]]:
+        """Parse every file of ``kind`` (cached); records with their file and host."""
+        if kind not in self._parsed:
+            from gpulib.parsers.base import read_text
+            from gpulib.parsers.detect import parser_modules
+
+            module = parser_modules().get(kind)
+            out = []
+            for path, host in self._files_of(kind) if module else []:
+                text, _problems = read_text(path)
+                opts = _bundle_time_context(path) if kind == "kernel_log" else {}
+                result = module.parse(text, source=self._rel(path), **opts)
+                out += [(record, path, host) for record in result.records]
+            self._parsed[kind] = out
+        return self._parsed[kind]
+
+    def _rel(self, path: Path) -> str:
+        base = self.path if self.path.is_dir() else self.path.parent
+        try:
+            return str(path.relative_to(base))
+        except ValueError:
+            return str(path)
+
+    # ---------------------------------------------------------------- tables
+    def kernel_events(self) -> pd.DataFrame:
+        """Kernel events with the Xid catalog's meaning, interruption class and action."""
+        from gpulib.catalog import xid_info
+
+        rows = []
+        for event, path, host in self._parse("kernel_log"):
+            row = asdict(event)
+            row["host"] = row.get("host") or host
+            row["file"] = self._rel(path)
+            info = xid_info(event.xid) if event.xid is not None else None
+            row.update({"name": info.name if info else None, "interruption": info.interruption if info else None,
+                        "category": info.category if info else None, "action": info.action if info else None})
+            rows.append(row)
+        columns = ["time", "host", "gpu", "gpu_index", "pci_bus_id", "kind", "xid", "name", "interruption",
+                   "category", "action", "pid", "process", "text", "file", "line"]
+        if not rows:
+            return pd.DataFrame(columns=columns)
+        frame = pd.DataFrame(rows)
+        frame["time"] = _utc(frame["time_utc"])
+        frame["gpu_index"] = self._gpu_index_for(frame)
+        frame["gpu"] = [str(int(i)) if pd.notna(i) else p for i, p in zip(frame["gpu_index"], frame["pci_bus_id"],
+                                                                              strict=True)]
+        return frame.reindex(columns=columns)
+
+    def _gpu_index_for(self, frame: pd.DataFrame) -> pd.Series:
+        """Kernel lines name GPUs by PCI id; snapshots map (host, PCI) to the nvidia-smi index."""
+        states = self.gpu_states()
+        mapping = {}
+        if not states.empty:
+            for _, s in states.dropna(subset=["pci_bus_id", "gpu_index"]).iterrows():
+                mapping[(s["host"], s["pci_bus_id"])] = int(s["gpu_index"])
+                mapping.setdefault((None, s["pci_bus_id"]), int(s["gpu_index"]))
+        return pd.Series([mapping.get((h, p), mapping.get((None, p))) for h, p in
+                          zip(frame["host"], frame["pci_bus_id"], strict=True)], index=frame.index, dtype=object)
+
+    @cached_property
+    def _states(self) -> pd.DataFrame:
+        rows = []
+        kinds = ("nvidia_smi_xml", "nvidia_smi_q", "nvidia_smi_table", "nvidia_smi_csv")
+        for kind in kinds:
+            for state, path, host in self._parse(kind):
+                if not hasattr(state, "lost"):  # CSV time series rows are samples, not snapshots
+                    continue
+                row = asdict(state)
+                row["host"] = row.get("host") or host
+                row["file"] = self._rel(path)
+                rows.append(row)
+        if not rows:
+            return pd.DataFrame(columns=["time", "host", "gpu", "gpu_index", "pci_bus_id", "mem_used_mib",
+                                         "mem_total_mib", "processes", "throttle_reasons", "file", "line", "text"])
+        frame = pd.DataFrame(rows)
+        frame["time"] = _utc(frame["captured_at"])
+        frame["gpu_index"] = frame["index"]
+        frame["gpu"] = _gpu_label(frame)
+        frame["text"] = [_state_text(r) for _, r in frame.iterrows()]
+        return frame
+
+    def gpu_states(self) -> pd.DataFrame:
+        """One row per GPU per snapshot (nvidia-smi -q / -q -x / table / CSV snapshot)."""
+        return self._states.copy()
+
+    def gpu_samples(self) -> pd.DataFrame:
+        """GPU time series (CSV sampling, dmon, NVML sampling), one row per GPU per sample."""
+        rows = []
+        for kind in ("nvidia_smi_csv", "nvidia_smi_dmon"):
+            for sample, path, host in self._parse(kind):
+                if hasattr(sample, "lost"):
+                    continue
+                row = asdict(sample)
+                row["host"] = row.get("host") or host
+                row["file"] = self._rel(path)
+                rows.append(row)
+        if not rows:
+            return pd.DataFrame(columns=["time", "host", "gpu", "gpu_index", "pci_bus_id", "temp_c", "sm_clock_mhz",
+                                         "sm_clock_max_mhz", "power_draw_w", "throttle_reasons", "file", "line"])
+        frame = pd.DataFrame(rows)
+        frame["time"] = _utc(frame["time_utc"])
+        frame["gpu_index"] = frame["index"]
+        frame["gpu"] = _gpu_label(frame)
+        frame["text"] = [f"{r['time_utc']} gpu {r['gpu']}: {r['temp_c']} C, SM {r['sm_clock_mhz']} MHz, "
+                         f"reasons {','.join(r['throttle_reasons'] or []) or '-'}" for _, r in frame.iterrows()]
+        return frame
+
+    def job_events(self) -> pd.DataFrame:
+        """Training/launcher log events (NCCL init and transport, timeouts, errors, steps)."""
+        rows = []
+        for event, path, host in self._parse("training_log"):
+            row = asdict(event)
+            row["host"] = row.get("host") or host
+            row["file"] = self._rel(path)
+            rows.append(row)
+        frame = pd.DataFrame(rows, columns=["line", "kind", "text", "time_utc", "rank", "host", "pid",
+                                            "local_device", "details", "file"])
+        frame["time"] = _utc(frame["time_utc"])
+        frame["rank"] = frame["rank"].astype("Int64")
+        return frame
+
+    def ranks(self) -> pd.DataFrame:
+        """One row per rank: host, GPU, transport, NCCL version, first problem it reported."""
+        events = self.job_events()
+        if events.empty:
+            return pd.DataFrame(columns=["rank", "host", "gpu_index", "pci_bus_id", "transport", "first_problem"])
+        init = events[events["kind"] == "nccl_init"]
+        rows: dict[int, dict] = {}
+        for _, e in init.iterrows():
+            d = e["details"]
+            rows.setdefault(int(e["rank"]), {"rank": int(e["rank"]), "host": e["host"], "gpu_index": d.get("cuda_dev"),
+                                             "pci_bus_id": d.get("pci_bus_id"), "nranks": d.get("nranks"), "pid": e["pid"]})
+        transport = {}
+        for _, e in events[events["kind"].isin(["nccl_transport", "nccl_no_ib"])].iterrows():
+            net = e["details"].get("network") if e["kind"] == "nccl_transport" else "Socket (no IB device)"
+            transport[(e["host"], e["pid"])] = net if (e["host"], e["pid"]) not in transport else transport[
+                (e["host"], e["pid"])]
+        versions = {e["host"]: e["details"].get("version") for _, e in events[events["kind"] == "nccl_version"].iterrows()}
+        problems = events[events["kind"].isin(PROBLEM_KINDS) & events["rank"].notna()].sort_values("time")
+        for rank, row in rows.items():
+            row["transport"] = transport.get((row["host"], row["pid"]))
+            row["nccl_version"] = versions.get(row["host"])
+            mine = problems[problems["rank"] == rank]
+            row["first_problem"] = f"{mine.iloc[0]['kind']}: {mine.iloc[0]['text'][:120]}" if len(mine) else None
+            row["first_problem_time"] = mine.iloc[0]["time"] if len(mine) else pd.NaT
+        return pd.DataFrame(sorted(rows.values(), key=lambda r: r["rank"]))
+
+    def rank_events(self) -> pd.DataFrame:
+        """Per-rank problem events (timeouts, errors, OOM, aborts) for the rank plot."""
+        events = self.job_events()
+        return events[events["kind"].isin(PROBLEM_KINDS) & events["rank"].notna()].reset_index(drop=True)
+
+    def training_steps(self) -> pd.DataFrame:
+        """Step progress per rank: seconds per step (or the sum of the per-phase timings), the
+        data-loading share when the log gives it, and the loss when printed."""
+        events = self.job_events()
+        steps = events[events["kind"] == "step"]
+        rows = []
+        for _, e in steps.iterrows():
+            d = e["details"]
+            metrics = d.get("metrics_ms") or {}
+            step_s, measure = d.get("s_per_step"), "s/step"
+            if step_s is None and metrics:  # per-phase timings: the rank's own work, without the wait
+                step_s = sum(v for k, v in metrics.items() if k != "allreduce_wait_ms") / 1000
+                measure = "compute+data"
+            loss = d.get("loss")
+            if loss is None:
+                m = _LOSS.search(e["text"])
+                loss = float(m["loss"]) if m else None
+            rows.append({"time": e["time"], "host": e["host"], "rank": e["rank"], "step": d.get("step"),
+                         "step_time_s": step_s, "measure": measure, "data_s": metrics["data_ms"] / 1000 if "data_ms" in metrics else None,
+                         "loss": loss, "file": e["file"], "line": e["line"], "text": e["text"]})
+        return pd.DataFrame(rows, columns=["time", "host", "rank", "step", "step_time_s", "measure", "data_s", "loss",
+                                           "file", "line", "text"])
+
+    def topology(self) -> pd.DataFrame:
+        """The first ``nvidia-smi topo -m`` GPU-to-GPU matrix (rows/columns GPU0..N)."""
+        for record, _path, _host in self._parse("nvidia_smi_topo"):
+            matrix = getattr(record, "matrix", None)
+            if matrix:
+                frame = pd.DataFrame(matrix).T
+                gpus = [c for c in frame.columns if str(c).startswith("GPU")]
+                return frame.loc[[i for i in frame.index if str(i).startswith("GPU")], gpus]
+        return pd.DataFrame()
+
+    def checkpoints(self, checkpoint_dirs: str = ""):
+        """``find_latest`` over the given folders (comma-separated), else the whole evidence path."""
+        from gpulib.checkpoints import find_latest
+
+        roots = [resolve_evidence(p) for p in checkpoint_dirs.split(",") if p.strip()] or [self.path]
+        return find_latest(roots)
+
+    def timeline(self) -> pd.DataFrame:
+        """The diagnosis timeline as a table (time, host, source, event)."""
+        frame = pd.DataFrame(self.diagnosis.get("timeline") or [], columns=["time", "host", "source", "event"])
+        frame["time"] = _utc(frame["time"])
+        return frame
+
+
+#: Job-log event kinds that mean something went wrong on a rank.
+PROBLEM_KINDS = ("watchdog_timeout", "watchdog_stuck", "watchdog_exception", "nccl_error", "nccl_warn",
+                 "socket_error", "ib_completion_error", "cuda_oom", "cuda_error", "device_assert",
+                 "process_failed", "child_failed", "exception", "dataloader_error", "store_error",
+                 "node_failure")
+_LOSS = re.compile(r"\bloss[ =:]+(?P<loss>\d+(?:\.\d+)?)")
+
+
+def _state_text(row: pd.Series) -> str:
+    parts = [f"gpu {row.get('gpu')}", str(row.get("pci_bus_id") or "")]
+    if row.get("lost"):
+        parts.append(f"LOST ({row.get('lost_reason') or 'no readings'})")
+    for key, unit in (("temp_c", "C"), ("mem_used_mib", "MiB used"), ("power_draw_w", "W")):
+        value = row.get(key)
+        if value is not None and pd.notna(value):
+            parts.append(f"{value:g} {unit}")
+    if row.get("throttle_reasons"):
+        parts.append("reasons " + ",".join(row["throttle_reasons"]))
+    return " ".join(p for p in parts if p)
+
+
+def _bundle_time_context(path: Path) -> dict:
+    """tz / boot_time of the bundle a kernel log belongs to (raw dmesg needs them)."""
+    for parent in path.parents:
+        if is_bundle(parent):
+            bundle = Bundle.open(parent)
+            return {"tz": bundle.timezone, "boot_time": bundle.boot_time}
+    return {}
+
+
+def _host_of(path: Path, root: Path) -> str | None:
+    """The bundle's host, else the nearest folder name below the evidence root that looks like a host."""
+    for parent in path.parents:
+        if is_bundle(parent):
+            return Bundle.open(parent).host
+        if parent == root or root not in parent.parents:
+            break
+        if _HOSTLIKE.match(parent.name):
+            return parent.name
+    return None
+
+
+#: Folder names that are hosts (node-b, hgx-h100-018, trn-h800-01) rather than "logs", "input".
+_HOSTLIKE = re.compile(r"^(?!(?:job|slurm|run|step|ckpt|checkpoint|logs?|pod)[-_.])(?=.*\d)[A-Za-z][\w.-]*$", re.I)

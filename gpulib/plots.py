@@ -1,0 +1,289 @@
+"""Plotly figure builders: pure functions from evidence tables to ``go.Figure``.
+
+Each builder takes a :class:`pandas.DataFrame` in the column layout produced by
+:mod:`gpulib.notebook_data` (``time`` is a UTC timestamp, ``host``/``gpu``/``rank`` identify the
+actor) plus keyword thresholds, and never reads files or widgets. The same call draws the
+headless figure and, through :class:`gpulib.notebook.FigurePanel`, the interactive one; an empty
+table gives a figure that *says* it is empty, because a blank plot reads like a rendering bug.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from gpulib.parsers.gpu_records import SLOWDOWN_REASONS
+
+#: ``nvidia-smi topo -m`` link types from slowest to fastest path between two GPUs.
+TOPO_RANK = {"SYS": 1, "NODE": 2, "PHB": 3, "PXB": 4, "PIX": 5, "NV": 6}
+
+SEVERITY_LEVEL = {"ok": 0, "info": 0, "warning": 1, "error": 2, "critical": 3}
+
+
+def _empty(title: str, message: str) -> go.Figure:
+    fig = go.Figure()
+    fig.update_layout(title=title, template="plotly_white", xaxis_visible=False, yaxis_visible=False)
+    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+                       font={"size": 14})
+    return fig
+
+
+def _has(frame: pd.DataFrame | None, *columns: str) -> bool:
+    return frame is not None and not frame.empty and all(c in frame.columns for c in columns)
+
+
+def _actor(frame: pd.DataFrame) -> pd.Series:
+    """``host gpu N`` labels (host omitted when unknown)."""
+    host = frame["host"].fillna("").astype(str) if "host" in frame.columns else pd.Series("", index=frame.index)
+    gpu = frame["gpu"].fillna("?").astype(str)
+    return (host + " gpu " + gpu).str.strip()
+
+
+def xid_events(frame: pd.DataFrame) -> go.Figure:
+    """Xid (and other GPU kernel) events per GPU over time, one trace per Xid code.
+
+    A healthy node has none. One hard Xid (79, 48, 95, 119...) followed by nothing is the
+    classic single-GPU failure; the same code on every GPU of a node points at the node
+    (power, PCIe switch, driver) rather than one GPU.
+    """
+    title = "GPU kernel events per GPU"
+    if not _has(frame, "time", "gpu", "xid"):
+        return _empty(title, "no Xid events in this evidence (a healthy reading)")
+    timed = frame[frame["time"].notna()]
+    if timed.empty:
+        return _empty(title, f"{len(frame)} Xid events, none with a timestamp (see the table)")
+    fig = go.Figure()
+    labels = _actor(timed)
+    for code, rows in timed.groupby("xid", sort=True):
+        name = rows["name"].iloc[0] if "name" in rows.columns and pd.notna(rows["name"].iloc[0]) else ""
+        fig.add_trace(go.Scatter(
+            x=rows["time"], y=labels[rows.index], mode="markers", name=f"Xid {int(code)} {name}".strip(),
+            marker={"size": 12, "symbol": "x" if _is_hard(rows) else "circle"},
+            hovertext=rows["text"] if "text" in rows.columns else None,
+        ))
+    missing = len(frame) - len(timed)
+    fig.update_layout(title=title + (f" ({missing} without time not drawn)" if missing else ""),
+                      template="plotly_white", xaxis_title="time (UTC)", yaxis_title="GPU",
+                      yaxis={"categoryorder": "category ascending"})
+    return fig
+
+
+def _is_hard(rows: pd.DataFrame) -> bool:
+    return "interruption" in rows.columns and (rows["interruption"] == "hard").any()
+
+
+def gpu_memory(frame: pd.DataFrame, imbalance_gib: float = 2.0) -> go.Figure:
+    """Memory used per GPU against its total, with the imbalance line (lowest + ``imbalance_gib``).
+
+    In data-parallel training every rank holds the same model, so used memory should be within
+    a few hundred MiB across GPUs; a GPU far above the others is the one that ran out (a long
+    sequence bucket, a leak), one far below may have lost its process.
+    """
+    title = "GPU memory used per GPU"
+    if not _has(frame, "gpu", "mem_used_mib"):
+        return _empty(title, "no GPU memory readings in this evidence")
+    data = frame[frame["mem_used_mib"].notna()]
+    if data.empty:
+        return _empty(title, "GPUs seen, but none reported memory use (lost GPU or N/A)")
+    labels = _actor(data)
+    fig = go.Figure()
+    if "mem_total_mib" in data.columns:
+        fig.add_trace(go.Bar(x=labels, y=data["mem_total_mib"] / 1024, name="total GiB",
+                             marker_color="#dee2e6"))
+    fig.add_trace(go.Bar(x=labels, y=data["mem_used_mib"] / 1024, name="used GiB", marker_color="#1c7ed6"))
+    floor = data["mem_used_mib"].min() / 1024
+    fig.add_hline(y=floor + imbalance_gib, line_dash="dash", line_color="#d9480f",
+                  annotation_text=f"lowest + {imbalance_gib:g} GiB")
+    fig.update_layout(title=title, barmode="overlay", template="plotly_white", yaxis_title="GiB")
+    return fig
+
+
+def thermal_power(frame: pd.DataFrame, temp_limit_c: float = 85.0) -> go.Figure:
+    """Temperature, SM clock vs its maximum, and power over time, one line per GPU, with the
+    periods where a GPU reported a heat/power slowdown reason shaded.
+
+    A throttled GPU runs its SM clock far below the maximum while its neighbours do not: its
+    rank becomes a straggler and the *other* ranks then time out in NCCL, which looks like a
+    network failure unless you look here.
+    """
+    title = "Temperature, SM clock and power per GPU"
+    if not _has(frame, "time", "gpu"):
+        return _empty(title, "no GPU time series in this evidence (collect with --sample-seconds)")
+    data = frame[frame["time"].notna()].sort_values("time")
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                        subplot_titles=("temperature (C)", "SM clock (MHz)", "power (W)"))
+    labels = _actor(data)
+    for label, rows in data.groupby(labels, sort=True):
+        for row, column in ((1, "temp_c"), (2, "sm_clock_mhz"), (3, "power_draw_w")):
+            if column in rows.columns and rows[column].notna().any():
+                fig.add_trace(go.Scatter(x=rows["time"], y=rows[column], mode="lines", name=label,
+                                         legendgroup=label, showlegend=row == 1), row=row, col=1)
+    if "sm_clock_max_mhz" in data.columns and data["sm_clock_max_mhz"].notna().any():
+        fig.add_hline(y=float(data["sm_clock_max_mhz"].max()), line_dash="dot", row=2, col=1,
+                      annotation_text="max SM clock")
+    if "power_limit_w" in data.columns and data["power_limit_w"].notna().any():
+        fig.add_hline(y=float(data["power_limit_w"].max()), line_dash="dot", row=3, col=1,
+                      annotation_text="power limit")
+    fig.add_hline(y=temp_limit_c, line_dash="dash", line_color="#d9480f", row=1, col=1,
+                  annotation_text=f"{temp_limit_c:g} C")
+    for period in throttle_periods(data):
+        fig.add_vrect(x0=period["start"], x1=period["end"], fillcolor="#fa5252", opacity=0.15,
+                      line_width=0, layer="below",
+                      annotation_text=f"{period['label']}: {', '.join(period['reasons'])}",
+                      annotation_position="top left", annotation_font_size=9)
+    fig.update_layout(title=title, template="plotly_white", height=720, hovermode="x unified")
+    return fig
+
+
+def throttle_periods(frame: pd.DataFrame) -> list[dict]:
+    """Contiguous runs of samples per GPU that carry a heat/power slowdown reason.
+
+    Returns ``[{label, start, end, reasons, samples}]`` sorted by start time.
+    """
+    if not _has(frame, "time", "gpu", "throttle_reasons"):
+        return []
+    data = frame[frame["time"].notna()].sort_values("time")
+    periods = []
+    for label, rows in data.groupby(_actor(data), sort=True):
+        current = None
+        for time, reasons in zip(rows["time"], rows["throttle_reasons"], strict=True):
+            slow = sorted(set(reasons or ()) & SLOWDOWN_REASONS)
+            if slow:
+                if current is None:
+                    current = {"label": label, "start": time, "end": time, "reasons": set(), "samples": 0}
+                current["end"] = time
+                current["reasons"].update(slow)
+                current["samples"] += 1
+            elif current is not None:
+                periods.append(current)
+                current = None
+        if current is not None:
+            periods.append(current)
+    for period in periods:
+        period["reasons"] = sorted(period["reasons"])
+    return sorted(periods, key=lambda p: p["start"])
+
+
+def topology(matrix: pd.DataFrame) -> go.Figure:
+    """``nvidia-smi topo -m`` GPU-to-GPU link types as a heat map (darker = faster path).
+
+    NV# (NVLink) between every pair is what an HGX/DGX board should show; a pair that shows
+    SYS or PHB instead has lost NVLink (check Xid 74 and ``nvidia-smi nvlink -s``).
+    """
+    title = "GPU interconnect (nvidia-smi topo -m)"
+    if matrix is None or matrix.empty:
+        return _empty(title, "no topology matrix in this evidence")
+    score = matrix.map(lambda v: TOPO_RANK.get("NV" if str(v).startswith("NV") else str(v), 0))
+    fig = go.Figure(go.Heatmap(z=score.values, x=list(matrix.columns), y=list(matrix.index),
+                               text=matrix.values, texttemplate="%{text}", colorscale="Blues",
+                               zmin=0, zmax=max(TOPO_RANK.values()), showscale=False))
+    fig.update_layout(title=title, template="plotly_white", yaxis_autorange="reversed")
+    return fig
+
+
+def step_times(frame: pd.DataFrame, stall_factor: float = 2.0) -> go.Figure:
+    """Seconds per training step per rank, with the stall line at ``stall_factor`` x median.
+
+    Steady lines mean a healthy input pipeline. A rank whose steps suddenly take several times
+    the median is either starving for data (loader, storage) or slowed by its GPU (see the
+    thermal notebook); all ranks slowing together points at shared storage or the network.
+    """
+    title = "Step time per rank"
+    if not _has(frame, "step", "step_time_s"):
+        return _empty(title, "no step timings in the training logs")
+    data = frame[frame["step_time_s"].notna()].sort_values("step")
+    if data.empty:
+        return _empty(title, "no step timings in the training logs")
+    fig = go.Figure()
+    group = data["rank"].fillna(-1).astype(int).astype(str) if "rank" in data.columns else "all"
+    for rank, rows in data.groupby(group, sort=True):
+        fig.add_trace(go.Scatter(x=rows["step"], y=rows["step_time_s"], mode="lines+markers",
+                                 name="rank ?" if rank == "-1" else f"rank {rank}"))
+    median = float(data["step_time_s"].median())
+    fig.add_hline(y=median * stall_factor, line_dash="dash", line_color="#d9480f",
+                  annotation_text=f"stall: {stall_factor:g} x median ({median:.2f} s)")
+    fig.update_layout(title=title, template="plotly_white", xaxis_title="step", yaxis_title="s/step")
+    return fig
+
+
+def loss_curve(frame: pd.DataFrame, resume_step: int | None = None) -> go.Figure:
+    """Training loss over steps, with the step the resume starts from marked.
+
+    After a resume the loss should continue where it was at that step; a jump up means the
+    optimizer state or data position was not restored (or the wrong checkpoint was loaded).
+    """
+    title = "Loss by step"
+    if not _has(frame, "step", "loss") or frame["loss"].notna().sum() == 0:
+        return _empty(title, "no loss values in the training logs")
+    data = frame[frame["loss"].notna()].sort_values("step")
+    fig = go.Figure(go.Scatter(x=data["step"], y=data["loss"], mode="lines+markers", name="loss"))
+    if resume_step is not None:
+        fig.add_vline(x=resume_step, line_dash="dash", line_color="#2b8a3e",
+                      annotation_text=f"resume from step {resume_step}")
+    fig.update_layout(title=title, template="plotly_white", xaxis_title="step", yaxis_title="loss")
+    return fig
+
+
+def timeline(frame: pd.DataFrame) -> go.Figure:
+    """Every timed event of the incident per host, coloured by source (kernel, NCCL, trainer).
+
+    Read it left to right: the *first* abnormal event is the root-cause candidate; the wall
+    of NCCL timeouts minutes later on every host is the cascade.
+    """
+    title = "Incident timeline"
+    if not _has(frame, "time", "event"):
+        return _empty(title, "no timed events in this evidence")
+    data = frame[frame["time"].notna()]
+    if data.empty:
+        return _empty(title, "no timed events in this evidence")
+    hosts = data["host"].fillna("(unknown host)") if "host" in data.columns else "(unknown host)"
+    fig = go.Figure()
+    sources = data["source"].fillna("other") if "source" in data.columns else pd.Series("event", index=data.index)
+    for source, rows in data.groupby(sources, sort=True):
+        fig.add_trace(go.Scatter(x=rows["time"], y=hosts[rows.index], mode="markers", name=str(source),
+                                 hovertext=rows["event"], marker={"size": 10}))
+    fig.update_layout(title=title, template="plotly_white", xaxis_title="time (UTC)", yaxis_title="host")
+    return fig
+
+
+def rank_events(frame: pd.DataFrame) -> go.Figure:
+    """NCCL/trainer events per rank over time (timeouts, errors, aborts).
+
+    Ranks that report a watchdog timeout were *waiting*; the rank that reports nothing, or
+    something else first, is the one that did not arrive.
+    """
+    title = "Events per rank"
+    if not _has(frame, "time", "rank", "kind"):
+        return _empty(title, "no per-rank events in the training logs")
+    data = frame[frame["time"].notna() & frame["rank"].notna()]
+    if data.empty:
+        return _empty(title, "no timed per-rank events in the training logs")
+    fig = go.Figure()
+    for kind, rows in data.groupby("kind", sort=True):
+        fig.add_trace(go.Scatter(x=rows["time"], y=rows["rank"].astype(int), mode="markers", name=str(kind),
+                                 hovertext=rows["text"] if "text" in rows.columns else None,
+                                 marker={"size": 10}))
+    fig.update_layout(title=title, template="plotly_white", xaxis_title="time (UTC)", yaxis_title="rank",
+                      yaxis={"dtick": 1})
+    return fig
+
+
+def health_matrix(frame: pd.DataFrame) -> go.Figure:
+    """Fleet health: one row per GPU, one column per check, coloured by the worst severity.
+
+    Green everywhere is the nightly goal; a column lighting up across many GPUs of one host is
+    a host problem (driver, cooling), a row lighting up is a GPU to drain.
+    """
+    title = "Fleet health (GPU x check)"
+    if not _has(frame, "host", "gpu", "check", "severity"):
+        return _empty(title, "no GPUs in this evidence")
+    data = frame.assign(actor=_actor(frame), level=frame["severity"].map(SEVERITY_LEVEL).fillna(0))
+    grid = data.pivot_table(index="actor", columns="check", values="level", aggfunc="max", fill_value=0)
+    fig = go.Figure(go.Heatmap(
+        z=grid.values, x=list(grid.columns), y=list(grid.index), zmin=0, zmax=3, showscale=False,
+        colorscale=[[0, "#2b8a3e"], [0.33, "#e6a700"], [0.66, "#d9480f"], [1, "#b00020"]],
+    ))
+    fig.update_layout(title=title, template="plotly_white", yaxis_autorange="reversed",
+                      height=max(300, 24 * len(grid.index) + 120))
+    return fig

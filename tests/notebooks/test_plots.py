@@ -1,0 +1,105 @@
+"""Figure builders: the traces and shapes an engineer relies on, from small synthetic tables."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from gpulib import plots
+
+
+def _samples() -> pd.DataFrame:
+    """Two GPUs sampled every 30 s; GPU 3 throttles (0x68) in samples 2-4, then recovers."""
+    rows = []
+    start = pd.Timestamp("2025-04-22T12:47:30Z")
+    for i in range(6):
+        for gpu in ("0", "3"):
+            slow = gpu == "3" and 2 <= i <= 4
+            rows.append({"time": start + pd.Timedelta(seconds=30 * i), "host": "dgx-09", "gpu": gpu,
+                         "gpu_index": int(gpu), "temp_c": 88.0 if slow else 65.0,
+                         "sm_clock_mhz": 705.0 if slow else 1410.0, "sm_clock_max_mhz": 1410.0,
+                         "power_draw_w": 250.0, "power_limit_w": 400.0,
+                         "throttle_reasons": ["hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown"]
+                         if slow else []})
+    return pd.DataFrame(rows)
+
+
+def test_thermal_power_shades_each_throttle_period_and_draws_one_line_per_gpu_and_metric():
+    fig = plots.thermal_power(_samples(), temp_limit_c=85)
+    names = {t.name for t in fig.data}
+    assert names == {"dgx-09 gpu 0", "dgx-09 gpu 3"}
+    assert len(fig.data) == 6  # 2 GPUs x (temp, clock, power)
+    rects = [s for s in fig.layout.shapes if s.type == "rect"]
+    assert len(rects) == 3  # the one period, shaded on each of the three rows
+    assert {(pd.Timestamp(r.x0), pd.Timestamp(r.x1)) for r in rects} == {
+        (pd.Timestamp("2025-04-22T12:48:30Z"), pd.Timestamp("2025-04-22T12:49:30Z"))}
+    annotations = " ".join(a.text for a in fig.layout.annotations)
+    assert "hw_thermal_slowdown" in annotations and "85 C" in annotations
+
+
+def test_throttle_periods_ignore_idle_and_power_cap_reasons():
+    frame = _samples()
+    frame["throttle_reasons"] = [["gpu_idle"] if g == "0" else ["sw_power_cap"] for g in frame["gpu"]]
+    assert plots.throttle_periods(frame) == []
+
+
+def test_xid_events_one_trace_per_code_and_hard_codes_marked():
+    events = pd.DataFrame([
+        {"time": pd.Timestamp("2025-03-11T03:12:07Z"), "host": "hgx-018", "gpu": "5", "xid": 79,
+         "name": "GPU has fallen off the bus", "interruption": "hard", "text": "NVRM: Xid (PCI:0000:ab:00): 79"},
+        {"time": pd.Timestamp("2025-03-11T03:14:00Z"), "host": "hgx-018", "gpu": "2", "xid": 13,
+         "name": "Graphics engine exception", "interruption": "soft", "text": "NVRM: Xid 13"},
+        {"time": pd.NaT, "host": "hgx-018", "gpu": "2", "xid": 13, "name": "Graphics engine exception",
+         "interruption": "soft", "text": "no time"},
+    ])
+    fig = plots.xid_events(events)
+    assert [t.name for t in fig.data] == ["Xid 13 Graphics engine exception", "Xid 79 GPU has fallen off the bus"]
+    assert fig.data[1].marker.symbol == "x" and fig.data[0].marker.symbol == "circle"
+    assert list(fig.data[1].y) == ["hgx-018 gpu 5"]
+    assert "1 without time" in fig.layout.title.text
+
+
+def test_empty_tables_give_a_figure_that_says_so():
+    for fig in (plots.xid_events(pd.DataFrame()), plots.thermal_power(pd.DataFrame()),
+                plots.gpu_memory(pd.DataFrame()), plots.step_times(pd.DataFrame()),
+                plots.timeline(pd.DataFrame()), plots.topology(pd.DataFrame()), plots.health_matrix(pd.DataFrame())):
+        assert not fig.data
+        assert fig.layout.annotations and fig.layout.annotations[0].text
+
+
+def test_gpu_memory_threshold_line_sits_at_lowest_plus_imbalance():
+    states = pd.DataFrame({"host": ["ws-04"] * 3, "gpu": ["0", "1", "2"], "mem_used_mib": [30720.0, 31744.0, 0.0],
+                           "mem_total_mib": [81920.0] * 3})
+    fig = plots.gpu_memory(states, imbalance_gib=2.0)
+    line = [s for s in fig.layout.shapes if s.type == "line"][0]
+    assert line.y0 == 2.0
+    assert list(fig.data[1].y) == [30.0, 31.0, 0.0]
+
+
+def test_step_times_one_trace_per_rank_with_stall_line():
+    steps = pd.DataFrame({"rank": [0, 0, 1, 1], "step": [10, 20, 10, 20], "step_time_s": [1.0, 1.0, 1.0, 3.0]})
+    fig = plots.step_times(steps, stall_factor=2.5)
+    assert [t.name for t in fig.data] == ["rank 0", "rank 1"]
+    assert [s for s in fig.layout.shapes if s.type == "line"][0].y0 == 2.5
+
+
+def test_topology_scores_nvlink_above_sys():
+    matrix = pd.DataFrame([["X", "NV18"], ["SYS", "X"]], index=["GPU0", "GPU1"], columns=["GPU0", "GPU1"])
+    fig = plots.topology(matrix)
+    z = fig.data[0].z
+    assert z[0][1] == plots.TOPO_RANK["NV"] and z[1][0] == plots.TOPO_RANK["SYS"]
+
+
+def test_health_matrix_takes_worst_severity_per_cell():
+    grid = pd.DataFrame([
+        {"host": "n1", "gpu": "0", "check": "thermal", "severity": "ok"},
+        {"host": "n1", "gpu": "0", "check": "thermal", "severity": "critical"},
+        {"host": "n1", "gpu": "1", "check": "thermal", "severity": "warning"},
+    ])
+    fig = plots.health_matrix(grid)
+    assert list(fig.data[0].y) == ["n1 gpu 0", "n1 gpu 1"]
+    assert [row[0] for row in fig.data[0].z] == [3, 1]
+
+
+def test_loss_curve_marks_the_resume_step():
+    fig = plots.loss_curve(pd.DataFrame({"step": [1000, 2000, 4000], "loss": [3.0, 2.5, 2.1]}), resume_step=4000)
+    assert [s for s in fig.layout.shapes if s.type == "line"][0].x0 == 4000

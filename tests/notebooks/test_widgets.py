@@ -1,0 +1,155 @@
+"""Notebook helpers without a kernel: pickers rebuild figures, findings are recorded, destructive
+commands never run without interactive confirmation."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+
+import pandas as pd
+import plotly.io as pio
+import pytest
+
+from gpulib import notebook as nbk
+from gpulib import plots
+from gpulib.notebook_checks import FINDING_MIME, Command, finding
+from tests.notebooks.test_plots import _samples
+
+
+def test_setup_selects_the_renderer_that_survives_html_export():
+    nbk.setup()
+    assert pio.renderers.default == "plotly_mimetype+notebook"
+
+
+def test_gpu_picker_changes_the_figure_traces():
+    panel = nbk.FigurePanel(plots.thermal_power, _samples(), pickers=("host", "gpu", "time"))
+    assert {t.name for t in panel.figure.data} == {"dgx-09 gpu 0", "dgx-09 gpu 3"}
+    panel.controls["gpu"].value = "3"
+    assert {t.name for t in panel.figure.data} == {"dgx-09 gpu 3"}
+    panel.controls["gpu"].value = "0"
+    assert {t.name for t in panel.figure.data} == {"dgx-09 gpu 0"}
+    assert not [s for s in panel.figure.layout.shapes if s.type == "rect"]  # GPU 0 never throttled
+
+
+def test_time_window_and_threshold_slider_rebuild_the_figure():
+    panel = nbk.FigurePanel(plots.thermal_power, _samples(), pickers=("time",),
+                            thresholds={"temp_limit_c": (85.0, 60.0, 100.0)})
+    panel.controls["time"].index = (0, 1)  # the first minute, before the throttle period
+    assert len(panel.figure.data[0].x) == 2
+    assert not [s for s in panel.figure.layout.shapes if s.type == "rect"]
+    panel.controls["temp_limit_c"].value = 70.0
+    assert "70 C" in " ".join(a.text for a in panel.figure.layout.annotations)
+
+
+def test_initial_picker_values_come_from_parameters_and_unknown_values_fall_back_to_all():
+    panel = nbk.FigurePanel(plots.thermal_power, _samples(), pickers=("gpu", "rank"), initial={"gpu": "3"})
+    assert panel.controls["gpu"].value == "3"
+    assert "rank" not in panel.controls  # no such column: no picker
+    assert {t.name for t in panel.figure.data} == {"dgx-09 gpu 3"}
+    other = nbk.FigurePanel(plots.thermal_power, _samples(), pickers=("gpu",), initial={"gpu": "7"})
+    assert other.controls["gpu"].value == nbk.ALL
+
+
+def test_widget_view_holds_controls_and_current_figure():
+    panel = nbk.FigurePanel(plots.thermal_power, _samples(), pickers=("gpu",))
+    box = panel.widget()
+    assert box.children[0].children[0] is panel.controls["gpu"]
+    panel.controls["gpu"].value = "3"  # the output area is re-rendered without error
+    assert {t.name for t in panel.figure.data} == {"dgx-09 gpu 3"}
+
+
+def test_record_writes_the_json_sidecar_and_returns_normalised_findings(tmp_path, capsys):
+    path = tmp_path / "out" / "findings-04.json"
+    items = nbk.record([finding("b", "warning", "thermal_throttling", "hot", host="n1", gpu_index=3),
+                        finding("a", "critical", "gpu_fell_off_bus", "gone", time=pd.Timestamp("2025-03-11T03:12:07Z"))],
+                       path, step="04_thermal_power")
+    on_disk = json.loads(path.read_text())
+    assert on_disk == items
+    assert [f["id"] for f in on_disk] == ["a", "b"]  # most severe first
+    assert on_disk[0]["time"] == "2025-03-11T03:12:07Z" and on_disk[1]["gpu_index"] == 3
+    assert set(on_disk[0]) >= {"id", "severity", "category", "title", "host", "gpu_index", "rank", "time",
+                               "evidence", "actions"}
+    out = capsys.readouterr().out
+    assert "2 finding(s): 1 critical, 1 warning" in out
+
+
+def test_record_emits_the_finding_mime_bundle(monkeypatch, tmp_path):
+    shown = []
+    monkeypatch.setattr(nbk, "display", lambda obj, **kw: shown.append((obj, kw)))
+    nbk.record([finding("x", "info", "none", "fine")], tmp_path / "f.json", step="00_triage")
+    bundle, kwargs = shown[0]
+    assert kwargs["raw"] is True
+    assert bundle[FINDING_MIME]["findings"][0]["id"] == "x"
+    assert "fine" in bundle["text/plain"]
+
+
+def test_unknown_category_or_severity_is_refused():
+    with pytest.raises(ValueError, match="vocabulary"):
+        finding("x", "error", "gpu_on_fire", "nope")
+    with pytest.raises(ValueError, match="severity"):
+        finding("x", "fatal", "none", "nope")
+
+
+def _touch_command(path) -> Command:
+    return Command((sys.executable, "-c", f"open({str(path)!r}, 'w').write('ran')"), "test", socket.gethostname())
+
+
+def test_headless_remediation_shows_commands_and_never_runs_them(tmp_path, capsys):
+    marker = tmp_path / "ran"
+    remediation = nbk.Remediation([_touch_command(marker)], interactive=False)
+    remediation.display()
+    assert remediation.button is None and remediation.confirm is None
+    with pytest.raises(Exception, match="only interactively"):
+        remediation.run_confirmed()
+    assert not marker.exists()
+    assert "Headless run: nothing was executed" in capsys.readouterr().out
+
+
+def test_interactive_remediation_runs_only_after_confirmation(tmp_path):
+    marker = tmp_path / "ran"
+    remediation = nbk.Remediation([_touch_command(marker)], interactive=True)
+    assert remediation.button.disabled
+    with pytest.raises(Exception, match="confirmation"):
+        remediation.run_confirmed()
+    remediation.button.click()  # a click on the disabled button's handler still refuses
+    assert not marker.exists()
+    remediation.confirm.value = True
+    assert not remediation.button.disabled
+    remediation.button.click()
+    assert marker.read_text() == "ran"
+    assert remediation.confirm.value is False and remediation.button.disabled  # one confirmation, one run
+
+
+def test_commands_for_another_host_are_skipped_even_when_confirmed(tmp_path):
+    marker = tmp_path / "ran"
+    command = Command(_touch_command(marker).argv, "test", "some-other-node")
+    remediation = nbk.Remediation([command], interactive=True)
+    remediation.confirm.value = True
+    [(_, outcome)] = remediation.run_confirmed()
+    assert "skipped: meant for some-other-node" in outcome and not marker.exists()
+
+
+def test_drill_reveals_the_answer_only_after_commit():
+    diagnosis = {"verdict": {"interruption": "hard", "category": "gpu_fell_off_bus", "summary": "GPU 5 fell off"},
+                 "root_cause": {"host": "hgx-018", "gpu_index": 5,
+                                "evidence": [{"file": "dmesg", "line": 9, "text": "Xid 79"}]}}
+    drill = nbk.Drill(diagnosis, ["gpu_fell_off_bus", "cuda_oom"], nbk.culprit_choices(["hgx-018"], [("hgx-018", 5)]))
+    assert drill.verdict is None
+    drill.category.value = "cuda_oom"
+    drill.culprit.value = "hgx-018 gpu 5"
+    drill.commit.click()
+    assert "-> wrong (answer: gpu_fell_off_bus" in drill.verdict
+    assert "Your culprit: hgx-018 gpu 5 -> right" in drill.verdict
+    assert "dmesg:9: Xid 79" in drill.verdict and drill.commit.disabled
+
+
+def test_bad_evidence_path_stops_with_a_short_clear_message(tmp_path):
+    with pytest.raises(nbk.NotebookStop) as info:
+        nbk.open_evidence(str(tmp_path / "no-such-incident"))
+    lines = info.value._render_traceback_()
+    assert lines[0] == "gpulib: evidence path not found"
+    assert any("what to do:" in line for line in lines)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(nbk.NotebookStop, match="empty"):
+        nbk.open_evidence(str(tmp_path / "empty"))
