@@ -20,8 +20,8 @@ from pathlib import Path
 
 from gpulib.collect import commands, files, nvml
 from gpulib.collect.core import Collector, run_collectors
-from gpulib.collect.prometheus import prometheus_collector
-from gpulib.errors import BundleError
+from gpulib.collect.prometheus import PrometheusQuery, prometheus_collector
+from gpulib.errors import BundleError, InputError
 from gpulib.evidence import Bundle, BundleWriter, is_bundle
 
 HOST_PLACEHOLDER = "%h"
@@ -46,7 +46,7 @@ def bundle_path(out: str | Path, host: str) -> Path:
 
 
 def plan(logs: list[Path], checkpoints: Path | None, sample_seconds: int, prev_boot: bool,
-         prometheus: tuple[str, float, float] | None, log_cap_bytes: int) -> list[Collector]:
+         prometheus: PrometheusQuery | None, log_cap_bytes: int) -> list[Collector]:
     """The collectors of one capture, in the order the manifest lists them."""
     collectors = [nvml.snapshot_collector()]
     if sample_seconds > 0:
@@ -57,22 +57,28 @@ def plan(logs: list[Path], checkpoints: Path | None, sample_seconds: int, prev_b
     if checkpoints is not None:
         collectors.append(files.checkpoint_listing_collector(checkpoints))
     if prometheus is not None:
-        collectors.append(prometheus_collector(*prometheus))
+        collectors.append(prometheus_collector(prometheus))
     return collectors
 
 
 def collect(out: str | Path, logs: list[str | Path] = (), checkpoints: str | Path | None = None, sample_seconds: int = 0,
-            prev_boot: bool = False, prometheus: tuple[str, float, float] | None = None, timeout_scale: float = 1.0,
+            prev_boot: bool = False, prometheus: PrometheusQuery | None = None, timeout_scale: float = 1.0,
             host: str | None = None, log_cap_bytes: int = files.LOG_CAP_BYTES,
-            command_line: list[str] | None = None) -> Path:
+            collector_timeouts: dict[str, float] | None = None, command_line: list[str] | None = None) -> Path:
     """Capture this host into a bundle and return its path.
 
-    ``prometheus`` is ``(base_url, start_unix_s, end_unix_s)``; ``timeout_scale`` multiplies
-    every collector's timeout (raise it on a node known to be slow, e.g. 3 for a busy BMC).
+    ``prometheus`` says which DCGM metrics to pull for which window; ``timeout_scale`` multiplies
+    every collector's timeout (raise it on a node known to be slow); ``collector_timeouts``
+    sets single ones in seconds (``{"ipmitool-sdr": 120}`` for a BMC that answers slowly).
     """
     host = host or this_host()
     collectors = plan([Path(p) for p in logs], Path(checkpoints) if checkpoints is not None else None,
                       sample_seconds, prev_boot, prometheus, log_cap_bytes)
+    by_name = {c.name: c for c in collectors}
+    for name, seconds in (collector_timeouts or {}).items():
+        if name not in by_name:
+            raise InputError(f"no collector named {name!r} in this capture", hint=f"one of: {', '.join(by_name)}")
+        by_name[name].timeout_s = seconds
     writer = BundleWriter(bundle_path(out, host), host=host,
                           command_line=command_line if command_line is not None else list(sys.argv))
     provenance = run_collectors(writer, collectors, timeout_scale)

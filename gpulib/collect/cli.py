@@ -7,7 +7,7 @@ import sys
 
 from gpulib.collect.capture import collect, summary_lines
 from gpulib.collect.files import LOG_CAP_BYTES
-from gpulib.collect.prometheus import parse_time
+from gpulib.collect.prometheus import PrometheusQuery, parse_time
 from gpulib.evidence import verify
 
 
@@ -29,14 +29,26 @@ def _positive(kind):
     return convert
 
 
+def _name_seconds(text: str) -> tuple[str, float]:
+    name, sep, seconds = text.partition("=")
+    try:
+        value = float(seconds)
+    except ValueError:
+        value = -1.0
+    if not sep or not name or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected NAME=SECONDS, e.g. ipmitool-sdr=120, got {text!r}")
+    return name, value
+
+
 def _collect(args) -> int:
     prometheus = None
     if args.prometheus:
-        prometheus = (args.prometheus, parse_time(args.since), parse_time(args.until))
+        prometheus = PrometheusQuery(args.prometheus, parse_time(args.since), parse_time(args.until),
+                                     step_s=args.prometheus_step, match=args.prometheus_match)
     root = collect(
         args.out, logs=args.logs, checkpoints=args.checkpoints, sample_seconds=args.sample_seconds,
         prev_boot=args.prev_boot, prometheus=prometheus, timeout_scale=args.timeout_scale, host=args.host,
-        log_cap_bytes=args.log_cap_mib << 20, command_line=["gpulib", *sys.argv[1:]],
+        log_cap_bytes=args.log_cap_mib << 20, collector_timeouts=dict(args.collector_timeout), command_line=["gpulib", *sys.argv[1:]],
     )
     print("\n".join(summary_lines(root)))
     return 0
@@ -67,8 +79,14 @@ def register(subparsers) -> None:
     c.add_argument("--prometheus", metavar="URL", help="Prometheus base URL to pull DCGM metrics from, e.g. http://prom:9090")
     c.add_argument("--since", default="-1h", help="window start for --prometheus: ISO-8601, unix seconds or -2h (default -1h)")
     c.add_argument("--until", default="now", help="window end for --prometheus (default now)")
+    c.add_argument("--prometheus-step", type=float, default=15.0, metavar="S",
+                   help="resolution of the pulled series in seconds (default 15, dcgm-exporter's usual scrape interval)")
+    c.add_argument("--prometheus-match", metavar="MATCHER",
+                   help='label matcher for every metric, e.g. \'{Hostname=~"node-a|node-b"}\' (default: all hosts)')
     c.add_argument("--timeout-scale", type=_positive(float), default=1.0, metavar="F",
                    help="multiply every collector's timeout by F (e.g. 3 on a slow node)")
+    c.add_argument("--collector-timeout", type=_name_seconds, action="append", default=[], metavar="NAME=S",
+                   help="set one collector's timeout in seconds (names as in the summary), e.g. ipmitool-sdr=120")
     c.add_argument("--host", help="host name for the bundle and %%h (default: this machine's hostname; "
                                   "in Kubernetes pass the node name)")
     c.set_defaults(func=_collect)

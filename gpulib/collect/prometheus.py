@@ -18,6 +18,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from gpulib.collect.core import Collector, Outcome, Sink
@@ -82,25 +83,46 @@ def _get(url: str, timeout_s: float) -> tuple[int | None, bytes, str | None]:
         return None, b"", str(reason)
 
 
-def prometheus_collector(base_url: str, start: float, end: float, metrics: tuple[str, ...] = DCGM_METRICS) -> Collector:
+@dataclass
+class PrometheusQuery:
+    """What to pull: ``match`` is a label matcher added to every metric (``{Hostname=~"node-a|node-b"}``)
+    so that a 1,000-node cluster does not send every GPU's history; without it the pull is
+    cluster-wide (run it once per incident, not in every fan-out task)."""
+
+    url: str
+    start: float
+    end: float
+    step_s: float = 15.0
+    match: str | None = None
+    metrics: tuple[str, ...] = DCGM_METRICS
+
+    def promql(self, metric: str) -> str:
+        return metric + (self.match or "")
+
+
+def prometheus_collector(query: PrometheusQuery) -> Collector:
     """One ``query_range`` per metric for [start, end], raw JSON per metric, plus
     ``prometheus/query.json`` saying what was asked and how many series came back."""
-    if end <= start:
-        raise InputError(f"--until ({end}) is not after --since ({start})", hint="the window must have a positive length")
-    step = step_for(start, end)
+    if query.end <= query.start:
+        raise InputError(f"--until ({query.end}) is not after --since ({query.start})",
+                         hint="the window must have a positive length")
+    if query.match and not (query.match.startswith("{") and query.match.endswith("}")):
+        raise InputError(f"label matcher {query.match!r} must look like {{Hostname=\"node-b\"}}")
+    step = step_for(query.start, query.end, query.step_s)
+    base_url, start, end, metrics = query.url, query.start, query.end, query.metrics
     api = base_url.rstrip("/") + "/api/v1/query_range"
 
     def run(sink: Sink, timeout_s: float) -> Outcome:
         deadline = time.monotonic() + timeout_s
-        summary = {"url": base_url, "start": start, "end": end, "step_s": step, "metrics": {}}
+        summary = {"url": base_url, "start": start, "end": end, "step_s": step, "match": query.match, "metrics": {}}
         empty, errors = [], []
         for metric in metrics:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 errors.append(f"out of time before {metric}")
                 break
-            query = urllib.parse.urlencode({"query": metric, "start": start, "end": end, "step": step})
-            status, body, error = _get(f"{api}?{query}", min(30.0, remaining))
+            params = urllib.parse.urlencode({"query": query.promql(metric), "start": start, "end": end, "step": step})
+            status, body, error = _get(f"{api}?{params}", min(30.0, remaining))
             if status is None:
                 sink.write_json("prometheus/query.json", summary)
                 return Outcome("failed", f"cannot reach Prometheus at {base_url}: {error}")

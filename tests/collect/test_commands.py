@@ -1,0 +1,124 @@
+"""Command runner and file collectors: missing tool, permission, non-zero exit, hang, logs, checkpoints."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+
+import pytest
+
+from gpulib.collect import files
+from gpulib.collect.core import run_collectors
+from gpulib.collect.runner import run_command
+from gpulib.evidence import Bundle, BundleWriter
+
+
+def _script(path, body: str):
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def _gone(pid: int) -> bool:
+    """True when the process no longer runs (absent, or a zombie waiting for its reaper)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_missing_tool_is_unavailable():
+    result = run_command(["gpulib-no-such-tool-xyz", "-v"], 5)
+    assert (result.status, result.reason) == ("unavailable", "gpulib-no-such-tool-xyz not found on PATH")
+
+
+def test_not_executable_is_failed_with_permission(tmp_path):
+    tool = tmp_path / "tool"
+    tool.write_text("#!/bin/sh\necho hi\n")
+    result = run_command([str(tool)], 5)
+    assert result.status == "failed" and result.reason == f"permission denied running {tool}"
+
+
+def test_nonzero_exit_keeps_output_and_names_the_code(tmp_path):
+    tool = _script(tmp_path / "tool", "echo partial\necho 'dmesg: read kernel buffer failed: Operation not permitted' >&2\nexit 1\n")
+    result = run_command([str(tool)], 5)
+    assert result.status == "failed" and result.returncode == 1
+    assert result.reason.endswith("exited with code 1: dmesg: read kernel buffer failed: Operation not permitted")
+    assert result.stdout == b"partial\n"
+
+
+def test_hang_kills_the_whole_process_group(tmp_path):
+    pidfile = tmp_path / "child.pid"
+    tool = _script(tmp_path / "tool", f"echo started\nsleep 60 &\necho $! > {pidfile}\nwait\n")
+    started = time.monotonic()
+    result = run_command([str(tool)], 1.0)
+    assert result.status == "timeout" and "no answer within 1 s" in result.reason
+    assert result.stdout == b"started\n", "output written before the hang is kept"
+    assert time.monotonic() - started < 30
+    assert _gone(int(pidfile.read_text())), "the grandchild (sleep) must be killed with its group"
+
+
+def test_merged_streams_keep_fuser_style_stderr(tmp_path):
+    tool = _script(tmp_path / "tool", "echo ' 1234' \necho '/dev/nvidia0: USER PID ACCESS COMMAND' >&2\n")
+    result = run_command([str(tool)], 5, merge_stderr=True)
+    assert b"/dev/nvidia0: USER" in result.stdout and result.stderr == b""
+
+
+def _run(tmp_path, *collectors):
+    writer = BundleWriter(tmp_path / "bundle", host="node-a", command_line=["test"])
+    run_collectors(writer, list(collectors))
+    bundle = Bundle.open(writer.finish())
+    return bundle, {c.name: c for c in bundle.collectors}
+
+
+def test_logs_are_copied_tail_capped_and_missing_ones_named(tmp_path):
+    logs = tmp_path / "job"
+    logs.mkdir()
+    big = logs / "rank0.log"
+    big.write_bytes(b"".join(b"step %06d loss 1.0\n" % i for i in range(5000)))
+    (logs / "rank1.log").write_text("NCCL WARN Timeout\n")
+    missing = tmp_path / "nope.log"
+    bundle, records = _run(tmp_path, files.logs_collector([logs, missing], cap_bytes=1000))
+    assert records["logs"].status == "failed" and f"{missing}: not found" in records["logs"].reason
+    copied = bundle.root / files.bundle_name(big)
+    assert copied.read_bytes() == big.read_bytes()[-1000:] and copied.read_bytes().endswith(b"step 004999 loss 1.0\n")
+    assert (bundle.root / files.bundle_name(logs / "rank1.log")).read_text() == "NCCL WARN Timeout\n"
+    index = {e["source"]: e for e in json.loads((bundle.root / "logs" / "index.json").read_text())}
+    assert index[str(big)]["truncated_to_last_bytes"] == 1000 and index[str(big)]["bytes_original"] == big.stat().st_size
+    assert index[str(logs / "rank1.log")]["truncated_to_last_bytes"] is None
+
+
+def test_unreadable_log_is_named_and_the_rest_copied(tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("running as root: file permissions cannot refuse a read")
+    secret, fine = tmp_path / "secret.log", tmp_path / "fine.log"
+    secret.write_text("x")
+    secret.chmod(0)
+    fine.write_text("ok\n")
+    bundle, records = _run(tmp_path, files.logs_collector([secret, fine]))
+    assert f"{secret}: permission denied" in records["logs"].reason
+    assert records["logs"].files == [files.bundle_name(fine), "logs/index.json"]
+
+
+def test_checkpoint_listing_records_sizes_mtimes_and_symlinks(tmp_path):
+    root = tmp_path / "ckpt"
+    (root / "step_100").mkdir(parents=True)
+    (root / "step_100" / "model.pt").write_bytes(b"\0" * 1234)
+    (root / "step_200").mkdir()
+    (root / "latest").symlink_to("step_200")
+    os.utime(root / "step_100" / "model.pt", (1_700_000_000, 1_700_000_000))
+    bundle, records = _run(tmp_path, files.checkpoint_listing_collector(root))
+    assert records["checkpoints"].status == "ok"
+    listing = json.loads((bundle.root / "checkpoints" / "listing.json").read_text())
+    entries = {e["path"]: e for e in listing["entries"]}
+    assert entries["step_100/model.pt"]["bytes"] == 1234
+    assert entries["step_100/model.pt"]["mtime_utc"] == "2023-11-14T22:13:20Z"
+    assert entries["latest"]["type"] == "symlink" and entries["latest"]["target"] == "step_200"
+
+
+def test_checkpoint_listing_of_a_missing_folder_fails_with_its_name(tmp_path):
+    _, records = _run(tmp_path, files.checkpoint_listing_collector(tmp_path / "gone"))
+    assert records["checkpoints"].status == "failed" and records["checkpoints"].reason == f"{tmp_path / 'gone'}: not found"
