@@ -1,0 +1,181 @@
+"""Line prefixes of every kernel-log format, and their times normalised to UTC.
+
+A kernel message reaches the operator wrapped in one of many prefixes, depending on how it was
+captured. The message is the same; the clock is not:
+
+==========================  ==========================================  ===========================
+format                      example prefix                              clock
+==========================  ==========================================  ===========================
+``dmesg -T``                ``[Tue Mar 11 03:12:07 2025] ``              local wall time, no zone
+raw ``dmesg``               ``[12345.678901] ``                          seconds since boot
+``dmesg --time-format=iso`` ``2024-11-15T05:39:15,491363+00:00 ``        wall time with offset
+``dmesg --decode``          ``kern  :warn  : `` then one of the above    (as the inner prefix)
+``journalctl -o short-iso`` ``2025-01-17T17:10:43+0000 host kernel: ``   wall time with offset
+syslog / ``journalctl``     ``Mar 11 03:12:07 host kernel: ``            local time, no zone, no year
+``/dev/kmsg``               ``6,3964,206764307,-;``                      microseconds since boot
+pstore / ERST               ``<6>[  201.650687] ``                       seconds since boot
+nv-fabricmanager log        ``[Feb 27 2025 15:10:02] [ERROR] ``          local wall time, no zone
+==========================  ==========================================  ===========================
+
+`dmesg -T` is also *wrong* after suspend/resume and drifts (it is boot time + monotonic seconds),
+which is one more reason to prefer ``--time-format=iso`` or the journal when collecting.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+MONTHS = {m: i for i, m in enumerate(
+    ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), start=1)}
+_MON = "Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
+
+_DECODE = re.compile(
+    r"(?:kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp|local[0-7])\s*:"
+    r"\s*(?:emerg|alert|crit|err|warn|notice|info|debug)\s*:\s?")
+_PRIO = re.compile(r"<\d{1,3}>")
+_CTIME = re.compile(
+    rf"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) +({_MON}) +(\d{{1,2}}) (\d\d):(\d\d):(\d\d) (\d{{4}})\] ?")
+_MONO = re.compile(r"\[ *(\d+)\.(\d+)\] ?")
+_FM = re.compile(rf"\[({_MON}) +(\d{{1,2}}) (\d{{4}}) (\d\d):(\d\d):(\d\d)\] ?")
+_ISO = re.compile(
+    r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:([.,])(\d{1,9}))?(Z|[+-]\d\d:?\d\d)? ?")
+_KMSG = re.compile(r"(\d{1,3}),(\d+),(\d+),[^;]*;")
+_SYSLOG = re.compile(rf"({_MON}) +(\d{{1,2}}) (\d\d):(\d\d):(\d\d)(?:\.\d+)? ")
+# "host ident[pid]: " after a journal/syslog timestamp
+_HOST_IDENT = re.compile(r"([^\s\[\]:]+) ([^\s\[\]:]+)(?:\[(\d+)\])?: ?")
+_JOURNAL_HEADER = re.compile(
+    r"-- (?:Journal begins|Logs begin) at \w+ (\d{4})-(\d\d)-(\d\d) [\d:]+ (\S+?),")
+
+
+@dataclass
+class Prefix:
+    """What the prefix of one line said. ``clock`` is one of: wall (aware), local (naive wall
+    time, zone unknown), syslog (naive, year unknown), boot (seconds since boot), none."""
+
+    clock: str
+    message: str
+    wall: datetime | None = None
+    month: int = 0
+    day: int = 0
+    hms: tuple[int, int, int] = (0, 0, 0)
+    uptime_s: float | None = None
+    host: str | None = None
+    ident: str | None = None
+    fmt: str = "unknown"
+
+
+def _offset(text: str) -> timezone:
+    if text == "Z":
+        return timezone.utc
+    sign = -1 if text[0] == "-" else 1
+    digits = text[1:].replace(":", "")
+    return timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:4])))
+
+
+def split_prefix(line: str) -> Prefix:
+    """Recognise the capture format of one line and split its prefix from the message."""
+    pos = 0
+    fmt_outer = ""
+    m = _DECODE.match(line)
+    if m:
+        pos, fmt_outer = m.end(), "dmesg --decode "
+    m = _PRIO.match(line, pos)
+    if m:
+        pos = m.end()
+    first = line[pos:pos + 1]
+    if first == "[":
+        m = _CTIME.match(line, pos)
+        if m:
+            mon, day, hh, mi, ss, year = m.groups()
+            wall = datetime(int(year), MONTHS[mon], int(day), int(hh), int(mi), int(ss))
+            return Prefix("local", line[m.end():], wall=wall, fmt=fmt_outer + "dmesg -T")
+        m = _MONO.match(line, pos)
+        if m:
+            return Prefix("boot", line[m.end():], uptime_s=float(f"{m[1]}.{m[2]}"), fmt=fmt_outer + "dmesg")
+        m = _FM.match(line, pos)
+        if m:
+            mon, day, year, hh, mi, ss = m.groups()
+            wall = datetime(int(year), MONTHS[mon], int(day), int(hh), int(mi), int(ss))
+            return Prefix("local", line[m.end():], wall=wall, fmt="fabricmanager")
+    elif first.isdigit():
+        m = _ISO.match(line, pos)
+        if m:
+            y, mo, d, hh, mi, ss, sep, frac, off = m.groups()
+            try:
+                wall = datetime(int(y), int(mo), int(d), int(hh), int(mi), int(ss),
+                                int((frac or "0")[:6].ljust(6, "0")))
+            except ValueError:
+                return Prefix("none", line)
+            if off:
+                wall = wall.replace(tzinfo=_offset(off))
+            rest = line[m.end():]
+            if sep == ",":  # dmesg --time-format=iso always uses a comma; no host field
+                return Prefix("wall" if off else "local", rest, wall=wall, fmt=fmt_outer + "dmesg --time-format=iso")
+            h = _HOST_IDENT.match(rest)
+            if h:
+                return Prefix("wall" if off else "local", rest[h.end():], wall=wall, host=h[1],
+                              ident=h[2], fmt="journal short-iso")
+            return Prefix("wall" if off else "local", rest, wall=wall, fmt="iso")
+        m = _KMSG.match(line, pos)
+        if m:
+            return Prefix("boot", line[m.end():], uptime_s=int(m[3]) / 1e6, fmt="/dev/kmsg")
+    else:
+        m = _SYSLOG.match(line, pos)
+        if m:
+            mon, day, hh, mi, ss = m.groups()
+            rest = line[m.end():]
+            h = _HOST_IDENT.match(rest)
+            host = ident = None
+            if h:
+                rest, host, ident = rest[h.end():], h[1], h[2]
+            return Prefix("syslog", rest, month=MONTHS[mon], day=int(day),
+                          hms=(int(hh), int(mi), int(ss)), host=host, ident=ident, fmt="syslog")
+    if fmt_outer or pos:
+        return Prefix("none", line[pos:], fmt=fmt_outer.strip() or "printk")
+    return Prefix("none", line)
+
+
+def parse_zone(name: str | None) -> tzinfo | None:
+    """An IANA zone name, 'UTC'/'Z', or a fixed offset ('+02:00', '-0500'); None if unknown."""
+    if not name:
+        return None
+    text = name.strip()
+    if text.upper() in ("UTC", "Z", "GMT", "ETC/UTC"):
+        return timezone.utc
+    if re.fullmatch(r"(?:UTC)?[+-]\d\d:?\d\d", text):
+        return _offset(text.removeprefix("UTC"))
+    try:
+        return ZoneInfo(text)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        return None
+
+
+def parse_instant(value: str | float | int | None) -> datetime | None:
+    """ISO-8601 (with or without zone; naive means UTC) or epoch seconds -> aware UTC datetime."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)):
+        return datetime.fromtimestamp(float(value), tz=timezone.utc)
+    text = str(value).strip()
+    try:
+        return datetime.fromtimestamp(float(text), tz=timezone.utc)
+    except ValueError:
+        pass
+    m = _ISO.fullmatch(text + " ") or _ISO.fullmatch(text)
+    if not m:
+        return None
+    y, mo, d, hh, mi, ss, _sep, frac, off = m.groups()
+    try:
+        moment = datetime(int(y), int(mo), int(d), int(hh), int(mi), int(ss), int((frac or "0")[:6].ljust(6, "0")))
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=_offset(off) if off else timezone.utc).astimezone(timezone.utc)
+
+
+def journal_header(line: str) -> tuple[int, str] | None:
+    """(year, zone abbreviation) from journalctl's '-- Journal begins at ...' / '-- Logs begin at ...'."""
+    m = _JOURNAL_HEADER.match(line)
+    return (int(m[1]), m[4]) if m else None

@@ -1,0 +1,280 @@
+"""Kernel-log parser: every recorded format, the incident signals a human reads, and bad input."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from gpulib.parsers import kernel_log
+from gpulib.parsers.kernel_log import INFO_KINDS, looks_like, parse, parse_file
+
+
+def kernel_files(recorded, incidents):
+    files = sorted((recorded / "kernel").glob("*/*")) + sorted((recorded / "azurehpc").glob("*syslog*"))
+    for pattern in ("*/input/dmesg*.txt", "*/input/*/dmesg*.txt", "*/input/*/journalctl*.txt"):
+        files += sorted(incidents.glob(pattern))
+    return files
+
+
+def by_kind(result, kind):
+    return [e for e in result.records if e.kind == kind]
+
+
+def test_every_recorded_and_incident_kernel_log_parses_cleanly(recorded, incidents):
+    files = kernel_files(recorded, incidents)
+    assert len(files) == 29
+    for path in files:
+        streamed = parse_file(path)
+        whole = parse(path.read_text(encoding="utf-8", errors="replace"), str(path))
+        assert streamed.kind == "kernel_log"
+        assert streamed.problems == [] and whole.problems == [], (path, streamed.problems, whole.problems)
+        assert [e.to_dict() for e in streamed.records] == [e.to_dict() for e in whole.records], path
+        for event in streamed.records:
+            assert event.line >= 1 and event.kind and event.text
+
+
+def test_case01_aer_then_xid79_then_hung_task(incidents):
+    result = parse_file(incidents / "case-01-xid79-fell-off-bus/input/hgx-h100-018/dmesg_T.txt")
+    (xid,) = by_kind(result, "xid")
+    assert (xid.xid, xid.pci_bus_id, xid.time_utc, xid.line) == (79, "0000:ab:00.0", "2025-03-11T03:12:07Z", 44)
+    assert "assumed UTC" in xid.details["time_assumption"]
+    aer = by_kind(result, "aer")
+    assert aer[0].time_utc == "2025-03-11T03:12:06Z" and aer[0].line < xid.line
+    assert aer[0].pci_bus_id == "0000:a8:02.0" and aer[0].details["severity"] == "fatal"
+    assert aer[0].details["surprise_down"] and aer[0].details["errors"] == ["SDES"]
+    assert any(a.pci_bus_id == "0000:ab:00.0" and a.details.get("recovery") == "failed" for a in aer)
+    (identity,) = by_kind(result, "gpu_identity")
+    assert identity.details["uuid"] == "GPU-52f1c09e-3b7a-d4c8-91ee-0a7bd3f26c15"
+    assert identity.details["serial"] == "1654323019472"
+    fell = by_kind(result, "fell_off_bus")
+    assert fell[0].pci_bus_id == "0000:ab:00.0" and fell[0].details["xid_logged"]
+    hung = by_kind(result, "hung_task")
+    assert [(h.pid, h.process, h.details["blocked_s"]) for h in hung] == [
+        (48376, "pt_main_thread", 120), (48376, "pt_main_thread", 241)]
+    assert hung[0].details["state"] == "D" and hung[0].details["in_nvidia_driver"]
+    assert hung[0].time_utc == "2025-03-11T03:14:09Z"
+
+
+def test_case01_healthy_peer_node_has_only_benign_lines(incidents):
+    result = parse_file(incidents / "case-01-xid79-fell-off-bus/input/hgx-h100-017/dmesg_T.txt")
+    assert {e.kind for e in result.records} == {"benign"}
+
+
+def test_case06_xid48_then_63_then_94(incidents):
+    result = parse_file(incidents / "case-06-ecc-dbe-truncated-ckpt/input/dmesg_iso.txt")
+    xids = by_kind(result, "xid")
+    assert [x.xid for x in xids[:3]] == [48, 63, 94]
+    assert {x.pci_bus_id for x in xids} == {"0000:bb:00.0"}
+    assert xids[0].time_utc == "2025-08-14T16:20:31Z" and "time_assumption" not in xids[0].details
+    assert "double bit error" in xids[0].details["message"]
+    assert {x.pid for x in xids[3:]} == {2871445} and xids[3].process == "pt_main_thread"
+    assert xids[0].pid is None and xids[0].process is None  # pid='<unknown>', name=<unknown>
+
+
+def test_case04_host_oom_kill(incidents):
+    result = parse_file(incidents / "case-04-host-oom-killer/input/trn-h800-01/journalctl-k_2025-06-11.txt")
+    (kill,) = by_kind(result, "oom_kill")
+    assert (kill.pid, kill.process, kill.time_utc, kill.host) == (931577, "python", "2025-06-11T21:04:45Z",
+                                                                   "trn-h800-01")
+    assert kill.details["anon_rss_kib"] == 190233412
+    assert kill.details["constraint"] == "CONSTRAINT_NONE" and kill.details["global_oom"] is True
+    assert "time_assumption" not in kill.details  # the journal header says its times are UTC
+    (invoked,) = by_kind(result, "oom_invoked")
+    assert invoked.process == "python" and invoked.pid == 931904
+    assert len(by_kind(result, "memory_pressure")) == 2  # "TCP: out of memory" precursors
+
+
+def test_case05_cable_unplugged_and_lost_carrier(incidents):
+    result = parse_file(incidents / "case-05-ib-down-socket-fallback/input/v100-node-08/journalctl_2200-2320.txt")
+    down = by_kind(result, "ib_link_down")
+    assert [(d.time_utc, d.host) for d in down] == [("2025-07-02T22:41:07Z", "v100-node-08"),
+                                                    ("2025-07-02T22:41:08Z", "v100-node-08")]
+    assert down[0].details["reason"] == "Cable unplugged" and down[0].pci_bus_id == "0000:5e:00.0"
+    assert down[1].details["iface"] == "ib0"
+
+
+def test_case07_healthy_run_has_no_trouble(incidents):
+    for node in ("node-a100-pod3-n11", "node-a100-pod3-n12"):
+        result = parse_file(incidents / f"case-07-healthy-run/input/{node}/dmesg-T.txt")
+        kinds = Counter(e.kind for e in result.records)
+        assert set(kinds) <= INFO_KINDS, kinds
+        assert kinds["benign"] >= 10 and kinds["driver_loaded"] == 1
+
+
+def test_gpud_xid119_gsp_timeout(recorded):
+    result = parse_file(recorded / "kernel/gpud/dmesg-with-xid-119.log")
+    xids = by_kind(result, "xid")
+    assert [x.xid for x in xids] == [119] * 5
+    assert (xids[0].pid, xids[0].process, xids[0].pci_bus_id) == (2024380, "nvidia-smi", "0000:9b:00.0")
+    assert xids[0].details["xid_name"] == "GSP_RPC_TIMEOUT"
+    assert by_kind(result, "gpu_reset_required")[0].pci_bus_id == "0000:9b:00.0"
+
+
+def test_gb200_xid149_then_154_recovery_action(recorded):
+    result = parse_file(recorded / "kernel/extracted/gpud_gb200_xid149_xid154_sequence.txt",
+                        boot_time="2025-06-01T00:00:00Z")
+    first, second = result.records[:2]
+    assert (first.xid, first.pci_bus_id) == (149, "0009:01:00.0")
+    assert first.details["nvlink_unit"] == "NETIR_LINK_EVT" and first.details["severity"] == "fatal"
+    assert first.details["link"] == 1
+    assert second.xid == 154 and second.details["recovery_action"] == "Drain and Reset"
+    assert second.details["recovery_action_code"] == 4 and second.details["recovery_action_from"] == "None"
+    assert first.time_utc == "2025-06-02T23:32:47Z"  # boot + 171167.62 s
+    last = result.records[-1]
+    assert last.xid == 154 and last.details["recovery_action"] == "GPU Reset Required"
+
+
+def test_raw_dmesg_without_boot_time_keeps_uptime(recorded):
+    result = parse_file(recorded / "kernel/extracted/gpud_gb200_xid149_xid154_sequence.txt")
+    assert result.records[0].time_utc is None
+    assert result.records[0].details["uptime_s"] == pytest.approx(171167.620236)
+    assert "boot_time" in result.records[0].details["time_assumption"]
+
+
+def test_azure_six_link_flaps_on_ib6(recorded):
+    result = parse_file(recorded / "azurehpc/1dev_6flap_syslog", year=2025)
+    down = by_kind(result, "ib_link_down")
+    assert len(down) == 6 and {d.details["iface"] for d in down} == {"ib6"}
+    assert {d.host for d in down} == {"jplc7eb7-vm-0"}
+    assert down[0].time_utc == "2025-08-17T06:18:01Z"
+    assert len(by_kind(result, "ib_link_up")) == 6
+    assert by_kind(parse_file(recorded / "azurehpc/0flap_syslog"), "ib_link_down") == []
+
+
+def test_imbue_sxid_and_pcie_limited_by(recorded):
+    result = parse_file(recorded / "kernel/extracted/imbue_dmesg_xid_sxid_pcie_doctests.txt")
+    (sxid,) = by_kind(result, "sxid")
+    assert sxid.pci_bus_id == "0000:85:00.0" and sxid.details["sxid"] == 12028
+    assert sxid.details["severity"] == "non_fatal" and sxid.details["link"] == 61 and sxid.xid is None
+    degraded = by_kind(result, "pcie_link_degraded")
+    assert degraded[0].pci_bus_id == "0000:9c:00.0"
+    assert (degraded[0].details["width"], degraded[0].details["capable_width"]) == (8, 16)
+    assert degraded[0].details["limited_at"] == "0000:97:01.0"
+    xids = {x.xid: x for x in by_kind(result, "xid")}
+    assert xids[94].pid == 2503421 and xids[94].process == "python3"
+    assert "All reserved rows" in xids[64].details["message"]
+
+
+def test_fabricmanager_log_nvswitch_errors(recorded):
+    (sxid,) = by_kind(parse_file(recorded / "kernel/gpud/fabricmanager.log"), "sxid")
+    assert sxid.details["sxid"] == 12028 and sxid.pci_bus_id == "0000:86:00.0" and sxid.details["port"] == 61
+    assert sxid.time_utc == "2025-02-27T15:10:02Z"
+
+
+def test_kmsg_lines_with_boot_time(recorded):
+    result = parse_file(recorded / "kernel/gpud/kmsg.2.peermem.log", boot_time="2025-01-01T00:00:00+00:00")
+    assert len(result.records) == 7 and {e.kind for e in result.records} == {"benign"}
+    assert result.records[0].time_utc == "2025-01-01T00:03:47Z"  # 227996636 us after boot
+    assert result.records[0].details["uptime_s"] == pytest.approx(227.996636)
+
+
+def test_nccl_segfault_and_decode_format(recorded):
+    result = parse_file(recorded / "kernel/gpud/dmesg.decode.iso.log")
+    seg = by_kind(result, "nccl_segfault")
+    assert len(seg) == 2 and seg[0].pid == 2536443 and seg[0].process == "pt_main_thread"
+    assert seg[0].details["library"] == "libnccl.so.2" and seg[0].time_utc == "2025-01-21T04:41:44Z"
+
+
+def test_oom_variants_and_pstore_panic(recorded):
+    result = parse_file(recorded / "kernel/gpud/dmesg.decode.iso.log.5795e2")
+    assert [(k.pid, k.process) for k in by_kind(result, "oom_kill")] == [(123, "httpd"), (456, "python"),
+                                                                         (123, "httpd")]
+    assert [x.xid for x in by_kind(result, "xid")].count(43) == 1
+    panic = by_kind(parse_file(recorded / "kernel/gpud/7530486857247__dmesg.txt"), "kernel_panic")
+    assert panic and "Test panic" in panic[0].details["message"]
+    assert by_kind(parse_file(recorded / "kernel/gpud/7530486857247__dmesg.txt"), "driver_loaded")[0] \
+        .details["driver_version"] == "550.144.03"
+
+
+def test_gcm_mixed_formats(recorded):
+    result = parse_file(recorded / "kernel/extracted/gcm_dmesg_xid_linkflap_ioerror_fixtures.txt", year=2023)
+    assert [e.kind for e in result.records[:2]] == ["eth_link_down", "ib_link_down"]
+    assert result.records[0].time_utc == "2023-12-06T19:25:33Z"
+    assert [x.pci_bus_id for x in by_kind(result, "xid")] == ["000d:00:00.0"] * 3
+    assert {e.details["device"] for e in by_kind(result, "io_error")} == {"nvme2n1", "md127"}
+
+
+# --- synthetic lines: formats documented in the reference but absent from the corpus --------------
+
+def test_fallen_off_bus_without_xid_over_two_lines():
+    text = ("[Mon Jun  2 10:00:01 2025] NVRM: The NVIDIA GPU 0000:0e:00.0 (PCI ID: 10de:2330) installed in this\n"
+            "[Mon Jun  2 10:00:01 2025] NVRM: system has fallen off the bus and is not responding to commands.\n")
+    (event,) = parse(text).records
+    assert event.kind == "fell_off_bus" and event.pci_bus_id == "0000:0e:00.0"
+    assert event.details["xid_logged"] is False and event.line == 2
+
+
+def test_xid45_names_its_root_xid():
+    text = ("[  100.000001] NVRM: Xid (PCI:0018:01:00): 149, NETIR_LINK_EVT  Fatal   XC0 i0 Link 00 (0x016415c6)\n"
+            "[  100.283000] NVRM: Xid (PCI:0018:01:00): 45, pid=4242, name=python, Ch 00000008, "
+            "caused by previous Xid 149\n")
+    cascade = parse(text).records[1]
+    assert cascade.xid == 45 and cascade.details["caused_by_xid"] == 149 and cascade.pid == 4242
+
+
+def test_zone_year_and_rollover():
+    dmesg_t = "[Tue Mar 11 03:12:07 2025] NVRM: Xid (PCI:0000:ab:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+    (event,) = [e for e in parse(dmesg_t, tz="Europe/Berlin").records if e.kind == "xid"]
+    assert event.time_utc == "2025-03-11T02:12:07Z" and "time_assumption" not in event.details
+    bad = parse(dmesg_t, tz="Mars/Olympus")
+    assert "unknown time zone" in bad.problems[0].message and bad.records[0].time_utc == "2025-03-11T03:12:07Z"
+    syslog = ("Dec 31 23:59:59 n1 kernel: NVRM: Xid (PCI:0000:01:00): 13, pid=1, name=a, x\n"
+              "Jan  1 00:00:05 n1 kernel: NVRM: Xid (PCI:0000:01:00): 13, pid=1, name=a, y\n")
+    times = [e.time_utc for e in parse(syslog, year=2024).records]
+    assert times == ["2024-12-31T23:59:59Z", "2025-01-01T00:00:05Z"]
+    assumed = parse(syslog).records[0]
+    assert "no year" in assumed.details["time_assumption"]
+
+
+def test_benign_virtual_interfaces_and_real_eth_flap():
+    text = ("Jun 11 17:18:31 n1 systemd-networkd[1]: vethab12: Lost carrier\n"
+            "Jun 11 17:18:32 n1 kernel: mlx5_core 0000:9d:00.1 enp157s0f1np1: Link down\n"
+            "Jun 11 17:18:33 n1 kernel: mlx5_core 0000:5e:00.0: mlx5_ib_event: PORT_ERR\n")
+    kinds = [e.kind for e in parse(text, year=2025).records]
+    assert kinds == ["benign", "eth_link_down", "ib_link_down"]
+
+
+@pytest.mark.parametrize("junk", ["", "   \n\n", "\x00\x01\x02binary\x00" * 50])
+def test_empty_and_binary_input_are_problems(junk):
+    result = parse(junk, "junk.bin")
+    assert result.records == [] and result.problems and result.problems[0].source == "junk.bin"
+
+
+def test_wrong_kind_of_file_is_a_problem_not_an_exception(recorded, incidents, tmp_path):
+    xml = recorded / "nvidia-smi/xml/telegraf/tesla-t4.xml"
+    result = parse_file(xml)
+    assert result.records == [] and "no kernel log lines recognised" in result.problems[0].message
+    assert not looks_like(xml.read_text(encoding="utf-8")[:8192])
+    assert not looks_like((incidents / "case-01-xid79-fell-off-bus/input/slurm-88231.out").read_text()[:8192])
+    binary = tmp_path / "dmesg.bin"
+    binary.write_bytes(bytes(range(256)) * 64)
+    assert "binary" in parse_file(binary).problems[0].message
+    assert "cannot read" in parse_file(tmp_path / "missing.txt").problems[0].message
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    assert "empty" in parse_file(empty).problems[0].message
+
+
+def test_looks_like_every_kernel_format(recorded, incidents):
+    for path in kernel_files(recorded, incidents):
+        if "fabric" in path.name or path.name == "0flap_syslog":
+            continue
+        assert looks_like(path.read_text(encoding="utf-8", errors="replace")[:8192]), path
+
+
+def test_ten_megabyte_line_and_invalid_utf8(tmp_path):
+    path = tmp_path / "huge.log"
+    path.write_bytes(b"[  1.000000] NVRM: Xid (PCI:0000:01:00): 13, pid=1, name=a, " + b"x" * 10_000_000
+                     + b"\n[  2.000000] \xff\xfe ib0: Lost carrier\n")
+    result = parse_file(path)
+    assert [e.kind for e in result.records] == ["xid", "ib_link_down"]
+    assert len(result.records[0].text) <= 4096 and result.records[1].line == 2
+
+
+def test_streaming_across_chunk_edges_gives_the_same_events(incidents, tmp_path, monkeypatch):
+    path = incidents / "case-04-host-oom-killer/input/trn-h800-01/journalctl-k_2025-06-11.txt"
+    whole = [e.to_dict() for e in parse_file(path).records]
+    monkeypatch.setattr(kernel_log, "_CHUNK_BYTES", 4096)
+    chunked = [e.to_dict() for e in parse_file(path).records]
+    assert [(e["line"], e["kind"], e["pid"]) for e in chunked] == [(e["line"], e["kind"], e["pid"]) for e in whole]
