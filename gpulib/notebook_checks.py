@@ -132,6 +132,14 @@ def findings_table(items: Sequence[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def merge(primary: Iterable[dict], secondary: Iterable[dict]) -> list[dict]:
+    """``primary`` (the diagnosis) plus the step findings that say something new: a step finding
+    about the same category, host and GPU as a diagnosis finding is the same fact twice."""
+    primary = list(primary)
+    seen = {(f.get("category"), f.get("host"), f.get("gpu_index")) for f in primary}
+    return primary + [f for f in secondary if (f.get("category"), f.get("host"), f.get("gpu_index")) not in seen]
+
+
 def from_diagnosis(diagnosis: dict, categories: Iterable[str] | None = None) -> list[dict]:
     """The diagnosis findings of the given categories (all when None)."""
     wanted = None if categories is None else set(categories)
@@ -390,7 +398,7 @@ def hardware_findings(states: pd.DataFrame) -> list[dict]:
                                f"{label}: row remapping failed (no spare rows left)",
                                actions=["RMA the GPU: it can no longer hide bad memory rows."], **common))
         elif dbe or pending:
-            what = [f"{dbe} uncorrectable error(s)" if dbe else "", "remap/retirement pending" if pending else ""]
+            what = [f"{int(dbe)} uncorrectable error(s)" if dbe else "", "remap/retirement pending" if pending else ""]
             out.append(finding(_slug("ecc", label), "critical" if pending else "error", "gpu_memory_error",
                                f"{label}: " + ", ".join(w for w in what if w),
                                actions=["Drain the GPU and reset it (nvidia-smi -r, or reboot) so the pending "
@@ -585,7 +593,7 @@ def checkpoint_findings(report: Any) -> list[dict]:
     if resume:
         actions = [data["resume_command"]] if data.get("resume_command") else []
         if data.get("lacks"):
-            actions.append(f"the checkpoint lacks {', '.join(data['lacks'])}: expect that state to restart")
+            actions += [f"not in the checkpoint: {lack}" for lack in data["lacks"]]
         out.append(finding("resume-from", "info", "none", f"resume from {resume}", actions=actions,
                            resume_from=str(resume)))
     else:

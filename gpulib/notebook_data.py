@@ -24,7 +24,7 @@ import pandas as pd
 
 import gpulib
 from gpulib.errors import InputError
-from gpulib.evidence import Bundle, is_bundle
+from gpulib.evidence import is_bundle
 
 #: The bundled example incident the notebooks analyse by default.
 DEFAULT_EVIDENCE = "examples/incident-xid79"
@@ -83,7 +83,6 @@ class Evidence:
 
     def __init__(self, path: Path):
         self.path = path
-        self._parsed: dict[str, list] = {}
 
     # ---------------------------------------------------------------- what is in it
     @cached_property
@@ -94,54 +93,28 @@ class Evidence:
         return diagnose([self.path]).to_dict()
 
     @cached_property
-    def _inputs(self) -> list[dict]:
-        """Every file with its kind (from its content) and host (content, bundle, or folder name)."""
-        from gpulib.parsers.base import read_text
-        from gpulib.parsers.detect import detect_kind, host_from_content
+    def gathered(self):
+        """Every file walked, detected, parsed and assigned a host (:func:`gpulib.diagnose.inputs.gather`)."""
+        from gpulib.diagnose.inputs import gather
 
-        files = [self.path] if self.path.is_file() else sorted(p for p in self.path.rglob("*") if p.is_file())
-        out = []
-        for path in files:
-            if path.name == "manifest.json" and is_bundle(path.parent):
-                continue
-            head, problems = read_text(path, cap_bytes=64 * 1024)
-            kind = detect_kind(path.name, head) if head else None
-            host = (host_from_content(head) if head else None) or _host_of(path, self.path)
-            out.append({"path": path, "file": self._rel(path), "kind": kind, "host": host,
-                        "problem": "; ".join(p.message for p in problems) or (None if kind else "unknown format")})
-        return out
+        return gather([self.path])
 
     def inputs(self) -> pd.DataFrame:
-        """Each file read, as what kind, for which host, and what was wrong with it."""
-        return pd.DataFrame(self._inputs, columns=["file", "kind", "host", "problem"])
+        """Each file read, as what kind, for which host (and how that was decided), and its problems."""
+        rows = [{"file": f.display, "kind": f.kind, "host": f.host, "host_from": f.host_basis,
+                 "records": len(f.records), "problems": "; ".join(p.message for p in f.problems[:3]) or None}
+                for f in self.gathered.files]
+        return pd.DataFrame(rows, columns=["file", "kind", "host", "host_from", "records", "problems"])
 
     def describe_markdown(self) -> str:
         kind = "evidence bundle" if is_bundle(self.path) else ("folder" if self.path.is_dir() else "file")
-        known = sum(1 for i in self._inputs if i["kind"])
-        return f"Evidence: `{self.path}` ({kind}, {known} of {len(self._inputs)} files recognised)"
-
-    def _files_of(self, *kinds: str) -> list[tuple[Path, str | None]]:
-        """Files of these kinds with their host; when the evidence names exactly one host, files
-        that name none (a CSV of one node, a console log) belong to it."""
-        hosts = {i["host"] for i in self._inputs if i["host"]}
-        only = next(iter(hosts)) if len(hosts) == 1 else None
-        return [(i["path"], i["host"] or only) for i in self._inputs if i["kind"] in kinds]
+        files = self.gathered.files
+        known = sum(1 for f in files if f.records)
+        return f"Evidence: `{self.path}` ({kind}, {len(files)} files, {known} with readable records)"
 
     def _parse(self, kind: str) -> list[tuple[Any, Path, str | None]]:
-        """Parse every file of ``kind`` (cached); records with their file and host."""
-        if kind not in self._parsed:
-            from gpulib.parsers.base import read_text
-            from gpulib.parsers.detect import parser_modules
-
-            module = parser_modules().get(kind)
-            out = []
-            for path, host in self._files_of(kind) if module else []:
-                text, _problems = read_text(path)
-                opts = _bundle_time_context(path) if kind == "kernel_log" else {}
-                result = module.parse(text, source=self._rel(path), **opts)
-                out += [(record, path, host) for record in result.records]
-            self._parsed[kind] = out
-        return self._parsed[kind]
+        """Records of every file of ``kind`` with their file and host."""
+        return [(record, f.path, f.host) for f in self.gathered.of_kind(kind) for record in f.records]
 
     def _rel(self, path: Path) -> str:
         base = self.path if self.path.is_dir() else self.path.parent
@@ -313,10 +286,12 @@ class Evidence:
         return pd.DataFrame()
 
     def checkpoints(self, checkpoint_dirs: str = ""):
-        """``find_latest`` over the given folders (comma-separated), else the whole evidence path."""
-        from gpulib.checkpoints import find_latest
+        """``find_latest`` over the given folders (comma-separated), else over the checkpoint
+        folders found in the evidence, else the evidence path itself."""
+        from gpulib.checkpoints.latest import find_latest
 
-        roots = [resolve_evidence(p) for p in checkpoint_dirs.split(",") if p.strip()] or [self.path]
+        roots = [resolve_evidence(p) for p in checkpoint_dirs.split(",") if p.strip()]
+        roots = roots or list(dict.fromkeys(folder for _root, folder in self.gathered.checkpoint_dirs)) or [self.path]
         return find_latest(roots)
 
     def timeline(self) -> pd.DataFrame:
@@ -345,28 +320,3 @@ def _state_text(row: pd.Series) -> str:
     if row.get("throttle_reasons"):
         parts.append("reasons " + ",".join(row["throttle_reasons"]))
     return " ".join(p for p in parts if p)
-
-
-def _bundle_time_context(path: Path) -> dict:
-    """tz / boot_time of the bundle a kernel log belongs to (raw dmesg needs them)."""
-    for parent in path.parents:
-        if is_bundle(parent):
-            bundle = Bundle.open(parent)
-            return {"tz": bundle.timezone, "boot_time": bundle.boot_time}
-    return {}
-
-
-def _host_of(path: Path, root: Path) -> str | None:
-    """The bundle's host, else the nearest folder name below the evidence root that looks like a host."""
-    for parent in path.parents:
-        if is_bundle(parent):
-            return Bundle.open(parent).host
-        if parent == root or root not in parent.parents:
-            break
-        if _HOSTLIKE.match(parent.name):
-            return parent.name
-    return None
-
-
-#: Folder names that are hosts (node-b, hgx-h100-018, trn-h800-01) rather than "logs", "input".
-_HOSTLIKE = re.compile(r"^(?!(?:job|slurm|run|step|ckpt|checkpoint|logs?|pod)[-_.])(?=.*\d)[A-Za-z][\w.-]*$", re.I)

@@ -1,0 +1,277 @@
+"""Every runbook notebook, executed the way `gpulib run` and an engineer execute it.
+
+- headless (papermill, interactive=False) on the bundled example and on corpus incidents, with
+  assertions on the recorded findings (the right GPU, rank, checkpoint), not just "it ran";
+- interactive (nbclient, interactive=True): widgets are created and nothing errors;
+- a bad evidence path ends in a short, clear message, not a traceback or a dead kernel;
+- nbval smoke over the source notebooks; and the sources are committed without outputs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import nbformat
+import papermill as pm
+import pytest
+from nbclient import NotebookClient
+
+from tests.conftest import INCIDENTS, REPO
+from tests.notebooks.runner import NOTEBOOKS, WarmKernel, outputs_text
+
+pytestmark = [pytest.mark.notebook, pytest.mark.timeout(600)]
+
+NAMES = sorted(p.name for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+EXAMPLE = REPO / "examples" / "incident-xid79"
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    warm = WarmKernel(tmp_path_factory.mktemp("kernel-cwd"))
+    yield warm
+    warm.shutdown()
+
+
+def case(name: str) -> str:
+    path = INCIDENTS / name / "input"
+    if not path.is_dir():
+        pytest.skip(f"incident {name} not found at {path}")
+    return str(path)
+
+
+def one(findings, **match):
+    hits = [f for f in findings if all(f.get(k) == v for k, v in match.items())]
+    assert hits, f"no finding with {match} in {[(f['id'], f['category'], f['title']) for f in findings]}"
+    return hits[0]
+
+
+def test_every_step_notebook_exists():
+    assert [n[:2] for n in NAMES] == [f"{i:02d}" for i in range(10)]
+
+
+# ---------------------------------------------------------------- the bundled example, all notebooks
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_headless_on_bundled_example(kernel, tmp_path, name):
+    if not EXAMPLE.is_dir():
+        pytest.skip(f"bundled example not found at {EXAMPLE}")
+    params = {"run_fabric_test": False} if name.startswith("08") else {}
+    nb, findings = kernel.run(name, tmp_path, **params)  # default evidence = the bundled example
+    assert findings is not None, "the notebook wrote no findings file"
+    assert nb.metadata.papermill.parameters["interactive"] is False
+    text = outputs_text(nb)
+    assert "findings" in text or "no findings" in text
+    if name.startswith(("00", "01", "09")):
+        assert any(f["severity"] == "critical" for f in findings), findings
+
+
+# ---------------------------------------------------------------- corpus incidents, per notebook
+
+
+def test_00_triage_names_the_fallen_gpu_and_its_host(kernel, tmp_path):
+    _, findings = kernel.run("00_triage.ipynb", tmp_path, evidence=case("case-01-xid79-fell-off-bus"))
+    root = one(findings, category="gpu_fell_off_bus", host="hgx-h100-018")
+    assert root["severity"] == "critical"
+
+
+def test_00_triage_on_thermal_case_points_at_thermal(kernel, tmp_path):
+    nb, findings = kernel.run("00_triage.ipynb", tmp_path, evidence=case("case-02-a100-thermal-throttle"))
+    one(findings, category="thermal_throttling")
+    assert "04_thermal_power.ipynb" in outputs_text(nb)
+
+
+def test_00_drill_mode_hides_the_answer_headless(kernel, tmp_path):
+    nb, findings = kernel.run("00_triage.ipynb", tmp_path, evidence=case("case-01-xid79-fell-off-bus"), drill=True)
+    text = outputs_text(nb)
+    assert "answer is hidden" in text or "diagnosis is hidden" in text
+    assert "gpu_fell_off_bus" not in text.split("Recorded result")[0] if "Recorded result" in text else True
+    assert findings  # still recorded for the archive
+
+
+def test_01_finds_xid79_on_ab_and_only_shows_the_reset(kernel, tmp_path):
+    nb, findings = kernel.run("01_kernel_xid.ipynb", tmp_path, evidence=case("case-01-xid79-fell-off-bus"))
+    xid = one(findings, xid=79)
+    assert xid["pci_bus_id"] == "0000:ab:00.0" and xid["host"] == "hgx-h100-018" and xid["gpu_index"] == 5
+    assert xid["severity"] == "critical" and xid["category"] == "gpu_fell_off_bus"
+    text = outputs_text(nb)
+    assert "nvidia-smi -r -i 0000:ab:00.0" in text
+    assert "Headless run: nothing was executed" in text
+    states = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    assert not [m for m in states.values() if m.get("model_name") == "ButtonModel"]
+
+
+def test_01_ecc_case_finds_xid48_and_94_on_bb(kernel, tmp_path):
+    _, findings = kernel.run("01_kernel_xid.ipynb", tmp_path, evidence=case("case-06-ecc-dbe-truncated-ckpt"))
+    assert {f["xid"] for f in findings if f.get("pci_bus_id") == "0000:bb:00.0"} >= {48, 94}
+    assert one(findings, xid=48)["category"] == "gpu_memory_error"
+
+
+def test_02_cuda_oom_on_rank2(kernel, tmp_path):
+    _, findings = kernel.run("02_gpu_memory_oom.ipynb", tmp_path, evidence=case("case-03-cuda-oom-rank2"))
+    assert one(findings, category="cuda_oom", rank=2)
+
+
+def test_02_host_oom_on_trn_h800_01(kernel, tmp_path):
+    _, findings = kernel.run("02_gpu_memory_oom.ipynb", tmp_path, evidence=case("case-04-host-oom-killer"))
+    assert one(findings, category="host_oom", host="trn-h800-01")
+
+
+def test_03_socket_fallback_on_node08(kernel, tmp_path):
+    _, findings = kernel.run("03_nccl_network.ipynb", tmp_path, evidence=case("case-05-ib-down-socket-fallback"))
+    mismatch = one(findings, id="nccl-transport-mismatch")
+    assert mismatch["host"] == "v100-node-08" and mismatch["category"] == "network_fabric"
+
+
+def test_03_thermal_case_is_a_cascade_with_rank3_silent(kernel, tmp_path):
+    _, findings = kernel.run("03_nccl_network.ipynb", tmp_path, evidence=case("case-02-a100-thermal-throttle"))
+    cascade = one(findings, id="nccl-timeout-cascade")
+    assert cascade["severity"] == "info" and "did not: 3" in cascade["title"]
+
+
+def test_04_thermal_throttling_on_gpu3(kernel, tmp_path):
+    _, findings = kernel.run("04_thermal_power.ipynb", tmp_path, evidence=case("case-02-a100-thermal-throttle"))
+    hit = one(findings, category="thermal_throttling", host="dgx-a100-09", gpu_index=3)
+    assert hit["gpu_index"] == 3 and hit["host"] == "dgx-a100-09" and hit["time"] == "2025-04-22T12:48:30Z"
+    assert not [f for f in findings if f["category"] == "thermal_throttling" and f.get("gpu_index") not in (3, None)]
+
+
+def test_04_healthy_run_has_no_thermal_findings(kernel, tmp_path):
+    _, findings = kernel.run("04_thermal_power.ipynb", tmp_path, evidence=case("case-07-healthy-run"))
+    assert not [f for f in findings if f["severity"] in ("critical", "error")], findings
+
+
+def test_05_rank3_straggles_in_the_thermal_case(kernel, tmp_path):
+    _, findings = kernel.run("05_data_loading.ipynb", tmp_path, evidence=case("case-02-a100-thermal-throttle"))
+    assert one(findings, category="data_pipeline_stall", rank=3)
+
+
+def test_05_steady_steps_in_the_ecc_case(kernel, tmp_path):
+    _, findings = kernel.run("05_data_loading.ipynb", tmp_path, evidence=case("case-06-ecc-dbe-truncated-ckpt"),
+                             stall_factor=3.0)
+    assert not [f for f in findings if f["severity"] in ("critical", "error")]
+
+
+def test_06_pending_remap_on_gpu5(kernel, tmp_path):
+    _, findings = kernel.run("06_driver_cuda_ecc_topology.ipynb", tmp_path,
+                             evidence=case("case-06-ecc-dbe-truncated-ckpt"))
+    ecc = one(findings, category="gpu_memory_error", gpu_index=5, host="h100-sxm-c05")
+    assert ecc["severity"] == "critical"
+
+
+def test_06_lost_gpu_in_the_xid79_case(kernel, tmp_path):
+    _, findings = kernel.run("06_driver_cuda_ecc_topology.ipynb", tmp_path, evidence=case("case-01-xid79-fell-off-bus"))
+    assert [f for f in findings if f["severity"] == "critical" and f["host"] == "hgx-h100-018"]
+
+
+def test_07_resume_from_step_4000(kernel, tmp_path):
+    _, findings = kernel.run("07_checkpoint_resume.ipynb", tmp_path, evidence=case("case-06-ecc-dbe-truncated-ckpt"))
+    resume = one(findings, id="resume-from")
+    assert resume["resume_from"].endswith("checkpoints/ckpt_step_004000.pt")
+    assert any("--resume" in a and "ckpt_step_004000.pt" in a for a in resume["actions"])
+    rejected = [f for f in findings if f["id"].startswith("rejected")]
+    assert rejected and "ckpt_step_006000.pt" in rejected[0]["title"] and "truncated" in rejected[0]["title"]
+
+
+def test_07_no_checkpoint_is_critical(kernel, tmp_path):
+    _, findings = kernel.run("07_checkpoint_resume.ipynb", tmp_path, evidence=case("case-07-healthy-run"))
+    assert one(findings, id="no-valid-checkpoint")["severity"] == "critical"
+
+
+def test_08_preflight_no_go_on_the_fallen_node(kernel, tmp_path):
+    _, findings = kernel.run("08_preflight.ipynb", tmp_path, evidence=case("case-01-xid79-fell-off-bus"),
+                             run_fabric_test=False)
+    assert one(findings, id="preflight-verdict")["verdict"] == "NO-GO"
+    assert one(findings, id="fabric-not-tested")["severity"] == "warning"
+
+
+def test_08_preflight_runs_the_gloo_fabric_test_on_a_healthy_node(kernel, tmp_path):
+    pytest.importorskip("torch")
+    _, findings = kernel.run("08_preflight.ipynb", tmp_path, evidence=case("case-07-healthy-run"), nproc=2)
+    fabric = one(findings, id="fabric-test")
+    assert fabric["fabric"]["backend"] == "gloo" or fabric["fabric"]["verdict"] != "FAIL", fabric
+    assert fabric["fabric"]["verdict"] in ("PASS", "WARN"), fabric["fabric"]["log_tail"]
+    assert one(findings, id="preflight-verdict")["verdict"] == "GO", findings
+
+
+def test_09_health_report_flags_the_fallen_host_and_the_hot_gpu(kernel, tmp_path):
+    _, bad = kernel.run("09_health_report.ipynb", tmp_path / "a", evidence=case("case-01-xid79-fell-off-bus"))
+    assert [f for f in bad if f["severity"] == "critical" and f["host"] == "hgx-h100-018"]
+    _, hot = kernel.run("09_health_report.ipynb", tmp_path / "b", evidence=case("case-02-a100-thermal-throttle"))
+    assert one(hot, category="thermal_throttling", gpu_index=3)
+
+
+# ---------------------------------------------------------------- failure modes
+
+
+def test_bad_evidence_path_gives_a_clear_message_not_a_dead_kernel(kernel, tmp_path):
+    with pytest.raises(pm.PapermillExecutionError) as info:
+        kernel.run("01_kernel_xid.ipynb", tmp_path, evidence="/nonexistent/incident-42")
+    assert info.value.ename == "NotebookStop"
+    assert "evidence path not found" in info.value.evalue
+    nb = nbformat.read(tmp_path / "01_kernel_xid.ipynb", as_version=4)
+    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert len(errors) == 1
+    shown = "\n".join(errors[0]["traceback"])
+    assert "what to do:" in shown and "Traceback" not in shown and len(errors[0]["traceback"]) <= 4
+    nb2, findings = kernel.run("04_thermal_power.ipynb", tmp_path / "after", evidence=case("case-02-a100-thermal-throttle"))
+    assert findings  # the same kernel still works
+
+
+# ---------------------------------------------------------------- interactive mode
+
+
+@pytest.mark.parametrize("name", ["00_triage.ipynb", "04_thermal_power.ipynb", "07_checkpoint_resume.ipynb"])
+def test_interactive_mode_creates_widgets_without_error(tmp_path, name):
+    evidence = {"00": "case-01-xid79-fell-off-bus", "04": "case-02-a100-thermal-throttle",
+                "07": "case-06-ecc-dbe-truncated-ckpt"}[name[:2]]
+    nb = pm.execute_notebook(str(NOTEBOOKS / name), str(tmp_path / name), prepare_only=True, kernel_name="python3",
+                             progress_bar=False, parameters={"evidence": case(evidence), "interactive": True,
+                                                             "findings_path": str(tmp_path / "f.json")})
+    NotebookClient(nb, kernel_name="python3", timeout=240, startup_timeout=120,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors, errors
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    models = {m["model_name"] for m in state.values()}
+    if name.startswith("07"):
+        assert (tmp_path / "f.json").exists()
+    else:
+        assert "DropdownModel" in models and "OutputModel" in models
+
+
+# ---------------------------------------------------------------- source hygiene and nbval
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_source_is_committed_without_outputs_and_with_typed_parameters(name):
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, f"{name}: cell has outputs"
+    params = pm.inspect_notebook(str(NOTEBOOKS / name))
+    assert {"evidence", "interactive", "findings_path"} <= set(params)
+    assert params["interactive"]["inferred_type_name"] == "bool" and params["interactive"]["default"] == "True"
+    assert params["findings_path"]["default"] == f'"findings-{name[:2]}.json"'
+    for p in params.values():
+        assert p["inferred_type_name"] != "None" and p["help"], f"{name}: parameter {p['name']} lacks type or help"
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith(f"# {name[:2]} ·")
+    assert "What next" in nb.cells[-1].source or "What next" in nb.cells[-2].source
+
+
+def test_nbval_lax_smoke_on_the_source_notebooks(tmp_path):
+    """`pytest --nbval-lax --nbval-current-env` on copies (they write findings beside themselves)."""
+    if not EXAMPLE.is_dir():
+        pytest.skip(f"bundled example not found at {EXAMPLE}")
+    copies = tmp_path / "notebooks"
+    shutil.copytree(NOTEBOOKS, copies, ignore=shutil.ignore_patterns("08_*", ".ipynb_checkpoints"))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
+                           "--nbval-current-env", "--nbval-cell-timeout=240", "-o", "addopts=", str(copies)],
+                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=540, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert sorted(p.name for p in copies.glob("findings-*.json")) == [
+        f"findings-{n[:2]}.json" for n in NAMES if not n.startswith("08")]
