@@ -17,6 +17,7 @@ from gpulib.errors import GpulibError
 COMMAND_MODULES = (
     "gpulib.checkpoints.cli",
     "gpulib.collect.cli",
+    "gpulib.diagnose.cli",
     "gpulib.runbooks.cli",
 )
 

@@ -1,0 +1,198 @@
+"""Diagnosis of an interrupted multi-GPU training job: the first failure, the culprit, the fix.
+
+``diagnose(paths)`` reads evidence bundles and raw folders (:mod:`.inputs`), joins ranks to hosts,
+GPUs and PCI ids (:mod:`.joins`), runs the kernel / GPU-state / job / other rules, picks the root
+cause and discounts the cascade (:mod:`.verdict`), and returns a :class:`~.report.Diagnosis`
+(``to_dict()`` = the ``gpulib.diagnosis/1`` JSON, ``to_text()`` = the on-call summary).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from gpulib.diagnose import rules_gpu, rules_job, rules_kernel, rules_other, verdict
+from gpulib.diagnose.context import Context
+from gpulib.diagnose.inputs import Inputs, gather
+from gpulib.diagnose.joins import IdentityMap
+from gpulib.diagnose.model import Finding, TimelineEntry
+from gpulib.diagnose.report import Diagnosis
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Diagnosis", "diagnose"]
+
+
+def diagnose(paths: list[str | Path], tz: str | None = None) -> Diagnosis:
+    """Diagnose the incident whose evidence lies in ``paths`` (bundles, folders or files).
+
+    ``tz`` is the zone of timestamps printed without one (``dmesg -T``, nvidia-smi, Python logs)
+    when no bundle manifest says it; default UTC.
+    """
+    inputs = gather([Path(p) for p in paths], tz)
+    ctx = Context(inputs, IdentityMap(inputs), tz)
+    for rules in (rules_kernel, rules_gpu, rules_job, rules_other):
+        try:
+            rules.run(ctx)
+        except Exception as exc:  # noqa: BLE001 - a rule bug must cost one rule, not the diagnosis
+            log.exception("rule module %s failed", rules.__name__)
+            ctx.add("internal", severity="warning", category="none", role="context",
+                    title=f"internal error in {rules.__name__}: {type(exc).__name__}: {exc} (other rules still ran)")
+    failed, completed = rules_job.job_outcome(ctx)
+    rules_gpu.zombies(ctx, rules_job.first_failure_time(ctx))
+    verdict.fold(ctx)
+    diagnosis = _decide(ctx, failed, completed)
+    diagnosis.checkpoints = _checkpoints(inputs)
+    diagnosis.inputs = [f.to_dict() for f in inputs.files] + [
+        {"path": p.source, "kind": "missing", "host": None, "problems": [p.message]} for p in inputs.problems]
+    diagnosis.timeline = _timeline(ctx)
+    return diagnosis
+
+
+def _decide(ctx: Context, failed: bool, completed: bool) -> Diagnosis:
+    findings = ctx.findings
+    if completed and not failed:
+        warnings = [f for f in findings if f.severity in ("critical", "error", "warning")]
+        summary = "The job completed normally; nothing interrupted it." + (
+            f" {len(warnings)} warning(s) below are worth a look before the next run." if warnings else "")
+        return Diagnosis("none", "none", summary, None, _ordered(findings))
+    root = verdict.choose(ctx, rules_job.last_failure_time(ctx) if failed else None)
+    if root is None:
+        if not failed:
+            return Diagnosis("none", "none", "No failure found in the evidence: no job error and no hardware "
+                             "fault." if ctx.inputs.files else "No evidence was readable.", None, _ordered(findings),
+                             next_steps=_collect_more(ctx))
+        strong, _weak = verdict.suspects(ctx)
+        guess = _guess_category(findings)
+        who = _describe_suspects(strong)
+        summary = ("The job failed but the evidence does not show why" + (f"; the symptoms point at {who}" if who
+                                                                          else "") + ".")
+        return Diagnosis("unknown", guess, summary, None, _ordered(findings), next_steps=_collect_more(ctx, strong))
+    verdict.chain(ctx, root)
+    return Diagnosis(root.interruption or "unknown", root.category, _summary(root, findings), root, _ordered(findings))
+
+
+def _ordered(findings: list[Finding]) -> list[Finding]:
+    rank = {"cause": 0, "symptom": 2, "context": 1}
+    sev = {"critical": 0, "error": 1, "warning": 2, "info": 3}
+    return sorted(findings, key=lambda f: (bool(f.caused_by), rank.get(f.role, 3), sev.get(f.severity, 4),
+                                           f.time or "~"))
+
+
+def _where(f: Finding) -> str:
+    parts = []
+    if f.gpu_index is not None or f.gpu_pci:
+        parts.append(f"GPU {f.gpu_index if f.gpu_index is not None else '?'}"
+                     + (f" ({f.gpu_pci})" if f.gpu_pci else ""))
+    if f.host:
+        parts.append(("of " if parts else "") + f.host)
+    if f.rank is not None:
+        parts.append(f"rank {f.rank}")
+    return " ".join(parts[:2]) + (f", {parts[2]}" if len(parts) > 2 else "")
+
+
+def _summary(root: Finding, findings: list[Finding]) -> str:
+    cascade = [f for f in findings if f.caused_by == root.id and f.role == "symptom"]
+    timeouts = next((f for f in cascade if f.id.startswith("nccl-timeout")), None)
+    when = f" at {root.time}" if root.time else ""
+    text = f"{root.interruption}: {root.title}{when}"
+    where = _where(root)
+    if where and where not in root.title:
+        text += f" [{where}]"
+    if timeouts:
+        text += f"; the {timeouts.title.split(' (')[0].replace('NCCL watchdog timeout on', 'NCCL timeouts on')}" \
+                " are the cascade, not the cause"
+    elif cascade:
+        text += f"; {len(cascade)} later error report(s) are its cascade"
+    return text + "."
+
+
+def _guess_category(findings: list[Finding]) -> str:
+    for prefix, category in (("nccl-error", "network_fabric"), ("nccl-net", "network_fabric"),
+                             ("sigkill", "host_oom"), ("nccl-timeout", "application_error")):
+        if any(f.id.startswith(prefix) for f in findings):
+            return category
+    return "application_error"
+
+
+def _describe_suspects(ptr) -> str:
+    parts = []
+    if ptr.ranks:
+        parts.append("rank(s) " + ", ".join(map(str, sorted(ptr.ranks)[:8])))
+    if ptr.hosts:
+        parts.append("host(s) " + ", ".join(sorted(ptr.hosts)[:6]))
+    return " and ".join(parts)
+
+
+def _collect_more(ctx: Context, ptr=None) -> list[str]:
+    kinds = {f.kind for f in ctx.inputs.files}
+    steps = []
+    hosts = sorted(ptr.hosts) if ptr and ptr.hosts else sorted({h for f in ctx.inputs.files if f.host
+                                                                  for h in [f.host]})
+    ranks_hosts = sorted({ctx.ids.locate(rank=r).host for r in (ptr.ranks if ptr else set())} - {None})
+    target = ", ".join(ranks_hosts or hosts) or "every node of the job"
+    if "kernel_log" not in kinds:
+        steps.append(f"Collect the kernel log of {target}: `journalctl -k -b -1 -o short-iso` (or `dmesg -T`), "
+                     "or run `gpulib collect` there")
+    if not kinds & {"nvidia_smi_q", "nvidia_smi_xml", "nvidia_smi_table"}:
+        steps.append(f"Collect `nvidia-smi -q` from {target}")
+    if "training_log" not in kinds:
+        steps.append("Add the job's console log (slurm-*.out / torchrun output, with NCCL_DEBUG=INFO if possible)")
+    if not steps:
+        steps.append(f"Look at {target} first: run `dcgmi diag -r 2` and check `ibstat` before relaunching")
+    return steps
+
+
+def _timeline(ctx: Context) -> list[TimelineEntry]:
+    entries = []
+    for f in ctx.findings:
+        if f.time and not f.benign:
+            source = f.evidence[0].file if f.evidence else "-"
+            entries.append(TimelineEntry(f.time, f.host, source, f.title))
+    for file, ev in ctx.records("training_log"):
+        if ev.kind in ("completed", "checkpoint_saved") and ev.time_utc:
+            entries.append(TimelineEntry(ev.time_utc, ev.host or file.host, file.display, ev.text.strip()[:120]))
+    entries.sort(key=lambda t: t.time)
+    deduped, seen = [], set()
+    for t in entries:
+        key = (t.time, t.event)
+        if key not in seen:
+            seen.add(key)
+            deduped.append(t)
+    return deduped[-60:]
+
+
+def _checkpoints(inputs: Inputs) -> dict:
+    if not inputs.checkpoint_dirs:
+        return {"resume_from": None, "rejected": []}
+    try:
+        from gpulib.checkpoints import find_latest
+    except ImportError:
+        return {"resume_from": None, "rejected": [], "note": "checkpoint inspector not available"}
+    roots: dict[Path, list[Path]] = {}
+    for root, folder in inputs.checkpoint_dirs:
+        roots.setdefault(root, []).append(folder)
+    out: dict = {"resume_from": None, "rejected": []}
+    for root, folders in roots.items():
+        try:
+            report = find_latest(folders)
+        except Exception as exc:  # noqa: BLE001 - a checkpoint problem must not hide the diagnosis
+            out.setdefault("problems", []).append(f"checkpoint inspection failed: {exc}")
+            continue
+        if report.resume_from and out["resume_from"] is None:
+            out["resume_from"] = _relative(report.resume_from, root)
+            if getattr(report, "resume_command", None):
+                out["resume_command"] = report.resume_command
+        out["rejected"] += [{"path": _relative(p, root), "reason": reason} for p, reason in report.rejected]
+        if getattr(report, "lacks", None):
+            out.setdefault("lacks", []).extend(report.lacks)
+    return out
+
+
+def _relative(path, root: Path) -> str:
+    """A checkpoint path as the user would type it: relative to the input folder they gave."""
+    try:
+        return os.path.relpath(Path(path), root)
+    except ValueError:
+        return str(path)

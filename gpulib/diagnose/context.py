@@ -1,0 +1,61 @@
+"""What every rule needs: the parsed inputs, the identity map, and a way to mint findings."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from gpulib.diagnose.inputs import InputFile, Inputs
+from gpulib.diagnose.joins import IdentityMap
+from gpulib.diagnose.model import EvidenceLine, Finding
+from gpulib.parsers.logtime import stamp_in, zone_of
+
+_NAIVE_ISO = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?$")
+
+
+@dataclass
+class Context:
+    inputs: Inputs
+    ids: IdentityMap
+    tz: str | None = None
+    findings: list[Finding] = field(default_factory=list)
+    _counter: dict[str, int] = field(default_factory=dict)
+
+    def add(self, prefix: str, **fields) -> Finding:
+        """Mint a finding with a stable, readable id (``xid79-1``, ``oom-1``, ...)."""
+        n = self._counter.get(prefix, 0) + 1
+        self._counter[prefix] = n
+        finding = Finding(id=f"{prefix}-{n}", **fields)
+        self.findings.append(finding)
+        return finding
+
+    def records(self, *kinds: str) -> list[tuple[InputFile, object]]:
+        """(file, record) for every record of files of the given kinds."""
+        return [(f, rec) for f in self.inputs.of_kind(*kinds) for rec in f.records]
+
+    def utc(self, stamp: str | None, file: InputFile | None = None) -> str | None:
+        """A record's time as ``...Z``; naive stamps (nvidia-smi prints no zone) read in the file's
+        bundle zone or ``--tz`` (default UTC)."""
+        if not stamp:
+            return None
+        if stamp.endswith("Z"):
+            return stamp
+        zone = zone_of((file.timezone if file else None) or self.tz)
+        if _NAIVE_ISO.match(stamp):
+            return stamp_in(stamp.replace("T", " "), year=None, tz=zone)
+        return stamp_in(stamp, year=None, tz=zone)
+
+
+def evidence(file: InputFile, line: int | None, text: str) -> EvidenceLine:
+    return EvidenceLine(file.display, line, text.strip())
+
+
+def place(ctx: Context, finding: Finding, **names) -> Finding:
+    """Fill host / GPU / rank of a finding from any of its names (rank, pci, pid, host)."""
+    ref = ctx.ids.locate(**names)
+    finding.host = finding.host or ref.host
+    finding.gpu_index = finding.gpu_index if finding.gpu_index is not None else ref.gpu_index
+    finding.gpu_pci = finding.gpu_pci or ref.gpu_pci
+    finding.gpu_uuid = finding.gpu_uuid or ref.gpu_uuid
+    finding.rank = finding.rank if finding.rank is not None else ref.rank
+    return finding

@@ -1,0 +1,241 @@
+"""Gather the evidence: walk bundles and raw folders, detect each file, parse it, name its host.
+
+Nothing here raises on bad input. Every file that cannot be used (binary junk, no permission,
+unknown format, a parser that choked) stays in the list with its problems, so the report can
+say exactly what was *not* looked at - an on-call engineer must know when evidence is missing.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpulib.evidence import Bundle, is_bundle
+from gpulib.parsers import detect
+from gpulib.parsers.base import Problem, looks_binary, read_text
+
+log = logging.getLogger(__name__)
+
+HEAD_BYTES = 8192
+#: Files that are model state, not evidence text: listed, handed to the checkpoint inspector.
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".bin", ".safetensors", ".ckpt", ".distcp", ".pkl.tmp", ".pt.tmp", ".tmp")
+#: Folder names that never name a host (so the folder fallback skips them).
+GENERIC_DIRS = re.compile(
+    r"^(?:logs?|inputs?|outputs?|data|tmp|var|kernel|nvidia-smi|monitoring|metrics|checkpoints?|ckpts?|pod-logs|"
+    r"job[-_]?\d*|slurm[-_]?\d*|run[-_]?\w*|incident\S*|evidence|bundles?|nodes?|hosts?|gpu\w*|case-\S+|\.+)$", re.I)
+_HOSTLIKE = re.compile(r"^[A-Za-z][\w.-]*$")
+
+
+@dataclass
+class InputFile:
+    """One file of the evidence, as found and as parsed."""
+
+    path: Path
+    display: str  # as the user would name it: relative to the path they gave
+    root: Path
+    kind: str = "unknown"  # a parser KIND, or unknown | checkpoint | unreadable | empty
+    host: str | None = None
+    host_basis: str | None = None  # bundle | content | folder | file name | only host
+    timezone: str | None = None
+    boot_time: str | None = None
+    records: list = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    content_hosts: set[str] = field(default_factory=set)
+
+    def to_dict(self) -> dict:
+        out = {"path": self.display, "kind": self.kind, "host": self.host}
+        if self.problems:
+            out["problems"] = [p.message if p.source == str(self.path) else str(p) for p in self.problems[:5]]
+        return out
+
+
+@dataclass
+class Inputs:
+    files: list[InputFile] = field(default_factory=list)
+    checkpoint_dirs: list[tuple[Path, Path]] = field(default_factory=list)  # (root given, folder)
+    problems: list[Problem] = field(default_factory=list)
+
+    def of_kind(self, *kinds: str) -> list[InputFile]:
+        return [f for f in self.files if f.kind in kinds]
+
+    @property
+    def known_hosts(self) -> set[str]:
+        hosts: set[str] = set()
+        for f in self.files:
+            hosts |= f.content_hosts
+            if f.host_basis in ("bundle", "content"):
+                hosts.add(f.host)
+        return {h for h in hosts if h}
+
+
+def _walk(root: Path) -> list[tuple[Path, dict]]:
+    """(file, bundle info) for every file below ``root``; bundle files carry their manifest facts."""
+    out: list[tuple[Path, dict]] = []
+    if root.is_file():
+        return [(root, {})]
+    bundle_info: dict[Path, dict] = {}
+    for dirpath, dirnames, filenames in os.walk(root, onerror=lambda e: None):
+        dirnames.sort()
+        here = Path(dirpath)
+        if is_bundle(here):
+            try:
+                b = Bundle.open(here)
+                bundle_info[here] = {"host": b.host, "timezone": b.timezone, "boot_time": b.boot_time}
+            except Exception as exc:  # noqa: BLE001 - a broken manifest: still read the raw files
+                bundle_info[here] = {"problem": str(exc)}
+        info = next((bundle_info[p] for p in [here, *here.parents] if p in bundle_info), {})
+        for name in sorted(filenames):
+            if name == "manifest.json" and here in bundle_info:
+                continue
+            out.append((here / name, info))
+    return out
+
+
+def _read_head(path: Path) -> tuple[bytes, Problem | None]:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(HEAD_BYTES), None
+    except PermissionError:
+        return b"", Problem(str(path), "permission denied (run as root or copy the file readable)")
+    except OSError as exc:
+        return b"", Problem(str(path), f"cannot read: {exc.strerror or exc}")
+
+
+def _is_checkpoint(path: Path) -> bool:
+    name = path.name.lower()
+    if name.endswith(CHECKPOINT_SUFFIXES) and not name.endswith((".log.tmp", ".txt.tmp")):
+        return True
+    siblings = path.parent
+    return name == "latest" and any(s.suffix in (".pt", ".pth", ".safetensors", ".distcp") or s.is_dir()
+                                    for s in siblings.iterdir() if s != path)
+
+
+def _parse(f: InputFile, tz: str | None) -> None:
+    module = detect.parser_modules()[f.kind]
+    zone = f.timezone or tz
+    if f.kind in ("training_log", "kernel_log") and hasattr(module, "parse_file"):
+        opts = {"tz": zone}
+        if f.kind == "kernel_log" and f.boot_time:
+            opts["boot_time"] = f.boot_time
+        result = module.parse_file(f.path, **opts) if f.kind == "kernel_log" else module.parse_file(
+            f.path, source=str(f.path), **opts)
+    elif f.kind == "flight_recorder" and f.path.read_bytes()[:1] == b"\x80":
+        result = module.parse_bytes(f.path.read_bytes(), str(f.path))
+    else:
+        text, problems = read_text(f.path)
+        f.problems.extend(problems)
+        if not text:
+            return
+        params = inspect.signature(module.parse).parameters
+        kwargs = {"tz": zone} if "tz" in params else {}
+        result = module.parse(text, str(f.path), **kwargs)
+    f.records = list(result.records)
+    f.problems.extend(result.problems)
+
+
+def _content_hosts(f: InputFile, head: str) -> None:
+    host = detect.host_from_content(head)
+    hosts = {host} if host else set()
+    for rec in f.records:
+        h = getattr(rec, "host", None)
+        if isinstance(h, str) and _HOSTLIKE.match(h):
+            hosts.add(h)
+        root = getattr(rec, "details", {}).get("root") if hasattr(rec, "details") else None
+        if isinstance(root, dict) and root.get("host"):
+            hosts.add(root["host"])
+    f.content_hosts = hosts
+    if f.host:
+        return
+    if host:
+        f.host, f.host_basis = host, "content"
+    elif len(hosts) == 1 and f.kind not in ("training_log",):
+        f.host, f.host_basis = next(iter(hosts)), "content"
+
+
+def _assign_hosts(inputs: Inputs) -> None:
+    """Files that do not name their host: a known host in a folder or file name, else the only
+    host of the incident, else the nearest folder that looks like a host name."""
+    known = inputs.known_hosts
+    for f in inputs.files:
+        if f.host or f.kind in ("checkpoint", "training_log"):
+            continue
+        folders = [p.name for p in f.path.parents if p != f.root and f.root in p.parents]
+        hit = next((name for name in folders if name in known), None)
+        if hit:
+            f.host, f.host_basis = hit, "folder"
+            continue
+        hit = next((h for h in sorted(known, key=len, reverse=True) if h in f.path.name), None)
+        if hit:
+            f.host, f.host_basis = hit, "file name"
+            continue
+        if len(known) == 1:
+            f.host, f.host_basis = next(iter(known)), "only host"
+            continue
+        hit = next((name for name in folders if _HOSTLIKE.match(name) and not GENERIC_DIRS.match(name)), None)
+        if hit:
+            f.host, f.host_basis = hit, "folder"
+
+
+def gather(paths: list[str | Path], tz: str | None = None) -> Inputs:
+    """Walk, detect, parse and locate every file below ``paths``."""
+    inputs = Inputs()
+    for given in paths:
+        root = Path(given)
+        if not root.exists():
+            inputs.problems.append(Problem(str(given), "no such file or folder"))
+            continue
+        files = _walk(root)
+        if not files:
+            inputs.problems.append(Problem(str(given), "empty folder: no evidence files in it"))
+        base = root if root.is_dir() else root.parent
+        for path, info in files:
+            display = str(path.relative_to(base)) if base in path.parents or path.parent == base else str(path)
+            f = InputFile(path=path, display=display, root=base, timezone=info.get("timezone"),
+                          boot_time=info.get("boot_time"))
+            if info.get("host"):
+                f.host, f.host_basis = info["host"], "bundle"
+            inputs.files.append(f)
+            _examine(f, tz, inputs)
+    _assign_hosts(inputs)
+    return inputs
+
+
+def _examine(f: InputFile, tz: str | None, inputs: Inputs) -> None:
+    if f.path.is_symlink() and not f.path.exists():
+        f.kind = "unreadable"
+        f.problems.append(Problem(str(f.path), "broken symbolic link"))
+        return
+    if _is_checkpoint(f.path):
+        f.kind = "checkpoint"
+        folder = f.path.parent
+        if (f.root, folder) not in inputs.checkpoint_dirs:
+            inputs.checkpoint_dirs.append((f.root, folder))
+        return
+    head_bytes, problem = _read_head(f.path)
+    if problem:
+        f.kind = "unreadable"
+        f.problems.append(problem)
+        return
+    if not head_bytes.strip():
+        f.kind = "empty"
+        f.problems.append(Problem(str(f.path), "empty file"))
+        return
+    binary = looks_binary(head_bytes)
+    head = "" if binary else head_bytes.decode("utf-8", "replace")
+    kind = detect.detect_kind(f.display, head, head_bytes)
+    if kind is None:
+        f.kind = "unknown"
+        f.problems.append(Problem(str(f.path), "binary data, not a log or tool output" if binary else
+                                  "format not recognised (not a kernel log, nvidia-smi output, job log, ...)"))
+        return
+    f.kind = kind
+    try:
+        _parse(f, tz)
+    except Exception as exc:  # noqa: BLE001 - one bad file must never stop the diagnosis
+        log.warning("%s: parser %s failed: %s", f.path, kind, exc)
+        f.problems.append(Problem(str(f.path), f"{kind} parser failed: {type(exc).__name__}: {exc}"))
+    _content_hosts(f, head)

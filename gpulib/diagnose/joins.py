@@ -1,0 +1,172 @@
+"""Identity join: rank <-> host <-> CUDA device <-> PCI bus id <-> nvidia-smi index <-> UUID <-> pid.
+
+The kernel names a GPU by PCI bus id (``PCI:0000:ab:00``) and a process by pid; the job names a
+*rank*; nvidia-smi names an *index*. Only NCCL's init line ties them together
+(``host:pid:tid [5] NCCL INFO comm 0x.. rank 13 nranks 16 cudaDev 5 nvmlDev 5 busId ab000``), so it
+is read for every rank of the world communicator (the one with the most ranks: subgroup
+communicators number their ranks locally). Launcher lines (``device=cuda:5``, ``(rank 11): env://,
+gpu 3``, torchrun's ChildFailedError ``host``/``rank``/``pid``) fill the gaps; nvidia-smi maps
+PCI bus ids to indexes and UUIDs per host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpulib.diagnose.inputs import Inputs
+from gpulib.identity import normalize_pci
+
+
+@dataclass
+class RankInfo:
+    rank: int
+    host: str | None = None
+    pid: int | None = None
+    cuda_dev: int | None = None
+    nvml_dev: int | None = None
+    pci: str | None = None
+
+
+@dataclass
+class GpuRef:
+    """Where something happened, as far as the evidence can tell."""
+
+    host: str | None = None
+    gpu_index: int | None = None
+    gpu_pci: str | None = None
+    gpu_uuid: str | None = None
+    rank: int | None = None
+
+
+class IdentityMap:
+    def __init__(self, inputs: Inputs) -> None:
+        self.ranks: dict[int, RankInfo] = {}
+        self.world_size: int | None = None
+        self.pid_rank: dict[tuple[str | None, int], int] = {}
+        self.pid_device: dict[tuple[str | None, int], tuple[int | None, str | None]] = {}
+        self.addr_host: dict[str, str] = {}
+        self.transport: dict[str, set[str]] = {}  # host -> {"IB", "Socket", ...}
+        self.gpu_index: dict[tuple[str | None, str], int] = {}  # (host, pci) -> nvidia-smi index
+        self.gpu_uuid: dict[tuple[str | None, str], str] = {}
+        self.index_pci: dict[tuple[str | None, int], str] = {}
+        self.uuid_pci: dict[str, tuple[str | None, str]] = {}
+        self.job_hosts: set[str] = set()
+        self._build(inputs)
+
+    # ---------------------------------------------------------------- building
+    def _build(self, inputs: Inputs) -> None:
+        inits = []
+        for f in inputs.files:
+            for rec in f.records:
+                kind = getattr(rec, "kind", None)
+                if f.kind == "training_log":
+                    self._job_event(rec, f.host, inits)
+                elif hasattr(rec, "pci_bus_id") and hasattr(rec, "index") and not hasattr(rec, "time_utc"):
+                    self._gpu_state(rec, f.host)
+                elif kind == "gpu_identity" and getattr(rec, "pci_bus_id", None):
+                    uuid = rec.details.get("uuid")
+                    if uuid:
+                        self.gpu_uuid[(rec.host or f.host, rec.pci_bus_id)] = uuid
+        if inits:
+            self.world_size = max(e.details["nranks"] for e in inits)
+            for ev in inits:
+                key = (ev.host, ev.pid)
+                self.pid_device[key] = (ev.details.get("cuda_dev"), ev.details.get("pci_bus_id"))
+                self.pid_device.setdefault((None, ev.pid), self.pid_device[key])
+                if ev.details["nranks"] != self.world_size:
+                    continue
+                info = self.ranks.setdefault(ev.rank, RankInfo(ev.rank))
+                info.host, info.pid = ev.host, ev.pid
+                info.cuda_dev, info.nvml_dev = ev.details.get("cuda_dev"), ev.details.get("nvml_dev")
+                info.pci = ev.details.get("pci_bus_id")
+                self.pid_rank[key] = ev.rank
+                self.pid_rank.setdefault((None, ev.pid), ev.rank)
+        hosts = {i.host for i in self.ranks.values() if i.host} | self.job_hosts
+        if len(hosts) == 1:  # one node: every rank lives there
+            only = next(iter(hosts))
+            for info in self.ranks.values():
+                info.host = info.host or only
+
+    def _job_event(self, ev, file_host: str | None, inits: list) -> None:
+        if ev.host:
+            self.job_hosts.add(ev.host)
+        if ev.kind == "nccl_init":
+            inits.append(ev)
+        elif ev.kind == "nccl_address" and ev.host:
+            self.addr_host.setdefault(ev.details["addr"], ev.host)
+        elif ev.kind == "nccl_transport" and ev.host:
+            self.transport.setdefault(ev.host, set()).add(ev.details["network"])
+        elif ev.kind == "nccl_no_ib" and ev.host:
+            self.transport.setdefault(ev.host, set()).add("no-IB")
+        elif ev.kind == "rank_device" and ev.rank is not None:
+            info = self.ranks.setdefault(ev.rank, RankInfo(ev.rank))
+            info.cuda_dev = info.cuda_dev if info.cuda_dev is not None else ev.local_device
+            info.host = info.host or file_host
+        elif ev.kind == "child_failed":
+            for failure in ev.details.get("failures", []):
+                if failure.get("rank") is None:
+                    continue
+                info = self.ranks.setdefault(failure["rank"], RankInfo(failure["rank"]))
+                info.host = info.host or failure.get("host")
+                info.pid = info.pid or failure.get("pid")
+                if info.cuda_dev is None and failure.get("local_rank") is not None:
+                    info.cuda_dev = failure["local_rank"]
+                if failure.get("pid"):
+                    self.pid_rank.setdefault((failure.get("host"), failure["pid"]), failure["rank"])
+                    self.pid_rank.setdefault((None, failure["pid"]), failure["rank"])
+
+    def _gpu_state(self, state, host: str | None) -> None:
+        host = getattr(state, "host", None) or host
+        pci = state.pci_bus_id
+        if not pci:
+            return
+        if state.index is not None:
+            self.gpu_index[(host, pci)] = state.index
+            self.index_pci[(host, state.index)] = pci
+        if state.uuid:
+            self.gpu_uuid[(host, pci)] = state.uuid
+            self.uuid_pci[state.uuid] = (host, pci)
+
+    # ---------------------------------------------------------------- lookups
+    def host_of_addr(self, addr: str | None) -> str | None:
+        return self.addr_host.get(addr) if addr else None
+
+    def rank_of_pid(self, pid: int | None, host: str | None = None) -> int | None:
+        if pid is None:
+            return None
+        return self.pid_rank.get((host, pid), self.pid_rank.get((None, pid)))
+
+    def rank_of_gpu(self, host: str | None, pci: str | None) -> int | None:
+        if not pci:
+            return None
+        matches = [i.rank for i in self.ranks.values() if i.pci == pci and (host is None or i.host in (host, None))]
+        return matches[0] if len(matches) == 1 else None
+
+    def locate(self, *, host: str | None = None, rank: int | None = None, pci: str | None = None,
+               pid: int | None = None, local_device: int | None = None) -> GpuRef:
+        """Fill in whatever is known about a place given any of its names."""
+        pci = normalize_pci(pci) if pci else None
+        if rank is None and pid is not None:
+            rank = self.rank_of_pid(pid, host)
+        info = self.ranks.get(rank) if rank is not None else None
+        if info:
+            host = host or info.host
+            pci = pci or info.pci
+        if rank is None and pci:
+            rank = self.rank_of_gpu(host, pci)
+            info = self.ranks.get(rank) if rank is not None else None
+        if pci is None and pid is not None:
+            dev = self.pid_device.get((host, pid)) or self.pid_device.get((None, pid))
+            if dev:
+                pci = dev[1]
+        index = self.gpu_index.get((host, pci)) if pci else None
+        if index is None and pci:
+            index = next((i for (h, p), i in self.gpu_index.items() if p == pci and h is None), None)
+        if index is None and info is not None:
+            index = info.nvml_dev if info.nvml_dev is not None else info.cuda_dev
+        if index is None and local_device is not None and pci is None:
+            index = local_device
+        if pci is None and index is not None:
+            pci = self.index_pci.get((host, index))
+        uuid = self.gpu_uuid.get((host, pci)) if pci else None
+        return GpuRef(host=host, gpu_index=index, gpu_pci=pci, gpu_uuid=uuid, rank=rank)

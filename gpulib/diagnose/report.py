@@ -1,0 +1,109 @@
+"""The diagnosis as JSON (``gpulib.diagnosis/1``) and as text an on-call engineer reads at 03:00."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpulib.diagnose.model import Finding, TimelineEntry
+
+SCHEMA = "gpulib.diagnosis/1"
+
+
+@dataclass
+class Diagnosis:
+    interruption: str  # hard | soft | none | unknown
+    category: str
+    summary: str
+    root_cause: Finding | None = None
+    findings: list[Finding] = field(default_factory=list)
+    timeline: list[TimelineEntry] = field(default_factory=list)
+    checkpoints: dict = field(default_factory=lambda: {"resume_from": None, "rejected": []})
+    inputs: list[dict] = field(default_factory=list)
+    next_steps: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        rc = self.root_cause
+        return {
+            "schema": SCHEMA,
+            "verdict": {"interruption": self.interruption, "category": self.category, "summary": self.summary},
+            "root_cause": None if rc is None else {
+                "category": rc.category, "host": rc.host, "gpu_index": rc.gpu_index, "gpu_pci": rc.gpu_pci,
+                "gpu_uuid": rc.gpu_uuid, "rank": rc.rank, "time": rc.time, "finding": rc.id,
+                "evidence": [e.to_dict() for e in rc.evidence[:12]],
+            },
+            "findings": [f.to_dict() for f in self.findings],
+            "timeline": [t.to_dict() for t in self.timeline],
+            "checkpoints": self.checkpoints,
+            "inputs": self.inputs,
+            "next_steps": self.next_steps,
+        }
+
+    # ---------------------------------------------------------------- text
+    def to_text(self) -> str:
+        out: list[str] = []
+        head = {"hard": "HARD failure", "soft": "SOFT failure", "none": "NO interruption",
+                "unknown": "UNKNOWN cause"}[self.interruption]
+        out.append(f"{head} - {self.category}")
+        out.append(f"  {self.summary}")
+        rc = self.root_cause
+        if rc is not None:
+            out.append("")
+            out.append("ROOT CAUSE")
+            where = ", ".join(x for x in (
+                f"host {rc.host}" if rc.host else "", f"GPU {rc.gpu_index}" if rc.gpu_index is not None else "",
+                f"PCI {rc.gpu_pci}" if rc.gpu_pci else "", f"rank {rc.rank}" if rc.rank is not None else "",
+                f"at {rc.time}" + (" (approx.)" if rc.time_approx else "") if rc.time else "") if x)
+            out.append(f"  {rc.title}")
+            if where:
+                out.append(f"  culprit: {where}")
+            for ev in rc.evidence[:6]:
+                out.append(f"    {ev.file}:{ev.line if ev.line else '-'}  {_clip(ev.text, 110)}")
+            if rc.actions:
+                out.append("")
+                out.append("WHAT TO DO")
+                for action in rc.actions:
+                    out.append(f"  - {action}")
+        others = [f for f in self.findings if f is not rc and f.role == "cause" and not f.caused_by]
+        if others:
+            out.append("")
+            out.append("OTHER PROBLEMS FOUND (not linked to this interruption)")
+            for f in others[:8]:
+                out.append(f"  [{f.severity}] {f.title}")
+        cascade = [f for f in self.findings if rc is not None and f.caused_by and f.role in ("symptom", "context")]
+        if cascade:
+            out.append("")
+            out.append("DISCOUNTED AS CASCADE (consequences of the root cause)")
+            for f in cascade[:10]:
+                first = f.evidence[0] if f.evidence else None
+                loc = f"  ({first.file}:{first.line})" if first and first.line else ""
+                out.append(f"  - {_clip(f.title, 120)}{loc}")
+        if self.timeline:
+            out.append("")
+            out.append("TIMELINE (UTC)")
+            for t in self.timeline[:25]:
+                out.append(f"  {t.time or '?':20}  {(t.host or '-'):16}  {_clip(t.event, 90)}")
+        if self.next_steps:
+            out.append("")
+            out.append("NEXT STEPS")
+            for step in self.next_steps:
+                out.append(f"  - {step}")
+        ck = self.checkpoints
+        if ck.get("resume_from") or ck.get("rejected"):
+            out.append("")
+            out.append("CHECKPOINTS")
+            out.append(f"  resume from: {ck.get('resume_from') or 'none found'}")
+            for r in ck.get("rejected", [])[:6]:
+                out.append(f"  rejected: {r['path']}: {r['reason']}")
+            if ck.get("resume_command"):
+                out.append(f"  resume: {ck['resume_command']}")
+        bad = [i for i in self.inputs if i.get("problems")]
+        out.append("")
+        out.append(f"INPUTS: {len(self.inputs)} file(s) read" + (f", {len(bad)} with problems:" if bad else ""))
+        for i in bad[:15]:
+            out.append(f"  {i['path']}: {'; '.join(i['problems'])[:140]}")
+        return "\n".join(out) + "\n"
+
+
+def _clip(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."

@@ -1,0 +1,217 @@
+"""GPU-state rules over nvidia-smi snapshots and telemetry time series.
+
+* lost GPUs ("GPU is lost", ERR!) and GPUs missing from a host's count;
+* ECC: volatile DBE, uncorrectable remapped rows, remap/retirement pending or failed;
+* throttling: HW slowdown, SW/HW thermal, power brake (the *reasons*, not just the clock), from a
+  snapshot or - better - from the first throttled sample of a time series, which is when a rank
+  started to become a straggler;
+* SM clock far below max under load, temperature at the slowdown threshold, PCIe width/gen
+  below the link's maximum;
+* per-GPU memory imbalance (one GPU > 2 GiB above the others), a GPU idle while its peers are
+  busy (its rank died or hangs), processes still holding GPUs after the job died.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from statistics import median
+
+from gpulib.diagnose.context import Context, evidence, place
+from gpulib.diagnose.model import Pointers
+
+IMBALANCE_MIB = 2048
+LOW_CLOCK_RATIO = 0.6
+THERMAL = {"sw_thermal_slowdown", "hw_thermal_slowdown", "hw_slowdown"}
+POWER = {"hw_power_brake_slowdown"}
+
+
+def _throttle_category(reasons: list[str]) -> str:
+    return "power_fault" if set(reasons) & POWER and not set(reasons) & {"sw_thermal_slowdown",
+                                                                        "hw_thermal_slowdown"} else "thermal_throttling"
+
+
+def _describe(state) -> str:
+    return f"GPU {state.index if state.index is not None else '?'} ({state.pci_bus_id or 'unknown PCI'})"
+
+
+def _line(file, state, what: str):
+    return evidence(file, state.line, f"{_describe(state)}: {what}")
+
+
+def run(ctx: Context) -> None:
+    snapshots: dict[tuple[str | None, str], list] = defaultdict(list)
+    for file, rec in ctx.records("nvidia_smi_q", "nvidia_smi_xml", "nvidia_smi_table", "nvidia_smi_csv"):
+        if hasattr(rec, "lost") and hasattr(rec, "processes"):
+            snapshots[(rec.host or file.host, file.display)].append((file, rec))
+        elif hasattr(rec, "throttle_bitmask") and hasattr(rec, "time_utc"):
+            pass  # time series handled below
+    for (host, _display), states in snapshots.items():
+        _snapshot(ctx, host, states)
+    _series(ctx)
+
+
+def _snapshot(ctx: Context, host: str | None, states: list) -> None:
+    captured = next((ctx.utc(s.captured_at, f) for f, s in states if s.captured_at), None)
+    present = [s for _, s in states if not s.lost]
+    for file, s in states:
+        if s.lost:
+            f = ctx.add("gpu-lost", severity="critical", category="gpu_fell_off_bus", interruption="hard",
+                        hardware=True, title=f"{_describe(s)} on {host} is lost to the driver", host=host,
+                        time=captured, evidence=[_line(file, s, s.lost_reason or "GPU is lost")],
+                        actions=["Reboot or power-cycle the node; drain it until the GPU is back and passes "
+                                 "`dcgmi diag -r 2`"])
+            place(ctx, f, host=host, pci=s.pci_bus_id)
+            continue
+        _ecc(ctx, host, captured, file, s)
+        _throttle_snapshot(ctx, host, captured, file, s)
+        _pcie(ctx, host, captured, file, s)
+    indexes = sorted(s.index for s in present if s.index is not None)
+    if indexes and indexes != list(range(len(indexes))) and indexes[-1] + 1 > len(indexes):
+        missing = sorted(set(range(indexes[-1] + 1)) - set(indexes))
+        file = states[0][0]
+        ctx.add("gpu-missing", severity="critical", category="gpu_fell_off_bus", role="context", hardware=True,
+                title=f"GPU index(es) {missing} missing from the count on {host}", host=host, time=captured,
+                evidence=[evidence(file, None, f"indexes present: {indexes}")],
+                actions=["Check `lspci | grep -i nvidia` and dmesg for Xid 79 / AER on the missing GPU"])
+    _memory(ctx, host, captured, present, states)
+
+
+def _ecc(ctx: Context, host, captured, file, s) -> None:
+    bad = []
+    if s.ecc_volatile_dbe:
+        bad.append(f"volatile DBE {s.ecc_volatile_dbe}")
+    if s.remapped_rows_uncorrectable:
+        bad.append(f"uncorrectable remapped rows {s.remapped_rows_uncorrectable}")
+    if s.remapped_rows_pending:
+        bad.append("row remap pending (reset required)")
+    if s.remapped_rows_failure:
+        bad.append("row remap FAILED")
+    if s.retired_pages_pending:
+        bad.append("page retirement pending")
+    if not bad:
+        return
+    failed = bool(s.remapped_rows_failure)
+    f = ctx.add("ecc", severity="critical", category="gpu_memory_error", interruption="hard", hardware=True,
+                title=f"{_describe(s)} on {host}: {', '.join(bad)}", host=host, time=captured,
+                evidence=[_line(file, s, ", ".join(bad))],
+                actions=["RMA the GPU: row remapping failed" if failed else
+                         "Reset the GPU (`nvidia-smi -r -i <index>` with no process on it) or reboot, so the "
+                         "pending row remap takes effect; then confirm `Pending: No`"])
+    place(ctx, f, host=host, pci=s.pci_bus_id)
+
+
+def _throttle_snapshot(ctx: Context, host, captured, file, s) -> None:
+    slowed = s.slowed_by
+    hot = s.temp_c is not None and s.temp_slowdown_c is not None and s.temp_c >= s.temp_slowdown_c - 2
+    low_clock = (s.util_gpu_pct or 0) >= 80 and s.sm_clock_mhz and s.sm_clock_max_mhz and \
+        s.sm_clock_mhz < LOW_CLOCK_RATIO * s.sm_clock_max_mhz
+    if not (slowed or hot or low_clock):
+        return
+    parts = []
+    if slowed:
+        parts.append("active: " + ", ".join(slowed))
+    if s.temp_c is not None:
+        parts.append(f"{s.temp_c:.0f} C" + (f" (slowdown at {s.temp_slowdown_c:.0f} C)" if s.temp_slowdown_c else ""))
+    if s.sm_clock_mhz and s.sm_clock_max_mhz:
+        parts.append(f"SM {s.sm_clock_mhz:.0f}/{s.sm_clock_max_mhz:.0f} MHz")
+    f = ctx.add("throttle", severity="error" if slowed else "warning", category=_throttle_category(slowed),
+                interruption="soft" if slowed else None, role="cause" if slowed else "context", hardware=True,
+                title=f"{_describe(s)} on {host} throttled: {'; '.join(parts)}", host=host, time=captured,
+                evidence=[_line(file, s, "; ".join(parts))], actions=_throttle_actions(slowed))
+    place(ctx, f, host=host, pci=s.pci_bus_id)
+
+
+def _throttle_actions(reasons) -> list[str]:
+    if set(reasons) & POWER:
+        return ["Power brake: check PSUs and the BMC SEL (`ipmitool sel list`); drain the node until fixed"]
+    return ["Check the GPU's airflow/fans and inlet temperature (`ipmitool sdr type Temperature`); drain the node "
+            "if one GPU runs much hotter than its neighbours",
+            "Relaunch without this node, or exclude it, so one slow rank does not stall every collective"]
+
+
+def _pcie(ctx: Context, host, captured, file, s) -> None:
+    narrow = s.pcie_width_current and s.pcie_width_max and s.pcie_width_current < s.pcie_width_max
+    slow = s.pcie_gen_current and s.pcie_gen_max and s.pcie_gen_current < s.pcie_gen_max and (s.util_gpu_pct or 0) >= 50
+    if narrow or slow:
+        what = f"PCIe gen {s.pcie_gen_current}/{s.pcie_gen_max} width x{s.pcie_width_current}/x{s.pcie_width_max}"
+        f = ctx.add("pcie-degraded", severity="warning", category="gpu_fell_off_bus", role="context", hardware=True,
+                    title=f"{_describe(s)} on {host}: {what}", host=host, time=captured, evidence=[_line(file, s, what)],
+                    actions=["Reseat the GPU/riser; a degraded link often precedes a fall off the bus"])
+        place(ctx, f, host=host, pci=s.pci_bus_id)
+
+
+def _memory(ctx: Context, host, captured, present, states) -> None:
+    used = [(s, s.mem_used_mib) for s in present if s.mem_used_mib is not None]
+    if len(used) < 3:
+        return
+    file = states[0][0]
+    for s, mib in used:
+        others = [m for o, m in used if o is not s]
+        mid = median(others)
+        busy_peers = median([o.util_gpu_pct or 0 for o, _ in used if o is not s])
+        if mib > mid + IMBALANCE_MIB and all(m < mib - IMBALANCE_MIB for m in others):
+            f = ctx.add("mem-imbalance", severity="warning", category="cuda_oom", role="context",
+                        title=f"{_describe(s)} on {host} uses {mib:.0f} MiB, > 2 GiB above the others "
+                              f"(median {mid:.0f} MiB)", host=host, time=captured,
+                        evidence=[_line(file, s, f"{mib:.0f} MiB used")],
+                        actions=["Uneven sharding or a stray process on that GPU; check its process list"])
+            place(ctx, f, host=host, pci=s.pci_bus_id)
+        elif mib < mid - IMBALANCE_MIB and busy_peers >= 50 and (s.util_gpu_pct or 0) < 10:
+            f = ctx.add("gpu-idle", severity="warning", category="application_error", role="symptom",
+                        title=f"{_describe(s)} on {host} is idle and empty ({mib:.0f} MiB) while its peers are busy: "
+                              "its rank is gone", host=host, time=captured,
+                        evidence=[_line(file, s, f"{mib:.0f} MiB used, {s.util_gpu_pct or 0:.0f} % util")])
+            place(ctx, f, host=host, pci=s.pci_bus_id)
+            f.pointers = Pointers(gpus={(host, f.gpu_pci)} if f.gpu_pci else set(),
+                                  ranks={f.rank} if f.rank is not None else set())
+
+
+def _series(ctx: Context) -> None:
+    """The first throttled sample of each GPU's time series: when its rank began to straggle."""
+    per_gpu: dict[tuple, list] = defaultdict(list)
+    for file, rec in ctx.records("nvidia_smi_csv", "nvidia_smi_dmon", "dcgm_exporter"):
+        if hasattr(rec, "throttle_bitmask") and hasattr(rec, "time_utc") and not hasattr(rec, "lost"):
+            per_gpu[(rec.host or file.host, rec.pci_bus_id or rec.index)].append((file, rec))
+    for (host, _gpu), samples in per_gpu.items():
+        samples.sort(key=lambda fr: fr[1].time_utc or "")
+        throttled = [(f, s) for f, s in samples if s.slowed_by]
+        if not throttled:
+            continue
+        file, first = throttled[0]
+        reasons = sorted({r for _, s in throttled for r in s.slowed_by})
+        hottest = max((s.temp_c for _, s in throttled if s.temp_c is not None), default=None)
+        clocks = [s.sm_clock_mhz for _, s in throttled if s.sm_clock_mhz]
+        cmax = first.sm_clock_max_mhz
+        what = (f"{len(throttled)} of {len(samples)} samples throttled ({', '.join(reasons)})"
+                + (f", up to {hottest:.0f} C" if hottest is not None else "")
+                + (f", SM clock down to {min(clocks):.0f}/{cmax:.0f} MHz" if clocks and cmax else ""))
+        f = ctx.add("throttle", severity="error", category=_throttle_category(reasons), interruption="soft",
+                    hardware=True, title=f"GPU {first.index} ({first.pci_bus_id}) on {host}: {what}", host=host,
+                    time=ctx.utc(first.time_utc, file),
+                    evidence=[evidence(file, first.line, f"first throttled sample: mask "
+                                                         f"{first.throttle_bitmask:#x} "
+                                                         f"({', '.join(first.slowed_by)}), {first.temp_c} C, "
+                                                         f"SM {first.sm_clock_mhz} MHz")],
+                    actions=_throttle_actions(reasons))
+        worst = min(throttled, key=lambda fr: fr[1].sm_clock_mhz or 1e9)
+        f.evidence.append(evidence(worst[0], worst[1].line, f"slowest sample: SM {worst[1].sm_clock_mhz} MHz, "
+                                                            f"mask {worst[1].throttle_bitmask:#x}"))
+        place(ctx, f, host=host, pci=first.pci_bus_id)
+
+
+def zombies(ctx: Context, after: str | None) -> None:
+    """Processes still on a GPU in a snapshot taken after the job failed: a reboot may be needed."""
+    if after is None:
+        return
+    for file, rec in ctx.records("nvidia_smi_q", "nvidia_smi_xml", "nvidia_smi_table"):
+        captured = ctx.utc(getattr(rec, "captured_at", None), file)
+        if not captured or captured <= after or not getattr(rec, "processes", None):
+            continue
+        pids = ", ".join(str(p.pid) for p in rec.processes)
+        f = ctx.add("zombie", severity="warning", category="application_error", role="context",
+                    title=f"{_describe(rec)} on {rec.host or file.host} still held by pid {pids} after the job failed",
+                    host=rec.host or file.host, time=captured, evidence=[_line(file, rec, f"processes: {pids}")],
+                    actions=[f"Kill the leftover processes (`kill -9 {pids}`) before relaunch; if they are in D "
+                             "state, reboot the node"])
+        place(ctx, f, host=rec.host or file.host, pci=rec.pci_bus_id)
+

@@ -1,0 +1,366 @@
+"""Job-side rules: what the ranks, NCCL and the launchers printed.
+
+Most of it is cascade. A watchdog timeout means "I waited for a collective that someone else
+never joined", so a timeout finding is a *symptom* whose pointers name the ranks that did not
+time out (or completed less work, or whose watchdog got stuck): those are where the cause is.
+``ncclRemoteError`` / IB completion errors point at the peer's address; torchrun's "Root Cause
+(first observed failure)" is only the first exit *that agent* saw, so it is a weak pointer.
+
+Causes on the job side: CUDA OOM (with the numbers and a fragmentation hint), CUDA errors
+(uncorrectable ECC = hardware; illegal address / device assert = code), a rank's first Python
+exception, DataLoader failures, NCCL invalid usage, mixed IB/socket transports across nodes,
+and data-loading stalls seen in per-rank step timings.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from statistics import median
+
+from gpulib.diagnose.context import Context, evidence, place
+from gpulib.diagnose.model import Pointers
+
+CASCADE_EXCEPTIONS = {"DistBackendError", "ChildFailedError", "DistStoreError", "DistNetworkError",
+                      "RendezvousClosedError", "KeyboardInterrupt", "SignalException", "ProcessExitedException"}
+STRAGGLER_RATIO = 1.3
+_HW_CUDA = ("uncorrectable ECC", "ECC error")
+_APP_CUDA = ("illegal memory access", "device-side assert", "misaligned address", "illegal instruction",
+             "invalid device ordinal", "no kernel image")
+
+
+def _events(ctx: Context) -> list[tuple]:
+    return ctx.records("training_log", "torchrun_error_file")
+
+
+def _fmt_ranks(ranks) -> str:
+    ranks = sorted(ranks)
+    if len(ranks) <= 6:
+        return ", ".join(map(str, ranks))
+    return f"{', '.join(map(str, ranks[:4]))}, ... ({len(ranks)} ranks)"
+
+
+def run(ctx: Context) -> None:
+    events = _events(ctx)
+    _timeouts(ctx, events)
+    _errors(ctx, events)
+    _launcher(ctx, events)
+    _transport(ctx, events)
+    _versions(ctx, events)
+    _progress(ctx, events)
+
+
+# ---------------------------------------------------------------- timeouts: who did not arrive
+def _timeouts(ctx: Context, events) -> None:
+    timeouts = [(f, e) for f, e in events if e.kind == "watchdog_timeout"]
+    progress = [(f, e) for f, e in events if e.kind == "watchdog_progress"]
+    stuck = [(f, e) for f, e in events if e.kind == "watchdog_stuck"]
+    if timeouts:
+        timed_out = {e.rank for _, e in timeouts if e.rank is not None}
+        first_file, first = min(timeouts, key=lambda fe: fe[1].time_utc or "~")
+        seqs = {e.details.get("seq") for _, e in timeouts}
+        world = ctx.ids.world_size or (max(ctx.ids.ranks) + 1 if ctx.ids.ranks else None)
+        pointers = Pointers()
+        if world and len(timed_out) < world:
+            pointers.ranks |= set(range(world)) - timed_out
+        completed = {e.rank: e.details["last_completed"] for _, e in progress if e.rank is not None}
+        if completed and len(set(completed.values())) > 1:
+            low = min(completed.values())
+            pointers.ranks |= {r for r, c in completed.items() if c == low}
+        pointers.ranks |= {e.rank for _, e in stuck if e.rank is not None}
+        op = first.details.get("op")
+        seq_text = f" SeqNum {'/'.join(str(s) for s in sorted(x for x in seqs if x is not None))}" if seqs - {None} else ""
+        blame = (f"; rank(s) {_fmt_ranks(pointers.ranks)} never arrived" if pointers.ranks
+                 else "; every rank waited on the same collective")
+        f = ctx.add("nccl-timeout", severity="error", category="application_error", role="symptom",
+                    title=f"NCCL watchdog timeout on {len(timed_out)} rank(s) ({op}{seq_text}, "
+                          f"timeout {first.details.get('timeout_ms', 0) // 1000} s){blame}",
+                    time=first.time_utc, evidence=[evidence(first_file, first.line, first.text)], pointers=pointers,
+                    actions=["Do not chase the network first: these ranks waited for a peer; fix the peer's cause"])
+        f.evidence += [evidence(fl, e.line, e.text) for fl, e in stuck[:2]]
+    elif stuck:
+        fl, e = stuck[0]
+        ctx.add("watchdog-stuck", severity="error", category="application_error", role="symptom",
+                    title=f"Rank {e.rank}: NCCL watchdog made no progress for {e.details.get('seconds')} s "
+                          "(a CUDA/NCCL call hangs)", rank=e.rank, time=e.time_utc,
+                    evidence=[evidence(fl, e.line, e.text)], pointers=Pointers(ranks={e.rank} - {None}))
+
+
+# ---------------------------------------------------------------- errors
+def _first_per_rank(items):
+    seen, out = set(), []
+    for fl, e in sorted(items, key=lambda fe: (fe[1].time_utc or "~", fe[1].line)):
+        key = (fl.display, e.rank) if e.rank is not None else (fl.display, e.line)
+        if key not in seen:
+            seen.add(key)
+            out.append((fl, e))
+    return out
+
+
+def _errors(ctx: Context, events) -> None:  # noqa: C901 - one branch per error class
+    explained_ranks: set = set()
+    for fl, e in _first_per_rank([(f, e) for f, e in events if e.kind == "cuda_oom"]):
+        d = e.details
+        numbers = (f"tried {d['req']}, {d.get('free', '?')} free of {d.get('total', '?')}" if "req" in d else "")
+        frag = d.get("reserved_unallocated")
+        f = ctx.add("cuda-oom", severity="critical", category="cuda_oom", interruption="soft",
+                    title=f"CUDA out of memory on rank {e.rank}" + (f" ({numbers})" if numbers else ""), rank=e.rank,
+                    time=e.time_utc, time_approx=e.time_approx, evidence=[evidence(fl, e.line, e.text)],
+                    actions=["Lower the micro-batch / max sequence length (or bucket long sequences), enable "
+                             "activation checkpointing, or shard more (FSDP/ZeRO)"]
+                    + ([f"{frag} is reserved but unallocated: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+                        "to reduce fragmentation"] if frag else []))
+        place(ctx, f, rank=e.rank, host=e.host, local_device=d.get("gpu"))
+        explained_ranks.add(e.rank)
+    for fl, e in _first_per_rank([(f, e) for f, e in events if e.kind == "cuda_error"]):
+        err = e.details.get("error", "")
+        if "out of memory" in err:
+            continue
+        hw = any(k in err for k in _HW_CUDA)
+        app = any(k in err for k in _APP_CUDA)
+        f = ctx.add("cuda-error", severity="critical", category="gpu_memory_error" if hw else "application_error",
+                    interruption="hard" if hw else "soft",
+                    title=f"Rank {e.rank}: CUDA error: {err}", rank=e.rank, time=e.time_utc, time_approx=e.time_approx,
+                    evidence=[evidence(fl, e.line, e.text)],
+                    actions=(["Hardware: check dmesg for Xid 48/63/94/95 on this GPU and its remapped rows; reset the "
+                              "GPU or drain the node"] if hw else
+                             ["Rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel; check labels/indices "
+                              "(device asserts) and custom kernels"] if app else
+                             ["Check dmesg for an Xid on this GPU (unspecified launch failures are often hardware)"]))
+        place(ctx, f, rank=e.rank, host=e.host)
+        explained_ranks.add(e.rank)
+    for fl, e in _first_per_rank([(f, e) for f, e in events if e.kind == "device_assert"]):
+        if e.rank in explained_ranks:
+            continue
+        f = ctx.add("device-assert", severity="critical", category="application_error", interruption="soft",
+                    title=f"Rank {e.rank}: device-side assertion failed ({e.details.get('cond')})", rank=e.rank,
+                    time=e.time_utc, time_approx=e.time_approx, evidence=[evidence(fl, e.line, e.text)],
+                    actions=["A data/code bug (index out of range, label >= num_classes): fix the input or the code"])
+        place(ctx, f, rank=e.rank, host=e.host)
+        explained_ranks.add(e.rank)
+    for fl, e in _first_per_rank([(f, e) for f, e in events if e.kind == "dataloader_error"]):
+        f = ctx.add("dataloader", severity="error", category="data_pipeline_stall", interruption="soft",
+                    title=f"Rank {e.rank}: DataLoader {e.details.get('what')}", rank=e.rank, time=e.time_utc,
+                    time_approx=e.time_approx, evidence=[evidence(fl, e.line, e.text)],
+                    actions=["A worker killed by signal 9 is usually the host OOM killer: check dmesg; a timeout "
+                             "means slow storage or a stuck worker - check the file system and num_workers"])
+        place(ctx, f, rank=e.rank, host=e.host)
+    for fl, e in _first_per_rank([(f, e) for f, e in events if e.kind == "exception"]):
+        cls = e.details.get("class") or ""
+        if cls in CASCADE_EXCEPTIONS or e.rank in explained_ranks or "OutOfMemory" in cls:
+            continue
+        f = ctx.add("exception", severity="error", category="application_error", interruption="soft",
+                    title=f"Rank {e.rank}: {cls}: {e.details.get('message', '')[:120]}", rank=e.rank,
+                    time=e.time_utc, time_approx=e.time_approx, evidence=[evidence(fl, e.line, e.text)],
+                    actions=["Read this rank's traceback above the line; fix the code or input that raised it"])
+        place(ctx, f, rank=e.rank, host=e.host)
+        explained_ranks.add(e.rank)
+    _nccl_errors(ctx, events)
+
+
+def _nccl_errors(ctx: Context, events) -> None:
+    errors = [(f, e) for f, e in events if e.kind in ("nccl_error", "nccl_error_class")]
+    ib = [(f, e) for f, e in events if e.kind == "ib_completion_error"]
+    sock = [(f, e) for f, e in events if e.kind == "socket_error"]
+    by_code: dict[str, list] = defaultdict(list)
+    for fl, e in errors:
+        by_code[e.details.get("code") or "nccl error"].append((fl, e))
+    for code, items in by_code.items():
+        fl, e = min(items, key=lambda fe: fe[1].time_utc or "~")
+        ranks = {x.rank for _, x in items if x.rank is not None}
+        peers = {x.details.get("peer") for _, x in items if x.details.get("peer")}
+        if code in ("ncclInvalidUsage", "ncclInvalidArgument"):
+            ctx.add("nccl-usage", severity="error", category="application_error", interruption="soft",
+                        title=f"{code} on rank(s) {_fmt_ranks(ranks)}: collectives called inconsistently",
+                        rank=e.rank, time=e.time_utc, evidence=[evidence(fl, e.line, e.text)],
+                        actions=["Check that every rank calls the same collectives with the same sizes/dtypes"])
+            continue
+        pointers = Pointers(peer_addrs=peers)
+        if code == "ncclUnhandledCudaError":
+            pointers.ranks |= ranks
+        ctx.add("nccl-error", severity="error", category="network_fabric", role="symptom",
+                    title=f"{code} on {len(ranks) or len(items)} rank(s)" + (f" ({_fmt_ranks(ranks)})" if ranks else "")
+                          + (f"; last error: {e.details['last_error'][:100]}" if e.details.get("last_error") else ""),
+                    rank=e.rank if len(ranks) == 1 else None, time=e.time_utc, evidence=[evidence(fl, e.line, e.text)],
+                    pointers=pointers,
+                    actions=["ncclRemoteError / connection resets usually mean the peer process died first: find "
+                             "why that peer exited before suspecting the fabric"])
+    for items, what in ((ib, "IB completion errors"), (sock, "NCCL socket errors")):
+        if not items:
+            continue
+        fl, e = items[0]
+        peers = {x.details.get("peer") for _, x in items if x.details.get("peer")}
+        hosts = {x.host for _, x in items if x.host}
+        status = e.details.get("ib_status")
+        hint = {12: " (status 12 = transport retry exceeded: the peer is gone or the link/MTU is bad)",
+                4: " (status 4 = local protection error: check ACS / GPUDirect RDMA)"}.get(status, "")
+        ctx.add("nccl-net", severity="warning", category="network_fabric", role="symptom",
+                title=f"{what} on {', '.join(sorted(hosts)) or 'the job'}"
+                      + (f" from peer(s) {', '.join(sorted(peers))}" if peers else "") + hint,
+                time=e.time_utc, evidence=[evidence(fl, e.line, e.text)], pointers=Pointers(peer_addrs=peers))
+
+
+# ---------------------------------------------------------------- launchers (torchrun / slurm)
+def _launcher(ctx: Context, events) -> None:
+    for fl, e in events:
+        if e.kind == "child_failed" and e.details.get("root"):
+            root = e.details["root"]
+            signal = root.get("signal")
+            f = ctx.add("torchrun", severity="info", category="application_error", role="symptom",
+                        title=f"torchrun: first failure it observed was rank {root.get('rank')} on {root.get('host')} "
+                              f"(exitcode {root.get('exitcode')}{', ' + signal if signal else ''})",
+                        rank=root.get("rank"), host=root.get("host"), time=e.time_utc,
+                        evidence=[evidence(fl, e.line, e.text)])
+            f.pointers.ranks.add(root.get("rank")) if signal == "SIGKILL" else None
+            if signal == "SIGKILL":
+                f.actions.append("SIGKILL without a traceback: the host OOM killer or the scheduler - check "
+                                 "`dmesg -T | grep -i -E 'killed process|out of memory'` on that host")
+        elif e.kind == "process_failed" and e.details.get("signal") == "SIGKILL":
+            f = ctx.add("sigkill", severity="warning", category="host_oom", role="symptom",
+                        title=f"Rank process pid {e.pid} (local_rank {e.details.get('local_rank')}) was SIGKILLed",
+                        time=e.time_utc, evidence=[evidence(fl, e.line, e.text)])
+            place(ctx, f, pid=e.pid, host=e.host)
+            if f.rank is not None:
+                f.pointers.ranks.add(f.rank)
+        elif e.kind == "node_failure":
+            ctx.add("node-lost", severity="critical", category="node_lost", interruption="hard", hardware=True,
+                    title=f"Slurm reports a node failure on {e.host}", host=e.host, time=e.time_utc,
+                    evidence=[evidence(fl, e.line, e.text)],
+                    actions=["Check the node's BMC (power, `ipmitool sel list`) and console; drain it"])
+        elif e.kind == "slurm_kill_failed":
+            ctx.add("kill-failed", severity="warning", category="application_error", role="symptom",
+                    title=f"Slurm could not kill the job step on {e.host} (a process stuck in the driver)",
+                    host=e.host, time=e.time_utc, evidence=[evidence(fl, e.line, e.text)],
+                    pointers=Pointers(hosts={e.host} - {None}),
+                    actions=["Reboot the node before giving it back to the scheduler"])
+
+
+# ---------------------------------------------------------------- transport and versions
+def _transport(ctx: Context, events) -> None:
+    nets = ctx.ids.transport
+    hosts = sorted(nets)
+    if len(hosts) < 2:
+        return
+    socket_hosts = [h for h in hosts if "Socket" in nets[h] and "IB" not in nets[h]]
+    ib_hosts = [h for h in hosts if "IB" in nets[h]]
+    if not socket_hosts:
+        return
+    first = next(((fl, e) for fl, e in events if e.kind in ("nccl_no_ib", "nccl_transport") and e.host in socket_hosts
+                  and (e.kind == "nccl_no_ib" or e.details.get("network") == "Socket")), None)
+    when = next((e.time_utc for fl, e in events if e.host in socket_hosts and e.time_utc), None)
+    title = (f"NCCL uses TCP sockets on {', '.join(socket_hosts)} but InfiniBand on {', '.join(ib_hosts)}"
+             if ib_hosts else f"No InfiniBand on any of {len(hosts)} nodes: NCCL runs over TCP sockets")
+    f = ctx.add("transport", severity="critical" if ib_hosts else "warning", category="network_fabric",
+                interruption="soft" if ib_hosts else None, role="cause" if ib_hosts else "context",
+                title=title, host=socket_hosts[0] if len(socket_hosts) == 1 else None, time=when, time_approx=True,
+                evidence=[evidence(first[0], first[1].line, first[1].text)] if first else [],
+                pointers=Pointers(hosts=set(socket_hosts)),
+                actions=["Check `ibstat` on the socket node(s): the HCA named by NCCL_IB_HCA must be Active/LinkUp",
+                         "Never relaunch with mixed transports; set NCCL_IB_DISABLE=0 and drain nodes without IB"])
+    f.hardware = False
+
+
+def _versions(ctx: Context, events) -> None:
+    versions: dict[str, set[str]] = defaultdict(set)
+    for _, e in events:
+        if e.kind == "nccl_version" and e.host:
+            versions[e.host].add(e.details["version"])
+    distinct = {v for vs in versions.values() for v in vs}
+    if len(distinct) > 1:
+        ctx.add("version-skew", severity="warning", category="driver_mismatch", role="context",
+                title="NCCL versions differ across nodes: " + "; ".join(f"{h}: {', '.join(sorted(v))}"
+                                                                       for h, v in sorted(versions.items())),
+                actions=["Use one container image / environment on every node"])
+
+
+# ---------------------------------------------------------------- progress: stragglers and data stalls
+def _progress(ctx: Context, events) -> None:
+    steps = [(fl, e) for fl, e in events if e.kind == "step" and e.rank is not None and e.details.get("metrics_ms")]
+    if steps:
+        _stragglers(ctx, steps)
+    evals = [(fl, e) for fl, e in events if e.kind == "eval_progress" and e.rank is not None]
+    if evals:
+        last: dict[int, tuple] = {}
+        for fl, e in evals:
+            last[e.rank] = (fl, e)
+        best = max(e.details["done"] for _, e in last.values())
+        behind = {r: fe for r, fe in last.items() if fe[1].details["done"] < best}
+        if behind and len(behind) < len(last):
+            fl, e = min(behind.values(), key=lambda fe: fe[1].details["done"])
+            ctx.add("eval-lag", severity="warning", category="application_error", role="symptom",
+                    title=f"Rank(s) {_fmt_ranks(behind)} still evaluating ({e.details['done']}/{e.details['total']}) "
+                          f"when the others had finished ({best})", rank=e.rank, time=e.time_utc,
+                    evidence=[evidence(fl, e.line, e.text)], pointers=Pointers(ranks=set(behind)))
+
+
+def _compute_metric(metrics: dict) -> str | None:
+    for key in metrics:
+        if any(k in key for k in ("fwd", "compute", "forward", "backward")):
+            return key
+    return None
+
+
+def _stragglers(ctx: Context, steps) -> None:
+    by_step: dict[int, dict[int, tuple]] = defaultdict(dict)
+    for fl, e in steps:
+        by_step[e.details["step"]][e.rank] = (fl, e)
+    flagged: dict[int, tuple] = {}
+    stall: dict[int, tuple] = {}
+    for step in sorted(by_step):
+        ranks = by_step[step]
+        if len(ranks) < 3:
+            continue
+        key = _compute_metric(next(iter(ranks.values()))[1].details["metrics_ms"])
+        if key:
+            values = {r: fe[1].details["metrics_ms"].get(key) for r, fe in ranks.items()}
+            values = {r: v for r, v in values.items() if v}
+            for r, v in values.items():
+                others = median([x for o, x in values.items() if o != r])
+                if others and v >= STRAGGLER_RATIO * others and r not in flagged:
+                    flagged[r] = (ranks[r], key, v, others)
+        for r, (fl, e) in ranks.items():
+            m = e.details["metrics_ms"]
+            data = next((v for k, v in m.items() if "data" in k), None)
+            total = sum(v for k, v in m.items() if "wait" not in k)
+            if data and total and data > 0.5 * total and r not in stall:
+                stall[r] = ((fl, e), data, total)
+    for r, ((fl, e), key, v, others) in flagged.items():
+        ctx.add("straggler", severity="warning", category="application_error", role="symptom",
+                title=f"Rank {r} became a straggler at step {e.details['step']}: {key} {v:.0f} ms vs {others:.0f} ms "
+                      "median of the other ranks", rank=r, time=e.time_utc,
+                evidence=[evidence(fl, e.line, e.text)], pointers=Pointers(ranks={r}),
+                actions=["Look at this rank's GPU: throttling (clocks_event_reasons), temperature, ECC"])
+    for r, ((fl, e), data, total) in stall.items():
+        f = ctx.add("data-stall", severity="error", category="data_pipeline_stall", interruption="soft",
+                    title=f"Rank {r} spends {data:.0f} of {total:.0f} ms per step waiting for data "
+                          f"(step {e.details['step']})", rank=r, time=e.time_utc,
+                    evidence=[evidence(fl, e.line, e.text)],
+                    actions=["Check the storage/network file system throughput and DataLoader num_workers"])
+        place(ctx, f, rank=r)
+
+
+def first_failure_time(ctx: Context) -> str | None:
+    """When the job visibly failed: the first error/timeout/exit any rank or launcher printed."""
+    kinds = {"watchdog_timeout", "watchdog_stuck", "nccl_error", "cuda_oom", "cuda_error", "process_failed",
+             "child_failed", "srun_task_exit", "exception", "ib_completion_error", "socket_error", "dataloader_error",
+             "slurm_cancelled", "node_failure", "device_assert"}
+    times = [e.time_utc for _, e in _events(ctx) if e.kind in kinds and e.time_utc]
+    return min(times) if times else None
+
+
+def last_failure_time(ctx: Context) -> str | None:
+    kinds = {"watchdog_timeout", "nccl_error", "process_failed", "child_failed", "srun_task_exit", "cuda_oom",
+             "cuda_error", "exception", "socket_error", "ib_completion_error", "slurm_cancelled", "node_failure"}
+    times = [e.time_utc for _, e in _events(ctx) if e.kind in kinds and e.time_utc]
+    return max(times) if times else None
+
+
+def job_outcome(ctx: Context) -> tuple[bool, bool]:
+    """(failed, completed): did any rank/launcher report a failure; did the job report success."""
+    failed = any(e.kind in ("watchdog_timeout", "nccl_error", "cuda_oom", "cuda_error", "process_failed",
+                            "child_failed", "srun_task_exit", "node_failure", "watchdog_stuck", "device_assert",
+                            "slurm_cancelled", "dataloader_error")
+                 or (e.kind == "exception" and (e.details.get("class") or "") not in ("KeyboardInterrupt",))
+                 for _, e in _events(ctx))
+    completed = any(e.kind == "completed" for _, e in _events(ctx))
+    return failed, completed
+

@@ -1,0 +1,183 @@
+"""Kernel-side rules: Xid (via the catalog), fallen off the bus, AER, OOM killer, hung tasks,
+IB link loss, NVSwitch SXid, PCIe downgrades, segfaults in libnccl, panics.
+
+The kernel sees a GPU die before the job does, so these findings are the usual root causes.
+Repeated lines of one event (eight Xid 94 lines, the AER detail lines) become one finding; an
+Xid that the driver says was "caused by previous Xid N", or that follows a harder Xid on the
+same GPU within a minute (48 -> 63 -> 94), is chained to it with ``caused_by``.
+"""
+
+from __future__ import annotations
+
+from gpulib.catalog import xid_info
+from gpulib.diagnose.context import Context, evidence, place
+from gpulib.diagnose.model import Finding, Pointers
+from gpulib.parsers.logtime import seconds_between
+
+BURST_S = 60  # lines of one event arrive within this many seconds
+
+_LINK_KINDS = ("ib_link_down", "ib_module_error")
+_SEVERITY = {"hard": "critical", "soft": "error", "info": "info"}
+
+
+def _near(a: str | None, b: str | None, limit: float = BURST_S) -> bool:
+    return bool(a and b) and abs(seconds_between(a, b)) <= limit
+
+
+def _same_burst(f: Finding, host: str | None, pci: str | None, time: str | None) -> bool:
+    return f.host == host and f.gpu_pci == pci and (_near(f.time, time) or f.time == time)
+
+
+def run(ctx: Context) -> None:
+    events = sorted(ctx.records("kernel_log"), key=lambda fr: (fr[1].time_utc or "", fr[1].line))
+    by_gpu: dict[tuple, list[Finding]] = {}
+    for file, ev in events:
+        host = ev.host or file.host
+        if ev.kind == "xid":
+            _xid(ctx, file, ev, host, by_gpu)
+        elif ev.kind == "fell_off_bus":
+            _fell_off(ctx, file, ev, host, by_gpu)
+        elif ev.kind == "aer":
+            _aer(ctx, file, ev, host)
+        elif ev.kind == "oom_kill":
+            dump = [evidence(fl, e.line, e.text) for fl, e in events
+                    if e.kind in ("oom_invoked", "oom_constraint") and (e.host or fl.host) == host
+                    and _near(e.time_utc, ev.time_utc, 5)]
+            f = ctx.add("host-oom", severity="critical", category="host_oom", interruption="soft", hardware=True,
+                        title=f"Kernel OOM killer killed pid {ev.pid} ({ev.process}) on {host}",
+                        host=host, time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text), *dump],
+                        actions=["Host RAM ran out: lower DataLoader num_workers / prefetch, avoid copying the "
+                                 "dataset into each worker (copy-on-write growth), or request more memory",
+                                 "Check `free -g` and swap; set a memory limit per job (cgroup) so one job cannot "
+                                 "starve the node"])
+            place(ctx, f, host=host, pid=ev.pid)
+        elif ev.kind == "memory_pressure":
+            ctx.add("memory-pressure", severity="warning", category="host_oom", role="context",
+                    title=f"Host memory pressure on {host}: {ev.text.split(': ', 1)[-1][:90]}", host=host,
+                    time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)])
+        elif ev.kind == "hung_task":
+            again = next((f for f in ctx.findings if f.id.startswith("hung-task-") and f.host == host
+                          and f"{ev.process}:{ev.pid} " in f.title), None)
+            if again:
+                again.evidence.append(evidence(file, ev.line, ev.text))
+                continue
+            f = ctx.add("hung-task", severity="error", category="application_error", role="symptom",
+                        title=f"Process {ev.process}:{ev.pid} stuck in D state on {host}"
+                              + (" inside the NVIDIA driver" if ev.details.get("in_nvidia_driver") else ""),
+                        host=host, time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)],
+                        pointers=Pointers(hosts={host} if host else set()))
+            place(ctx, f, host=host, pid=ev.pid)
+            if f.rank is not None:
+                f.pointers.ranks.add(f.rank)
+        elif ev.kind in _LINK_KINDS:
+            _ib_link(ctx, file, ev, host)
+        elif ev.kind == "sxid":
+            fatal = ev.details.get("severity") == "fatal"
+            ctx.add("sxid", severity="critical" if fatal else "warning", category="nvlink_error",
+                    interruption="hard" if fatal else None, role="cause" if fatal else "context", hardware=True,
+                    title=f"NVSwitch SXid {ev.details.get('sxid')} ({ev.details.get('severity')}) on {host}",
+                    host=host, time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)],
+                    actions=["Check nv-fabricmanager logs and `nvidia-smi nvlink -s`; a fatal SXid needs a node "
+                             "reboot and often an NVSwitch tray replacement"])
+        elif ev.kind == "pcie_link_degraded":
+            f = ctx.add("pcie-degraded", severity="warning", category="gpu_fell_off_bus", role="context",
+                        title=f"PCIe link of {ev.pci_bus_id} runs below its capability on {host}", host=host,
+                        time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)],
+                        actions=["Reseat the GPU/riser; compare `nvidia-smi -q -d PCI` link width/gen with max"])
+            place(ctx, f, host=host, pci=ev.pci_bus_id)
+        elif ev.kind in ("nccl_segfault", "segfault") and "nccl" in (ev.details.get("library") or ev.text).lower():
+            f = ctx.add("segfault", severity="error", category="application_error", interruption="soft",
+                        title=f"Segfault in libnccl ({ev.process}:{ev.pid}) on {host}", host=host, time=ev.time_utc,
+                        evidence=[evidence(file, ev.line, ev.text)],
+                        actions=["Check NCCL / driver / torch version compatibility; rerun with NCCL_DEBUG=INFO"])
+            place(ctx, f, host=host, pid=ev.pid)
+        elif ev.kind == "kernel_panic":
+            ctx.add("panic", severity="critical", category="node_lost", interruption="hard", hardware=True,
+                    title=f"Kernel panic on {host}", host=host, time=ev.time_utc,
+                    evidence=[evidence(file, ev.line, ev.text)],
+                    actions=["Drain the node; collect the crash dump / BMC SEL (`ipmitool sel list`)"])
+        elif ev.kind == "driver_mismatch":
+            ctx.add("driver-mismatch", severity="critical", category="driver_mismatch", interruption="hard",
+                    hardware=True, title=f"NVIDIA kernel module and user-space driver differ on {host}",
+                    host=host, time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)],
+                    actions=["Reinstall one driver version (kernel module and libraries) and reboot the node"])
+        elif ev.kind in ("gpu_reset_required", "gpu_init_failed"):
+            f = ctx.add("gpu-reset", severity="critical", category="gpu_fell_off_bus", role="context",
+                        hardware=True, title=f"GPU {ev.pci_bus_id} on {host}: {ev.kind.replace('_', ' ')}",
+                        host=host, time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)])
+            place(ctx, f, host=host, pci=ev.pci_bus_id)
+
+
+def _xid(ctx: Context, file, ev, host: str | None, by_gpu: dict) -> None:
+    code = ev.xid
+    info = xid_info(code) if code is not None else None
+    key = (host, ev.pci_bus_id)
+    earlier = by_gpu.setdefault(key, [])
+    same = next((f for f in earlier if f.id.startswith(f"xid{code}-") and _same_burst(f, host, ev.pci_bus_id,
+                                                                                      ev.time_utc)), None)
+    if same:
+        same.evidence.append(evidence(file, ev.line, ev.text))
+        return
+    interruption = info.interruption if info else "soft"
+    category = info.category if info and info.category != "none" else "application_error"
+    name = info.name if info else "unknown Xid"
+    f = ctx.add(f"xid{code}", severity=_SEVERITY.get(interruption, "error"), category=category,
+                interruption=interruption if interruption in ("hard", "soft") else None,
+                role="cause" if interruption in ("hard", "soft") else "context", hardware=True,
+                title=f"Xid {code} ({name}) on GPU {ev.pci_bus_id} of {host}", host=host, time=ev.time_utc,
+                evidence=[evidence(file, ev.line, ev.text)],
+                actions=[info.action] if info and info.action else ["Look the Xid up in NVIDIA's Xid catalog"])
+    place(ctx, f, host=host, pci=ev.pci_bus_id)
+    cause_xid = ev.details.get("caused_by_xid")
+    parent = None
+    if cause_xid is not None:
+        parent = next((p for p in reversed(earlier) if p.id.startswith(f"xid{cause_xid}-")), None)
+    if parent is None:  # a follow-up of a harder error on the same GPU (48 -> 63 -> 94)
+        parent = next((p for p in reversed(earlier) if p.interruption == "hard" and _near(p.time, f.time)), None)
+    if parent is not None and parent is not f:
+        f.caused_by, f.role = parent.id, "context"
+    earlier.append(f)
+
+
+def _fell_off(ctx: Context, file, ev, host, by_gpu: dict) -> None:
+    earlier = by_gpu.setdefault((host, ev.pci_bus_id), [])
+    same = next((f for f in earlier if f.category == "gpu_fell_off_bus" and (_near(f.time, ev.time_utc)
+                                                                            or f.time == ev.time_utc)), None)
+    if same:
+        same.evidence.append(evidence(file, ev.line, ev.text))
+        return
+    info = xid_info(79)
+    f = ctx.add("fell-off-bus", severity="critical", category="gpu_fell_off_bus", interruption="hard",
+                hardware=True, title=f"GPU {ev.pci_bus_id} of {host} fell off the bus", host=host, time=ev.time_utc,
+                evidence=[evidence(file, ev.line, ev.text)], actions=[info.action] if info else [])
+    place(ctx, f, host=host, pci=ev.pci_bus_id)
+    earlier.append(f)
+
+
+def _aer(ctx: Context, file, ev, host) -> None:
+    fatal = ev.details.get("severity") == "fatal" or ev.details.get("surprise_down")
+    for f in reversed(ctx.findings):
+        if f.id.startswith("aer-") and f.host == host and _near(f.time, ev.time_utc, 10):
+            f.evidence.append(evidence(file, ev.line, ev.text))
+            if fatal and f.role == "context":
+                f.role, f.severity, f.interruption = "cause", "critical", "hard"
+            return
+    f = ctx.add("aer", severity="critical" if fatal else "warning", category="gpu_fell_off_bus",
+                interruption="hard" if fatal else None, role="cause" if fatal else "context", hardware=True,
+                title=f"PCIe AER {ev.details.get('severity', '')} error at {ev.pci_bus_id} on {host}".replace("  ", " "),
+                host=host, time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)],
+                actions=["Reseat/replace the GPU, riser or PCIe switch on that path; check BMC logs"])
+    place(ctx, f, host=host, pci=ev.pci_bus_id)
+
+
+def _ib_link(ctx: Context, file, ev, host) -> None:
+    for f in reversed(ctx.findings):
+        if f.id.startswith("ib-link-") and f.host == host and _near(f.time, ev.time_utc, 300):
+            f.evidence.append(evidence(file, ev.line, ev.text))
+            return
+    ctx.add("ib-link", severity="critical", category="network_fabric", interruption="soft", hardware=True,
+            title=f"InfiniBand link lost on {host} ({ev.details.get('iface') or ev.details.get('reason') or 'HCA'})",
+            host=host, time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)],
+            actions=["Reseat or replace the cable/transceiver of that HCA port; check `ibstat` shows State: Active "
+                     "and Physical state: LinkUp before relaunch",
+                     "Drain the node until the port is Active (NCCL silently falls back to TCP sockets otherwise)"])

@@ -1,0 +1,139 @@
+"""Root-cause selection: the first abnormal event with a causal path to the interruption.
+
+1. Fold duplicates: the PCIe AER report just before a GPU falls off the bus, the "GPU is lost"
+   nvidia-smi snapshot, pending row remaps after an Xid 48 - all evidence of one GPU event, whose
+   time is the defining kernel event (the Xid), not the precursor.
+2. Collect the *suspects* that the symptoms point at (ranks that never arrived, peers that
+   vanished, the node whose job step could not be killed).
+3. A cause is *linked* when it sits on a suspect rank, GPU or host (or, with no pointers at all,
+   anywhere) and happened no later than the interruption.
+4. The root cause is the earliest linked cause; hardware evidence beats a job-side error on the
+   same GPU/rank within minutes (the job's CUDA error is how the Xid looked from inside).
+5. Everything else that is linked - and every symptom - gets ``caused_by`` the root.
+"""
+
+from __future__ import annotations
+
+from gpulib.diagnose.context import Context
+from gpulib.diagnose.model import Finding, Pointers
+from gpulib.parsers.logtime import seconds_between
+
+FOLD_S = 60  # precursors/duplicates within this many seconds belong to the same event
+HW_PREFERENCE_S = 600  # a hardware cause this close to a job-side one on the same GPU wins
+LATE_SLACK_S = 60
+
+
+def _close(a: str | None, b: str | None, limit: float) -> bool:
+    return bool(a and b) and abs(seconds_between(a, b)) <= limit
+
+
+def _same_gpu(a: Finding, b: Finding) -> bool:
+    if a.host and b.host and a.host != b.host:
+        return False
+    if a.gpu_pci and b.gpu_pci:
+        return a.gpu_pci == b.gpu_pci
+    return a.rank is not None and a.rank == b.rank
+
+
+def fold(ctx: Context) -> None:
+    """Merge precursors and after-the-fact snapshots into the GPU event they belong to."""
+    kernel_gpu = [f for f in ctx.findings if f.hardware and f.role == "cause" and f.id.startswith(("xid", "fell-off"))]
+    drop: set[str] = set()
+    for f in ctx.findings:
+        if f.id.startswith("aer-") and f.role == "cause":
+            target = next((g for g in kernel_gpu if g.host == f.host and g.category == "gpu_fell_off_bus"
+                           and g.time and f.time and 0 <= seconds_between(f.time, g.time) <= FOLD_S), None)
+            if target:
+                target.evidence = target.evidence[:1] + f.evidence + target.evidence[1:]
+                target.title += " (after a fatal PCIe AER on its upstream link)"
+                drop.add(f.id)
+        elif f.id.startswith(("gpu-lost-", "ecc-", "fell-off-bus-")) and f.id not in drop:
+            target = next((g for g in kernel_gpu if g is not f and g.category == f.category and _same_gpu(g, f)
+                           and (f.time is None or g.time is None or seconds_between(g.time, f.time) >= -FOLD_S)),
+                          None)
+            if target and (target.time or "") <= (f.time or "~"):
+                target.evidence.extend(f.evidence)
+                drop.add(f.id)
+    ctx.findings[:] = [f for f in ctx.findings if f.id not in drop]
+
+
+def suspects(ctx: Context) -> tuple[Pointers, Pointers]:
+    """(strong, weak) pointers gathered from every symptom."""
+    strong, weak = Pointers(), Pointers()
+    for f in ctx.findings:
+        if f.role == "context" or not f.pointers:
+            continue  # causes may point too: a transport mismatch blames the node that fell back
+        target = weak if f.id.startswith("torchrun-") else strong
+        target.ranks |= {r for r in f.pointers.ranks if r is not None}
+        target.hosts |= {h for h in f.pointers.hosts if h}
+        target.gpus |= f.pointers.gpus
+        for addr in f.pointers.peer_addrs:
+            host = ctx.ids.host_of_addr(addr)
+            if host:
+                target.hosts.add(host)
+    for ptr in (strong, weak):  # a suspect rank also makes its host and GPU suspect
+        for rank in list(ptr.ranks):
+            ref = ctx.ids.locate(rank=rank)
+            if ref.gpu_pci:
+                ptr.gpus.add((ref.host, ref.gpu_pci))
+    return strong, weak
+
+
+def _linked(f: Finding, ptr: Pointers) -> bool:
+    if not ptr:
+        return True
+    if f.rank is not None and f.rank in ptr.ranks:
+        return True
+    if f.gpu_pci and ((f.host, f.gpu_pci) in ptr.gpus or (None, f.gpu_pci) in ptr.gpus):
+        return True
+    if f.host and f.host in ptr.hosts:
+        return True
+    if f.host and f.gpu_pci is None and f.rank is None:  # a node-level cause on a suspect rank's node
+        return any(h == f.host for h, _ in ptr.gpus)
+    if f.host and any(h == f.host for h, _ in ptr.gpus) and f.gpu_pci is None:
+        return True
+    return False
+
+
+def choose(ctx: Context, interrupted_at: str | None) -> Finding | None:
+    causes = [f for f in ctx.findings if f.role == "cause" and f.interruption in ("hard", "soft")]
+    if interrupted_at:
+        causes = [f for f in causes if not f.time or seconds_between(f.time, interrupted_at) >= -LATE_SLACK_S]
+    strong, weak = suspects(ctx)
+    linked = [f for f in causes if _linked(f, strong)] if strong else []
+    if not linked and weak:
+        linked = [f for f in causes if _linked(f, weak)]
+    if not linked and not strong:
+        linked = causes
+    if not linked:
+        return None
+    timed = sorted((f for f in linked if f.time), key=lambda f: (f.time, not f.hardware))
+    root = timed[0] if timed else linked[0]
+    if not root.hardware:
+        better = [f for f in linked if f.hardware and f.time and root.time and _same_place(f, root)
+                  and _close(f.time, root.time, HW_PREFERENCE_S if root.time_approx else 5)]
+        if better:
+            root = min(better, key=lambda f: f.time)
+    return root
+
+
+def _same_place(a: Finding, b: Finding) -> bool:
+    if _same_gpu(a, b):
+        return True
+    return a.host is not None and a.host == b.host and (a.gpu_pci is None or b.gpu_pci is None)
+
+
+def chain(ctx: Context, root: Finding) -> None:
+    """Point every symptom, and every later cause at the same place, to the root."""
+    for f in ctx.findings:
+        if f is root or f.caused_by:
+            continue
+        if f.role == "symptom":
+            f.caused_by = root.id
+            if f.category in ("application_error", "network_fabric") and f.id.startswith(
+                    ("nccl-timeout", "watchdog-stuck", "nccl-error", "nccl-net", "torchrun", "straggler", "eval-lag",
+                     "hung-task", "kill-failed", "gpu-idle", "sigkill")):
+                f.category = root.category
+        elif f.role == "cause" and _same_place(f, root) and (f.time or "~") >= (root.time or ""):
+            f.caused_by = root.id
+            f.role = "symptom" if not f.hardware else "context"
