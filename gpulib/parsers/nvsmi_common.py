@@ -246,9 +246,14 @@ def merge_lost(states: list[GpuState], lost: list[GpuState]) -> list[GpuState]:
 
 def header_fields(timestamp: str | None, driver: str | None, cuda: str | None, tz: str | None) -> dict:
     captured_at, note = units.parse_time(timestamp, tz)
+
+    def version(text: str | None) -> str | None:  # 610+: "610.62 [Deprecated; ... Use KMD Version instead]"
+        value = units.text_value(text)
+        return value.split()[0] if value else None
+
     return {
-        "driver_version": units.text_value(driver),
-        "cuda_version": units.text_value(cuda),
+        "driver_version": version(driver),
+        "cuda_version": version(cuda),
         "captured_at": captured_at,
         "time_note": note,
     }

@@ -105,8 +105,9 @@ def parse(text: str, source: str = "<text>", *, tz: str | None = None) -> ParseR
             continue
         m = _GPU_HEADER.match(line)
         if m:
-            header = header_fields(raw_header.get("timestamp"), raw_header.get("driver_version"),
-                                   raw_header.get("cuda_version"), tz)
+            header = header_fields(raw_header.get("timestamp"),
+                                   raw_header.get("kmd_version") or raw_header.get("driver_version"),
+                                   raw_header.get("cuda_umd_version") or raw_header.get("cuda_version"), tz)
             block = _Block(m["pci"], number, index, header)
             blocks.append(block)
             index += 1

@@ -29,7 +29,9 @@ from gpulib.parsers.nvsmi_common import HANDLE_ERROR, header_fields, lost_gpus, 
 
 KIND = "nvidia_smi_table"
 
-_BANNER = re.compile(r"\|\s*NVIDIA-SMI\s+(?P<smi>\S+)\s+Driver Version:\s*(?P<driver>\S+)\s+CUDA Version:\s*(?P<cuda>\S+)")
+_BANNER = re.compile(
+    r"\|\s*NVIDIA-SMI\s+(?P<smi>\S+)\s+(?:Driver|KMD) Version:\s*(?P<driver>\S+)\s+CUDA(?: UMD)? Version:\s*(?P<cuda>\S+)"
+)
 _PCI = re.compile(r"^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]$")
 _PROCESS = re.compile(
     r"^\|\s*(?P<gpu>\d+)\s+(?:(?P<gi>\S+)\s+(?P<ci>\S+)\s+)?(?P<pid>\d+)\s+(?P<type>C\+G|C|G|M|M\+C)\s+"

@@ -171,3 +171,9 @@ def test_looks_like_does_not_claim_other_kinds(recorded):
     q = read_head(recorded / "nvidia-smi/thamada/A100SXMx4__nvidia-smi-q.txt")
     assert nvsmi_query.looks_like(q) and not nvsmi_query.looks_like(table) and not nvsmi_query.looks_like(xml)
     assert nvsmi_xml.looks_like(xml) and not nvsmi_xml.looks_like(q)
+
+
+def test_610_driver_renames_versions(recorded):
+    path = recorded / "nvidia-smi/exporter-captures-split/windows-x86_64__nvidia-geforce-rtx-2080-super__610.62/idle_query_q.txt"
+    gpu = _parse(path).records[0]
+    assert (gpu.driver_version, gpu.cuda_version) == ("610.62", "13.3")

@@ -15,7 +15,7 @@ def _parse(path):
 def test_every_recorded_table_parses(recorded, incidents):
     files = [p for p in list(recorded.rglob("*")) + list(incidents.glob("*/input/**/*"))
              if p.is_file() and nvsmi_table.looks_like(read_head(p))]
-    assert len(files) == 30
+    assert len(files) == 34  # incl. the 610 drivers' 'KMD Version' banner
     for path in files:
         result = _parse(path)
         assert result.records and result.problems == [], (path, result.problems)
@@ -104,3 +104,9 @@ def test_looks_like_does_not_claim_other_kinds(recorded):
     q = read_head(recorded / "nvidia-smi/thamada/A100SXMx4__nvidia-smi-q.txt")
     assert nvsmi_table.looks_like(table) and not nvsmi_table.looks_like(q) and not nvsmi_table.looks_like(xml)
     assert not nvsmi_query.looks_like(table) and not nvsmi_xml.looks_like(table)
+
+
+def test_610_kmd_banner(recorded):
+    path = recorded / "nvidia-smi/exporter-captures-split/linux-x86_64__nvidia-geforce-rtx-2080-super__610.57.04/load_nvidia_smi_default_table.txt"
+    gpu = _parse(path).records[0]
+    assert (gpu.driver_version, gpu.cuda_version, gpu.index) == ("610.57.04", "13.3", 0)
