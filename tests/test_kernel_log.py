@@ -278,3 +278,53 @@ def test_streaming_across_chunk_edges_gives_the_same_events(incidents, tmp_path,
     monkeypatch.setattr(kernel_log, "_CHUNK_BYTES", 4096)
     chunked = [e.to_dict() for e in parse_file(path).records]
     assert [(e["line"], e["kind"], e["pid"]) for e in chunked] == [(e["line"], e["kind"], e["pid"]) for e in whole]
+
+
+def test_other_journal_and_syslog_layouts():
+    text = ("Tue 2025-03-11 03:12:07 UTC gpu-node-3 kernel: NVRM: Xid (PCI:0000:ab:00): 79, pid='<unknown>', "
+            "name=<unknown>, GPU has fallen off the bus.\n"
+            "[171167.620236] gpu-node-3 kernel: NVRM: Xid (PCI:0000:ab:00): 45, pid=7, name=python, Ch 00000008\n"
+            "Mar 11 03:12:09 gpu-node-3 kernel: [ 4242.123456] pcieport 0000:a8:02.0: AER: Uncorrected (Fatal) "
+            "error received: 0000:a8:02.0\n")
+    short_full, monotonic, kern_log = parse(text, year=2025, boot_time="2025-03-09T03:12:07Z").records
+    assert (short_full.time_utc, short_full.host, short_full.xid) == ("2025-03-11T03:12:07Z", "gpu-node-3", 79)
+    assert "time_assumption" not in short_full.details
+    assert monotonic.host == "gpu-node-3" and monotonic.xid == 45
+    assert kern_log.kind == "aer" and kern_log.pci_bus_id == "0000:a8:02.0"  # inner "[ 4242.1]" clock dropped
+    assert kern_log.time_utc == "2025-03-11T03:12:09Z"
+
+
+def test_journal_header_in_another_zone_is_said():
+    text = ("-- Journal begins at Mon 2025-05-26 09:14:02 CEST, ends at Wed 2025-06-11 21:31:07 CEST. --\n"
+            "Jun 11 21:04:45 n1 kernel: Out of memory: Killed process 77 (python) anon-rss:100kB\n")
+    (kill,) = parse(text).records
+    assert kill.time_utc == "2025-06-11T21:04:45Z" and "CEST" in kill.details["time_assumption"]
+    assert "no year" not in kill.details["time_assumption"]  # the header gave the year
+    (berlin,) = parse(text, tz="Europe/Berlin").records
+    assert berlin.time_utc == "2025-06-11T19:04:45Z"
+
+
+def test_application_logs_are_not_taken_for_kernel_logs():
+    python_logging = "\n".join(f"2025-04-22 12:48:{i:02d},123 INFO trainer: step {i} loss 1.0" for i in range(50))
+    assert not looks_like(python_logging)
+    torchrun = "\n".join(f"[rank{i}]:[W422 12:48:30.123] Watchdog caught collective operation timeout" for i in range(8))
+    assert not looks_like(torchrun)
+
+
+def test_mutated_real_lines_never_raise(recorded, incidents):
+    import random
+
+    rng = random.Random(20250311)
+    lines = [line for path in kernel_files(recorded, incidents)
+             for line in path.read_text(encoding="utf-8", errors="replace").splitlines()
+             if any(anchor in line for anchor in ("Xid", "AER", "oom", "carrier", "blocked", "limited by",
+                                                  "segfault", "SXid", "Port module"))]
+    assert len(lines) > 100
+    for _ in range(300):
+        line = rng.choice(lines)
+        cut = rng.randrange(len(line) + 1)
+        mutated = rng.choice([line[:cut], line[cut:], line[:cut] + "\ufffd\x7f" + line[cut:],
+                              line.replace(" ", "", rng.randrange(4)), line[:cut] + line[cut:].upper()])
+        result = parse(mutated + "\n" + rng.choice(lines), "fuzz", boot_time=rng.choice([None, "junk", "0"]))
+        assert all(isinstance(e.details, dict) for e in result.records)
+        assert not any("could not read line" in p.message for p in result.problems), (mutated, result.problems)

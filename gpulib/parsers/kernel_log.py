@@ -88,15 +88,26 @@ class KernelEvent:
 # character, so the anchors are split: one alternation of literals that start with an upper-case
 # letter (one C-speed pass), plus a few lower-case literals found with str.find (one pass each).
 # Every line that holds an anchor is then classified by _TRIGGER, which only sees candidate lines.
-_UPPER_ANCHORS = re.compile("|".join(re.escape(a) for a in (
+UPPER_ANCHORS = (
     "NVRM", "SXid", "NVSwitch", "AER", "PCIe Bus Error", "Surprise Down", "DPC: containment", "API mismatch",
     "RmInitAdapter", "GPU Reset", "Kill process", "Killed process", "TCP: out of memory", "INFO: task",
     "Link ", "Port module event", "PORT_", "GT/s PCIe", "Hardware Error", "Machine ", "EDAC MC",
     "Kernel panic", "BUG: ", "Oops: ", "LOCKUP", "I/O error", "VFS: file-max", "Core temperature",
     "Package temperature", "Detected insufficient", "Linux version", "Journal begins", "Logs begin",
     "Boot ", "Reboot",
-)))
-_LOWER_ANCHORS = ("oom-kill", "carrier", "segfault", "general protection", "peermem", "allocation failure",
+)
+
+
+def _first_letter_alternation(literals: tuple[str, ...]) -> re.Pattern:
+    """``N(?:VRM|VSwitch)|S(?:Xid|...)|...``: one branch per first letter is ~20% faster than a flat list."""
+    groups: dict[str, list[str]] = {}
+    for literal in literals:
+        groups.setdefault(literal[0], []).append(re.escape(literal[1:]))
+    return re.compile("|".join(f"{re.escape(first)}(?:{'|'.join(rest)})" for first, rest in groups.items()))
+
+
+_UPPER_ANCHORS = _first_letter_alternation(UPPER_ANCHORS)
+LOWER_ANCHORS = ("oom-kill", "carrier", "segfault", "general protection", "peermem", "allocation failure",
                   "not responding", "fallen off")
 
 _TRIGGER = re.compile("|".join(f"(?P<{name}>{pattern})" for name, pattern in (
@@ -123,7 +134,7 @@ _TRIGGER = re.compile("|".join(f"(?P<{name}>{pattern})" for name, pattern in (
 def candidate_offsets(text: str) -> list[int]:
     """Offsets of every anchor hit in ``text``, sorted (the cheap pass over the whole text)."""
     hits = {m.start() for m in _UPPER_ANCHORS.finditer(text)}
-    for literal in _LOWER_ANCHORS:
+    for literal in LOWER_ANCHORS:
         pos = text.find(literal)
         while pos >= 0:
             hits.add(pos)
@@ -186,6 +197,7 @@ class _Scanner:
         self.year = year
         self.year_source = "given" if year else None
         self.last_month = 0
+        self.zone_hint = ""  # zone abbreviation printed by journalctl's header, when not UTC
         self.pending_constraint: KernelEvent | None = None
         self.xid_pcis: set[str] = set()
 
@@ -195,7 +207,7 @@ class _Scanner:
             return to_utc_iso(p.wall)
         if p.clock == "local":
             if self.zone_assumed:
-                details["time_assumption"] = f"{p.fmt} carries no zone; assumed UTC (pass tz=)"
+                details["time_assumption"] = f"{p.fmt} carries no zone; {self._zone_note()}"
             return to_utc_iso(p.wall.replace(tzinfo=self.zone))
         if p.clock == "boot":
             details["uptime_s"] = p.uptime_s
@@ -213,7 +225,7 @@ class _Scanner:
             if self.year_source != "given" and self.year_source != "journal header":
                 notes.append(f"syslog timestamp has no year; {self.year_source} {self.year}")
             if self.zone_assumed:
-                notes.append("syslog timestamp carries no zone; assumed UTC (pass tz=)")
+                notes.append(f"syslog timestamp carries no zone; {self._zone_note()}")
             if notes:
                 details["time_assumption"] = "; ".join(notes)
             try:
@@ -225,6 +237,11 @@ class _Scanner:
                 details["time_assumption"] += f" (date would be in the future: used {self.year - 1})"
             return to_utc_iso(moment)
         return None
+
+    def _zone_note(self) -> str:
+        if self.zone_hint:
+            return f"the journal header says {self.zone_hint}, which is ambiguous; assumed UTC (pass tz=)"
+        return "assumed UTC (pass tz=)"
 
     # --- scanning ---------------------------------------------------------------------------
     def feed(self, text: str, first_line: int = 1) -> None:
@@ -239,7 +256,7 @@ class _Scanner:
             end = text.find("\n", hit)
             end = len(text) if end < 0 else end
             skip_to = end + 1  # one event per line at most
-            m = _TRIGGER.search(text, start, end)
+            m = _TRIGGER.search(text, start, min(end, start + _MAX_MESSAGE))
             if not m:
                 continue
             line_no += text.count("\n", counted_to, start)
@@ -625,6 +642,8 @@ class _Scanner:
                     self.year, self.year_source = header[0], "journal header"
                 if header[1] in ("UTC", "GMT") and self.zone_assumed:
                     self.zone_assumed = False  # the journal printed its times in UTC
+                elif self.zone_assumed:
+                    self.zone_hint = header[1]
             elif raw.startswith(("-- Boot", "-- Reboot")):
                 self.events.append(KernelEvent(line=line_no, time_utc=None, host=None, kind="boot",
                                                text=raw, details={"marker": raw.strip("- ")}))

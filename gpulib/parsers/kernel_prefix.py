@@ -42,10 +42,14 @@ _MONO = re.compile(r"\[ *(\d+)\.(\d+)\] ?")
 _FM = re.compile(rf"\[({_MON}) +(\d{{1,2}}) (\d{{4}}) (\d\d):(\d\d):(\d\d)\] ?")
 _ISO = re.compile(
     r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:([.,])(\d{1,9}))?(Z|[+-]\d\d:?\d\d)? ?")
+# dmesg --time-format=iso is exactly this shape (comma, microseconds, offset with a colon)
+_DMESG_ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d{6}[+-]\d\d:\d\d ")
+# journalctl -o short-full: "Tue 2025-03-11 03:12:07 UTC host kernel: ..."
+_FULL = re.compile(r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.\d+)? (\S+) ")
 _KMSG = re.compile(r"(\d{1,3}),(\d+),(\d+),[^;]*;")
 _SYSLOG = re.compile(rf"({_MON}) +(\d{{1,2}}) (\d\d):(\d\d):(\d\d)(?:\.\d+)? ")
 # "host ident[pid]: " after a journal/syslog timestamp
-_HOST_IDENT = re.compile(r"([^\s\[\]:]+) ([^\s\[\]:]+)(?:\[(\d+)\])?: ?")
+_HOST_IDENT = re.compile(r"([^\s\[\]:]+) ([^\s\[\]:]+)(?:\[(\d+)\])?:(?: |$)")
 _JOURNAL_HEADER = re.compile(
     r"-- (?:Journal begins|Logs begin) at \w+ (\d{4})-(\d\d)-(\d\d) [\d:]+ (\S+?),")
 
@@ -94,7 +98,11 @@ def split_prefix(line: str) -> Prefix:
             return Prefix("local", line[m.end():], wall=wall, fmt=fmt_outer + "dmesg -T")
         m = _MONO.match(line, pos)
         if m:
-            return Prefix("boot", line[m.end():], uptime_s=float(f"{m[1]}.{m[2]}"), fmt=fmt_outer + "dmesg")
+            rest, host = line[m.end():], None
+            h = _HOST_IDENT.match(rest)
+            if h and h[2] == "kernel":  # journalctl -o short-monotonic
+                rest, host = rest[h.end():], h[1]
+            return Prefix("boot", rest, uptime_s=float(f"{m[1]}.{m[2]}"), host=host, fmt=fmt_outer + "dmesg")
         m = _FM.match(line, pos)
         if m:
             mon, day, year, hh, mi, ss = m.groups()
@@ -112,17 +120,32 @@ def split_prefix(line: str) -> Prefix:
             if off:
                 wall = wall.replace(tzinfo=_offset(off))
             rest = line[m.end():]
-            if sep == ",":  # dmesg --time-format=iso always uses a comma; no host field
-                return Prefix("wall" if off else "local", rest, wall=wall, fmt=fmt_outer + "dmesg --time-format=iso")
-            h = _HOST_IDENT.match(rest)
+            if _DMESG_ISO.match(line, pos):  # no host field in dmesg output
+                return Prefix("wall", rest, wall=wall, fmt=fmt_outer + "dmesg --time-format=iso")
+            # journal short-iso / rsyslog RFC 3339: 'T', dot fraction, an offset, then "host ident:"
+            h = _HOST_IDENT.match(rest) if off and sep != "," and line[pos + 10] == "T" else None
             if h:
-                return Prefix("wall" if off else "local", rest[h.end():], wall=wall, host=h[1],
+                return Prefix("wall", _strip_mono(rest[h.end():]), wall=wall, host=h[1],
                               ident=h[2], fmt="journal short-iso")
             return Prefix("wall" if off else "local", rest, wall=wall, fmt="iso")
         m = _KMSG.match(line, pos)
         if m:
             return Prefix("boot", line[m.end():], uptime_s=int(m[3]) / 1e6, fmt="/dev/kmsg")
     else:
+        m = _FULL.match(line, pos)
+        if m:
+            y, mo, d, hh, mi, ss, zone = m.groups()
+            rest = line[m.end():]
+            h = _HOST_IDENT.match(rest)
+            if h:
+                try:
+                    wall = datetime(int(y), int(mo), int(d), int(hh), int(mi), int(ss))
+                except ValueError:
+                    return Prefix("none", line)
+                utc = zone in ("UTC", "GMT")
+                return Prefix("wall" if utc else "local", _strip_mono(rest[h.end():]),
+                              wall=wall.replace(tzinfo=timezone.utc) if utc else wall, host=h[1], ident=h[2],
+                              fmt=f"journal short-full ({zone})")
         m = _SYSLOG.match(line, pos)
         if m:
             mon, day, hh, mi, ss = m.groups()
@@ -130,12 +153,21 @@ def split_prefix(line: str) -> Prefix:
             h = _HOST_IDENT.match(rest)
             host = ident = None
             if h:
-                rest, host, ident = rest[h.end():], h[1], h[2]
+                rest, host, ident = _strip_mono(rest[h.end():]), h[1], h[2]
             return Prefix("syslog", rest, month=MONTHS[mon], day=int(day),
                           hms=(int(hh), int(mi), int(ss)), host=host, ident=ident, fmt="syslog")
     if fmt_outer or pos:
         return Prefix("none", line[pos:], fmt=fmt_outer.strip() or "printk")
     return Prefix("none", line)
+
+
+def _strip_mono(message: str) -> str:
+    """kern.log lines repeat the dmesg clock after the syslog prefix: drop it from the message."""
+    if message.startswith("["):
+        m = _MONO.match(message)
+        if m:
+            return message[m.end():]
+    return message
 
 
 def parse_zone(name: str | None) -> tzinfo | None:
