@@ -168,8 +168,11 @@ def _checkpoints(inputs: Inputs) -> dict:
         return {"resume_from": None, "rejected": []}
     try:
         from gpulib.checkpoints import find_latest
-    except ImportError:
-        return {"resume_from": None, "rejected": [], "note": "checkpoint inspector not available"}
+    except ImportError:  # older layout: the function lives in its module only
+        try:
+            from gpulib.checkpoints.latest import find_latest
+        except ImportError:
+            return {"resume_from": None, "rejected": [], "note": "checkpoint inspector not available"}
     roots: dict[Path, list[Path]] = {}
     for root, folder in inputs.checkpoint_dirs:
         roots.setdefault(root, []).append(folder)

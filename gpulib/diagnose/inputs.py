@@ -106,12 +106,16 @@ def _read_head(path: Path) -> tuple[bytes, Problem | None]:
 
 
 def _is_checkpoint(path: Path) -> bool:
+    """Model state, or the small metadata beside it (sidecar JSON, ``latest``, ``.tmp`` markers)."""
     name = path.name.lower()
     if name.endswith(CHECKPOINT_SUFFIXES) and not name.endswith((".log.tmp", ".txt.tmp")):
         return True
-    siblings = path.parent
-    return name == "latest" and any(s.suffix in (".pt", ".pth", ".safetensors", ".distcp") or s.is_dir()
-                                    for s in siblings.iterdir() if s != path)
+    if not (name == "latest" or name.endswith((".json", ".yaml", ".metadata")) or "." not in name):
+        return False
+    try:
+        return any(s.name.lower().endswith(CHECKPOINT_SUFFIXES[:6]) for s in path.parent.iterdir())
+    except OSError:
+        return False
 
 
 def _parse(f: InputFile, tz: str | None) -> None:

@@ -134,6 +134,7 @@ def chain(ctx: Context, root: Finding) -> None:
                     ("nccl-timeout", "watchdog-stuck", "nccl-error", "nccl-net", "torchrun", "straggler", "eval-lag",
                      "hung-task", "kill-failed", "gpu-idle", "sigkill")):
                 f.category = root.category
-        elif f.role == "cause" and _same_place(f, root) and (f.time or "~") >= (root.time or ""):
+        elif f.role == "cause" and _same_place(f, root) and (
+                (f.time or "~") >= (root.time or "") or (f.time_approx and _close(f.time, root.time, HW_PREFERENCE_S))):
             f.caused_by = root.id
             f.role = "symptom" if not f.hardware else "context"
