@@ -64,21 +64,26 @@ def plan(logs: list[Path], checkpoints: Path | None, sample_seconds: int, prev_b
 def collect(out: str | Path, logs: list[str | Path] = (), checkpoints: str | Path | None = None, sample_seconds: int = 0,
             prev_boot: bool = False, prometheus: PrometheusQuery | None = None, timeout_scale: float = 1.0,
             host: str | None = None, log_cap_bytes: int = files.LOG_CAP_BYTES,
-            collector_timeouts: dict[str, float] | None = None, command_line: list[str] | None = None) -> Path:
+            collector_timeouts: dict[str, float] | None = None, only: list[str] | None = None,
+            command_line: list[str] | None = None) -> Path:
     """Capture this host into a bundle and return its path.
 
     ``prometheus`` says which DCGM metrics to pull for which window; ``timeout_scale`` multiplies
     every collector's timeout (raise it on a node known to be slow); ``collector_timeouts``
-    sets single ones in seconds (``{"ipmitool-sdr": 120}`` for a BMC that answers slowly).
+    sets single ones in seconds (``{"ipmitool-sdr": 120}`` for a BMC that answers slowly);
+    ``only`` keeps just the named collectors (``["prometheus"]`` to pull DCGM history from anywhere).
     """
     host = host or this_host()
     collectors = plan([Path(p) for p in logs], Path(checkpoints) if checkpoints is not None else None,
                       sample_seconds, prev_boot, prometheus, log_cap_bytes)
     by_name = {c.name: c for c in collectors}
-    for name, seconds in (collector_timeouts or {}).items():
+    for name in [*(collector_timeouts or {}), *(only or [])]:
         if name not in by_name:
             raise InputError(f"no collector named {name!r} in this capture", hint=f"one of: {', '.join(by_name)}")
+    for name, seconds in (collector_timeouts or {}).items():
         by_name[name].timeout_s = seconds
+    if only:
+        collectors = [c for c in collectors if c.name in only]
     writer = BundleWriter(bundle_path(out, host), host=host,
                           command_line=command_line if command_line is not None else list(sys.argv))
     provenance = run_collectors(writer, collectors, timeout_scale)

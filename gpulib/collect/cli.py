@@ -48,7 +48,7 @@ def _collect(args) -> int:
     root = collect(
         args.out, logs=args.logs, checkpoints=args.checkpoints, sample_seconds=args.sample_seconds,
         prev_boot=args.prev_boot, prometheus=prometheus, timeout_scale=args.timeout_scale, host=args.host,
-        log_cap_bytes=args.log_cap_mib << 20, collector_timeouts=dict(args.collector_timeout), command_line=["gpulib", *sys.argv[1:]],
+        log_cap_bytes=args.log_cap_mib << 20, collector_timeouts=dict(args.collector_timeout), only=args.only, command_line=["gpulib", *sys.argv[1:]],
     )
     print("\n".join(summary_lines(root)))
     return 0
@@ -87,6 +87,8 @@ def register(subparsers) -> None:
                    help="multiply every collector's timeout by F (e.g. 3 on a slow node)")
     c.add_argument("--collector-timeout", type=_name_seconds, action="append", default=[], metavar="NAME=S",
                    help="set one collector's timeout in seconds (names as in the summary), e.g. ipmitool-sdr=120")
+    c.add_argument("--only", nargs="+", action="extend", metavar="NAME",
+                   help="run only these collectors, e.g. --only prometheus (names as in the summary)")
     c.add_argument("--host", help="host name for the bundle and %%h (default: this machine's hostname; "
                                   "in Kubernetes pass the node name)")
     c.set_defaults(func=_collect)
