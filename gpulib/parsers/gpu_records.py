@@ -124,6 +124,7 @@ class GpuState:
     lost: bool = False  # "GPU is lost", "Unable to determine the device handle", ERR! everywhere
     lost_reason: str | None = None
     mig_enabled: bool | None = None
+    fan_pct: float | None = None  # None on passively cooled boards (A100/H100) and on ERR!
     temp_c: float | None = None
     temp_memory_c: float | None = None
     temp_slowdown_c: float | None = None

@@ -42,6 +42,7 @@ FIELDS: dict[str, tuple[Callable, tuple[str, ...]]] = {
     "serial": (_TEXT, ("serial_number", "serial")),
     "minor_number": (_INT, ("minor_number",)),
     "mig_enabled": (_FLAG, ("mig_mode/current", "mig_mode/current_mig")),
+    "fan_pct": (_NUM, ("fan_speed",)),
     "temp_c": (_NUM, ("temperature/gpu_current_temp", "temperature/gpu_temp")),
     "temp_memory_c": (_NUM, ("temperature/memory_current_temp", "temperature/memory_temp")),
     "temp_shutdown_c": (_NUM, ("temperature/gpu_shutdown_temp", "temperature/gpu_temp_max_threshold")),

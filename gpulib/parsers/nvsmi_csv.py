@@ -50,6 +50,7 @@ COLUMNS: dict[str, tuple[str, object]] = {
     "serial": ("serial", _TEXT),
     "driver_version": ("driver_version", _TEXT),
     "hostname": ("host", _TEXT),
+    "fan.speed": ("fan_pct", _NUM),
     "temperature.gpu": ("temp_c", _NUM),
     "temperature.memory": ("temp_memory_c", _NUM),
     "temperature.gpu.tlimit": ("temp_tlimit_margin_c", _NUM),

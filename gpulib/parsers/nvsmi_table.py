@@ -103,6 +103,7 @@ def _readings(state: GpuState, cells: list[str], problems: list[Problem], source
     left = cells[0].split()
     errors = 0
     if len(left) >= 3:
+        state.fan_pct = _safe(units.number, left[0], problems, source, f"{who} fan", number)
         errors += left[1] == "ERR!"
         state.temp_c = _safe(units.number, left[1], problems, source, f"{who} temp", number)
         power = " ".join(left[3:]).split("/")

@@ -25,6 +25,7 @@ def test_err_fan_is_none_and_truncated_name_kept(recorded):
     result = _parse(recorded / "nvidia-smi/gpud/nvidia-smi.525.125.06.out.0.valid")
     gpu = result.records[0]
     assert gpu.name == "NVIDIA GeForce ..."
+    assert gpu.fan_pct is None  # the Fan column reads ERR!
     assert gpu.temp_c == 38 and gpu.power_draw_w == 49 and gpu.power_limit_w == 450
     assert gpu.mem_used_mib == 2021 and gpu.mem_total_mib == 23028
     assert not gpu.lost  # one ERR! (the fan) is a failed reading, not a lost GPU
@@ -35,6 +36,7 @@ def test_h100_eight_gpus(recorded):
     result = _parse(recorded / "nvidia-smi/gpud/nvidia-smi.550.90.07.out.0.valid")
     assert [s.index for s in result.records] == list(range(8))
     assert result.records[0].power_draw_w == 72 and result.records[0].power_limit_w == 700
+    assert result.records[0].fan_pct is None  # N/A: no fan on an SXM board
 
 
 def test_processes_of_the_oom_incident(incidents):
@@ -54,6 +56,7 @@ def test_windows_processes_without_memory(recorded):
     assert len(gpu.processes) == 12
     assert gpu.processes[0].name == r"C:\Windows\System32\dwm.exe" and gpu.processes[0].used_mib is None
     assert gpu.processes[0].type == "C+G"
+    assert gpu.fan_pct == 38
 
 
 def test_mig_table(recorded):

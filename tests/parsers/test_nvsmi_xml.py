@@ -50,7 +50,7 @@ def test_v13_counters_and_tlimit(recorded):
     assert gpu.temp_tlimit_margin_c == 49 and gpu.temp_shutdown_tlimit_c == -7
     assert gpu.temp_slowdown_tlimit_c == -2
     assert gpu.power_draw_w == 8.81 and gpu.power_limit_w == 70
-    assert gpu.throttle_reasons == ["gpu_idle"]
+    assert gpu.throttle_reasons == ["gpu_idle"] and gpu.fan_pct == 30
     assert gpu.cuda_version == "13.2"
 
 
