@@ -16,8 +16,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m ipykernel install --prefix $(VENV) --name python3 >/dev/null
 	touch $(STAMP)
 
+# The bundled Xid 79 incident: its verdict is exit 2 (critical findings); only exit 3 (the run
+# itself failed) fails `make demo`. The last lines printed say where the HTML report is.
+DEMO_EVIDENCE ?= examples/incident-xid79
 demo: $(STAMP)
-	$(BIN)/gpulib demo
+	@$(BIN)/gpulib run incident --evidence $(DEMO_EVIDENCE); code=$$?; \
+	if [ $$code -ge 3 ]; then exit $$code; fi; \
+	echo "demo: exit $$code is the incident's verdict (0 healthy, 1 warnings, 2 critical); open the report above in a browser"
 
 test: $(STAMP)
 	$(BIN)/ruff check gpulib tests benchmarks

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -181,6 +182,25 @@ class NotebookParameter:
         return _alternatives(self.type_name) if self.type_name else None
 
 
+_ASSIGNMENT = re.compile(r"^\s*(?P<name>[A-Za-z_]\w*)\s*(?::[^=]*)?=")
+
+
+def unparsable_parameters(notebook: Path) -> dict[str, str]:
+    """Parameter lines papermill skips: it ignores any line with more than one ``=``, so
+    ``host: str = ""  # (empty = all)`` silently makes ``host`` unknown to inspect_notebook."""
+    import nbformat
+
+    lines = {}
+    for cell in nbformat.read(str(notebook), as_version=4).cells:
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            for line in cell.source.splitlines():
+                match = _ASSIGNMENT.match(line)
+                if match and line.count("=") > 1:
+                    lines[match["name"]] = line.strip()
+            break
+    return lines
+
+
 def inspect_parameters(notebook: Path) -> dict[str, NotebookParameter]:
     import papermill
 
@@ -309,6 +329,15 @@ def resolve_parameters(spec: RunbookSpec, cli: dict[str, str] | None = None,
             if name in RUNNER_PARAMETERS:
                 raise RunbookError(f"{source}: '{name}' is set by the runner, not by you", path=str(spec.path))
             if name not in known:
+                for step in spec.steps:
+                    line = unparsable_parameters(step.notebook).get(name)
+                    if line:
+                        raise RunbookError(
+                            f"parameter '{name}' is declared, but papermill cannot parse its line: {line!r}",
+                            path=str(step.notebook),
+                            hint="papermill skips parameter lines with more than one '='; "
+                            "remove the '=' from the comment",
+                        )
                 close = difflib.get_close_matches(name, known, n=1)
                 raise RunbookError(
                     f"unknown parameter '{name}' ({source}): no notebook of runbook {spec.name} declares it",

@@ -124,3 +124,14 @@ def test_assignments_need_an_equals_sign():
     assert parse_assignments(["evidence=/a=b", "n=1"]) == {"evidence": "/a=b", "n": "1"}
     with pytest.raises(RunbookError, match="expected key=value"):
         parse_assignments(["count"])
+
+
+def test_a_parameter_papermill_cannot_parse_is_explained(tmp_path, write_runbook):
+    nb = json.loads((NOTEBOOKS / "ok.ipynb").read_text())
+    nb["cells"][1]["source"] += 'host: str = ""  # only this host (empty = all)\n'
+    (tmp_path / "nb").mkdir()
+    (tmp_path / "nb" / "hosts.ipynb").write_text(json.dumps(nb))
+    spec = load_runbook(write_runbook(["hosts"], notebook_dir=str(tmp_path / "nb")))
+    with pytest.raises(RunbookError, match="'host' is declared, but papermill cannot parse its line") as err:
+        resolve_parameters(spec, cli={"host": "node-b"})
+    assert "more than one '='" in str(err.value)
