@@ -328,3 +328,63 @@ def test_mutated_real_lines_never_raise(recorded, incidents):
         result = parse(mutated + "\n" + rng.choice(lines), "fuzz", boot_time=rng.choice([None, "junk", "0"]))
         assert all(isinstance(e.details, dict) for e in result.records)
         assert not any("could not read line" in p.message for p in result.problems), (mutated, result.problems)
+
+
+def test_looks_like_claims_the_kernel_logs_of_the_corpus_and_nothing_else(recorded, incidents):
+    from gpulib.parsers.base import read_text
+
+    others = [p for p in sorted(recorded.rglob("*")) + sorted(incidents.rglob("*"))
+              if p.is_file() and "kernel" not in p.relative_to(recorded.parent).parts]
+    claimed = set()
+    for path in others:
+        text, _ = read_text(path, cap_bytes=1024 * 1024)
+        result = parse(text, str(path))  # survives every foreign file too
+        assert all(e.kind for e in result.records)
+        if looks_like(text[:8192]):
+            claimed.add(path.name)
+    assert claimed == {"dmesg_T.txt", "journalctl-k_2025-06-11.txt", "journalctl_2200-2320.txt", "dmesg_iso.txt",
+                       "dmesg-T.txt", "0flap_syslog", "1dev_6flap_syslog"}
+    assert looks_like("NVRM: Xid (PCI:0000:ab:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n")
+
+
+def test_machine_check_and_edac_reports():
+    text = ("[ 1234.500000] mce: [Hardware Error]: Machine check events logged\n"
+            "[ 1234.600000] {1}[Hardware Error]: Hardware error from APEI Generic Hardware Error Source: 1\n"
+            "[ 1234.600001] {1}[Hardware Error]: event severity: fatal\n"
+            "[ 1240.000000] EDAC MC0: 1 CE memory read error on CPU_SrcID#0_Ha#0_Chan#1_DIMM#0\n"
+            "[ 1241.000000] MCE: In-kernel MCE decoding enabled.\n")
+    events = parse(text).records
+    assert [(e.kind, e.line, e.details["severity"]) for e in events] == [("mce", 1, "fatal"), ("mce", 4, "corrected")]
+    assert events[1].details["memory_controller"] == 0
+
+
+def test_aer_corrected_and_non_fatal_reports():
+    text = ("[  10.1] pcieport 0000:00:01.0: AER: Corrected error received: 0000:01:00.0\n"
+            "[  10.1] pcieport 0000:00:01.0: PCIe Bus Error: severity=Corrected, type=Physical Layer, (Receiver ID)\n"
+            "[  10.1] pcieport 0000:00:01.0:   device [8086:2030] error status/mask=00000001/00002000\n"
+            "[  10.1] pcieport 0000:00:01.0:    [ 0] RxErr                  (First)\n"
+            "[  11.2] pcieport 0000:16:02.0: AER: Multiple Uncorrected (Non-Fatal) error received: 0000:17:00.0\n"
+            "[  11.2] nvidia 0000:17:00.0: PCIe Bus Error: severity=Uncorrected (Non-Fatal), type=Transaction Layer, "
+            "(Requester ID)\n"
+            "[  11.2] nvidia 0000:17:00.0:    [14] CmpltTO                (First)\n")
+    corrected, non_fatal, detail = parse(text).records
+    assert corrected.details["severity"] == "corrected" and corrected.details["errors"] == ["RxErr"]
+    assert corrected.details["source_device"] == "0000:01:00.0" and corrected.line == 1
+    assert non_fatal.details["severity"] == "non_fatal" and non_fatal.details["source_device"] == "0000:17:00.0"
+    assert detail.pci_bus_id == "0000:17:00.0" and detail.details["severity"] == "non_fatal"
+    assert not any(e.details["surprise_down"] for e in (corrected, non_fatal, detail))
+
+
+def test_nvrm_lines_without_clock_and_driver_mismatch():
+    text = ("NVRM: API mismatch: the client has the version 535.104.05, but\n"
+            "NVRM: this kernel module has the version 550.54.15.  Please\n"
+            "NVRM: GPU 0000:9a:00.0: RmInitAdapter failed! (0x22:0x40:894)\n"
+            "nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 20034, Fatal, Link 40 LTSSM Fault Up\n"
+            "nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 20034, Severity 1 Engine instance 40 Sub-engine instance 00\n")
+    assert looks_like(text)
+    mismatch, init_failed, sxid = parse(text).records
+    assert mismatch.kind == "driver_mismatch" and mismatch.details["client_version"] == "535.104.05"
+    assert mismatch.details["module_version"] == "550.54.15"
+    assert init_failed.kind == "gpu_init_failed" and init_failed.pci_bus_id == "0000:9a:00.0"
+    assert sxid.details == {"sxid": 20034, "severity": "fatal", "message": "Link 40 LTSSM Fault Up",
+                            "nvswitch": 3, "link": 40}

@@ -155,7 +155,7 @@ _FM_SXID = re.compile(r"detected NVSwitch (non-fatal|fatal) error (\d+).*?pci bu
 _UUID = re.compile(r"GPU at PCI:([0-9a-fA-F:.]+): (GPU-[0-9a-fA-F-]+)")
 _SERIAL = re.compile(r"GPU Board Serial Number: (\S+)")
 _DRIVER = re.compile(r"NVRM: loading NVIDIA .*?Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)")
-_MISMATCH = re.compile(r"client has the version ([\d.]+).*?(?:kernel module has the version ([\d.]+))?", re.S)
+_MISMATCH = re.compile(r"client has the version (\d+(?:\.\d+)+)(?:.*?kernel module has the version (\d+(?:\.\d+)+))?")
 _AER_RECV = re.compile(r"AER: (?:Multiple )?(Corrected|Uncorrected|Uncorrectable)(?: \((Fatal|Non-Fatal)\))? error"
                        r"(?: message)? received:? (?:from )?([0-9a-fA-F:.]+)?")
 _AER_SEV = re.compile(r"PCIe Bus Error: severity=([^,]+), type=([^,]+)")
@@ -415,7 +415,7 @@ class _Scanner:
             self._emit(p, raw, line_no, "driver_loaded", details={"driver_version": m[1]})
             return None
         if "API mismatch" in msg:
-            m = _MISMATCH.search(msg)
+            m = _MISMATCH.search(" ".join([msg] + [line for _off, line in self._lines_after(text, end, 1)]))
             details = {"client_version": m[1], "module_version": m[2]} if m else {}
             self._emit(p, raw, line_no, "driver_mismatch", details=details)
             return None
@@ -669,13 +669,11 @@ def looks_like(head: str) -> bool:
     lines = [line for line in head.splitlines()[:200] if line.strip()]
     if not lines:
         return False
-    if "NVRM: Xid" in head or "SXid (PCI:" in head:
-        return True
     known = 0
     for line in lines:
         p = split_prefix(line)
-        if p.clock != "none" and (p.fmt != "iso" or p.ident):
-            known += 1
+        if (p.clock != "none" and (p.fmt != "iso" or p.ident)) or line.startswith(("NVRM: ", "nvidia-nvswitch")):
+            known += 1  # the latter: `dmesg -t | grep NVRM` output, kernel lines without a clock
     return known >= max(1, len(lines) // 2)
 
 
