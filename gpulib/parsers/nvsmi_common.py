@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from functools import lru_cache
 
 from gpulib.identity import normalize_pci
 from gpulib.parsers import units
@@ -29,8 +30,9 @@ _NON_WORD = re.compile(r"[^0-9a-z]+")
 FieldMap = dict[str, tuple[str, "int | None"]]
 
 
+@lru_cache(maxsize=8192)
 def norm_key(label: str) -> str:
-    """``'GPU T.Limit Temp'`` -> ``'gpu_t_limit_temp'``."""
+    """``'GPU T.Limit Temp'`` -> ``'gpu_t_limit_temp'`` (cached: the same labels repeat per GPU)."""
     return _NON_WORD.sub("_", label.strip().lower()).strip("_")
 
 
@@ -107,7 +109,7 @@ _COUNTER_ALIASES = {
     "hw_power_brake": "hw_power_brake_slowdown", "sw_therm_slowdown": "sw_thermal_slowdown",
     "hw_therm_slowdown": "hw_thermal_slowdown",
 }
-_LOST_MARKERS = ("gpu is lost", "unable to determine the device handle", "gpu requires reset")
+_LOST = re.compile(r"gpu is lost|unable to determine the device handle|gpu requires reset", re.I)
 
 
 class _Reader:
@@ -151,6 +153,8 @@ def _ecc(read: _Reader, scope: str, kind: str) -> int | None:
 
 def _throttle(read: _Reader, state: GpuState) -> None:
     for path, (value, line) in read.fields.items():
+        if not path.startswith("clocks_"):
+            continue
         section, _, rest = path.partition("/")
         if not rest:
             continue
@@ -204,11 +208,10 @@ def state_from_fields(
         for kind in ("sbe", "dbe"):
             setattr(state, f"ecc_{scope}_{kind}", _ecc(read, scope, kind))
     _throttle(read, state)
-    for path, (value, _line) in fields.items():
-        if any(marker in value.lower() for marker in _LOST_MARKERS):
-            state.lost = True
-            state.lost_reason = f"{path}: {value.strip()}"
-            break
+    if _LOST.search("\n".join(value for value, _line in fields.values())):
+        path, (value, _line) = next((p, v) for p, v in fields.items() if _LOST.search(v[0]))
+        state.lost = True
+        state.lost_reason = f"{path}: {value.strip()}"
     return state
 
 
@@ -222,7 +225,9 @@ def lost_gpus(text: str, source: str, header: dict[str, str | None]) -> list[Gpu
     """GPUs that nvidia-smi could not even open (``Unable to determine the device handle for
     GPU0000:AB:00.0: GPU is lost``): the signature of a GPU that fell off the bus (Xid 79).
     They have no index because nvidia-smi skips them when numbering."""
-    lost = []
+    lost: list[GpuState] = []
+    if "device handle" not in text:
+        return lost
     for number, raw in enumerate(text.splitlines(), 1):
         m = HANDLE_ERROR.search(raw)
         if m:

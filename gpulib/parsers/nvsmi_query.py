@@ -31,7 +31,6 @@ KIND = "nvidia_smi_q"
 
 _LOG_MARK = "==============NVSMI LOG=============="
 _GPU_HEADER = re.compile(r"^GPU (?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
-_ENTRY = re.compile(r"^(?P<indent>\s+)(?P<key>[^:]+?)\s*(?::\s?(?P<value>.*))?$")
 
 
 def looks_like(head: str) -> bool:
@@ -53,8 +52,9 @@ class _Block:
     def add(self, indent: int, key: str, value: str | None, number: int) -> None:
         while self.stack and self.stack[-1][0] >= indent:
             self.stack.pop()
-        path = "/".join([k for _, k in self.stack] + [norm_key(key)])
-        self.stack.append((indent, norm_key(key)))
+        name = norm_key(key)
+        path = f"{self.stack[-1][1]}/{name}" if self.stack else name
+        self.stack.append((indent, path))  # each entry carries its full path
         if value is None:
             return
         self.fields.setdefault(path, (value, number))
@@ -103,7 +103,7 @@ def parse(text: str, source: str = "<text>", *, tz: str | None = None) -> ParseR
         if _LOG_MARK in line:  # a new snapshot (capture files hold idle and load runs)
             seen_log, block, raw_header, index = True, None, {}, 0
             continue
-        m = _GPU_HEADER.match(line)
+        m = _GPU_HEADER.match(line) if line.startswith("GPU ") else None
         if m:
             header = header_fields(raw_header.get("timestamp"),
                                    raw_header.get("kmd_version") or raw_header.get("driver_version"),
@@ -124,9 +124,9 @@ def parse(text: str, source: str = "<text>", *, tz: str | None = None) -> ParseR
             continue
         if block is None:
             continue
-        e = _ENTRY.match(line)
-        if e:
-            block.add(len(e["indent"]), e["key"], e["value"], number)
+        body = line.lstrip(" ")
+        key, sep, value = body.partition(":")  # labels never contain ':'; values may (bus ids, times)
+        block.add(len(line) - len(body), key.rstrip(), value.strip() if sep else None, number)
     states = []
     for b in blocks:
         state = state_from_fields(b.fields, source=source, index=b.index, header_pci=b.pci,

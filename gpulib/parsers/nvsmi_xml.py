@@ -35,8 +35,14 @@ def looks_like(head: str) -> bool:
     return _ROOT_TAG in head
 
 
+# Long lists no GpuState field reads (hundreds of supported clock pairs per GPU).
+_SKIP = frozenset({"supported_clocks", "processes", "accounted_processes"})
+
+
 def _flatten(element: ET.Element, prefix: str, out: FieldMap) -> None:
     for child in element:
+        if child.tag in _SKIP:
+            continue
         path = f"{prefix}/{norm_key(child.tag)}" if prefix else norm_key(child.tag)
         if len(child):
             _flatten(child, path, out)
@@ -66,7 +72,13 @@ def _processes(gpu: ET.Element, state: GpuState) -> list[GpuProcess]:
 
 
 def _read_tree(xml_text: str, source: str, problems: list[Problem]) -> tuple[ET.Element | None, list[ET.Element]]:
-    """Parse incrementally so a truncated file still gives the GPUs written before the cut."""
+    """Parse the whole document; when it is broken, parse again incrementally so a truncated
+    file still gives the GPUs written before the cut."""
+    try:
+        root = ET.fromstring(xml_text)
+        return root, root.findall("gpu")
+    except ET.ParseError:
+        pass
     parser = ET.XMLPullParser(events=("start",))
     root = None
     gpus: list[ET.Element] = []
