@@ -12,8 +12,16 @@ from gpulib.checkpoints import dcp, torch_save
 from gpulib.checkpoints.contents import ContentSummary
 from gpulib.checkpoints.records import FileReport
 from gpulib.checkpoints.safetensors import inspect_safetensors, looks_like_safetensors
+from gpulib.checkpoints.stub_unpickler import MAX_PICKLE_BYTES, stub_load
 
 HEAD_BYTES = 64
+PICKLE_V0_STARTS = frozenset(bytes([c]) for c in b"(c}])ISVNFLJKMGTiU")
+
+
+def _is_pickle(fh) -> bool:
+    """Protocol 0/1 pickles carry no magic: they are pickles if they unpickle (with stand-ins)."""
+    fh.seek(0)
+    return stub_load(fh).error is None
 
 
 def _classify_junk(head: bytes) -> tuple[str, str]:
@@ -70,7 +78,7 @@ def inspect_path(path: str | Path, deep: bool = False) -> FileReport:
             elif len(head) > 1 and head[0] == 0x80 and 2 <= head[1] <= 5:
                 fh.seek(0)
                 torch_save.inspect_legacy(report, fh, size)
-            elif looks_like_safetensors(head, size):
+            elif looks_like_safetensors(head, path.name):
                 inspect_safetensors(report, fh.fileno(), size)
                 report.summary = ContentSummary(tensors=len(report.tensors),
                                                 tensor_bytes=sum(t.nbytes for t in report.tensors),
@@ -80,6 +88,9 @@ def inspect_path(path: str | Path, deep: bool = False) -> FileReport:
                 severity, message = _classify_junk(head)
                 if severity == "info":
                     report.format = "json"
+                elif head[:1] in PICKLE_V0_STARTS and size <= MAX_PICKLE_BYTES and _is_pickle(fh):
+                    fh.seek(0)
+                    torch_save.inspect_legacy(report, fh, size)  # protocol 0/1 pickle (no PROTO opcode)
                 else:
                     report.add(severity, message)
         except OSError as exc:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import io
 import pickle
+import pickletools
 import struct
 from dataclasses import dataclass, field
 
@@ -387,6 +388,42 @@ class StubUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"unsupported persistent id {str(pid)[:60]!r} (torch only writes ('storage', ...))")
 
 
+_STRING_OPS = frozenset({"SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "BINUNICODE8", "SHORT_BINSTRING",
+                         "BINSTRING", "STRING"})
+_NO_PUSH_OPS = frozenset({"PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE", "FRAME", "PROTO", "MARK", "STOP", "POP"})
+
+
+def scan_globals(data: bytes) -> dict[tuple[str, str], int]:
+    """Static opcode walk: every GLOBAL/INST/STACK_GLOBAL, with STACK_GLOBAL strings resolved
+    through the memo. Used when the stub load stopped early, so globals after the failure point
+    (a truncated or deliberately broken pickle) are still reported."""
+    found: dict[tuple[str, str], int] = {}
+    recent: list = [None, None]  # the last two values pushed (strings or None)
+    memo: dict = {}
+    try:
+        for op, arg, _pos in pickletools.genops(data):
+            name = op.name
+            if name in ("GLOBAL", "INST"):
+                module, _, attr = str(arg).partition(" ")
+                found[(module, attr)] = found.get((module, attr), 0) + 1
+            elif name == "STACK_GLOBAL":
+                key = (str(recent[0]), str(recent[1])) if all(isinstance(v, str) for v in recent) else ("?", "<computed name>")
+                found[key] = found.get(key, 0) + 1
+            if name in ("PUT", "BINPUT", "LONG_BINPUT"):
+                memo[arg] = recent[1]
+            elif name == "MEMOIZE":
+                memo[len(memo)] = recent[1]
+            elif name in ("GET", "BINGET", "LONG_BINGET"):
+                recent = [recent[1], memo.get(arg)]
+            elif name in _STRING_OPS:
+                recent = [recent[1], arg]
+            elif name not in _NO_PUSH_OPS:
+                recent = [recent[1], None]
+    except Exception:  # noqa: BLE001,S110 - a broken stream just ends the scan
+        pass
+    return found
+
+
 def stub_load(data_or_file, limit: int = MAX_PICKLE_BYTES) -> StubResult:
     """Unpickle one pickle with stand-ins. Never raises: failures land in ``result.error``."""
     result = StubResult()
@@ -403,4 +440,7 @@ def stub_load(data_or_file, limit: int = MAX_PICKLE_BYTES) -> StubResult:
         result.error = "pickle needs too much memory"
     except Exception as exc:  # noqa: BLE001 - any malformed pickle must become a reason
         result.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if result.error and isinstance(data_or_file, io.BytesIO):
+        for key, n in scan_globals(data_or_file.getvalue()).items():
+            result.globals.setdefault(key, n)
     return result

@@ -69,9 +69,13 @@ def fill_from_pickle(report: FileReport, result: StubResult, what: str) -> None:
     for p in w.problems:
         report.add("warning", p)
     report.summary = summarise(w)
+    if result.error and "BUILD on the global" in result.error:
+        report.add("unsafe", f"{what} tries to set attributes on a global ({result.error}): a known scanner-bypass trick")
     if result.error:
-        severity = "incomplete" if "truncated" in result.error or "EOF" in result.error or "Ran out" in result.error else "corrupt"
-        report.add(severity, f"{what} does not unpickle: {result.error}")
+        if any(k in result.error for k in ("truncated", "EOF", "Ran out")):
+            report.add("incomplete", f"truncated: {what} ends early ({result.error}): the save was interrupted")
+        else:
+            report.add("corrupt", f"{what} does not unpickle: {result.error}")
 
 
 def inspect_zip(report: FileReport, fd: int, size: int, deep: bool, start: int = 0, end: int | None = None) -> None:
