@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "gpulib.checkpoints.cli",
     "gpulib.collect.cli",
     "gpulib.diagnose.cli",
+    "gpulib.nccl.cli",
     "gpulib.runbooks.cli",
 )
 

@@ -1,0 +1,152 @@
+"""Command lines: ``python -m gpulib.nccl`` (under torchrun), ``gpulib nccl-test``, ``gpulib nccl-parse``.
+
+The flags are nccl-tests' own (``-b -e -f -i -n -w -c -o -d -r -a -m -T``) so a command copied from
+a runbook that used ``all_reduce_perf`` works here unchanged; gpulib adds ``--collective``,
+``--backend``, the verdict options and the pairwise slow-link search.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import subprocess
+import sys
+
+from gpulib.errors import GpulibError, InputError
+from gpulib.nccl.bandwidth import canonical_collective
+from gpulib.nccl.sizes import parse_size
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
+_FLAGS = (  # (dest, flag) in the order they are forwarded to the torchrun workers
+    ("collective", "--collective"), ("backend", "--backend"), ("minbytes", "-b"), ("maxbytes", "-e"),
+    ("stepfactor", "-f"), ("stepbytes", "-i"), ("iters", "-n"), ("warmup_iters", "-w"), ("agg_iters", "-m"),
+    ("check", "-c"), ("op", "-o"), ("datatype", "-d"), ("root", "-r"), ("average", "-a"), ("timeout", "-T"),
+    ("json", "--json"), ("bundle", "--bundle"), ("thresholds", "--thresholds"), ("expect_busbw", "--expect-busbw"),
+    ("max_latency_us", "--max-latency-us"), ("pairwise", "--pairwise"), ("pairwise_bytes", "--pairwise-bytes"),
+    ("slow_ratio", "--slow-ratio"),
+)
+
+
+def _collective(text: str) -> str:
+    name = canonical_collective(text)
+    if name not in COLLECTIVES:
+        raise argparse.ArgumentTypeError(f"unknown collective {text!r}; one of {', '.join(COLLECTIVES)}")
+    return name
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def add_tester_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--collective", type=_collective, default="all_reduce", help=f"one of {', '.join(COLLECTIVES)} "
+                   "(nccl-tests program names like all_reduce_perf work too; default all_reduce)")
+    p.add_argument("--backend", choices=("nccl", "gloo"), help="default: nccl when CUDA is available, else gloo")
+    p.add_argument("-b", "--minbytes", type=_size, default=parse_size("1M"), help="min size, K/M/G binary (default 1M)")
+    p.add_argument("-e", "--maxbytes", type=_size, default=parse_size("256M"), help="max size (default 256M)")
+    p.add_argument("-f", "--stepfactor", type=int, default=2, help="multiply size by this (default 2)")
+    p.add_argument("-i", "--stepbytes", type=_size, default=parse_size("1M"), help="add this when -f is 1")
+    p.add_argument("-n", "--iters", type=int, default=20, help="timed iterations (default 20)")
+    p.add_argument("-w", "--warmup_iters", type=int, default=5, help="warmup iterations (default 5)")
+    p.add_argument("-m", "--agg_iters", type=int, default=1, help="collectives per timed iteration (default 1)")
+    p.add_argument("-c", "--check", type=int, default=1, help="correctness-check iterations, 0 = off (default 1)")
+    p.add_argument("-o", "--op", choices=("sum", "prod", "min", "max", "avg"), default="sum", help="reduction op")
+    p.add_argument("-d", "--datatype", default="float", help="float, half, bfloat16, double, int8, uint8, int32, int64")
+    p.add_argument("-r", "--root", type=int, default=0, help="root rank of broadcast/reduce (default 0)")
+    p.add_argument("-a", "--average", type=int, choices=(0, 1, 2, 3), default=1,
+                   help="combine rank times: 0 rank 0, 1 mean (nccl-tests default), 2 min, 3 max")
+    p.add_argument("-T", "--timeout", type=float, default=300.0,
+                   help="seconds one step may take before the ranks that did not arrive are named (default 300)")
+    p.add_argument("--json", metavar="FILE", help="write the gpulib.nccl-test/1 JSON result here")
+    p.add_argument("--bundle", metavar="DIR", help="write the result as a new evidence bundle")
+    p.add_argument("--thresholds", metavar="FILE", help="busbw expectations (default: gpulib/nccl/thresholds.yaml)")
+    p.add_argument("--expect-busbw", type=float, metavar="GBPS", help="minimum busbw at the largest size (overrides the file)")
+    p.add_argument("--max-latency-us", type=float, metavar="US", help="small-message latency limit (default 100 on nccl)")
+    p.add_argument("--pairwise", choices=("auto", "off", "ranks", "nodes"), default="auto",
+                   help="pairwise slow-link search: auto runs it when busbw is below expectation (default auto)")
+    p.add_argument("--pairwise-bytes", type=_size, help="message size of the pairwise exchange (default: -e)")
+    p.add_argument("--slow-ratio", type=float, default=0.6, help="a pair is slow below this x typical (default 0.6)")
+
+
+def tester_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m gpulib.nccl",
+                                description="nccl-tests-style bus bandwidth under torchrun, with a verdict.")
+    add_tester_arguments(p)
+    return p
+
+
+def forward_argv(args: argparse.Namespace) -> list[str]:
+    """The worker command line that reproduces ``args`` (for `gpulib nccl-test` starting torchrun)."""
+    out: list[str] = []
+    for dest, flag in _FLAGS:
+        value = getattr(args, dest, None)
+        if value is not None:
+            out += [flag, str(value)]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m gpulib.nccl`` (one torchrun worker)."""
+    args = tester_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="gpulib: %(levelname)s: %(message)s")
+    from gpulib.nccl.runner import run
+
+    try:
+        return run(args)
+    except GpulibError as exc:
+        print(f"gpulib nccl: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _nccl_test(args) -> int:
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        from gpulib.nccl.runner import run
+
+        return run(args)
+    nproc = args.nproc_per_node
+    if nproc is None:
+        import torch
+
+        nproc = torch.cuda.device_count() if torch.cuda.is_available() and args.backend != "gloo" else 2
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
+               "-m", "gpulib.nccl", *forward_argv(args)]
+    logging.getLogger(__name__).info("starting %s", " ".join(command))
+    return subprocess.run(command, check=False).returncode
+
+
+def _nccl_parse(args) -> int:
+    from gpulib.nccl.parsed import summarize_file
+
+    worst = 0
+    out = []
+    for path in args.file:
+        summary = summarize_file(path, thresholds_path=args.thresholds, expect_busbw=args.expect_busbw)
+        out.append(summary)
+        status = summary.get("verdict", {}).get("status")
+        worst = max(worst, 1 if status == "FAIL" else 0, 2 if summary.get("problems") and not summary.get("runs") else 0)
+    if args.format == "json":
+        print(json.dumps(out, indent=2))
+    else:
+        from gpulib.nccl.parsed import summary_text
+
+        print("\n\n".join(summary_text(s) for s in out))
+    return worst
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("nccl-test", help="NCCL/gloo bus bandwidth like nccl-tests, with a PASS/WARN/FAIL verdict",
+                              description="Starts torchrun (or runs inside an existing torchrun worker).")
+    add_tester_arguments(p)
+    p.add_argument("--nproc-per-node", type=int, help="processes to start (default: CUDA device count, 2 on CPU)")
+    p.set_defaults(func=_nccl_test)
+    q = subparsers.add_parser("nccl-parse", help="read nccl-tests output (any historical layout) and judge it")
+    q.add_argument("file", nargs="+", help="nccl-tests or gpulib nccl-test output")
+    q.add_argument("--format", choices=("text", "json"), default="text")
+    q.add_argument("--thresholds", metavar="FILE", help="busbw expectations (default: packaged table)")
+    q.add_argument("--expect-busbw", type=float, metavar="GBPS")
+    q.set_defaults(func=_nccl_parse)

@@ -1,0 +1,58 @@
+"""Plotly figures for the notebooks: busbw against message size, and the pairwise heat map.
+
+Both take plain data (a ``gpulib.nccl-test/1`` dict, or runs parsed from nccl-tests files), so
+a notebook can plot last night's ``all_reduce_perf`` log beside a fresh gpulib run.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+
+def busbw_figure(series: dict[str, list[tuple[int, float]]], expect_gbps: float | None = None) -> go.Figure:
+    """``series``: name -> [(size_bytes, busbw_gbps)]. Log-x, because sizes sweep by factors of 2."""
+    fig = go.Figure()
+    for name, points in series.items():
+        points = sorted(points)
+        fig.add_trace(go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], mode="lines+markers", name=name))
+    if expect_gbps is not None:
+        fig.add_hline(y=expect_gbps, line_dash="dash", annotation_text=f"expected {expect_gbps:g} GB/s")
+    fig.update_layout(title="Bus bandwidth vs message size", xaxis_title="message size (bytes)",
+                      yaxis_title="busbw (GB/s, 1e9)", xaxis_type="log")
+    return fig
+
+
+def series_from_result(result: dict) -> dict[str, list[tuple[int, float]]]:
+    """Out-of-place and in-place busbw curves from a ``gpulib.nccl-test/1`` dict."""
+    out: dict[str, list[tuple[int, float]]] = {}
+    for row in result.get("rows", []):
+        for key, label in (("out_of_place", "out-of-place"), ("in_place", "in-place")):
+            if row.get(key):
+                out.setdefault(label, []).append((row["size_bytes"], row[key]["busbw_gbps"]))
+    return out
+
+
+def series_from_run(run, name: str = "nccl-tests") -> dict[str, list[tuple[int, float]]]:
+    """Curves from a parsed :class:`gpulib.parsers.nccl_tests.NcclTestsRun`."""
+    out: dict[str, list[tuple[int, float]]] = {}
+    for r in run.rows:
+        if r.oop_busbw_gbps is not None:
+            out.setdefault(f"{name} out-of-place", []).append((r.size_bytes, r.oop_busbw_gbps))
+        if r.ip_busbw_gbps is not None:
+            out.setdefault(f"{name} in-place", []).append((r.size_bytes, r.ip_busbw_gbps))
+    return out
+
+
+def pairwise_heatmap(pairwise: dict) -> go.Figure:
+    """Pair bandwidth as a symmetric matrix; a slow endpoint is a dark row *and* column."""
+    pairs = pairwise.get("pairs", [])
+    ends = sorted({e for p in pairs for e in (p["a"], p["b"])})
+    pos = {e: i for i, e in enumerate(ends)}
+    z: list[list[float | None]] = [[None] * len(ends) for _ in ends]
+    for p in pairs:
+        z[pos[p["a"]]][pos[p["b"]]] = z[pos[p["b"]]][pos[p["a"]]] = p["algbw_gbps"]
+    word = "rank" if pairwise.get("mode") == "ranks" else "node"
+    labels = [f"{word} {e}" for e in ends]
+    fig = go.Figure(go.Heatmap(z=z, x=labels, y=labels, colorscale="Viridis", colorbar_title="GB/s"))
+    fig.update_layout(title=f"Pairwise sendrecv bandwidth ({pairwise.get('size_bytes')} B)")
+    return fig

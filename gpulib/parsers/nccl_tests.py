@@ -1,0 +1,294 @@
+"""nccl-tests output (``all_reduce_perf`` & friends, and ``gpulib nccl-test``) -> runs of typed rows.
+
+Why read it: the fabric test an engineer ran last night is the fastest evidence that a link is
+slow or corrupts data (``#wrong`` > 0). Real files come in every historical layout: the 2019 table
+without ``redop``/``root`` and with ``error`` printed as ``0e+00``, 2020-2022 device lines without
+``Group``, broadcast tables with ``root`` but no ``redop``, mpirun's ``[1,0]<stdout>:`` prefixes,
+``N/A`` placements, and runs cut off before the footer. Columns are therefore mapped from the
+header line by name, never by fixed position; a headerless table falls back on the token count.
+
+One file may hold several runs (``-d all``, or logs of several collectives concatenated): a new
+run starts at a version/``Collective test starting``/``nThread`` line after a finished one.
+Units as printed: time in microseconds, bandwidth in GB/s (1e9 bytes).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import PurePath
+
+from gpulib.identity import normalize_pci
+from gpulib.parsers.base import ParseResult, Problem
+
+KIND = "nccl_tests"
+
+#: The collectives nccl-tests has a ``<name>_perf`` program for.
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "alltoallv", "gather", "scatter",
+               "broadcast", "reduce", "sendrecv", "hypercube")
+_ALIASES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
+            "all_to_all": "alltoall", "send_recv": "sendrecv"}
+
+
+def canonical_collective(name: str) -> str | None:
+    """``all_reduce_perf`` / ``allreduce`` / ``all_reduce`` -> ``all_reduce``; None when unknown."""
+    key = name.strip().lower().removesuffix("_perf").removesuffix("_mpi")
+    key = _ALIASES.get(key, key)
+    return key if key in COLLECTIVES else None
+
+
+def average_bus_bandwidth(busbws: Iterable[float | None]) -> float:
+    """nccl-tests' ``# Avg bus bandwidth``: the plain mean over every printed measurement, out-of-place
+    *and* in-place, small sizes included (so it is far below the large-message plateau)."""
+    values = [b for b in busbws if b is not None]
+    return sum(values) / len(values) if values else 0.0
+
+
+_PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\s*\d+: )")
+_VERSION = re.compile(r"^# nccl-tests version (?P<ver>\S+)(?: \((?P<git>\w+)\))?(?: nccl-headers=(?P<hdr>\d+))?"
+                      r"(?: nccl-library=(?P<lib>\d+))?")
+_START = re.compile(r"^# Collective test starting: (?P<prog>\S+)")
+_GPULIB = re.compile(r"^# gpulib nccl-tester (?P<ver>\S+) (?P<kv>.*)$")
+_PARAMS = re.compile(r"^#? ?nThread (?P<nthread>\d+) nGpus (?P<ngpus>\d+) minBytes (?P<minbytes>\d+) maxBytes "
+                     r"(?P<maxbytes>\d+) step: (?P<step>\d+)\((?P<step_type>factor|bytes)\) warmup iters: "
+                     r"(?P<warmup_iters>\d+)\s+iters: (?P<iters>\d+)(?: agg iters: (?P<agg_iters>\d+))?"
+                     r"(?: validation: (?P<validation>\d+))?(?: graph: (?P<graph>\d+))?")
+_DEVICE = re.compile(r"^#?\s+Rank\s+(?P<rank>\d+)(?: Group\s+(?P<group>\d+))? Pid\s+(?P<pid>\d+) on\s+(?P<host>\S+) "
+                     r"device\s+(?P<dev>\d+) \[(?P<pci>[^\]]+)\] (?P<name>.+?)\s*$")
+_OOB = re.compile(r"^# Out of bounds values\s*: (?P<n>\d+) (?P<ok>OK|FAILED)")
+_AVG = re.compile(r"^# Avg bus bandwidth\s*: (?P<bw>[-+\d.eE]+|nan|inf)(?: (?P<ok>OK|FAILED))?")
+_CONCLUDED = re.compile(r"^# Collective test concluded: (?P<prog>\S+)")
+_FAIL = re.compile(r"^(?P<host>\S+): Test (?P<kind>CUDA|NCCL) failure (?P<file>\S+):(?P<line>\d+) '(?P<msg>[^']*)'")
+_VERDICT = re.compile(r"^# gpulib verdict: (?P<status>PASS|WARN|FAIL) (?P<reason>.*)$")
+_HEAD_MARK = re.compile(r"nccl-tests version|# nThread \d+ nGpus|algbw\s+busbw|Avg bus bandwidth|"
+                        r"# gpulib nccl-tester|Test (?:NCCL|CUDA) failure|Collective test starting")
+_TIME_COLUMNS = ("time", "cputime")
+
+
+@dataclass
+class NcclTestsRow:
+    """One size. ``oop_*`` = out-of-place, ``ip_*`` = in-place; None where the file says N/A."""
+
+    line: int
+    size_bytes: int
+    count: int
+    type: str | None
+    redop: str | None
+    root: int | None
+    oop_time_us: float | None
+    oop_algbw_gbps: float | None
+    oop_busbw_gbps: float | None
+    oop_wrong: int | None
+    ip_time_us: float | None
+    ip_algbw_gbps: float | None
+    ip_busbw_gbps: float | None
+    ip_wrong: int | None
+
+
+@dataclass
+class NcclTestsDevice:
+    rank: int
+    group: int | None
+    pid: int
+    host: str
+    device: int
+    pci_raw: str
+    pci_bus_id: str | None  # normalised; None for CPU ranks and the pre-2025 bus-only ``[0x1b]``
+    name: str
+
+
+@dataclass
+class NcclTestsFailure:
+    line: int
+    host: str
+    kind: str  # CUDA | NCCL
+    file: str
+    source_line: int
+    message: str
+
+
+@dataclass
+class NcclTestsRun:
+    line: int
+    program: str | None = None
+    collective: str | None = None
+    version: str | None = None
+    nccl_library: str | None = None
+    params: dict = field(default_factory=dict)
+    devices: list[NcclTestsDevice] = field(default_factory=list)
+    rows: list[NcclTestsRow] = field(default_factory=list)
+    columns: list[str] = field(default_factory=list)
+    oob_count: int | None = None
+    oob_ok: bool | None = None
+    avg_busbw_gbps: float | None = None  # as printed
+    avg_busbw_ok: bool | None = None  # only when the run was given a bandwidth check threshold
+    failures: list[NcclTestsFailure] = field(default_factory=list)
+    gpulib: dict | None = None  # our own header: version, backend, torch, nccl, ...
+    gpulib_verdict: str | None = None
+    complete: bool = False
+
+    @property
+    def computed_avg_busbw_gbps(self) -> float:
+        return average_bus_bandwidth(b for r in self.rows for b in (r.oop_busbw_gbps, r.ip_busbw_gbps))
+
+    @property
+    def wrong_total(self) -> int | None:
+        values = [w for r in self.rows for w in (r.oop_wrong, r.ip_wrong) if w is not None]
+        return sum(values) if values else None
+
+    @property
+    def nranks(self) -> int | None:
+        return len(self.devices) or None
+
+    @property
+    def hosts(self) -> list[str]:
+        return sorted({d.host for d in self.devices})
+
+
+def looks_like(head: str) -> bool:
+    lines = [_PREFIX.sub("", line, count=1) for line in head.splitlines()[:200]]
+    return any(_HEAD_MARK.search(line) for line in lines)
+
+
+def _number(token: str) -> float | None:
+    if token.upper() == "N/A":
+        return None
+    return float(token)
+
+
+def _wrong(token: str) -> int | None:
+    return None if token.upper() == "N/A" else int(float(token))  # 2019 printed ``0e+00``
+
+
+def _fallback_columns(tokens: list[str]) -> list[str]:
+    """Column names for a row seen before any header line (cut-off or grepped files)."""
+    body = ["time", "algbw", "busbw", "#wrong"] * 2
+    extra = len(tokens) - 3 - len(body)
+    if extra >= 2:
+        return ["size", "count", "type", "redop", "root", *body]
+    if extra == 1:
+        return ["size", "count", "type", "root" if tokens[3].lstrip("-").isdigit() else "redop", *body]
+    return ["size", "count", "type", *body]
+
+
+def _header_columns(text: str) -> list[str] | None:
+    tokens = text.lstrip("#").split()
+    if "size" in tokens and "busbw" in tokens and tokens[0] == "size":
+        return ["#wrong" if t == "error" else t for t in tokens]
+    return None
+
+
+def _row(tokens: list[str], columns: list[str], line: int) -> NcclTestsRow:
+    named: dict[str, str] = {}
+    group = 0
+    for name, token in zip(columns, tokens, strict=False):
+        if name in _TIME_COLUMNS:
+            group += 1
+            name = "time"
+        prefix = ("oop_", "ip_")[group - 1] if 1 <= group <= 2 else ""
+        if group <= 2:
+            named[prefix + name] = token
+
+    def get(key: str, conv):
+        return conv(named[key]) if key in named else None
+
+    return NcclTestsRow(
+        line=line, size_bytes=int(named["size"]), count=int(named["count"]), type=named.get("type"),
+        redop=named.get("redop"), root=get("root", int),
+        oop_time_us=get("oop_time", _number), oop_algbw_gbps=get("oop_algbw", _number),
+        oop_busbw_gbps=get("oop_busbw", _number), oop_wrong=get("oop_#wrong", _wrong),
+        ip_time_us=get("ip_time", _number), ip_algbw_gbps=get("ip_algbw", _number),
+        ip_busbw_gbps=get("ip_busbw", _number), ip_wrong=get("ip_#wrong", _wrong),
+    )
+
+
+def _collective_from_name(source: str) -> str | None:
+    stem = PurePath(source).name.lower()
+    for name in ("reduce_scatter", "all_reduce", "all_gather", "alltoall", "sendrecv", "broadcast", "hypercube",
+                 "gather", "scatter", "reduce"):
+        if name in stem or name.replace("_", "") in stem:
+            return name
+    return None
+
+
+def parse(text: str, source: str = "<text>", **opts) -> ParseResult[NcclTestsRun]:
+    """Never raises: unreadable lines become problems, the rest of the file is still read."""
+    result: ParseResult[NcclTestsRun] = ParseResult(KIND)
+    runs: list[NcclTestsRun] = []
+    run: NcclTestsRun | None = None
+
+    def current(line_no: int, starting: bool = False) -> NcclTestsRun:
+        nonlocal run
+        if run is None or (starting and (run.rows or run.complete or run.avg_busbw_gbps is not None)):
+            run = NcclTestsRun(line=line_no)
+            runs.append(run)
+        return run
+
+    for line_no, raw in enumerate(text.splitlines(), start=1):
+        line = _PREFIX.sub("", raw, count=1).rstrip()
+        if not line.strip():
+            continue
+        if m := _GPULIB.match(line):
+            r = current(line_no, starting=True)
+            r.gpulib = {"gpulib": m["ver"], **dict(kv.split("=", 1) for kv in m["kv"].split() if "=" in kv)}
+            r.collective = canonical_collective(r.gpulib.get("collective", "")) or r.collective
+        elif m := _VERSION.match(line):
+            r = current(line_no, starting=True)
+            r.version, r.nccl_library = m["ver"], m["lib"]
+        elif m := _START.match(line):
+            r = current(line_no, starting=not (run and run.version and not run.rows and run.program is None))
+            r.program = m["prog"]
+            r.collective = canonical_collective(m["prog"]) or r.collective
+        elif m := _PARAMS.match(line):
+            r = current(line_no, starting=bool(run and (run.params or run.rows)))
+            r.params = {k: (int(v) if v and v.isdigit() else v) for k, v in m.groupdict().items() if v is not None}
+        elif m := _DEVICE.match(line):
+            current(line_no).devices.append(NcclTestsDevice(
+                rank=int(m["rank"]), group=int(m["group"]) if m["group"] else None, pid=int(m["pid"]),
+                host=m["host"], device=int(m["dev"]), pci_raw=m["pci"], pci_bus_id=normalize_pci(m["pci"]),
+                name=m["name"]))
+        elif m := _OOB.match(line):
+            r = current(line_no)
+            r.oob_count, r.oob_ok = int(m["n"]), m["ok"] == "OK"
+        elif m := _AVG.match(line):
+            r = current(line_no)
+            r.avg_busbw_gbps = float(m["bw"])
+            r.avg_busbw_ok = None if m["ok"] is None else m["ok"] == "OK"
+        elif m := _CONCLUDED.match(line):
+            r = current(line_no)
+            r.complete = True
+            r.program = r.program or m["prog"]
+            r.collective = r.collective or canonical_collective(m["prog"])
+        elif m := _VERDICT.match(line):
+            current(line_no).gpulib_verdict = f"{m['status']} {m['reason']}"
+        elif m := _FAIL.search(line):
+            current(line_no).failures.append(NcclTestsFailure(line_no, m["host"], m["kind"], m["file"], int(m["line"]), m["msg"]))
+        elif line.lstrip().startswith("#"):
+            columns = _header_columns(line)
+            if columns:
+                current(line_no).columns = columns
+        else:
+            tokens = line.split()
+            if len(tokens) < 7 or not tokens[0].isdigit() or not tokens[1].isdigit():
+                continue  # NCCL INFO lines, launcher chatter, ...
+            r = current(line_no)
+            columns = r.columns or _fallback_columns(tokens)
+            try:
+                r.rows.append(_row(tokens, columns, line_no))
+            except (ValueError, KeyError) as exc:
+                result.problems.append(Problem(source, f"cannot read result row ({exc}): {line.strip()[:120]}", line_no))
+
+    fallback = _collective_from_name(source)
+    for r in runs:
+        if not (r.rows or r.failures or r.avg_busbw_gbps is not None):
+            continue
+        r.collective = r.collective or fallback
+        if r.rows and r.avg_busbw_gbps is None and not r.failures:
+            result.problems.append(Problem(source, "the table ends before '# Avg bus bandwidth': the run was cut off "
+                                           f"after {len(r.rows)} rows", r.rows[-1].line))
+        result.records.append(r)
+    if not result.records:
+        result.problems.append(Problem(source, "no nccl-tests result rows found (not nccl-tests output, or it failed "
+                                       "before the first size)"))
+    return result
