@@ -64,8 +64,8 @@ def register(subparsers) -> None:
         description="Capture NVML, nvidia-smi, kernel log, versions, GPU device users, InfiniBand, IPMI, "
                     "logs and a checkpoint listing into one evidence bundle. Each source has its own timeout; "
                     "a missing tool or GPU is recorded as unavailable, never a crash.",
-        epilog="Fan-out: --out DIR/%%h writes DIR/<hostname>; an existing folder DIR (not a bundle) also means "
-               "DIR/<hostname>. Example: srun --ntasks-per-node=1 gpulib collect --out /shared/inc-42/%%h",
+        epilog="Fan-out: --out DIR/%h writes DIR/<hostname>; an existing folder DIR (not a bundle) also means "
+               "DIR/<hostname>. Example: srun --ntasks-per-node=1 gpulib collect --out /shared/inc-42/%h",
     )
     c.add_argument("--out", required=True, help="bundle directory, or a shared parent folder (see the fan-out rule)")
     c.add_argument("--logs", nargs="+", action="extend", default=[], metavar="PATH",
@@ -77,7 +77,8 @@ def register(subparsers) -> None:
     c.add_argument("--prev-boot", action="store_true",
                    help="also save the previous boot's kernel journal (after a crash and reboot the Xid is there)")
     c.add_argument("--prometheus", metavar="URL", help="Prometheus base URL to pull DCGM metrics from, e.g. http://prom:9090")
-    c.add_argument("--since", default="-1h", help="window start for --prometheus: ISO-8601, unix seconds or -2h (default -1h)")
+    c.add_argument("--since", default="1h",
+                   help="window start for --prometheus: ISO-8601, unix seconds, or an age such as 2h (default 1h)")
     c.add_argument("--until", default="now", help="window end for --prometheus (default now)")
     c.add_argument("--prometheus-step", type=float, default=15.0, metavar="S",
                    help="resolution of the pulled series in seconds (default 15, dcgm-exporter's usual scrape interval)")

@@ -95,23 +95,34 @@ def versions(sink: Sink, timeout_s: float) -> Outcome:
     return Outcome("ok" if uname.status == "ok" else uname.status, "; ".join(missing) or None)
 
 
-#: Run in a separate interpreter: importing torch costs seconds and CUDA state, and a broken
-#: CUDA install can crash or hang the importer; the collector process must survive both.
+#: Run in a separate interpreter, so the collector never imports torch (seconds of start-up,
+#: CUDA state, and a broken CUDA install can crash or hang the importer). The fast path reads
+#: ``torch/version.py`` and the pip NCCL package's metadata without importing torch; only a
+#: CUDA build of torch with its NCCL linked in (conda, source builds) is imported to ask it.
 _PYTHON_STACK_PROBE = r"""
-import json, sys
+import importlib.metadata as md, importlib.util, json, pathlib, sys
 out = {"python": sys.version.split()[0], "executable": sys.executable}
-try:
-    import torch
-except Exception as exc:
-    out["torch_error"] = f"{type(exc).__name__}: {exc}"
+spec = importlib.util.find_spec("torch")
+if spec is None or not spec.submodule_search_locations:
+    out["torch_error"] = "No module named 'torch'"
 else:
-    out["torch"] = torch.__version__
-    out["torch_cuda"] = torch.version.cuda
-    try:
-        v = torch.cuda.nccl.version()
-        out["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
-    except Exception as exc:
-        out["nccl_error"] = f"{type(exc).__name__}: {exc}"
+    info = {}
+    exec(pathlib.Path(next(iter(spec.submodule_search_locations)), "version.py").read_text(), info)
+    out["torch"], out["torch_cuda"], out["torch_hip"] = info.get("__version__"), info.get("cuda"), info.get("hip")
+    for dist in md.distributions():
+        name = (dist.metadata["Name"] or "").lower()
+        if name.startswith("nvidia-nccl"):
+            out["nccl"], out["nccl_source"] = dist.version, f"pip package {name}"
+    if "nccl" not in out and out["torch_cuda"]:
+        try:
+            import torch
+            v = torch.cuda.nccl.version()
+            out["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+            out["nccl_source"] = "torch.cuda.nccl.version()"
+        except Exception as exc:
+            out["nccl_error"] = f"{type(exc).__name__}: {exc}"
+    elif "nccl" not in out:
+        out["nccl_error"] = "this torch is built without CUDA, so without NCCL"
 print(json.dumps(out, sort_keys=True))
 """
 

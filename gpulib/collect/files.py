@@ -16,6 +16,8 @@ from gpulib.identity import to_utc_iso
 #: copied from 128 nodes into one shared folder would fill it.
 LOG_CAP_BYTES = 64 << 20
 MAX_LOG_FILES = 2000
+#: Stop copying once this much was copied in total (many nodes share one evidence folder).
+MAX_LOG_TOTAL_BYTES = 2 << 30
 MAX_LISTING_ENTRIES = 100_000
 
 
@@ -48,8 +50,11 @@ def logs_collector(paths: list[Path], cap_bytes: int = LOG_CAP_BYTES) -> Collect
 
     def run(sink: Sink, timeout_s: float) -> Outcome:
         files, problems = _log_files(paths)
-        index = []
+        index, copied = [], 0
         for source in files:
+            if copied >= MAX_LOG_TOTAL_BYTES:
+                problems.append(f"stopped after {copied} bytes in total; {source} and later files not copied")
+                break
             rel = bundle_name(source)
             try:
                 size = source.stat().st_size
@@ -62,6 +67,7 @@ def logs_collector(paths: list[Path], cap_bytes: int = LOG_CAP_BYTES) -> Collect
             except OSError as exc:
                 problems.append(f"{source}: {exc.strerror or exc}")
                 continue
+            copied += min(size, cap_bytes)
             index.append({"source": str(source), "copied_as": rel, "bytes_original": size,
                           "bytes_copied": min(size, cap_bytes), "truncated_to_last_bytes": cap_bytes if truncated else None})
         sink.write_text("logs/index.json", json.dumps(index, indent=2) + "\n")

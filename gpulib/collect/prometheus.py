@@ -37,13 +37,13 @@ DCGM_METRICS = (
 )
 #: Prometheus refuses a range query of more than 11,000 points per series.
 MAX_POINTS = 11_000
-_RELATIVE = re.compile(r"^-(\d+(?:\.\d+)?)([smhd])$")
+_RELATIVE = re.compile(r"^-?(\d+(?:\.\d+)?)([smhd])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def parse_time(text: str, now: float | None = None) -> float:
-    """Unix seconds for ``now``, ``-90m``/``-2h``/``-1d``, unix seconds, or ISO-8601
-    (``2026-02-10T03:00:00Z``; without an offset the time is taken as UTC)."""
+    """Unix seconds for ``now``, an age (``90m``, ``2h``, ``1d``; ``-2h`` means the same),
+    unix seconds, or ISO-8601 (``2026-02-10T03:00:00Z``; without an offset it is taken as UTC)."""
     now = time.time() if now is None else now
     value = text.strip()
     if value == "now":
@@ -59,7 +59,7 @@ def parse_time(text: str, now: float | None = None) -> float:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError as exc:
         raise InputError(f"cannot read the time {text!r}",
-                         hint="use ISO-8601 (2026-02-10T03:00:00Z), unix seconds, 'now' or '-2h'") from exc
+                         hint="use ISO-8601 (2026-02-10T03:00:00Z), unix seconds, 'now' or an age such as '2h'") from exc
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return moment.timestamp()

@@ -122,3 +122,36 @@ def test_checkpoint_listing_records_sizes_mtimes_and_symlinks(tmp_path):
 def test_checkpoint_listing_of_a_missing_folder_fails_with_its_name(tmp_path):
     _, records = _run(tmp_path, files.checkpoint_listing_collector(tmp_path / "gone"))
     assert records["checkpoints"].status == "failed" and records["checkpoints"].reason == f"{tmp_path / 'gone'}: not found"
+
+
+def test_python_stack_reads_the_installed_torch_without_importing_it(tmp_path):
+    from importlib.metadata import version
+
+    from gpulib.collect.commands import python_stack
+    from gpulib.collect.core import Collector
+
+    bundle, records = _run(tmp_path, Collector("python-stack", 30, python_stack))
+    info = json.loads((bundle.root / "versions" / "python-stack.json").read_text())
+    assert info["torch"] == version("torch")
+    if info["torch_cuda"] is None:
+        assert records["python-stack"].reason == "NCCL version unknown: this torch is built without CUDA, so without NCCL"
+
+
+def test_python_stack_names_the_nccl_of_a_cuda_torch_from_package_metadata(tmp_path, monkeypatch):
+    """A CUDA wheel of torch pulls NCCL in as the nvidia-nccl-cu12 package: its version is the
+    NCCL the job ran with. Laid out here as on a GPU machine's site-packages."""
+    from gpulib.collect.commands import python_stack
+    from gpulib.collect.core import Collector
+
+    site = tmp_path / "site"
+    (site / "torch").mkdir(parents=True)
+    (site / "torch" / "__init__.py").write_text("raise RuntimeError('the probe must not import torch')\n")
+    (site / "torch" / "version.py").write_text("__version__ = '2.5.1+cu124'\ncuda = '12.4'\nhip = None\n")
+    dist = site / "nvidia_nccl_cu12-2.21.5.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: nvidia-nccl-cu12\nVersion: 2.21.5\n")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    bundle, records = _run(tmp_path, Collector("python-stack", 30, python_stack))
+    assert records["python-stack"].status == "ok" and records["python-stack"].reason is None
+    info = json.loads((bundle.root / "versions" / "python-stack.json").read_text())
+    assert (info["torch"], info["torch_cuda"], info["nccl"]) == ("2.5.1+cu124", "12.4", "2.21.5")

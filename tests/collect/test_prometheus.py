@@ -201,7 +201,7 @@ def test_unreachable_prometheus_is_failed_with_the_url(tmp_path):
 
 def test_time_forms():
     now = 1_770_000_000.0
-    assert parse_time("now", now) == now and parse_time("-2h", now) == now - 7200
+    assert parse_time("now", now) == now and parse_time("-2h", now) == parse_time("2h", now) == now - 7200
     assert parse_time("2026-02-10T03:12:07Z") == parse_time("2026-02-10T04:12:07+01:00") == 1770693127.0
     assert parse_time("2026-02-10T03:12:07") == 1770693127.0  # no offset: UTC, as documented
     assert parse_time("1770693127.5") == 1770693127.5
