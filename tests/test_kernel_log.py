@@ -25,8 +25,8 @@ def test_every_recorded_and_incident_kernel_log_parses_cleanly(recorded, inciden
     files = kernel_files(recorded, incidents)
     assert len(files) == 29
     for path in files:
-        streamed = parse_file(path)
-        whole = parse(path.read_text(encoding="utf-8", errors="replace"), str(path))
+        streamed = parse_file(path, year=2025)  # same year for both: parse_file would take it from the mtime
+        whole = parse(path.read_text(encoding="utf-8", errors="replace"), str(path), year=2025)
         assert streamed.kind == "kernel_log"
         assert streamed.problems == [] and whole.problems == [], (path, streamed.problems, whole.problems)
         assert [e.to_dict() for e in streamed.records] == [e.to_dict() for e in whole.records], path
@@ -388,3 +388,17 @@ def test_nvrm_lines_without_clock_and_driver_mismatch():
     assert init_failed.kind == "gpu_init_failed" and init_failed.pci_bus_id == "0000:9a:00.0"
     assert sxid.details == {"sxid": 20034, "severity": "fatal", "message": "Link 40 LTSSM Fault Up",
                             "nvswitch": 3, "link": 40}
+
+
+def test_syslog_year_comes_from_the_file_modification_time(tmp_path):
+    import os
+    from datetime import datetime, timezone
+
+    path = tmp_path / "kern.log"
+    path.write_text("Dec 31 23:59:59 n1 kernel: NVRM: Xid (PCI:0000:01:00): 79, pid=1, name=a, x\n"
+                    "Jan  1 00:00:05 n1 kernel: NVRM: Xid (PCI:0000:01:00): 79, pid=1, name=a, y\n")
+    written = datetime(2024, 1, 2, tzinfo=timezone.utc).timestamp()
+    os.utime(path, (written, written))
+    first, second = parse_file(path).records
+    assert (first.time_utc, second.time_utc) == ("2023-12-31T23:59:59Z", "2024-01-01T00:00:05Z")
+    assert "year 2023 assumed from file modification time" in first.details["time_assumption"]

@@ -180,8 +180,12 @@ _IB_IFACE = re.compile(r"^(?:ib|mlx\d_|hfi|qib)")
 class _Scanner:
     """Stateful scan over one file, fed in chunks (state: year, zone, pending OOM constraint...)."""
 
-    def __init__(self, source: str, tz: str | None, boot_time: str | None, year: int | None) -> None:
+    def __init__(self, source: str, tz: str | None, boot_time: str | None, year: int | None,
+                 written_at: datetime | None = None) -> None:
         self.source = source
+        # a syslog line has no year: the file's modification time (else now) bounds it from above
+        self.written_at = written_at or datetime.now(timezone.utc)
+        self.written_source = "file modification time" if written_at else "current year"
         self.events: list[KernelEvent] = []
         self.problems: list[Problem] = []
         self.recognised = 0
@@ -217,13 +221,16 @@ class _Scanner:
             return to_utc_iso(self.boot + timedelta(seconds=p.uptime_s))
         if p.clock == "syslog":
             if self.year is None:
-                self.year, self.year_source = datetime.now(timezone.utc).year, "assumed current year"
+                self.year, self.year_source = self.written_at.year, f"assumed from {self.written_source}"
+                first = datetime(self.year, p.month, min(p.day, 28), *p.hms, tzinfo=self.zone)
+                if first > self.written_at + timedelta(days=1):  # a log cannot come from the future
+                    self.year -= 1
             if self.last_month and p.month < self.last_month - 6:  # Dec -> Jan: the year rolled over
                 self.year += 1
             self.last_month = p.month
             notes = []
             if self.year_source != "given" and self.year_source != "journal header":
-                notes.append(f"syslog timestamp has no year; {self.year_source} {self.year}")
+                notes.append(f"syslog timestamp has no year; year {self.year} {self.year_source}")
             if self.zone_assumed:
                 notes.append(f"syslog timestamp carries no zone; {self._zone_note()}")
             if notes:
@@ -232,9 +239,6 @@ class _Scanner:
                 moment = datetime(self.year, p.month, p.day, *p.hms, tzinfo=self.zone)
             except ValueError:  # Feb 29 in an assumed non-leap year
                 return None
-            if self.year_source == "assumed current year" and moment > datetime.now(timezone.utc) + timedelta(days=1):
-                moment = moment.replace(year=self.year - 1)  # a log cannot come from the future
-                details["time_assumption"] += f" (date would be in the future: used {self.year - 1})"
             return to_utc_iso(moment)
         return None
 
@@ -713,7 +717,11 @@ def parse_file(path: str | Path, *, tz: str | None = None, boot_time: str | None
         reason = "permission denied" if isinstance(exc, PermissionError) else (exc.strerror or str(exc))
         result.problems.append(Problem(source, f"cannot read: {reason}"))
         return result
-    scanner = _Scanner(source, tz, boot_time, year)
+    try:
+        written_at = datetime.fromtimestamp(Path(path).stat().st_mtime, tz=timezone.utc)
+    except OSError:
+        written_at = None
+    scanner = _Scanner(source, tz, boot_time, year, written_at)
     with handle:
         carry, line_no, total = b"", 1, 0
         while True:
