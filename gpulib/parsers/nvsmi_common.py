@@ -161,6 +161,8 @@ def _throttle(read: _Reader, state: GpuState) -> None:
         leaf = rest.rsplit("/", 1)[-1]
         if section in _REASON_SECTIONS:
             reason = canonical_reason(leaf)
+            if reason is None and leaf.endswith("unknown"):
+                continue  # old drivers list an "Unknown" reason: it names no cause
             if reason is None:
                 read.problems.append(Problem(read.source, f"{read.who}: unknown clocks event reason {path!r}", line))
                 continue

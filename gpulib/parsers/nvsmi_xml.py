@@ -127,7 +127,7 @@ def parse(text: str, source: str = "<text>", *, tz: str | None = None) -> ParseR
                                   header=header, problems=result.problems)
         state.processes = _processes(gpu, state)
         states.append(state)
-    lost = lost_gpus(text[:start], source, header)
+    lost = lost_gpus(text, source, header)  # nvidia-smi prints these next to the XML, not in it
     result.records = merge_lost(states, lost)
     try:
         attached = units.integer(top("attached_gpus"))

@@ -177,3 +177,12 @@ def test_610_driver_renames_versions(recorded):
     path = recorded / "nvidia-smi/exporter-captures-split/windows-x86_64__nvidia-geforce-rtx-2080-super__610.62/idle_query_q.txt"
     gpu = _parse(path).records[0]
     assert (gpu.driver_version, gpu.cuda_version) == ("610.62", "13.3")
+
+
+def test_old_throttle_block_with_unknown_reason():
+    text = ("==============NVSMI LOG==============\nAttached GPUs : 1\nGPU 00000000:04:00.0\n"
+            "    Clocks Throttle Reasons\n        Idle : Not Active\n        HW Slowdown : Active\n"
+            "        HW Thermal Slowdown : Active\n        Unknown : Not Active\n")
+    result = nvsmi_query.parse(text, "old.txt")
+    assert result.records[0].throttle_reasons == ["hw_slowdown", "hw_thermal_slowdown"]
+    assert result.problems == []

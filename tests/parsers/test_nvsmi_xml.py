@@ -105,3 +105,11 @@ def test_bad_input_gives_problem(text, why):
     result = nvsmi_xml.parse(text, "bad.xml")
     assert result.records == []
     assert why in result.problems[0].message
+
+
+def test_lost_gpu_message_next_to_the_xml(recorded):
+    xml = (recorded / f"{XML}/datakit/gtx-1card.xml").read_text()
+    text = "Unable to determine the device handle for GPU0000:AB:00.0: GPU is lost.  Reboot the system\n" + xml
+    result = nvsmi_xml.parse(text, "lost.xml")
+    assert [(s.pci_bus_id is not None, s.lost) for s in result.records] == [(True, False), (True, True)]
+    assert result.records[1].pci_bus_id == "0000:ab:00.0" and result.problems == []
