@@ -402,3 +402,12 @@ def test_syslog_year_comes_from_the_file_modification_time(tmp_path):
     first, second = parse_file(path).records
     assert (first.time_utc, second.time_utc) == ("2023-12-31T23:59:59Z", "2024-01-01T00:00:05Z")
     assert "year 2023 assumed from file modification time" in first.details["time_assumption"]
+
+
+def test_windows_line_endings_read_the_same(incidents):
+    text = (incidents / "case-01-xid79-fell-off-bus/input/hgx-h100-018/dmesg_T.txt").read_text()
+    unix = [e.to_dict() for e in parse(text).records]
+    dos = [e.to_dict() for e in parse(text.replace("\n", "\r\n")).records]
+    for event in unix + dos:
+        event.pop("text")
+    assert dos == unix

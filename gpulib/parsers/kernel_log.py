@@ -287,7 +287,7 @@ class _Scanner:
         while len(out) < count and pos < len(text):
             nxt = text.find("\n", pos)
             nxt = len(text) if nxt < 0 else nxt
-            out.append((nxt, text[pos:nxt]))
+            out.append((nxt, text[pos:nxt].rstrip("\r")))
             pos = nxt + 1
         return out
 
@@ -296,7 +296,7 @@ class _Scanner:
         end = start - 1
         while len(out) < count and end > 0:
             begin = text.rfind("\n", 0, end) + 1
-            out.append(text[begin:end])
+            out.append(text[begin:end].rstrip("\r"))
             end = begin - 1
         return out
 
