@@ -106,3 +106,24 @@ def test_every_parser_survives_every_file(recorded, incidents):
         for module in PARSERS:
             result = module.parse(text, str(path))
             assert isinstance(result, ParseResult), (module.KIND, path)
+
+
+def test_files_cut_anywhere_never_raise(recorded, incidents):
+    """A collector killed at its timeout leaves a file cut at any byte: parse what is there."""
+    samples = [
+        (nvsmi_xml, recorded / "nvidia-smi/xml/datakit/gtx-8card.xml"),
+        (nvsmi_query, recorded / "nvidia-smi/gpud/nvidia-smi-query.535.161.08.out.0.valid"),
+        (nvsmi_table, recorded / "nvidia-smi/gpud/nvidia-smi.550.90.07.out.0.valid"),
+        (nvsmi_csv, incidents / "case-02-a100-thermal-throttle/input/monitoring/gpu_stats_dgx-a100-09_20250422.csv"),
+        (infiniband, recorded / "infiniband/ibstat.47.0.some.down.0"),
+        (nvsmi_topo, recorded / "nvidia-smi/exporter-captures-split/linux-x86_64__nvidia-l40s__595.80/capabilities_topo_m.txt"),
+    ]
+    for module, path in samples:
+        text = path.read_text()
+        for tenth in range(1, 10):
+            cut = text[: len(text) * tenth // 10]
+            result = module.parse(cut, str(path))
+            assert result.records or result.problems, (path, tenth)
+        # half a file keeps at least the first record, and says something is missing where it can tell
+        half = module.parse(text[: len(text) // 2], str(path))
+        assert half.records, path
