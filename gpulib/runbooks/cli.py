@@ -9,7 +9,15 @@ from pathlib import Path
 from gpulib.runbooks.archive import REPORT, default_archive_root, list_runs, resolve_run
 from gpulib.runbooks.compare import diff_runs
 from gpulib.runbooks.run import EXIT_MEANINGS, run_runbook
-from gpulib.runbooks.spec import RunbookError, parse_assignments
+from gpulib.runbooks.spec import (
+    RUNNER_PARAMETERS,
+    RunbookError,
+    find_runbook,
+    inspect_parameters,
+    load_runbook,
+    parse_assignments,
+    unparsable_parameters,
+)
 
 RUN_FAILED = 3
 
@@ -20,7 +28,29 @@ def _progress(result, done: int, total: int) -> None:
           file=sys.stderr, flush=True)
 
 
+def _describe(name: str) -> int:
+    """``gpulib run NAME --parameters``: what each step accepts, from its parameters cell."""
+    spec = load_runbook(find_runbook(name))
+    print(f"runbook {spec.name} ({spec.path})\n{spec.description}")
+    for n, stage in enumerate(spec.stages, 1):
+        for step in stage:
+            print(f"\nstage {n}{' (parallel)' if len(stage) > 1 else ''}: {step.id}  [{step.notebook}]")
+            for param in inspect_parameters(step.notebook).values():
+                if param.name not in RUNNER_PARAMETERS:
+                    default = spec.parameters.get(param.name, step.parameters.get(param.name, param.default))
+                    print(f"  -p {param.name}=  ({param.type_name or 'untyped'}, default {default})  {param.help}")
+            for name, line in unparsable_parameters(step.notebook).items():
+                print(f"  {name}: NOT SETTABLE, papermill cannot parse {line!r} (more than one '=')")
+    return 0
+
+
 def _run(args) -> int:
+    if args.parameters:
+        try:
+            return _describe(args.runbook)
+        except RunbookError as exc:
+            print(f"gpulib run: error: {exc}", file=sys.stderr)
+            return RUN_FAILED
     values = {}
     if args.evidence is not None:
         evidence = Path(args.evidence)
@@ -118,6 +148,8 @@ def register(subparsers) -> None:
     p.add_argument("--jobs", type=int, default=None, help="notebooks run in parallel (default: CPU cores)")
     p.add_argument("--cell-timeout", type=float, default=None, metavar="SECONDS",
                    help="per-cell execution timeout (default: the runbook's timeouts.cell_s)")
+    p.add_argument("--parameters", action="store_true",
+                   help="list the runbook's steps and the parameters each accepts, then exit (runs nothing)")
     p.set_defaults(func=_run)
 
     a = subparsers.add_parser("archive", help="list, show (and re-verify) or diff archived runbook runs")

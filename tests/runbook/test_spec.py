@@ -135,3 +135,14 @@ def test_a_parameter_papermill_cannot_parse_is_explained(tmp_path, write_runbook
     with pytest.raises(RunbookError, match="'host' is declared, but papermill cannot parse its line") as err:
         resolve_parameters(spec, cli={"host": "node-b"})
     assert "more than one '='" in str(err.value)
+
+
+def test_cli_lists_each_steps_parameters_without_running(write_runbook, capsys):
+    from gpulib.cli import main
+
+    book = write_runbook(["ok", {"parallel": ["writes_findings", "slow"]}], parameters={"label": "nightly"})
+    assert main(["run", str(book), "--parameters"]) == 0
+    out = capsys.readouterr().out
+    assert "stage 2 (parallel): writes_findings" in out
+    assert "-p count=  (int, default 2)  how many findings to record" in out
+    assert "-p label=  (str, default nightly)" in out and "findings_path" not in out
