@@ -186,3 +186,12 @@ def test_old_throttle_block_with_unknown_reason():
     result = nvsmi_query.parse(text, "old.txt")
     assert result.records[0].throttle_reasons == ["hw_slowdown", "hw_thermal_slowdown"]
     assert result.problems == []
+
+
+def test_ecc_incident_gpu5_dbe_and_pending_remap(incidents):
+    result = _parse(incidents / "case-06-ecc-dbe-truncated-ckpt/input/nvidia-smi-q_after_16-41.txt")
+    bad = [(s.index, s.pci_bus_id) for s in result.records if s.ecc_volatile_dbe]
+    assert bad == [(5, "0000:bb:00.0")]
+    gpu5 = result.records[5]
+    assert gpu5.remapped_rows_uncorrectable == 1 and gpu5.remapped_rows_pending is True
+    assert gpu5.remapped_rows_failure is False
