@@ -155,3 +155,24 @@ def test_python_stack_names_the_nccl_of_a_cuda_torch_from_package_metadata(tmp_p
     assert records["python-stack"].status == "ok" and records["python-stack"].reason is None
     info = json.loads((bundle.root / "versions" / "python-stack.json").read_text())
     assert (info["torch"], info["torch_cuda"], info["nccl"]) == ("2.5.1+cu124", "12.4", "2.21.5")
+
+
+def test_kernel_log_falls_back_to_the_journal_when_dmesg_is_restricted(tmp_path, recorded, monkeypatch):
+    """``kernel.dmesg_restrict=1`` refuses dmesg to non-root users; the journal still has the
+    kernel lines. (This test runs as root here, so the refusal is replayed by a stand-in dmesg.)"""
+    from gpulib.collect.commands import kernel_log
+    from gpulib.collect.core import Collector
+
+    journal = recorded / "kernel" / "gpud" / "journalctl-time-format-short-iso-2.log"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _script(bin_dir / "dmesg", "echo 'dmesg: read kernel buffer failed: Operation not permitted' >&2\nexit 1\n")
+    _script(bin_dir / "journalctl", f"cat '{journal}'\n")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    bundle, records = _run(tmp_path, Collector("kernel-log", 10, kernel_log))
+    record = records["kernel-log"]
+    assert record.status == "ok"
+    assert record.reason == ("dmesg -T: dmesg exited with code 1: dmesg: read kernel buffer failed: Operation not "
+                             "permitted; used journalctl -k instead")
+    assert (bundle.root / "kernel" / "journal.txt").read_bytes() == journal.read_bytes()
+    assert record.files == ["kernel/dmesg.txt.stderr", "kernel/journal.txt"]

@@ -145,3 +145,21 @@ def test_hung_nvml_is_cut_at_its_timeout_while_others_finish(tmp_path, fake_nvml
     assert records["quick"].status == "ok" and quick_done.is_set()
     assert "nvml/snapshot.json" not in bundle.manifest["files"]
     assert verify(bundle.root).ok
+
+
+def test_sampling_shows_a_progress_bar_only_on_a_terminal(tmp_path, fake_nvml, monkeypatch):
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    fake_nvml("healthy_8gpu")
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    _capture(tmp_path / "tty", nvml.sampling_collector(2))
+    assert "\rsampling GPUs [" in terminal.getvalue() and "] 2/2 s" in terminal.getvalue()
+    piped = io.StringIO()
+    monkeypatch.setattr("sys.stderr", piped)
+    _capture(tmp_path / "pipe", nvml.sampling_collector(1))
+    assert piped.getvalue() == ""
