@@ -14,8 +14,9 @@ The finding fields it compares (notebooks add them; every one is optional):
     A's inventory that is missing from B's, or lost in B, has **vanished**.
 :data:`COUNTERS` (ints) on a GPU record, or on a finding that names a GPU
     ECC / retired-page / row-remap / PCIe-replay counters; a value in B above A's has **grown**.
-numeric fields ending in ``_gbps`` (e.g. ``busbw_gbps``), keyed by the finding's ``step`` and ``id``
-    a measured bandwidth; a value in B more than ``bandwidth_drop_pct`` below A's has **fallen**.
+numeric fields ending in ``_gbps`` (e.g. ``busbw_gbps``), also nested (``fabric.results[...]``)
+    a measured bandwidth, keyed by the finding's ``step``, ``id`` and the field's path; a value
+    in B more than ``bandwidth_drop_pct`` below A's has **fallen**.
 ``step`` + ``id`` + ``severity``
     a warning-or-worse finding in B whose (step, id) A did not have is **new**; the reverse is
     **resolved**.
@@ -64,6 +65,28 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+_LIST_LABELS = ("collective", "size_bytes", "name", "id")
+
+
+def _bandwidths(node, path: str = "", depth: int = 0):
+    """``(dotted.path, value)`` of every number under a key ending in ``_gbps``, nested results
+    included (``fabric.results[all_reduce].busbw_gbps``); list items are named by their
+    ``collective``/``size_bytes``/``name``/``id`` so that the same measurement matches across runs."""
+    if depth > 5:
+        return
+    if isinstance(node, dict):
+        for key, value in node.items():
+            here = f"{path}.{key}" if path else str(key)
+            if str(key).endswith("_gbps") and _is_number(value):
+                yield here, float(value)
+            elif isinstance(value, (dict, list)):
+                yield from _bandwidths(value, here, depth + 1)
+    elif isinstance(node, list):
+        for n, item in enumerate(node):
+            label = next((f"{k}={item[k]}" for k in _LIST_LABELS if isinstance(item, dict) and k in item), str(n))
+            yield from _bandwidths(item, f"{path}[{label}]", depth + 1)
+
+
 @dataclass
 class RunDigest:
     """The comparable facts of one run, extracted from its findings."""
@@ -84,9 +107,8 @@ class RunDigest:
             if _is_number(f.get("xid")):
                 gpu = normalize_pci(f.get("pci_bus_id")) or f.get("gpu_index")
                 digest.xids.setdefault((f.get("host"), gpu, int(f["xid"])), f)
-            for name, value in f.items():
-                if name.endswith("_gbps") and _is_number(value):
-                    digest.bandwidth[(f.get("step"), f.get("id"), name)] = float(value)
+            for name, value in _bandwidths(f):
+                digest.bandwidth[(f.get("step"), f.get("id"), name)] = value
             gpus = f.get("gpus")
             if isinstance(gpus, list):
                 digest.inventory = digest.inventory or {}

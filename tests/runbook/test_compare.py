@@ -102,3 +102,16 @@ def test_cli_names_a_missing_run(tmp_path, capsys, ref):
     archived(tmp_path, NIGHT_1)
     assert main(["archive", "show", ref, "--archive", str(tmp_path)]) == 2
     assert ref in capsys.readouterr().err
+
+
+def test_bandwidth_nested_in_a_fabric_result_is_compared():
+    def fabric(busbw_small, busbw_large):
+        return [{"step": "08_preflight", "id": "fabric-test", "severity": "info", "title": "fabric test PASS",
+                 "fabric": {"verdict": "PASS", "results": [
+                     {"collective": "all_reduce", "sizes": [{"size_bytes": 1 << 20, "busbw_gbps": busbw_small},
+                                                            {"size_bytes": 1 << 30, "busbw_gbps": busbw_large}]}]}}]
+
+    diff = diff_findings(fabric(20.0, 180.0), fabric(19.5, 90.0))
+    assert diff.fallen_bandwidth == [
+        "08_preflight/fabric-test: fabric.results[collective=all_reduce].sizes[size_bytes=1073741824].busbw_gbps "
+        "180 -> 90 (-50%)"]
