@@ -163,3 +163,18 @@ def test_sampling_shows_a_progress_bar_only_on_a_terminal(tmp_path, fake_nvml, m
     monkeypatch.setattr("sys.stderr", piped)
     _capture(tmp_path / "pipe", nvml.sampling_collector(1))
     assert piped.getvalue() == ""
+
+
+@pytest.mark.parametrize("option", ["function_not_found", "absent"])
+def test_old_driver_or_old_binding_falls_back_to_the_throttle_reasons_call(tmp_path, fake_nvml, option):
+    fake_nvml("healthy_8gpu", **{option: {"nvmlDeviceGetCurrentClocksEventReasons"}})
+    bundle, _ = _capture(tmp_path, nvml.snapshot_collector())
+    gpu = _snapshot(bundle)["gpus"][6]
+    assert gpu["throttle_reasons"] == ["sw_power_cap"] and "throttle_bitmask" not in gpu["errors"]
+
+
+def test_a_function_missing_everywhere_is_named(tmp_path, fake_nvml):
+    fake_nvml("healthy_8gpu", absent={"nvmlDeviceGetMarginTemperature"})
+    bundle, _ = _capture(tmp_path, nvml.snapshot_collector())
+    gpu = _snapshot(bundle)["gpus"][0]
+    assert gpu["errors"]["temp_tlimit_margin_c"] == "nvmlDeviceGetMarginTemperature is not in this nvidia-ml-py"

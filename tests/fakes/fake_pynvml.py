@@ -9,7 +9,9 @@ exactly as on a GPU machine.
 
 Scenarios are built with :class:`FakeNvml` options: ``lost`` (GPU indexes whose every call
 raises ``GPU is lost``), ``unsupported``/``no_permission`` (function names that raise for every
-GPU), ``init_error`` (no driver), ``hang_s`` (``nvmlDeviceGetCount`` blocks, like a wedged driver).
+GPU), ``init_error`` (no driver), ``hang_s`` (``nvmlDeviceGetCount`` blocks, like a wedged driver),
+``function_not_found`` (functions an old driver lacks) and ``absent`` (functions an old
+nvidia-ml-py does not define at all).
 """
 
 from __future__ import annotations
@@ -83,7 +85,8 @@ class FakeNvml:
     """Build with a recorded XML file and scenario options; ``module()`` is the fake pynvml."""
 
     def __init__(self, xml_path: str | Path, *, lost: set[int] = frozenset(), unsupported: set[str] = frozenset(),
-                 no_permission: set[str] = frozenset(), init_error: int | None = None, hang_s: float = 0.0):
+                 no_permission: set[str] = frozenset(), init_error: int | None = None, hang_s: float = 0.0,
+                 function_not_found: set[str] = frozenset(), absent: set[str] = frozenset()):
         root = ET.parse(xml_path).getroot()
         self.source = Path(xml_path).name
         self.driver_version = root.findtext("driver_version")
@@ -94,6 +97,8 @@ class FakeNvml:
         self.no_permission = set(no_permission)
         self.init_error = init_error
         self.hang_s = hang_s
+        self.function_not_found = set(function_not_found)
+        self.absent = set(absent)
         self.calls: dict[int, int] = {}  # per GPU index: NVML calls made with its handle
         self.initialised = 0
         self._lock = threading.Lock()
@@ -104,6 +109,8 @@ class FakeNvml:
             self.calls[handle] = self.calls.get(handle, 0) + 1
         if handle in self.lost:
             raise _error(real.NVML_ERROR_GPU_IS_LOST)
+        if name in self.function_not_found:
+            raise _error(real.NVML_ERROR_FUNCTION_NOT_FOUND)
         if name in self.unsupported:
             raise _error(real.NVML_ERROR_NOT_SUPPORTED)
         if name in self.no_permission:
@@ -116,7 +123,7 @@ class FakeNvml:
             if _COPIED.match(name):
                 setattr(mod, name, value)
         for name in dir(self):
-            if name.startswith("nvml"):
+            if name.startswith("nvml") and name not in self.absent:
                 setattr(mod, name, getattr(self, name))
         mod.FAKE = self
         return mod
@@ -230,6 +237,9 @@ class FakeNvml:
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, h):
         return self._device("nvmlDeviceGetCurrentClocksEventReasons", h).throttle_mask()
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h):  # the name before driver 535
+        return self._device("nvmlDeviceGetCurrentClocksThrottleReasons", h).throttle_mask()
 
     # --- utilization, memory, ECC ---------------------------------------------------------
     def nvmlDeviceGetUtilizationRates(self, h):
