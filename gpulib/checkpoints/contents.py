@@ -183,7 +183,7 @@ def summarise(w: Walk) -> ContentSummary:
             s.tensor_bytes += e.value.nbytes
             if cat == "model_or_other":
                 s.model_tensors += 1
-        if cat != "model_or_other":
+        if cat != "model_or_other" and e.value is not None and e.value != {}:  # a None slot holds no state
             cats.add(cat)
         if cat == "rng":
             parts = [p.split("[")[0].lower() for p in e.path.split(".")]

@@ -49,18 +49,18 @@ def advice(c: Candidate) -> list[str]:
 
 
 def command(c: Candidate, series_dir: Path, pointer_targets: list[str]) -> str:
-    p = shlex.quote(str(c.path))
+    p = shlex.quote(str(c.path))  # shell words
+    py = repr(str(c.path))  # Python literals in the "# then call ..." hints
     torchrun = f"torchrun --nproc-per-node={GPUS} --max-restarts=3"
     if c.layout == "hf_trainer":
-        return f"{torchrun} <train.py> {ARGS} --resume_from_checkpoint {p}   # Trainer.train(resume_from_checkpoint={p})"
+        return f"{torchrun} <train.py> {ARGS} --resume_from_checkpoint {p}   # Trainer.train(resume_from_checkpoint={py})"
     if c.layout == "accelerate":
-        return f"accelerate launch <train.py> {ARGS}   # with accelerator.load_state({p}) before the loop"
+        return f"accelerate launch <train.py> {ARGS}   # with accelerator.load_state({py}) before the loop"
     if c.layout == "lightning":
-        return f"python <train.py> fit {ARGS} --ckpt_path {p}   # or trainer.fit(model, ckpt_path={p})"
+        return f"python <train.py> fit {ARGS} --ckpt_path {p}   # or trainer.fit(model, ckpt_path={py})"
     if c.layout == "deepspeed":
         tag_note = "" if c.name in pointer_targets else f" (`latest` does not name it: pass the tag, or write {c.name} into latest)"
-        return (f"deepspeed <train.py> {ARGS}   # engine.load_checkpoint({shlex.quote(str(series_dir))}, "
-                f"tag={shlex.quote(c.name)}){tag_note}")
+        return f"deepspeed <train.py> {ARGS}   # engine.load_checkpoint({str(series_dir)!r}, tag={c.name!r}){tag_note}"
     if c.layout == "megatron":
         step_flag = "" if str(c.step) in pointer_targets else f" --ckpt-step {c.step}"
         return f"{torchrun} pretrain_gpt.py {ARGS} --load {shlex.quote(str(series_dir))}{step_flag}"
@@ -69,5 +69,5 @@ def command(c: Candidate, series_dir: Path, pointer_targets: list[str]) -> str:
                 f"{shlex.quote(str(series_dir.parent))} --checkpoint.enable --checkpoint.folder "
                 f"{shlex.quote(series_dir.name)} --checkpoint.load_step {c.step}")
     if c.layout == "dcp":
-        return f"{torchrun} <train.py> {ARGS} --resume {p}   # dcp.load(state_dict, checkpoint_id={p})"
+        return f"{torchrun} <train.py> {ARGS} --resume {p}   # dcp.load(state_dict, checkpoint_id={py})"
     return f"{torchrun} <train.py> {ARGS} --resume {p}"
