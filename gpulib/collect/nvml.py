@@ -114,6 +114,39 @@ def _mib(value) -> int:
     return round(value / _MIB)
 
 
+#: Hopper/Ada thresholds as margins below T.Limit (what ``nvidia-smi -q`` prints as
+#: ``GPU Shutdown T.Limit Temp : -8 C``), read through field values: NVML's header calls
+#: ``nvmlDeviceGetTemperatureThreshold`` "no longer the preferred interface" on Ada and later.
+_TLIMIT_FIELDS = (("temp_shutdown_tlimit_c", "NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT"),
+                  ("temp_slowdown_tlimit_c", "NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT"),
+                  ("temp_mem_max_tlimit_c", "NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT"),
+                  ("temp_max_operating_tlimit_c", "NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT"))
+#: ``nvmlValue_t`` member for each ``NVML_VALUE_TYPE_*`` (double, uint, ulong, ulonglong, slonglong, sint, ushort).
+_VALUE_MEMBER = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
+
+
+def _read_fields(nv, read: _Reader, handle, fields: tuple[tuple[str, str], ...]) -> dict:
+    """Several ``nvmlDeviceGetFieldValues`` readings in one call; each field fails on its own."""
+    ids = [getattr(nv, const, None) for _, const in fields]
+    if None in ids:
+        read.errors.update({field: f"{const} is not in this nvidia-ml-py" for field, const in fields})
+        return dict.fromkeys((field for field, _ in fields))
+    values = read("field_values", "nvmlDeviceGetFieldValues", handle, ids)
+    out = {}
+    for index, (field, _) in enumerate(fields):
+        value = values[index] if values is not None else None
+        if value is None:
+            out[field] = None
+            read.errors[field] = read.errors.get("field_values", "no value")
+        elif value.nvmlReturn != nv.NVML_SUCCESS:
+            out[field] = None
+            read.errors[field] = str(nv.NVMLError(value.nvmlReturn))
+        else:
+            out[field] = getattr(value.value, _VALUE_MEMBER[value.valueType])
+    read.errors.pop("field_values", None)
+    return out
+
+
 def _read_nvlink(nv, read: _Reader, handle) -> list[dict] | None:
     """State and error counters of each NVLink. A GPU without NVLink answers NotSupported
     for link 0; unused links answer NotSupported / InvalidArgument and are skipped."""
@@ -178,6 +211,7 @@ def read_gpu(nv, index: int) -> dict:
         gpu[field] = read(field, "nvmlDeviceGetTemperatureThreshold", handle, getattr(nv, threshold))
     # Hopper/Ada report thresholds relative to T.Limit; the margin is the distance to slowdown.
     gpu["temp_tlimit_margin_c"] = read("temp_tlimit_margin_c", "nvmlDeviceGetMarginTemperature", handle)
+    gpu.update(_read_fields(nv, read, handle, _TLIMIT_FIELDS))
 
     gpu["sm_clock_mhz"] = read("sm_clock_mhz", "nvmlDeviceGetClockInfo", handle, nv.NVML_CLOCK_SM)
     gpu["sm_clock_max_mhz"] = read("sm_clock_max_mhz", "nvmlDeviceGetMaxClockInfo", handle, nv.NVML_CLOCK_SM)

@@ -178,3 +178,27 @@ def test_a_function_missing_everywhere_is_named(tmp_path, fake_nvml):
     bundle, _ = _capture(tmp_path, nvml.snapshot_collector())
     gpu = _snapshot(bundle)["gpus"][0]
     assert gpu["errors"]["temp_tlimit_margin_c"] == "nvmlDeviceGetMarginTemperature is not in this nvidia-ml-py"
+
+
+def test_ada_tlimit_thresholds_come_from_field_values(tmp_path, fake_nvml):
+    fake_nvml("ada_tlimit")
+    bundle, _ = _capture(tmp_path, nvml.snapshot_collector())
+    gpu = _snapshot(bundle)["gpus"][0]
+    assert (gpu["temp_shutdown_tlimit_c"], gpu["temp_slowdown_tlimit_c"], gpu["temp_max_operating_tlimit_c"]) == (-7, -2, 0)
+    assert gpu["temp_mem_max_tlimit_c"] is None and gpu["errors"]["temp_mem_max_tlimit_c"] == "Not Supported"
+
+
+def test_nvlink_state_per_link(tmp_path, recorded, fake_nvml):
+    status = recorded / "nvidia-smi" / "gpud" / "nvidia-smi.nvlink.status.a100"
+    fake_nvml("mig_a100_80gb", nvlink_status=status)
+    bundle, _ = _capture(tmp_path, nvml.snapshot_collector())
+    links = _snapshot(bundle)["gpus"][0]["nvlink"]
+    assert [link["link"] for link in links] == list(range(12)) and all(link["active"] for link in links)
+    assert links[0]["crc_flit_errors"] is None
+
+
+def test_nvlink_all_inactive_is_visible(tmp_path, recorded, fake_nvml):
+    fake_nvml("mig_a100_80gb", nvlink_status=recorded / "azurehpc" / "bad_nvlink_status.txt")
+    bundle, _ = _capture(tmp_path / "bad", nvml.snapshot_collector())
+    links = _snapshot(bundle)["gpus"][0]["nvlink"]
+    assert len(links) == 12 and not any(link["active"] for link in links)

@@ -10,8 +10,9 @@ exactly as on a GPU machine.
 Scenarios are built with :class:`FakeNvml` options: ``lost`` (GPU indexes whose every call
 raises ``GPU is lost``), ``unsupported``/``no_permission`` (function names that raise for every
 GPU), ``init_error`` (no driver), ``hang_s`` (``nvmlDeviceGetCount`` blocks, like a wedged driver),
-``function_not_found`` (functions an old driver lacks) and ``absent`` (functions an old
-nvidia-ml-py does not define at all).
+``function_not_found`` (functions an old driver lacks), ``absent`` (functions an old
+nvidia-ml-py does not define at all) and ``nvlink_status`` (a recorded ``nvidia-smi nvlink -s``
+whose ``Link N: 25 GB/s`` / ``<inactive>`` lines answer ``nvmlDeviceGetNvLinkState``).
 """
 
 from __future__ import annotations
@@ -81,12 +82,27 @@ class _Gpu:
         return encode_throttle_reasons([name for name in active if name])
 
 
+def _nvlink_states(text: str, links_per_gpu: int) -> list[list[int]]:
+    """Per GPU, per link: 1 active / 0 inactive, from ``nvidia-smi nvlink -s`` text."""
+    gpus: list[list[int]] = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("GPU "):
+            gpus.append([])
+        elif gpus and "all links are inactive" in stripped:
+            gpus[-1] = [0] * links_per_gpu
+        elif gpus and stripped.startswith("Link "):
+            gpus[-1].append(0 if "inactive" in stripped else 1)
+    return gpus
+
+
 class FakeNvml:
     """Build with a recorded XML file and scenario options; ``module()`` is the fake pynvml."""
 
     def __init__(self, xml_path: str | Path, *, lost: set[int] = frozenset(), unsupported: set[str] = frozenset(),
                  no_permission: set[str] = frozenset(), init_error: int | None = None, hang_s: float = 0.0,
-                 function_not_found: set[str] = frozenset(), absent: set[str] = frozenset()):
+                 function_not_found: set[str] = frozenset(), absent: set[str] = frozenset(),
+                 nvlink_status: str | Path | None = None, links_per_gpu: int = 12):
         root = ET.parse(xml_path).getroot()
         self.source = Path(xml_path).name
         self.driver_version = root.findtext("driver_version")
@@ -99,6 +115,7 @@ class FakeNvml:
         self.hang_s = hang_s
         self.function_not_found = set(function_not_found)
         self.absent = set(absent)
+        self.nvlinks = _nvlink_states(Path(nvlink_status).read_text(), links_per_gpu) if nvlink_status else []
         self.calls: dict[int, int] = {}  # per GPU index: NVML calls made with its handle
         self.initialised = 0
         self._lock = threading.Lock()
@@ -293,11 +310,35 @@ class FakeNvml:
 
     def nvmlDeviceGetNvLinkState(self, h, link):
         self._device("nvmlDeviceGetNvLinkState", h)
-        raise _error(real.NVML_ERROR_NOT_SUPPORTED)  # -q -x carries no per-link state: as on a PCIe board
+        if h >= len(self.nvlinks):  # no nvlink recording: as on a PCIe board
+            raise _error(real.NVML_ERROR_NOT_SUPPORTED)
+        if link >= len(self.nvlinks[h]):
+            raise _error(real.NVML_ERROR_INVALID_ARGUMENT)
+        return self.nvlinks[h][link]
 
     def nvmlDeviceGetNvLinkErrorCounter(self, h, link, counter):
         self._device("nvmlDeviceGetNvLinkErrorCounter", h)
-        raise _error(real.NVML_ERROR_NOT_SUPPORTED)
+        raise _error(real.NVML_ERROR_NOT_SUPPORTED)  # nvlink -s carries no error counters
+
+    _TLIMIT_TAGS = {
+        real.NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT: "temperature/gpu_temp_max_tlimit_threshold",
+        real.NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT: "temperature/gpu_temp_slow_tlimit_threshold",
+        real.NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT: "temperature/gpu_temp_max_mem_tlimit_threshold",
+        real.NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT: "temperature/gpu_temp_max_gpu_tlimit_threshold",
+    }
+
+    def nvmlDeviceGetFieldValues(self, h, field_ids):
+        gpu = self._device("nvmlDeviceGetFieldValues", h)
+        out = []
+        for field_id in field_ids:
+            entry = types.SimpleNamespace(fieldId=field_id, valueType=real.NVML_VALUE_TYPE_SIGNED_INT,
+                                          nvmlReturn=real.NVML_SUCCESS, value=types.SimpleNamespace(siVal=0))
+            try:
+                entry.value.siVal = gpu.integer(self._TLIMIT_TAGS[field_id])
+            except real.NVMLError as exc:
+                entry.nvmlReturn = exc.value
+            out.append(entry)
+        return out
 
     def nvmlDeviceGetComputeRunningProcesses(self, h):
         gpu = self._device("nvmlDeviceGetComputeRunningProcesses", h)
