@@ -176,3 +176,17 @@ def test_kernel_log_falls_back_to_the_journal_when_dmesg_is_restricted(tmp_path,
                              "permitted; used journalctl -k instead")
     assert (bundle.root / "kernel" / "journal.txt").read_bytes() == journal.read_bytes()
     assert record.files == ["kernel/dmesg.txt.stderr", "kernel/journal.txt"]
+
+
+def test_nvidia_smi_without_driver_is_unavailable_not_failed(tmp_path, monkeypatch):
+    """nvidia-smi installed but the kernel module not loaded: exit 9 and this message."""
+    from gpulib.collect.commands import nvidia_smi_collectors
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _script(bin_dir / "nvidia-smi", "echo \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+                                    "Make sure that the latest NVIDIA driver is installed and running.\"\nexit 9\n")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    _, records = _run(tmp_path, *nvidia_smi_collectors())
+    for record in records.values():
+        assert record.status == "unavailable" and record.reason.startswith("no NVIDIA driver: nvidia-smi exited with code 9")
