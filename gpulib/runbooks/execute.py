@@ -115,7 +115,10 @@ def execute_step(step: StepSpec, parameters: dict, output: Path, findings_path: 
         papermill.execute_notebook(
             str(step.notebook), str(output), parameters=injected, kernel_name=kernel_name, cwd=str(cwd),
             start_timeout=int(start_timeout_s), execution_timeout=int(cell_timeout_s),
-            progress_bar=False, log_output=False, request_save_on_cell_execute=True,
+            progress_bar=False, log_output=False,
+            # saved after every cell: a cell that hangs until the timeout still leaves everything
+            # shown before it in the archive (without this, a timed-out step leaves no notebook)
+            request_save_on_cell_execute=True,
             extra_arguments=["--IPKernelApp.log_level=ERROR"],  # not the TCP-transport warning in every cron mail
         )
         result.findings = [{**f, "step": step.id} for f in load_findings(findings_path)]

@@ -84,7 +84,10 @@ def test_a_hung_cell_is_stopped_by_the_cell_timeout(write_runbook, tmp_path):
                           archive_root=tmp_path / "a", cwd=tmp_path)
     assert outcome.exit_code == 3
     assert "Timeout" in outcome.steps[0].error["type"] or "timed out" in outcome.steps[0].error["message"]
-    assert (outcome.path / "notebooks" / "slow.ipynb").is_file()
+    nb = nbformat.read(outcome.path / "notebooks" / "slow.ipynb", as_version=4)
+    hung, after = [c for c in nb.cells if c.cell_type == "code"][2:]
+    assert [o.get("ename") for o in hung.outputs] == ["KeyboardInterrupt"]  # nbclient interrupted it
+    assert after.metadata.papermill.start_time is None  # the record cell never ran
 
 
 def test_rerun_makes_a_new_directory_and_leaves_the_first_untouched(write_runbook, tmp_path):
