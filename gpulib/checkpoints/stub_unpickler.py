@@ -17,7 +17,6 @@ from __future__ import annotations
 import collections
 import io
 import pickle
-import pickletools
 import struct
 from dataclasses import dataclass, field
 
@@ -397,6 +396,8 @@ def scan_globals(data: bytes) -> dict[tuple[str, str], int]:
     """Static opcode walk: every GLOBAL/INST/STACK_GLOBAL, with STACK_GLOBAL strings resolved
     through the memo. Used when the stub load stopped early, so globals after the failure point
     (a truncated or deliberately broken pickle) are still reported."""
+    import pickletools  # only broken pickles pay for this import
+
     found: dict[tuple[str, str], int] = {}
     recent: list = [None, None]  # the last two values pushed (strings or None)
     memo: dict = {}

@@ -82,8 +82,15 @@ def test_truncation_sweep_200_points(full_ckpt, tmp_path):
             assert any("truncated: no zip end record" in m for m in r.reasons()), (cut, r.reasons())
 
 
-def test_zeroed_block_needs_deep(full_ckpt, tmp_path):
-    """torch.load accepts a zeroed block inside a tensor payload; only the CRC check finds it."""
+@pytest.mark.parametrize("crc_impl", ["default", "stdlib_zlib"])
+def test_zeroed_block_needs_deep(full_ckpt, tmp_path, monkeypatch, crc_impl):
+    """torch.load accepts a zeroed block inside a tensor payload; only the CRC check finds it
+    (with zlib-ng's CRC when installed, and with the stdlib fallback)."""
+    if crc_impl == "stdlib_zlib":
+        import zlib
+
+        from gpulib.checkpoints import zipreader
+        monkeypatch.setattr(zipreader, "crc32", zlib.crc32)
     p = tmp_path / "zeroed.pt"
     shutil.copy(full_ckpt, p)
     with open(p, "rb") as fh:
@@ -299,3 +306,20 @@ def test_cli_exit_codes(full_ckpt, tmp_path, capsys):
 
 def test_header_struct_sanity():
     assert struct.calcsize("<4s4H2LH") == 22
+
+
+def test_chunked_crc_combination(full_ckpt, tmp_path, monkeypatch):
+    """Members bigger than one read chunk are CRC'd in pieces and joined with crc32_combine."""
+    import zlib
+
+    from gpulib.checkpoints import zipreader
+    monkeypatch.setattr(zipreader, "CHUNK_BYTES", 100)  # every storage spans several chunks
+    assert zipreader._chunks(250) == [(0, 50), (50, 100), (150, 100)]
+    a, b = os.urandom(777), os.urandom(100)
+    assert zipreader.crc32_combine(zlib.crc32(a), zlib.crc32(b), 100) == zlib.crc32(a + b)
+    assert inspect_path(full_ckpt, deep=True).valid
+    p = tmp_path / "rot.pt"
+    data = bytearray(full_ckpt.read_bytes())
+    data[len(data) // 3] ^= 0x01
+    p.write_bytes(bytes(data))
+    assert not inspect_path(p, deep=True).valid
