@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "gpulib.diagnose.cli",
     "gpulib.nccl.cli",
     "gpulib.runbooks.cli",
+    "gpulib.watch.cli",
 )
 
 
