@@ -1,0 +1,65 @@
+"""The shipped runbooks (runbooks/*.yaml) run headless on recorded incidents, read in place.
+
+Slow by nature (one kernel per notebook), so each runbook runs once per session and every
+assertion reads that one archive.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpulib.runbooks import run_runbook
+from gpulib.runbooks.archive import ArchivedRun
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.notebook
+
+
+@pytest.fixture(scope="module")
+def incident_run(incidents, tmp_path_factory):
+    evidence = incidents / "case-01-xid79-fell-off-bus" / "input"
+    return run_runbook("incident", values={"evidence": str(evidence)},
+                       archive_root=tmp_path_factory.mktemp("incident"), cwd=REPO)
+
+
+def test_incident_runs_every_step_and_names_the_culprit(incident_run):
+    failed = {s.id: s.error for s in incident_run.steps if s.status != "ok"}
+    assert failed == {}
+    assert [s.id for s in incident_run.steps] == [
+        "00_triage", "01_kernel_xid", "02_gpu_memory_oom", "03_nccl_network", "04_thermal_power",
+        "05_data_loading", "06_driver_cuda_ecc_topology", "07_checkpoint_resume"]
+    fell_off = [f for f in incident_run.findings
+                if f["category"] == "gpu_fell_off_bus" and f["severity"] == "critical"]
+    assert {f.get("host") for f in fell_off} >= {"hgx-h100-018"}  # Xid 79 on that host's GPU 0000:ab:00
+    assert incident_run.exit_code == 2
+
+
+def test_incident_archive_is_complete_and_offline(incident_run):
+    run = ArchivedRun.open(incident_run.path)
+    assert run.verify().ok
+    assert sorted(p.name for p in (incident_run.path / "notebooks").iterdir()) == [
+        f"{s.id}.ipynb" for s in incident_run.steps]
+    report = (incident_run.path / "report.html").read_text(encoding="utf-8")
+    assert report.count("* plotly.js v") == 1 and "<script src" not in report
+    assert report.count('class="plotly-graph-div"') >= 3  # Xid events, thermal, data loading ...
+    findings = json.loads((incident_run.path / "findings.json").read_text())["findings"]
+    assert {f["step"] for f in findings} <= {s.id for s in incident_run.steps}
+
+
+def test_preflight_is_no_go_on_a_gpu_with_uncorrectable_ecc(incidents, tmp_path):
+    evidence = incidents / "case-06-ecc-dbe-truncated-ckpt" / "input"
+    outcome = run_runbook("preflight", values={"evidence": str(evidence)}, cli={"run_fabric_test": "false"},
+                          archive_root=tmp_path, cwd=REPO)
+    verdict = [f for f in outcome.findings if f["id"] == "preflight-verdict"]
+    assert [f["severity"] for f in verdict] == ["critical"] and verdict[0]["title"].startswith("NO-GO")
+    assert outcome.exit_code == 2
+
+
+def test_health_report_of_a_healthy_fleet(incidents, tmp_path):
+    evidence = incidents / "case-07-healthy-run" / "input"
+    outcome = run_runbook("health-report", values={"evidence": str(evidence)}, archive_root=tmp_path, cwd=REPO)
+    assert [s.status for s in outcome.steps] == ["ok"]
+    assert [f["title"] for f in outcome.findings if f["severity"] in ("critical", "error")] == []
+    assert outcome.exit_code == 0
