@@ -82,12 +82,15 @@ def prepare_notebook(nb, step_id: str):
     return nb, figures
 
 
-def _convert(nb) -> tuple[str, list[str]]:
-    """nbconvert's lab rendering of ``nb`` without inputs: ``(body, head styles)``."""
+def _exporter():
     from nbconvert import HTMLExporter
 
-    exporter = HTMLExporter(template_name="lab", exclude_input=True, exclude_input_prompt=True,
-                            exclude_output_prompt=True)
+    return HTMLExporter(template_name="lab", exclude_input=True, exclude_input_prompt=True,
+                        exclude_output_prompt=True)
+
+
+def _convert(nb, exporter) -> tuple[str, list[str]]:
+    """nbconvert's lab rendering of ``nb`` without inputs: ``(body, head styles)``."""
     page, _ = exporter.from_notebook_node(nb)
     head, _, rest = page.partition("<body")
     body = _MAIN.search(rest)
@@ -127,13 +130,13 @@ def build_report(manifest: dict, steps: list[dict], findings: list[dict], notebo
     import nbformat
     import plotly.offline
 
-    sections, styles, figures = [], None, 0
+    sections, styles, figures, exporter = [], None, 0, _exporter()
     for step in steps:
         path = notebooks.get(step["id"])
         try:
             nb = nbformat.read(str(path), as_version=4)
             nb, count = prepare_notebook(nb, step["id"])
-            body, head_styles = _convert(nb)
+            body, head_styles = _convert(nb, exporter)
             figures += count
             styles = styles if styles is not None else head_styles
         except Exception as exc:  # noqa: BLE001 - a missing or damaged output must not lose the report
