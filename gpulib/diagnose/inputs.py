@@ -11,6 +11,7 @@ import inspect
 import logging
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -167,7 +168,7 @@ def _assign_hosts(inputs: Inputs) -> None:
     for f in inputs.files:
         if f.host or f.kind in ("checkpoint", "training_log"):
             continue
-        folders = [p.name for p in f.path.parents if p != f.root and f.root in p.parents]
+        folders = [p.name for p in f.path.parents if p == f.root or f.root in p.parents]
         hit = next((name for name in folders if name in known), None)
         if hit:
             f.host, f.host_basis = hit, "folder"
@@ -209,9 +210,16 @@ def gather(paths: list[str | Path], tz: str | None = None) -> Inputs:
 
 
 def _examine(f: InputFile, tz: str | None, inputs: Inputs) -> None:
-    if f.path.is_symlink() and not f.path.exists():
+    try:
+        mode = f.path.stat().st_mode
+    except OSError as exc:
         f.kind = "unreadable"
-        f.problems.append(Problem(str(f.path), "broken symbolic link"))
+        f.problems.append(Problem(str(f.path), "broken symbolic link" if f.path.is_symlink() else
+                                  f"cannot stat: {exc.strerror or exc}"))
+        return
+    if not stat.S_ISREG(mode):  # a FIFO or device would block or never end
+        f.kind = "unreadable"
+        f.problems.append(Problem(str(f.path), "not a regular file (pipe, socket or device): skipped"))
         return
     if _is_checkpoint(f.path):
         f.kind = "checkpoint"

@@ -62,6 +62,7 @@ _SRUN_LABEL = re.compile(r"^\s{0,6}(?P<task>\d{1,6}): ")
 _PDSH_HOST = re.compile(r"^(?P<host>\d{1,3}(?:\.\d{1,3}){3}|[a-z][\w-]*\d[\w.-]*): ")
 _RAY = re.compile(r"^\((?:[\w:]+ )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.]+))?\)\s")
 _RANK_PREFIX = re.compile(r"^\[rank(?P<rank>\d+)\]:\s?")
+_RANK_LINE = re.compile(r"(?m)^(?:\s*\d+: )?\[rank\d+\]:")  # torchrun's per-rank prefix starts a line
 _RANK_WORD = re.compile(r"\[rank(?P<a>\d+)\]|\|\s*rank(?P<b>\d+)\s*\||\brank[ =:](?P<c>\d+)\b")
 
 
@@ -113,7 +114,7 @@ _SOCKET_ERR = re.compile(
 _WORK = (r"WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel_in>-?\d+), "
          r"NumelOut=(?P<numel_out>-?\d+))?, Timeout\(ms\)=(?P<timeout_ms>\d+)\)")
 _WATCHDOG_TIMEOUT = re.compile(r"\[Rank (?P<pg_rank>\d+)\] ?Watchdog caught collective operation timeout: " + _WORK +
-                               r" ran for (?P<elapsed_ms>\d+) milliseconds")
+                               r"(?: ran for (?P<elapsed_ms>\d+))?")
 _BLOCKING_WAIT = re.compile(r"\[Rank (?P<pg_rank>\d+)\] Work " + _WORK + r" timed out in blocking wait")
 _PG_PREFIX = re.compile(r"\[PG (?:ID )?(?P<pg>\d+)(?: PG GUID (?P<guid>[^\s(\]]+))?(?: ?\((?P<desc>[^)]*)\))? "
                         r"Rank (?P<pg_rank>\d+)\]")
@@ -175,6 +176,9 @@ _S_PER_STEP = re.compile(r"(?P<v>\d+(?:\.\d+)?) ?s/(?:step|it)\b|elapsed time pe
 _METRIC_MS = re.compile(r"\b(?P<k>[a-z][a-z0-9_]*_ms)=(?P<v>\d+(?:\.\d+)?)")
 _EVAL_PROGRESS = re.compile(r"val(?:idation)? batch (?P<done>\d+)/(?P<total>\d+)")
 
+#: Longer lines (a tqdm bar without newlines, a pasted tensor) are cut before any pattern runs.
+MAX_LINE_CHARS = 32 * 1024
+
 SIGNALS = {1: "SIGHUP", 2: "SIGINT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL",
            11: "SIGSEGV", 13: "SIGPIPE", 15: "SIGTERM"}
 
@@ -207,7 +211,8 @@ def looks_like(head: str) -> bool:
                "local_rank", "Traceback (most recent", "srun: ", "ChildFailedError", "s/it]", "s/step",
                "iteration", "step ", "step:", "PyTorchJob", "distributed init")
     hits = sum(1 for m in markers if m in head)
-    return hits >= 2 or "NCCL INFO" in head or "ProcessGroupNCCL" in head or "PyTorchJob" in head
+    return (hits >= 2 or "NCCL INFO" in head or "ProcessGroupNCCL" in head or "PyTorchJob" in head
+            or _RANK_LINE.search(head) is not None)
 
 
 def _signal_of(code: int) -> str | None:
@@ -222,8 +227,7 @@ class _Classifier:
 
     def classify(self, body: str, hints: dict, lineno: int) -> JobEvent | None:  # noqa: C901 - one dispatch table
         rank = hints.get("rank")
-        ev = None
-        m = _NCCL_LINE.search(body)
+        m = _NCCL_LINE.search(body) if " NCCL " in body else None  # guard: the host pattern is costly
         if m:
             ev = self._nccl(m, lineno, body)
             if ev is not None:
@@ -234,6 +238,10 @@ class _Classifier:
         if m and "watchdog thread terminated" not in body:
             return JobEvent(lineno, "watchdog_timeout", body, rank=rank if rank is not None else int(m["pg_rank"]),
                             details=self._work(m) | self._pg(body))
+        if "Watchdog caught collective operation timeout" in body and "watchdog thread terminated" not in body:
+            pg = self._pg(body)  # a line cut before its WorkNCCL(...) part
+            return JobEvent(lineno, "watchdog_timeout", body, rank=rank if rank is not None else pg.get("pg_rank"),
+                            details={"truncated": True} | pg)
         m = _WATCHDOG_SEEN.search(body)
         if m:
             seq, enq, comp = (m["seq"] or m["seq2"], m["enq"] or m["enq2"], m["comp"] or m["comp2"])
@@ -271,7 +279,7 @@ class _Classifier:
         m = _CUDA_ERROR.search(body)
         if m:
             return JobEvent(lineno, "cuda_error", body, rank=rank, details={"error": m["err"] or m["err2"]})
-        m = _DEVICE_ASSERT.search(body)
+        m = _DEVICE_ASSERT.search(body) if "Assertion `" in body else None
         if m:
             return JobEvent(lineno, "device_assert", body, rank=rank, details={"file": m["file"], "cond": m["cond"]})
         m = _ELASTIC_FAILED.search(body)
@@ -474,9 +482,10 @@ class JobLogScanner:
         return starts
 
     def _handle(self, raw: str, lineno: int, chunk: bytes, start: int, end: int) -> None:
-        if len(raw) > 1_000_000:
-            self.problems.append(Problem(self.source, f"line of {len(raw)} characters; only its start was read", lineno))
-            raw = raw[:1_000_000]
+        if len(raw) > MAX_LINE_CHARS:
+            self.problems.append(Problem(self.source, f"line of {len(raw):,} characters; only its start was read",
+                                         lineno))
+            raw = raw[:MAX_LINE_CHARS]
         body, hints = strip_prefixes(raw)
         ev = self._classifier.classify(body, hints, lineno)
         if ev is None:

@@ -1,0 +1,125 @@
+"""Bad evidence never raises: junk, truncation, odd files and empty folders become notes.
+
+The property tests throw arbitrary bytes/text at the parsers and at a whole diagnosis; the
+example tests pin the message an operator sees for each kind of bad input.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import string
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gpulib.cli import main
+from gpulib.diagnose import diagnose
+from gpulib.parsers import dcgmi_diag, detect, flight_recorder, slurm, torchrun_error
+from gpulib.parsers import training_log as tl
+
+
+def problems_of(d) -> dict[str, str]:
+    return {i["path"]: " ".join(i.get("problems", [])) for i in d.to_dict()["inputs"]}
+
+
+def test_empty_folder_says_so(tmp_path, capsys):
+    code = main(["diagnose", str(tmp_path), "--format", "json"])
+    out = capsys.readouterr().out
+    assert '"interruption": "none"' in out and "empty folder" in out
+    assert code == 0
+
+
+def test_missing_path_is_reported(tmp_path):
+    d = diagnose([tmp_path / "nope"])
+    assert problems_of(d)[str(tmp_path / "nope")] == "no such file or folder"
+
+
+def test_junk_binary_truncated_unknown_and_empty_files(tmp_path):
+    (tmp_path / "core.dump").write_bytes(bytes(range(256)) * 64)
+    (tmp_path / "empty.log").write_bytes(b"")
+    (tmp_path / "notes.txt").write_text("call the vendor on monday\nremember milk\n")
+    (tmp_path / "latin1.log").write_bytes("caf\xe9 ".encode("latin-1") * 100 + b"\n")
+    xml = "<?xml version=\"1.0\" ?>\n<nvidia_smi_log>\n<timestamp>Mon Jan  5 10:00:00 2026</timestamp>\n<gpu id="
+    (tmp_path / "nvsmi.xml").write_text(xml)  # cut in the middle of the first GPU
+    d = diagnose([tmp_path])
+    notes = problems_of(d)
+    assert "binary data" in notes["core.dump"]
+    assert notes["empty.log"] == "empty file"
+    assert "format not recognised" in notes["notes.txt"]
+    assert notes["nvsmi.xml"]  # the XML parser says what is wrong with the truncated file
+    assert d.interruption == "none"
+
+
+def test_truncated_job_log_still_yields_what_it_has(tmp_path):
+    text = ("node-1:10:11 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1b000 - Init COMPLETE\n"
+            "[rank0]:[E101 01:00:00.0 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 6")
+    (tmp_path / "rank0.log").write_text(text)
+    d = diagnose([tmp_path])
+    assert d.interruption == "unknown"  # a timeout with no evidence of why: say so, do not guess
+    assert any("rank" in step or "kernel log" in step for step in d.next_steps)
+
+
+def test_huge_single_line_and_fifo(tmp_path):
+    (tmp_path / "oneline.log").write_text("[rank0]: " + "x" * (10 * 1024 * 1024) + " CUDA error: misaligned address\n")
+    os.mkfifo(tmp_path / "pipe.log")  # reading it would block forever
+    d = diagnose([tmp_path])
+    notes = problems_of(d)
+    assert "not a regular file" in notes["pipe.log"]
+    assert "only its start was read" in notes["oneline.log"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads chmod-000 files; permission errors cannot happen as root")
+def test_unreadable_file(tmp_path):
+    path = tmp_path / "dmesg.txt"
+    path.write_text("[Mon Jan  5 10:00:00 2026] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n")
+    path.chmod(0)
+    assert "permission denied" in problems_of(diagnose([tmp_path]))["dmesg.txt"]
+
+
+def test_dangling_symlink(tmp_path):
+    (tmp_path / "kern.log").symlink_to(tmp_path / "gone")
+    assert problems_of(diagnose([tmp_path]))["kern.log"] == "broken symbolic link"
+
+
+def test_ten_thousand_small_files(tmp_path):
+    rnd = random.Random(7)
+    for i in range(10_000):
+        sub = tmp_path / f"d{i % 50}"
+        sub.mkdir(exist_ok=True)
+        (sub / f"f{i}.txt").write_text("".join(rnd.choice(string.ascii_letters + " \n") for _ in range(40)))
+    d = diagnose([tmp_path])
+    assert len(d.inputs) == 10_000 and d.interruption == "none"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.binary(max_size=4096))
+def test_every_parser_survives_random_bytes(data):
+    text = data.decode("utf-8", "replace")
+    for module in detect.parser_modules().values():
+        module.looks_like(text)
+        result = module.parse(text, "random")
+        assert result.kind == module.KIND
+    assert flight_recorder.parse_bytes(b"\x80\x04" + data, "random").records == []
+    for module in (dcgmi_diag, slurm, torchrun_error, tl):
+        module.parse(text, "random")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from([
+    "[rank1]:[E101 01:02:03.0 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: ",
+    "WorkNCCL(SeqNum=9, OpType=ALLREDUCE, Timeout(ms)=10) ran for 11 milliseconds before timing out.",
+    "h:1:2 [0] NCCL INFO comm 0x1 rank 1 nranks 2 cudaDev 0 busId 1b000 - Init START",
+    "[Mon Jan  5 10:00:00 2026] NVRM: Xid (PCI:0000:1b:00): 79, GPU has fallen off the bus.",
+    "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:", "Root Cause (first observed failure):",
+    "  rank      : x (local_rank: y)", "  exitcode  : -9 (pid: ", "\x00\xff", "Last error:", "", "\t" * 5,
+]), max_size=30), st.text(max_size=200))
+def test_diagnosis_survives_shuffled_real_fragments(tmp_path_factory, lines, noise):
+    folder = tmp_path_factory.mktemp("frag")
+    (folder / "a.log").write_text("\n".join(lines) + noise, errors="replace")
+    (folder / "b.txt").write_text(noise + "\n".join(reversed(lines)), errors="replace")
+    d = diagnose([folder])
+    assert d.interruption in ("hard", "soft", "none", "unknown")
+    d.to_text()

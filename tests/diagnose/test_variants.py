@@ -1,0 +1,112 @@
+"""The rules are general: change names, hosts, GPUs, layout or clocks of a case and the answer follows.
+
+Each test copies a corpus case to a temp folder (never into the repo), rewrites it, and checks
+that the diagnosis moves with the change - host names come from content/folders, not from
+the case, and GPU/rank come from the identity join, not from fixed values.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpulib.diagnose import diagnose
+
+
+def copy_case(incidents: Path, case: str, dest: Path, *, replace: dict[str, str] | None = None,
+              rename: dict[str, str] | None = None, drop: tuple[str, ...] = ()) -> Path:
+    """Copy ``case/input`` to ``dest``: text replaced in every text file (applied simultaneously),
+    path parts renamed, and files whose relative path is in ``drop`` left out."""
+    replace, rename = replace or {}, rename or {}
+    src = incidents / case / "input"
+    for path in src.rglob("*"):
+        rel = path.relative_to(src)
+        if path.is_dir() or str(rel) in drop:
+            continue
+        target = dest.joinpath(*(rename.get(part, part) for part in rel.parts))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        data = path.read_bytes()
+        if replace and b"\x00" not in data[:4096] and not path.suffix == ".pt":
+            text = data.decode("utf-8")
+            marks = {old: f"\x00{i}\x00" for i, old in enumerate(replace)}
+            for old, mark in marks.items():
+                text = text.replace(old, mark)
+            for old, mark in marks.items():
+                text = text.replace(mark, replace[old])
+            data = text.encode("utf-8")
+        target.write_bytes(data)
+    return dest
+
+
+def where(d) -> tuple:
+    rc = d.root_cause
+    return (d.interruption, d.category, rc.host, rc.gpu_index, rc.gpu_pci, rc.rank, rc.time)
+
+
+def test_renamed_host_and_files_follow(incidents, tmp_path):
+    new = "a100-rack3-n07"
+    root = copy_case(incidents, "case-01-xid79-fell-off-bus", tmp_path / "x",
+                     replace={"hgx-h100-018": new},
+                     rename={"hgx-h100-018": new, "dmesg_T.txt": "kern.log", "slurm-88231.out": "job_console.txt",
+                             "nvidia-smi-q.prolog-88231.txt": "prolog_gpu_query.txt"})
+    d = diagnose([root])
+    assert where(d) == ("hard", "gpu_fell_off_bus", new, 5, "0000:ab:00.0", 13, "2025-03-11T03:12:07Z")
+    kinds = {i["path"]: i["kind"] for i in d.to_dict()["inputs"]}
+    assert kinds[f"{new}/kern.log"] == "kernel_log"
+    assert kinds["job_console.txt"] == "training_log"
+    assert kinds[f"{new}/prolog_gpu_query.txt"] == "nvidia_smi_q"
+
+
+def test_other_gpu_bus_id_follows_the_nccl_map(incidents, tmp_path):
+    swap = {"AB:00": "BA:00", "BA:00": "AB:00", "ab:00": "ba:00", "ba:00": "ab:00", "ab000": "ba000", "ba000": "ab000"}
+    root = copy_case(incidents, "case-01-xid79-fell-off-bus", tmp_path / "x", replace=swap)
+    d = diagnose([root])
+    # the failing GPU is now 0000:ba:00.0; it is still nvidia-smi index 5 and NCCL rank 13 (cudaDev 5)
+    assert where(d)[2:6] == ("hgx-h100-018", 5, "0000:ba:00.0", 13)
+
+
+def test_swapped_node_names_move_the_culprit(incidents, tmp_path):
+    swap = {"trn-h800-01": "trn-h800-02", "trn-h800-02": "trn-h800-01"}
+    root = copy_case(incidents, "case-04-host-oom-killer", tmp_path / "x", replace=swap, rename=swap)
+    d = diagnose([root])
+    assert where(d) == ("soft", "host_oom", "trn-h800-02", 6, "0000:c6:00.0", 6, "2025-06-11T21:04:45Z")
+
+
+def test_thermal_without_telemetry_falls_back_to_the_snapshot(incidents, tmp_path):
+    root = copy_case(incidents, "case-02-a100-thermal-throttle", tmp_path / "x",
+                     drop=("monitoring/gpu_stats_dgx-a100-09_20250422.csv",))
+    d = diagnose([root])
+    assert where(d)[:6] == ("soft", "thermal_throttling", "dgx-a100-09", 3, "0000:4e:00.0", 3)
+    assert d.root_cause.time > "2025-04-22T12:48:30Z"  # the snapshot is later than the first throttled sample
+
+
+def test_ib_loss_found_from_ibstat_alone(incidents, tmp_path):
+    root = copy_case(incidents, "case-05-ib-down-socket-fallback", tmp_path / "x",
+                     drop=("v100-node-08/journalctl_2200-2320.txt",))
+    d = diagnose([root])
+    assert (d.interruption, d.category, d.root_cause.host) == ("soft", "network_fabric", "v100-node-08")
+    assert d.root_cause.rank is None and d.root_cause.gpu_index is None
+
+
+def test_nested_layout_same_answer(incidents, tmp_path):
+    root = copy_case(incidents, "case-03-cuda-oom-rank2", tmp_path / "x",
+                     rename={"slurm-41877.out": "logs/slurm/out.txt", "nvidia-smi_0918.txt": "ws-a100-04/smi.txt"})
+    d = diagnose([root])
+    assert where(d) == ("soft", "cuda_oom", "ws-a100-04", 2, "0000:b1:00.0", 2, "2025-05-06T09:14:33Z")
+
+
+def test_zone_of_naive_clocks_shifts_every_time(incidents, tmp_path):
+    """``--tz``: dmesg -T and the job's naive stamps were local time (CET in March = UTC+1)."""
+    d = diagnose([incidents / "case-01-xid79-fell-off-bus" / "input"], tz="Europe/Berlin")
+    assert where(d)[:6] == ("hard", "gpu_fell_off_bus", "hgx-h100-018", 5, "0000:ab:00.0", 13)
+    assert d.root_cause.time == "2025-03-11T02:12:07Z"
+
+
+@pytest.mark.parametrize("case", ["case-01-xid79-fell-off-bus", "case-04-host-oom-killer"])
+def test_two_paths_given_separately(incidents, tmp_path, case):
+    """Nodes handed over as separate paths (one per host folder) give the same diagnosis."""
+    src = incidents / case / "input"
+    d_all = diagnose([src])
+    d_split = diagnose(sorted(src.iterdir()))
+    assert where(d_split)[:6] == where(d_all)[:6]
