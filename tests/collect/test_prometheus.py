@@ -5,14 +5,9 @@ types and help texts of dcgm-exporter's recorded ``default-counters.csv``."""
 from __future__ import annotations
 
 import json
-import shutil
-import socket
 import subprocess
 import sys
-import threading
 import time
-import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -26,8 +21,8 @@ from gpulib.collect.prometheus import (
 )
 from gpulib.errors import InputError
 from gpulib.evidence import Bundle, BundleWriter, verify
+from tests.prometheus_server import free_port, query, running_prometheus, serve_text
 
-PROMETHEUS = "/usr/bin/prometheus"
 GPUS = [("0", "GPU-5f5b7f9e-0000-0000-0000-000000000000", "00000000:19:00.0"),
         ("1", "GPU-9b1c2d3e-0000-0000-0000-000000000001", "00000000:3B:00.0")]
 XID_ON_GPU1 = 79  # the exporter reports GPU 1 with "fallen off the bus" as its last Xid
@@ -70,81 +65,24 @@ def dcgm_exposition(counters_csv: str, tick: int) -> str:
     return "\n".join(out) + "\n"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def dcgm_exporter(recorded):
     counters = (recorded / "dcgm" / "default-counters.csv").read_text()
     ticks = iter(range(1_000_000))
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = dcgm_exposition(counters, next(ticks)).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-
-
-def _query(url: str, promql: str) -> list:
-    with urllib.request.urlopen(f"{url}/api/v1/query?query={promql}", timeout=5) as response:
-        return json.loads(response.read())["data"]["result"]
+    with serve_text(lambda: dcgm_exposition(counters, next(ticks))) as address:
+        yield address
 
 
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory, dcgm_exporter):
     """A real Prometheus on 127.0.0.1 scraping the exporter every second; always terminated."""
-    if not shutil.which(PROMETHEUS):
-        pytest.skip(f"{PROMETHEUS} not installed (Debian package 'prometheus'; .ci/run installs it)")
-    tmp_path = tmp_path_factory.mktemp("prometheus")
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        f"scrape_configs:\n  - job_name: dcgm\n    static_configs:\n      - targets: ['{dcgm_exporter}']\n"
-    )
-    port = _free_port()
-    log = open(tmp_path / "prometheus.log", "wb")
-    proc = subprocess.Popen([PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                             f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"prometheus exited with {proc.returncode}: {(tmp_path / 'prometheus.log').read_text()[-2000:]}")
-            try:
-                if len(_query(url, "DCGM_FI_DEV_GPU_TEMP")) == 2 and len(_query(url, "count_over_time(DCGM_FI_DEV_GPU_TEMP[1m])")):
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("prometheus never scraped the exporter within 60 s")
-            time.sleep(0.5)
+
+    def scraped(url: str) -> bool:
+        return len(query(url, "DCGM_FI_DEV_GPU_TEMP")) == 2 and bool(query(url, "count_over_time(DCGM_FI_DEV_GPU_TEMP[1m])"))
+
+    with running_prometheus(tmp_path_factory.mktemp("prometheus"), {"dcgm": [dcgm_exporter]}, ready=scraped) as url:
         time.sleep(2)  # a few more scrapes, so the range has several points
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 @pytest.mark.prometheus
@@ -189,7 +127,7 @@ def test_a_label_matcher_that_selects_nothing_gives_empty_series(tmp_path, prome
 
 
 def test_unreachable_prometheus_is_failed_with_the_url(tmp_path):
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     out = tmp_path / "bundle"
     done = subprocess.run([sys.executable, "-m", "gpulib", "collect", "--only", "prometheus", "--out", str(out),
                            "--prometheus", url], capture_output=True, text=True, timeout=120)
