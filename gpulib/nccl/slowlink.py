@@ -108,6 +108,11 @@ def localize(pairs: list[PairResult], *, mode: str, size_bytes: int, names: dict
         report.summary = "no pairs measured (one rank or one node only)"
         return report
     report.reference_gbps = _percentile([p.algbw_gbps for p in pairs], 0.75)
+    if len(pairs) == 1:
+        p = pairs[0]
+        report.summary = (f"only one pair ({word}s {p.a}-{p.b}, {p.algbw_gbps:.3f} GB/s): nothing to compare it with, "
+                          "and with two endpoints the tester cannot tell which end is slow; add a third known-good one")
+        return report
     report.slow_pairs = [p for p in pairs if p.algbw_gbps < slow_ratio * report.reference_gbps]
     if not report.slow_pairs:
         s = report.slowest
@@ -118,12 +123,7 @@ def localize(pairs: list[PairResult], *, mode: str, size_bytes: int, names: dict
     slow_count = {e: sum(e in (p.a, p.b) for p in report.slow_pairs) for e in endpoints}
     total = {e: sum(e in (p.a, p.b) for p in pairs) for e in endpoints}
     all_slow = [e for e in endpoints if total[e] and slow_count[e] == total[e]]
-    if len(pairs) == 1:
-        p = pairs[0]
-        report.suspects = [p.a, p.b]
-        report.summary = (f"the only pair, {word}s {p.a}-{p.b}, is slow; with two endpoints the tester cannot "
-                          "tell which end: rerun with a third known-good one")
-    elif all_slow and len(all_slow) < len(endpoints):
+    if all_slow and len(all_slow) < len(endpoints):
         report.suspects = all_slow
         report.summary = "; ".join(
             f"{names.get(e, f'{word} {e}')}: all {total[e]} of its pairs are slow" for e in all_slow)

@@ -82,7 +82,7 @@ def load(path: str | Path | None = None) -> ThresholdTable:
         )
         return ThresholdTable(
             entries=entries,
-            warn_margin=float(data.get("warn_margin", 0.05)),
+            warn_margin=float(data.get("warn_margin", 0.0)),
             default_reference_bytes=parse_size(data.get("default_reference_bytes", "1G")),
             latency=LatencyRule(
                 small_message_max_bytes=parse_size(latency.get("small_message_max_bytes", "64K")),

@@ -1,0 +1,140 @@
+"""gpulib.parsers.nccl_tests on nccl-tests outputs of every historical layout (fixtures written for
+these tests from the documented printf formats), on gpulib's own output, and on bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpulib.nccl.bandwidth import bus_factor
+from gpulib.nccl.parsed import summarize_file
+from gpulib.parsers import nccl_tests
+from gpulib.parsers.base import read_text
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def parse_fixture(name: str):
+    text, problems = read_text(FIXTURES / name)
+    assert not problems
+    assert nccl_tests.looks_like(text[:8192])
+    return nccl_tests.parse(text, source=name)
+
+
+def test_current_layout_8xh100():
+    result = parse_fixture("allreduce_8xh100_current_layout_healthy.txt")
+    assert result.problems == []
+    (run,) = result.records
+    assert (run.version, run.nccl_library, run.program, run.collective) == ("2.20.0", "23102", "all_reduce_perf", "all_reduce")
+    assert run.params["warmup_iters"] == 1 and run.params["iters"] == 20 and run.params["agg_iters"] == 1
+    assert run.nranks == 8 and run.hosts == ["gpu-node-17"]
+    assert run.devices[4].pci_bus_id == "0000:9b:00.0" and run.devices[4].name == "NVIDIA H100 80GB HBM3"
+    assert run.rows[0].size_bytes == 8 and run.rows[0].count == 2 and run.rows[0].redop == "sum" and run.rows[0].root == -1
+    last = run.rows[-1]
+    assert last.size_bytes == 17179869184
+    assert last.oop_busbw_gbps == pytest.approx(1.75 * last.oop_algbw_gbps, rel=0.01)
+    assert run.wrong_total == 0 and run.oob_ok is True and run.complete
+    # the printed average is the mean over every row, both placements (nccl-tests' definition)
+    assert run.avg_busbw_gbps == pytest.approx(run.computed_avg_busbw_gbps, rel=0.02)
+
+
+def test_2021_layout_error_column_and_bus_only_pci():
+    (run,) = parse_fixture("allgather_4gpu_2021_layout_error_column.txt").records
+    assert run.collective == "all_gather"  # from the file name: this layout has no program line
+    assert [d.group for d in run.devices] == [None] * 4
+    assert run.devices[0].pci_raw == "0x1b" and run.devices[0].pci_bus_id is None
+    assert run.rows[0].redop == "none" and run.rows[0].root is None
+    assert run.rows[0].oop_wrong == 0 and run.rows[0].ip_wrong == 0
+    ratio = run.rows[-1].oop_busbw_gbps / run.rows[-1].oop_algbw_gbps
+    assert ratio == pytest.approx(bus_factor("all_gather", 4), rel=0.01)
+
+
+def test_2019_layout_without_redop_and_root():
+    result = parse_fixture("allreduce_2gpu_2019_layout_no_redop_root.txt")
+    (run,) = result.records
+    assert run.params["ngpus"] == 2 and "agg_iters" not in run.params
+    assert len(run.rows) == 9 and run.rows[-1].size_bytes == 134217728
+    assert run.rows[-1].redop is None and run.rows[-1].type == "float"
+    assert run.rows[-1].oop_busbw_gbps == run.rows[-1].oop_algbw_gbps  # n=2 all_reduce: factor 1
+    assert run.wrong_total == 0 and run.avg_busbw_gbps == pytest.approx(run.computed_avg_busbw_gbps, rel=0.02)
+
+
+def test_2021_broadcast_root_without_redop():
+    (run,) = parse_fixture("broadcast_2node_2021_layout_root_no_redop.txt").records
+    assert run.collective == "broadcast" and run.hosts == ["worker-a", "worker-b"]
+    assert all(r.root == 0 and r.redop is None for r in run.rows)
+
+
+def test_mpirun_prefixes_and_wrong_values():
+    (run,) = parse_fixture("allreduce_16rank_2node_mpirun_prefix_wrong_values.txt").records
+    assert run.nranks == 16 and run.hosts == ["node-a", "node-b"]
+    assert run.oob_count == 3 and run.oob_ok is False and run.wrong_total == 3
+    bad = [r for r in run.rows if r.ip_wrong]
+    assert [r.size_bytes for r in bad] == [67108864]
+
+
+def test_failure_lines_and_cut_off_table():
+    result = parse_fixture("allreduce_4rank_nccl_failure_cut_off.txt")
+    (run,) = result.records
+    assert len(run.rows) == 3 and run.avg_busbw_gbps is None
+    (failure,) = run.failures
+    assert failure.host == "trn-c-04" and failure.kind == "NCCL" and "status=12" in failure.message
+
+
+def test_several_runs_in_one_file():
+    text = "".join((FIXTURES / n).read_text() for n in ("allreduce_8xh100_current_layout_healthy.txt",
+                                                          "allreduce_8xh100_current_layout_slow_nvlink.txt"))
+    runs = nccl_tests.parse(text).records
+    assert len(runs) == 2 and [len(r.rows) for r in runs] == [12, 4]
+
+
+def test_headerless_rows_fall_back_on_token_count():
+    text = ("     1048576        262144     float     sum      -1    64.30   16.31   30.58       0    65.53   16.00   30.00       0\n"
+            "     4194304       1048576     float     sum      -1   134.21   31.25   58.60       0   135.44   30.97   58.07       0\n")
+    result = nccl_tests.parse(text, source="grepped.txt")
+    (run,) = result.records
+    assert run.rows[1].oop_busbw_gbps == 58.60 and run.rows[1].redop == "sum"
+    assert any("cut off" in p.message for p in result.problems)
+
+
+@pytest.mark.parametrize("text", ["", "hello\nworld\n", "\x00\x01garbage" * 50, "# nThread 1 nGpus 1 minBytes"])
+def test_not_nccl_tests_is_a_problem_not_an_exception(text):
+    result = nccl_tests.parse(text, source="junk.bin")
+    assert result.records == []
+    assert result.problems and result.problems[0].source == "junk.bin"
+
+
+def test_looks_like_rejects_other_logs():
+    assert not nccl_tests.looks_like("[ 12.3] NVRM: Xid (PCI:0000:9b:00): 79, GPU has fallen off the bus\n")
+    assert not nccl_tests.looks_like("node-a:1234:1234 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n")
+
+
+def test_summary_verdicts_from_files():
+    healthy = summarize_file(FIXTURES / "allreduce_8xh100_current_layout_healthy.txt")
+    (run,) = healthy["runs"]
+    assert run["verdict"]["status"] == "PASS" and run["busbw_at_largest_gbps"] > 460
+    slow = summarize_file(FIXTURES / "allreduce_8xh100_current_layout_slow_nvlink.txt")
+    assert slow["verdict"]["status"] == "FAIL" and "460" in slow["runs"][0]["verdict"]["reason"]
+    wrong = summarize_file(FIXTURES / "allreduce_16rank_2node_mpirun_prefix_wrong_values.txt")
+    assert wrong["verdict"]["status"] == "FAIL" and "3 wrong" in wrong["runs"][0]["verdict"]["reason"]
+    cut = summarize_file(FIXTURES / "allreduce_4rank_nccl_failure_cut_off.txt")
+    assert cut["verdict"]["status"] == "FAIL" and "status=12" in cut["runs"][0]["verdict"]["reason"]
+    unknown = summarize_file(FIXTURES / "allgather_4gpu_2021_layout_error_column.txt")
+    assert unknown["verdict"]["status"] == "WARN" and "no threshold" in unknown["runs"][0]["verdict"]["reason"]
+
+
+def test_summary_of_missing_and_binary_files(tmp_path):
+    missing = summarize_file(tmp_path / "nope.txt")
+    assert missing["runs"] == [] and "file not found" in missing["problems"][0]
+    junk = tmp_path / "core.bin"
+    junk.write_bytes(bytes(range(256)) * 64)
+    assert "binary data" in summarize_file(junk)["problems"][0]
+
+
+def test_nccl_parse_command(capsys):
+    from gpulib.cli import main
+
+    rc = main(["nccl-parse", str(FIXTURES / "allreduce_8xh100_current_layout_slow_nvlink.txt")])
+    out = capsys.readouterr().out
+    assert rc == 1 and "FAIL" in out and "H100" in out
