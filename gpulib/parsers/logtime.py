@@ -95,6 +95,7 @@ def year_hint(data: bytes) -> int | None:
 
 
 def seconds_between(a: str, b: str) -> float:
-    """``b - a`` in seconds for two UTC ISO stamps made by :func:`stamp_in`."""
-    fmt = "%Y-%m-%dT%H:%M:%SZ"
-    return (datetime.strptime(b, fmt) - datetime.strptime(a, fmt)).total_seconds()
+    """``b - a`` in seconds for two UTC ISO stamps made by :func:`stamp_in` (fractional seconds
+    allowed: time series such as ``nvidia-smi --query-gpu -l`` print milliseconds)."""
+    return (datetime.fromisoformat(b.replace("Z", "+00:00"))
+            - datetime.fromisoformat(a.replace("Z", "+00:00"))).total_seconds()
