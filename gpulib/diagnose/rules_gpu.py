@@ -56,11 +56,13 @@ def _snapshot(ctx: Context, host: str | None, states: list) -> None:
     for file, s in states:
         if s.lost:
             f = ctx.add("gpu-lost", severity="critical", category="gpu_fell_off_bus", interruption="hard",
-                        hardware=True, title=f"{_describe(s)} on {host} is lost to the driver", host=host,
-                        time=captured, evidence=[_line(file, s, s.lost_reason or "GPU is lost")],
+                        hardware=True, title="", host=host, time=captured,
                         actions=["Reboot or power-cycle the node; drain it until the GPU is back and passes "
                                  "`dcgmi diag -r 2`"])
             place(ctx, f, host=host, pci=s.pci_bus_id)
+            what = f"GPU {f.gpu_index if f.gpu_index is not None else '?'} ({s.pci_bus_id})"
+            f.title = f"{what} on {host} is lost to the driver"
+            f.evidence.append(evidence(file, s.line, f"{what}: {s.lost_reason or 'GPU is lost'}"))
             continue
         _ecc(ctx, host, captured, file, s)
         _throttle_snapshot(ctx, host, captured, file, s)
