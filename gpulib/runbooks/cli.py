@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gpulib.runbooks.archive import REPORT, default_archive_root, list_runs, resolve_run
 from gpulib.runbooks.compare import diff_runs
-from gpulib.runbooks.run import EXIT_MEANINGS, run_runbook
+from gpulib.runbooks.run import EXIT_MEANINGS, run_runbook, severity_counts
 from gpulib.runbooks.spec import (
     RUNNER_PARAMETERS,
     RunbookError,
@@ -72,8 +72,7 @@ def _run(args) -> int:
     for step in outcome.steps:
         if step.error:
             print(f"  FAILED {step.id}: {step.error['type']}: {step.error['message']}")
-    counts = {s: sum(f["severity"] == s for f in outcome.findings) for s in ("critical", "error", "warning", "info")}
-    print("findings: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+    print("findings: " + ", ".join(f"{n} {s}" for s, n in severity_counts(outcome.findings).items()))
     print(f"archive:  {outcome.path}")
     print(f"report:   {outcome.report}")
     print(f"exit {outcome.exit_code}: {EXIT_MEANINGS[outcome.exit_code]}")

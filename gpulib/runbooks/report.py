@@ -18,10 +18,11 @@ import logging
 import re
 from pathlib import Path
 
+from gpulib.runbooks.execute import SEVERITIES
+
 log = logging.getLogger(__name__)
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
-_SEVERITY_ORDER = {"critical": 0, "error": 1, "warning": 2, "info": 3}
 _EXTERNAL = re.compile(
     r"<script\b[^>]*\bsrc\s*=[^>]*>.*?</script>|<link\b[^>]*\bhref\s*=\s*[\"']?(?:https?:)?//[^>]*>",
     re.IGNORECASE | re.DOTALL,
@@ -107,7 +108,8 @@ def findings_table(findings: list[dict]) -> str:
     if not findings:
         return "<p>No findings were recorded.</p>"
     rows = []
-    for f in sorted(findings, key=lambda f: _SEVERITY_ORDER.get(f.get("severity"), 9)):
+    rank = {severity: n for n, severity in enumerate(SEVERITIES)}
+    for f in sorted(findings, key=lambda f: rank.get(f.get("severity"), len(rank))):
         actions = "<br>".join(_esc(a) for a in f.get("actions") or [])
         rows.append(
             f"<tr><td class='sev-{_esc(f.get('severity'))}'>{_esc(f.get('severity'))}</td>"

@@ -21,7 +21,7 @@ from gpulib import __version__
 from gpulib.evidence import sha256_file
 from gpulib.identity import to_utc_iso, utc_now_iso
 from gpulib.runbooks.archive import FINDINGS, FINDINGS_FORMAT, REPORT, RUN_FORMAT, ArchiveWriter
-from gpulib.runbooks.execute import KERNEL_NAME, StepResult, check_kernel, execute_runbook
+from gpulib.runbooks.execute import KERNEL_NAME, SEVERITIES, StepResult, check_kernel, execute_runbook
 from gpulib.runbooks.report import build_report
 from gpulib.runbooks.spec import RunbookSpec, find_runbook, load_runbook, resolve_parameters
 
@@ -44,6 +44,10 @@ class RunOutcome:
     @property
     def report(self) -> Path:
         return self.path / REPORT
+
+
+def severity_counts(findings: list[dict]) -> dict[str, int]:
+    return {sev: sum(f.get("severity") == sev for f in findings) for sev in SEVERITIES}
 
 
 def exit_code_for(steps: list[StepResult], findings: list[dict]) -> int:
@@ -107,7 +111,7 @@ def run_runbook(name: str, *, cli: dict[str, str] | None = None, values: dict | 
         "jobs": jobs,
         "parameters": {"runbook": spec.parameters, "values": values or {}, "cli": cli or {}},
         "steps": [{**s.to_dict(writer.tmp_dir), "notebook_sha256": sha256_file(Path(s.notebook))} for s in steps],
-        "findings": {sev: sum(f["severity"] == sev for f in findings) for sev in ("critical", "error", "warning", "info")},
+        "findings": severity_counts(findings),
         "exit_code": code,
         "exit_meaning": EXIT_MEANINGS[code],
         "versions": versions(),
