@@ -37,7 +37,7 @@ def _describe(name: str) -> int:
             print(f"\nstage {n}{' (parallel)' if len(stage) > 1 else ''}: {step.id}  [{step.notebook}]")
             for param in inspect_parameters(step.notebook).values():
                 if param.name not in RUNNER_PARAMETERS:
-                    default = spec.parameters.get(param.name, step.parameters.get(param.name, param.default))
+                    default = step.parameters.get(param.name, spec.parameters.get(param.name, param.default))
                     print(f"  -p {param.name}=  ({param.type_name or 'untyped'}, default {default})  {param.help}")
             for name, line in unparsable_parameters(step.notebook).items():
                 print(f"  {name}: NOT SETTABLE, papermill cannot parse {line!r} (more than one '=')")
