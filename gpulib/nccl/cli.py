@@ -101,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     except GpulibError as exc:
         print(f"gpulib nccl: error: {exc}", file=sys.stderr)
         return 2
+    except RuntimeError as exc:  # torch.distributed's errors (DistBackendError, gloo enforce, NCCL errors)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"gpulib nccl: rank {os.environ.get('RANK', '?')}: the collective failed: {first}", file=sys.stderr)
+        return 1
 
 
 def _nccl_test(args) -> int:

@@ -81,7 +81,9 @@ def _select_device(backend: str) -> torch.device:
     return torch.device("cpu")
 
 
-def _check_args(args) -> None:
+def _check_args(args, backend: str) -> None:
+    """Everything that can be wrong with the command line fails here, before any rank waits for another."""
+    size_sweep(args.minbytes, args.maxbytes, args.stepfactor, args.stepbytes)
     dt = dtype(args.datatype)
     if dt.name in ("uint32", "uint64"):
         raise InputError(f"data type {dt.name} has no torch.distributed support", hint="use int32/int64")
@@ -89,6 +91,9 @@ def _check_args(args) -> None:
         raise InputError("-o avg needs a floating-point type", hint="use -d float")
     if args.bundle and Path(args.bundle).exists():
         raise InputError("bundle already exists", path=args.bundle, hint="bundles are never overwritten; pick a new --bundle")
+    if args.collective == "sendrecv" and os.environ.get("WORLD_SIZE") == "1" and backend == "gloo":
+        raise InputError("sendrecv on gloo needs at least 2 ranks (gloo cannot send to itself)",
+                         hint="start torchrun with --nproc-per-node 2")
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
         raise InputError("not started by torchrun (RANK/WORLD_SIZE unset)",
                          hint="torchrun --nproc-per-node N -m gpulib.nccl ..., or `gpulib nccl-test` which starts torchrun")
@@ -109,9 +114,9 @@ def _emit(result: TestResult, args, started: float) -> None:
 
 def run(args) -> int:
     started = time.monotonic()
-    _check_args(args)
-    inj = Injections.from_env()
     backend = args.backend or ("nccl" if torch.cuda.is_available() else "gloo")
+    _check_args(args, backend)
+    inj = Injections.from_env()
     device = _select_device(backend)
     dist.init_process_group(backend, timeout=timedelta(seconds=args.timeout + 60))
     try:
