@@ -1,0 +1,212 @@
+"""Per-node configuration facts, read from evidence bundles or raw folders.
+
+Why: the nodes of one job must run the same software stack. A node with another driver, another
+NCCL or a kernel someone upgraded by hand is the classic odd node out: NCCL refuses to talk to it,
+or it is the one that hangs. These facts are what a job-scoped diff compares (:mod:`.drift`).
+
+Where each fact comes from (first source that has it wins, and ``sources`` says which file):
+
+* driver / CUDA: ``nvidia-smi -q``/``-q -x`` headers, NVML snapshot, ``/proc/driver/nvidia/version``;
+* NCCL / torch: the collector's ``versions/python-stack.json``; NCCL also from the job log's
+  ``NCCL version`` line of that host;
+* kernel: ``uname -a``; OS: ``/etc/os-release`` ``PRETTY_NAME``;
+* GPU model, count, ECC mode, MIG mode: the GPU records of the nvidia-smi snapshot;
+  VBIOS and persistence mode: the same files (or NVML), per GPU - a node whose GPUs disagree
+  reports ``mixed: ...``;
+* InfiniBand: ``ibstat`` ports (IB link layer only): how many are Active, at which rates.
+
+Files are recognised by content, not by name, so ``uname.txt`` or ``node7-uname`` both work.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported lazily: gpulib.diagnose imports this module
+    from gpulib.diagnose.inputs import InputFile, Inputs
+
+#: Fields compared across nodes, in the order a diff table shows them.
+FIELDS = ("driver", "cuda", "nccl", "torch", "kernel", "os", "gpu_model", "gpu_count", "vbios",
+          "persistence_mode", "ecc_mode", "mig_mode", "ib_ports_active", "ib_rate_gbps")
+#: Unrecognised files up to this size are sniffed for version facts (uname, os-release, ...).
+SNIFF_BYTES = 256 * 1024
+_SNAPSHOT_KINDS = ("nvidia_smi_xml", "nvidia_smi_q", "nvidia_smi_table")
+_UNAME = re.compile(r"^Linux (?P<host>\S+) (?P<kernel>\d+\.\d+\S*) #", re.M)
+_PRETTY = re.compile(r'^PRETTY_NAME="?(?P<os>[^"\n]+)"?', re.M)
+_NVRM = re.compile(r"NVRM version: .*?Kernel Module(?: for \w+)?\s+(?P<driver>\d+\.\d+(?:\.\d+)?)")
+_Q_FIELDS = {  # nvidia-smi -q text label / XML tag -> fact
+    "vbios": (re.compile(r"^\s+VBIOS Version\s*: (?P<v>.+?)\s*$", re.M),
+              re.compile(r"<vbios_version>(?P<v>[^<]*)</vbios_version>")),
+    "persistence_mode": (re.compile(r"^\s+Persistence Mode\s*: (?P<v>.+?)\s*$", re.M),
+                         re.compile(r"<persistence_mode>(?P<v>[^<]*)</persistence_mode>")),
+}
+
+
+@dataclass
+class NodeConfig:
+    """The configuration facts of one node; None = no evidence said it."""
+
+    host: str
+    driver: str | None = None
+    cuda: str | None = None
+    nccl: str | None = None
+    torch: str | None = None
+    kernel: str | None = None
+    os: str | None = None
+    gpu_model: str | None = None
+    gpu_count: int | None = None
+    vbios: str | None = None
+    persistence_mode: str | None = None
+    ecc_mode: str | None = None
+    mig_mode: str | None = None
+    ib_ports_active: str | None = None  # "8/8" = Active IB ports of all IB ports
+    ib_rate_gbps: str | None = None  # "400", or "mixed: 400 x7, 200 x1"
+    sources: dict[str, str] = field(default_factory=dict)  # fact -> file it came from
+
+    def facts(self) -> dict[str, object]:
+        return {name: getattr(self, name) for name in FIELDS}
+
+    def set(self, name: str, value: object, source: str) -> None:
+        """Record a fact unless an earlier (better) source already gave it."""
+        if value in (None, "") or getattr(self, name) is not None:
+            return
+        setattr(self, name, value)
+        self.sources[name] = source
+
+    def to_dict(self) -> dict:
+        return {"host": self.host, **self.facts(), "sources": dict(self.sources)}
+
+
+def summarize(values: list[str]) -> str | None:
+    """One value for a node: the value all GPUs/ports share, or ``mixed: a x7, b x1``."""
+    values = [v for v in values if v not in (None, "")]
+    if not values:
+        return None
+    counts = Counter(values)
+    if len(counts) == 1:
+        return values[0]
+    return "mixed: " + ", ".join(f"{v} x{n}" for v, n in counts.most_common())
+
+
+def _flag(value: bool | None) -> str | None:
+    return None if value is None else ("Enabled" if value else "Disabled")
+
+
+def _snapshot_facts(cfg: NodeConfig, files: list[InputFile]) -> None:
+    """GPU model, count, driver, CUDA, ECC and MIG from the richest nvidia-smi snapshot of the node,
+    VBIOS and persistence mode from the same file's text (the GPU records do not carry them)."""
+    order = {kind: i for i, kind in enumerate(_SNAPSHOT_KINDS)}
+    snapshots = sorted((f for f in files if f.kind in order and f.records), key=lambda f: order[f.kind])
+    if not snapshots:
+        return
+    best = snapshots[0]
+    gpus = [r for r in best.records if hasattr(r, "lost")]
+    readable = [g for g in gpus if not g.lost]
+    src = best.display
+    cfg.set("driver", next((g.driver_version for g in gpus if g.driver_version), None), src)
+    cfg.set("cuda", next((g.cuda_version for g in gpus if g.cuda_version), None), src)
+    cfg.set("gpu_model", summarize([g.name for g in readable]), src)
+    cfg.set("gpu_count", len(readable) if gpus else None, src)
+    cfg.set("ecc_mode", summarize([_flag(g.ecc_mode_enabled) for g in readable]), src)
+    cfg.set("mig_mode", summarize([_flag(g.mig_enabled) for g in readable]), src)
+    if best.kind in ("nvidia_smi_xml", "nvidia_smi_q"):
+        try:
+            text = best.path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return
+        for name, (q_text, q_xml) in _Q_FIELDS.items():
+            pattern = q_xml if best.kind == "nvidia_smi_xml" else q_text
+            cfg.set(name, summarize([m["v"] for m in pattern.finditer(text)]), src)
+
+
+def _ib_facts(cfg: NodeConfig, files: list[InputFile]) -> None:
+    ports = [r for f in files if f.kind in ("ibstat", "ibstatus") for r in f.records
+             if getattr(r, "is_infiniband", False)]
+    if not ports:
+        return
+    src = next(f.display for f in files if f.kind in ("ibstat", "ibstatus"))
+    cfg.set("ib_ports_active", f"{sum(1 for p in ports if p.up)}/{len(ports)}", src)
+    cfg.set("ib_rate_gbps", summarize([f"{p.rate_gbps:g}" for p in ports if p.up and p.rate_gbps is not None]), src)
+
+
+def _sniff(cfg: NodeConfig, f: InputFile) -> None:
+    """Version files the parsers do not claim: uname, os-release, the NVRM version, the collector's
+    python-stack.json and NVML snapshot."""
+    try:
+        if f.path.stat().st_size > SNIFF_BYTES:
+            return
+        text = f.path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return
+    src = f.display
+    if text.lstrip().startswith("{"):
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            return
+        if not isinstance(doc, dict):
+            return
+        if str(doc.get("schema", "")).startswith("gpulib.nvml-snapshot"):
+            gpus = [g for g in doc.get("gpus") or [] if not g.get("lost")]
+            cfg.set("driver", doc.get("driver_version"), src)
+            cfg.set("cuda", doc.get("cuda_driver_version"), src)
+            cfg.set("gpu_model", summarize([g.get("name") for g in gpus]), src)
+            cfg.set("gpu_count", len(gpus) if doc.get("gpus") is not None else None, src)
+            cfg.set("vbios", summarize([g.get("vbios_version") for g in gpus]), src)
+            for name, key in (("persistence_mode", "persistence_mode"), ("ecc_mode", "ecc_mode_current"),
+                              ("mig_mode", "mig_mode_current")):
+                cfg.set(name, summarize([_flag(g.get(key)) for g in gpus]), src)
+        elif "torch" in doc or "nccl" in doc:
+            cfg.set("torch", doc.get("torch"), src)
+            cfg.set("nccl", doc.get("nccl"), src)
+        return
+    m = _UNAME.search(text)
+    if m:
+        cfg.set("kernel", m["kernel"], src)
+    m = _PRETTY.search(text)
+    if m:
+        cfg.set("os", m["os"].strip(), src)
+    m = _NVRM.search(text)
+    if m:
+        cfg.set("driver", m["driver"], src)
+
+
+def _nccl_from_job_logs(configs: dict[str, NodeConfig], inputs: Inputs) -> None:
+    """``host:pid:tid [0] NCCL INFO NCCL version 2.21.5+cuda12.4``: what the job really loaded."""
+    for f in inputs.of_kind("training_log"):
+        for ev in f.records:
+            if getattr(ev, "kind", None) == "nccl_version" and ev.host in configs:
+                configs[ev.host].set("nccl", ev.details.get("version"), f.display)
+
+
+def node_configs(inputs: Inputs) -> dict[str, NodeConfig]:
+    """Configuration facts of every host of already gathered evidence (no file is parsed twice)."""
+    by_host: dict[str, list[InputFile]] = {}
+    for f in inputs.files:
+        if f.host and f.kind != "training_log":
+            by_host.setdefault(f.host, []).append(f)
+    configs: dict[str, NodeConfig] = {}
+    for host in sorted(by_host):
+        files = by_host[host]
+        cfg = NodeConfig(host)
+        _snapshot_facts(cfg, files)
+        for f in files:
+            if f.kind == "unknown":
+                _sniff(cfg, f)
+        _ib_facts(cfg, files)
+        if any(v is not None for v in cfg.facts().values()):
+            configs[host] = cfg
+    _nccl_from_job_logs(configs, inputs)
+    return configs
+
+
+def configs_from_paths(paths: list[str | Path], tz: str | None = None) -> dict[str, NodeConfig]:
+    """Gather bundles / raw folders (as :func:`gpulib.diagnose.diagnose` does) and read the facts."""
+    from gpulib.diagnose.inputs import gather
+
+    return node_configs(gather([Path(p) for p in paths], tz))
