@@ -200,6 +200,9 @@ def footer_lines(result: TestResult) -> list[str]:
         "#",
         f"# Collective test concluded: {result.config.collective}_perf",
     ]
+    skew = rank_time_spread(result.rows)
+    if skew:
+        lines.append(f"# gpulib rank times: {skew}")
     if result.failure:
         lines.append(f"# gpulib failure: {result.failure}")
     if result.pairwise:
@@ -209,6 +212,25 @@ def footer_lines(result: TestResult) -> list[str]:
             lines.append(f"# gpulib check {check.name}: {check.status} {check.detail}")
         lines.append(f"# gpulib verdict: {result.verdict.status} {result.verdict.reason}")
     return lines
+
+
+def rank_time_spread(rows: list[Row]) -> str | None:
+    """Per-rank time spread at the largest size: which rank took longest, and by how much.
+
+    In a collective every rank waits for the slowest, so the spread is small even with a slow
+    rank; a large one points at ranks that started late (host jitter, a busy CPU). The slow
+    *link* is found by the pairwise mode, not here."""
+    if not rows:
+        return None
+    row = max(rows, key=lambda r: r.size_bytes)
+    p = row.out_of_place or row.in_place
+    if p is None or len(p.rank_time_us) < 2:
+        return None
+    times = p.rank_time_us
+    lo, hi = min(range(len(times)), key=times.__getitem__), max(range(len(times)), key=times.__getitem__)
+    spread = (times[hi] - times[lo]) / times[lo] if times[lo] > 0 else 0.0
+    return (f"at {row.size_bytes} B min {times[lo]:.1f} us (rank {lo}), max {times[hi]:.1f} us (rank {hi}), "
+            f"spread {spread:.0%}")
 
 
 def render(result: TestResult) -> str:

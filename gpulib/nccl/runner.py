@@ -204,4 +204,5 @@ def _run(args, backend: str, device: torch.device, inj: Injections, started: flo
     if rank == 0:
         _emit(result, args, started)
     dist.barrier()
+    watchdog.close()
     return EXIT_FAIL if result.verdict.status == "FAIL" else 0

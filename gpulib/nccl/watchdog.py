@@ -4,8 +4,10 @@ A dead or wedged rank must not hang the test forever (NCCL would wait indefinite
 30-minute default). Before each step every rank publishes ``<seq>|<step name>`` in the job's
 key-value store (the one torchrun created); a thread arms a deadline. If the step is not done
 in time, the thread reads every rank's last published step: ranks behind are the ones that did
-not arrive (a crash, a hang before the call, a stuck host); if all arrived, the collective itself
-is stuck inside the fabric. It reports that and ends the process with :data:`EXIT_TIMEOUT`.
+not arrive (a hang before the call, a stuck host); if all arrived, the collective itself is stuck
+inside the fabric. The same thread bumps a per-rank heartbeat counter every second, so a rank
+whose counter no longer moves is told apart as dead (process killed, host down) from one that is
+alive but stuck. It reports that and ends the process with :data:`EXIT_TIMEOUT`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from collections.abc import Callable
 log = logging.getLogger(__name__)
 
 EXIT_TIMEOUT = 3
+HEARTBEAT_S = 1.0
 _KEY = "gpulib-nccl/step/{rank}"
+_ALIVE = "gpulib-nccl/alive/{rank}"
 
 
 class Watchdog:
@@ -31,6 +35,7 @@ class Watchdog:
         self._seq = 0
         self._step = "start"
         self._deadline: float | None = None
+        self._closed = False
         self._cond = threading.Condition()
         threading.Thread(target=self._watch, name="gpulib-nccl-watchdog", daemon=True).start()
 
@@ -48,6 +53,12 @@ class Watchdog:
             self._deadline = None
             self._cond.notify()
 
+    def close(self) -> None:
+        """Stop the thread (end of the run, before the store goes away)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+
     def _positions(self) -> dict[int, tuple[int, str]]:
         out = {}
         for r in range(self.world_size):
@@ -60,32 +71,65 @@ class Watchdog:
                 log.debug("cannot read %s: %s", key, exc)
         return out
 
+    def _heartbeats(self) -> dict[int, int]:
+        out = {}
+        for r in range(self.world_size):
+            try:
+                out[r] = int(self.store.add(_ALIVE.format(rank=r), 0))
+            except Exception as exc:
+                log.debug("cannot read heartbeat of rank %d: %s", r, exc)
+        return out
+
+    def _dead_ranks(self) -> set[int]:
+        """Ranks whose heartbeat did not move over 2.5 beats."""
+        before = self._heartbeats()
+        time.sleep(2.5 * HEARTBEAT_S)
+        after = self._heartbeats()
+        return {r for r in range(self.world_size) if r != self.rank and after.get(r, 0) == before.get(r, 0)}
+
     def diagnose(self) -> tuple[str, bool]:
         """The timeout message, and whether this rank is the lowest one that arrived (it reports)."""
         positions = self._positions()
+        dead = self._dead_ranks()
         behind = [r for r in range(self.world_size) if positions.get(r, (0, ""))[0] < self._seq]
         arrived = [r for r in range(self.world_size) if r not in behind]
         head = f"timeout after {self.timeout_s:g} s in step '{self._step}'"
+
+        def state(r: int) -> str:
+            last = f"last at '{positions[r][1]}'" if r in positions else "never reached its first measurement"
+            alive = "no heartbeat: process dead or host unreachable" if r in dead else "process alive but stuck"
+            return f"rank {r} ({last}; {alive})"
+
         if behind:
-            where = ", ".join(
-                f"rank {r} (last at '{positions[r][1]}')" if r in positions else f"rank {r} (never reached its first measurement)" for r in behind)
-            message = f"{head}: {len(behind)} of {self.world_size} ranks did not arrive: {where}"
+            message = f"{head}: {len(behind)} of {self.world_size} ranks did not arrive: " + ", ".join(map(state, behind))
+        elif dead & set(arrived):
+            message = (f"{head}: all ranks arrived, then these stopped responding inside the collective: "
+                       + ", ".join(map(state, sorted(dead))))
         else:
             message = (f"{head}: all {self.world_size} ranks arrived but the collective did not complete "
                        "(stuck inside the fabric: a hung GPU, NVLink or network path)")
-        return message, bool(arrived) and self.rank == min(arrived)
+        live_arrived = [r for r in arrived if r not in dead]
+        return message, bool(live_arrived) and self.rank == min(live_arrived)
+
+    def _beat(self) -> None:
+        try:
+            self.store.add(_ALIVE.format(rank=self.rank), 1)
+        except Exception as exc:  # the store lives with torchrun's agent; losing it is reported elsewhere
+            log.debug("heartbeat failed: %s", exc)
 
     def _watch(self) -> None:
-        with self._cond:
-            while True:
+        while True:
+            self._beat()
+            with self._cond:
+                if self._closed:
+                    return
                 if self._deadline is None:
-                    self._cond.wait()
+                    self._cond.wait(timeout=HEARTBEAT_S)
                     continue
                 left = self._deadline - time.monotonic()
-                if left > 0:
-                    self._cond.wait(timeout=left)
-                    continue
-                break
+                if left <= 0:
+                    break
+                self._cond.wait(timeout=min(left, HEARTBEAT_S))
         message, reporter = self.diagnose()
         print(f"gpulib nccl: rank {self.rank}: {message}", file=sys.stderr, flush=True)
         if self.on_timeout:

@@ -111,7 +111,7 @@ def test_hung_rank_is_named_within_the_timeout(tmp_path):
     assert proc.returncode != 0
     data = json.loads(out.read_text())
     assert data["verdict"]["status"] == "FAIL"
-    assert "1 of 3 ranks did not arrive: rank 1" in data["failure"]
+    assert "1 of 3 ranks did not arrive: rank 1 (never reached its first measurement; process alive but stuck)" in data["failure"]
     assert "timeout after 4 s" in proc.stderr
 
 

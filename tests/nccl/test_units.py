@@ -163,3 +163,28 @@ def test_forward_argv_round_trips():
                                        "-c", "0", "--expect-busbw", "3.5", "--pairwise", "ranks"])
     again = nccl_cli.tester_parser().parse_args(nccl_cli.forward_argv(args))
     assert vars(again) == vars(args) and again.collective == "all_gather" and again.minbytes == 1024
+
+
+def test_plots_from_a_result_and_a_pairwise_report():
+    from gpulib.nccl.plots import busbw_figure, pairwise_heatmap, series_from_result
+
+    result = {"rows": [{"size_bytes": 1024, "out_of_place": {"busbw_gbps": 1.5}, "in_place": None},
+                       {"size_bytes": 4096, "out_of_place": {"busbw_gbps": 3.0}, "in_place": {"busbw_gbps": 2.5}}]}
+    series = series_from_result(result)
+    assert series == {"out-of-place": [(1024, 1.5), (4096, 3.0)], "in-place": [(4096, 2.5)]}
+    fig = busbw_figure(series, expect_gbps=460)
+    assert [t.name for t in fig.data] == ["out-of-place", "in-place"] and fig.layout.xaxis.type == "log"
+    report = localize(_pairs(4, slow_rank=2), mode="ranks", size_bytes=1 << 20).to_dict()
+    heat = pairwise_heatmap(report)
+    z = heat.data[0].z
+    assert len(z) == 4 and z[2][0] == z[0][2] == 0.05 and z[0][0] is None
+
+
+def test_tester_outside_torchrun_says_how_to_start_it():
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in __import__("os").environ.items() if k not in ("RANK", "WORLD_SIZE")}
+    proc = subprocess.run([sys.executable, "-m", "gpulib.nccl", "-b", "1K", "-e", "2K"], capture_output=True,
+                          text=True, timeout=60, env=env)
+    assert proc.returncode == 2 and "not started by torchrun" in proc.stderr and "Traceback" not in proc.stderr
