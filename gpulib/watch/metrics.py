@@ -63,6 +63,10 @@ def exposition(rules: WatchRules, host: str, now: float | None = None) -> str:
            [(ident(s), float(s.step_seconds)) for s in streams if s.step_seconds is not None])
     family("gpulib_watch_step_median_seconds", "gauge", "Median step duration of the stream's recent steps.",
            [(ident(s), float(s.step_median_s)) for s in streams if s.step_median_s is not None])
+    family("gpulib_watch_step_phase_ms", "gauge",
+           "Latest per-phase step timing the rank printed (fwd_bwd_ms=..., data_ms=...), in milliseconds.",
+           [(_labels(file=s.file, rank=s.rank, host=s.host or host, phase=name), float(value))
+            for s in streams for name, value in sorted(s.phase_ms.items())])
     family("gpulib_watch_lines_total", "counter", "Lines read per stream since the watch started.",
            [(ident(s), s.lines_total) for s in streams])
     family("gpulib_watch_alerts_total", "counter", "Alerts raised by the watch, by kind.",

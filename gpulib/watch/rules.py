@@ -15,8 +15,9 @@
 * **Step time.** Each rank's seconds per step (printed ``s/it``/``s/step``, else the time between
   two step lines divided by the steps advanced) is compared with that rank's median of the last
   :data:`STEP_HISTORY` steps: a step slower than ``step_band`` x the median (after
-  ``step_warmup`` steps) is an alert. Thermal throttling, a failing link or a slow file system show
-  up here minutes before anything fails.
+  ``step_warmup`` steps) is an alert; it re-arms once a step is back below half the band.
+  Thermal throttling, a failing link or a slow file system show up here minutes before anything
+  fails.
 
 Each condition alerts once per episode: a silent stream re-arms when it prints again, a slow
 rank when a step is back in band, a signature once per (file, rank, kind).
@@ -34,13 +35,16 @@ from gpulib.parsers.training_log import JobEvent, JobLogScanner, strip_prefixes
 
 #: Event kinds of the job-log catalogue that are not failures: identity, transport, progress,
 #: and lines that only accompany a failure reported by another kind (the traceback header before
-#: its exception, torchrun's SIGTERM to the survivors).
+#: its exception, the watchdog's progress line after its timeout, torchrun's SIGTERM to the
+#: survivors). "No IB device" is transport identity: normal on a single node, and a socket
+#: fallback across nodes shows up as socket/NCCL errors.
 QUIET_KINDS = frozenset({
-    "nccl_init", "nccl_transport", "nccl_version", "nccl_address", "rank_device", "benign", "completed",
-    "checkpoint_saved", "checkpoint_save_start", "step", "eval_progress", "traceback", "sigterm_sent",
+    "nccl_init", "nccl_transport", "nccl_version", "nccl_address", "nccl_no_ib", "rank_device", "benign",
+    "completed", "checkpoint_saved", "checkpoint_save_start", "step", "eval_progress", "traceback",
+    "watchdog_progress", "sigterm_sent",
 })
 #: Signatures worth a look that do not stop a job by themselves.
-WARNING_KINDS = frozenset({"nccl_warn", "nccl_no_ib"})
+WARNING_KINDS = frozenset({"nccl_warn"})
 #: Exceptions that are an operator's or a launcher's doing, not a failure.
 IGNORED_EXCEPTIONS = frozenset({"KeyboardInterrupt"})
 #: Step times kept per rank for the median.
@@ -97,6 +101,8 @@ class Stream:
     silent: bool = False
     slow: bool = False
     step_seconds: float | None = None
+    #: the latest per-phase timings the rank printed (``fwd_bwd_ms=1188.8 data_ms=1.2``), by name
+    phase_ms: dict[str, float] = field(default_factory=dict)
     steps: deque = field(default_factory=lambda: deque(maxlen=STEP_HISTORY))
     _last_step: tuple[int, float] | None = None  # (step number, time) of the previous step line
 
@@ -198,6 +204,7 @@ class WatchRules:
 
     def _step(self, s: Stream, ev: JobEvent, now: float) -> list[Alert]:
         s.heartbeat = True
+        s.phase_ms.update(ev.details.get("metrics_ms") or {})
         number = ev.details.get("step")
         seconds = ev.details.get("s_per_step")
         moment = _epoch(ev.time_utc) if ev.time_utc and not ev.time_approx else now
@@ -218,8 +225,8 @@ class WatchRules:
                                     f"{seconds / base:.1f}x its median of {base:.3g} s (band {self.config.step_band:g}x): "
                                     "throttling, a slow link or storage?", severity="warning", file=s.file,
                                     rank=s.rank, host=s.host, line=ev.line, text=ev.text.strip()[:500]))
-        else:
-            s.slow = False
+        elif base and seconds <= base * (1 + (self.config.step_band - 1) / 2):
+            s.slow = False  # back well inside the band (hysteresis: no alert per step at the edge)
         s.steps.append(seconds)
         return alerts
 
