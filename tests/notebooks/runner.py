@@ -48,7 +48,9 @@ class WarmKernel:
         output = out_dir / name
         try:
             pm.execute_notebook(str(NOTEBOOKS / name), str(output), parameters=params, kernel_name="python3",
-                                km=self.km, progress_bar=False, execution_timeout=240, start_timeout=120)
+                                km=self.km, progress_bar=False, execution_timeout=240, start_timeout=120,
+                                # one write at the end: per-cell saves of ~5 MB (plotly.js) triple the time
+                                request_save_on_cell_execute=False)
         finally:
             executed = nbformat.read(output, as_version=4) if output.exists() else None
         findings = json.loads(findings_path.read_text()) if findings_path.exists() else None

@@ -122,8 +122,11 @@ def test_02_host_oom_on_trn_h800_01(kernel, tmp_path):
 
 def test_03_socket_fallback_on_node08(kernel, tmp_path):
     _, findings = kernel.run("03_nccl_network.ipynb", tmp_path, evidence=case("case-05-ib-down-socket-fallback"))
-    mismatch = one(findings, id="nccl-transport-mismatch")
-    assert mismatch["host"] == "v100-node-08" and mismatch["category"] == "network_fabric"
+    fallback = [f for f in findings if f["category"] == "network_fabric" and f["host"] == "v100-node-08"
+                and "socket" in f["title"].lower()]
+    assert fallback and fallback[0]["severity"] in ("critical", "error"), findings
+    assert not [f for f in findings if f["category"] == "network_fabric" and f["host"] == "v100-node-07"
+                and f["severity"] == "critical"]
 
 
 def test_03_thermal_case_is_a_cascade_with_rank3_silent(kernel, tmp_path):
@@ -235,7 +238,7 @@ def test_interactive_mode_creates_widgets_without_error(tmp_path, name):
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, errors
-    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
     models = {m["model_name"] for m in state.values()}
     if name.startswith("07"):
         assert (tmp_path / "f.json").exists()
@@ -256,6 +259,9 @@ def test_source_is_committed_without_outputs_and_with_typed_parameters(name):
     assert {"evidence", "interactive", "findings_path"} <= set(params)
     assert params["interactive"]["inferred_type_name"] == "bool" and params["interactive"]["default"] == "True"
     assert params["findings_path"]["default"] == f'"findings-{name[:2]}.json"'
+    assigned = {line.split(":")[0].split("=")[0].strip() for line in nb.cells[1].source.splitlines()
+                if line and not line.startswith("#")}
+    assert assigned == set(params), f"{name}: papermill cannot read {assigned - set(params)} (a '=' in the comment?)"
     for p in params.values():
         assert p["inferred_type_name"] != "None" and p["help"], f"{name}: parameter {p['name']} lacks type or help"
     assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith(f"# {name[:2]} ·")
