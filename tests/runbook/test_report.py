@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-import shutil
 
 import nbformat
 import pytest
 
 from gpulib.runbooks.report import offline, prepare_notebook
+from tests.browser.chromium import block_network, launched, screenshot_check
 from tests.runbook.conftest import NOTEBOOKS
 
 pytestmark = pytest.mark.notebook
@@ -71,21 +71,12 @@ def test_offline_strips_smuggled_external_scripts():
 
 @pytest.mark.browser
 def test_report_renders_its_figure_in_chromium_with_the_network_off(mixed_run):
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not chromium:
-        pytest.skip("Debian's chromium is not installed")
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, headless=True, args=["--no-sandbox"])
-        try:
-            context = browser.new_context(offline=True)
-            page = context.new_page()
-            remote = []
-            page.on("request", lambda r: remote.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
+    with launched() as browser:
+        page = browser.new_context(offline=True).new_page()
+        remote = block_network(page)
+        with screenshot_check(page, "runbook-mixed-report"):
             page.goto((mixed_run.path / "report.html").as_uri())
             page.wait_for_selector("#ok-figure-1 .main-svg", timeout=30_000)
             assert page.locator(".js-plotly-plot").count() == 1
             assert "RuntimeError" in page.locator("header").inner_text()
             assert remote == []
-        finally:
-            browser.close()

@@ -1,0 +1,1 @@
+"""Browser-level tests: JupyterLab and archived reports in Debian's Chromium (marker ``browser``)."""

@@ -1,0 +1,122 @@
+"""The runbook notebooks as an engineer sees them in JupyterLab (Chromium via Playwright).
+
+Headless papermill runs cannot see what only a browser shows: a widget whose JavaScript model
+never renders, a plotly figure that stays blank, a picker whose callback never reaches the
+screen, a cell that fails only because the frontend sent it before the kernel was ready. Each
+test opens a notebook through the JupyterLab UI, runs it from the Run menu, and checks what is
+on the screen, saving a screenshot of every check under ``test-output/browser/``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.browser.chromium import screenshot_check
+from tests.browser.conftest import set_evidence
+from tests.browser.lab import NotebookPage
+from tests.conftest import INCIDENTS, REPO
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
+
+#: The bundled example incident and what its README says a correct diagnosis shows.
+EXAMPLE = REPO / "examples" / "incident-gpu-fell-off-bus"
+EXAMPLE_ANSWER = {"interruption": "HARD", "category": "gpu_fell_off_bus", "host": "gx-a800-102", "gpu": "GPU 2"}
+#: The corpus incident with checkpoints: a truncated async save after an ECC error (read in place).
+CASE_06 = INCIDENTS / "case-06-ecc-dbe-truncated-ckpt"
+
+#: Per plotly trace of a rendered graph: its name and y values as plotly.js drew them. ``_fullData``
+#: holds the decoded arrays (plotly.py sends numeric columns base64-encoded: {dtype, bdata}).
+FIGURE_DATA = "el => el._fullData.map(t => ({name: t.name, y: Array.from(t.y || [], String)}))"
+
+
+def run_notebook(page, lab, name: str, shot: str) -> NotebookPage:
+    """Open ``name``, wait for an idle kernel, Run All Cells, and check every cell ran cleanly."""
+    nb = NotebookPage(page, lab, name)
+    with screenshot_check(page, f"{shot}-1-opened"):
+        nb.open()
+    with screenshot_check(page, f"{shot}-2-ran"):
+        prompts = nb.run_all()
+        assert all(p[1:-2].isdigit() for p in prompts), f"cells that did not run: {prompts}"
+        assert nb.errors() == []
+    return nb
+
+
+def plot_in(page, scope):
+    """The first plotly graph under ``scope``, once plotly has drawn at least one data trace."""
+    graph = scope.locator(".js-plotly-plot").first
+    graph.locator(".main-svg .trace").first.wait_for(timeout=30_000)
+    graph.scroll_into_view_if_needed()
+    return graph
+
+
+def test_triage_notebook_runs_renders_and_reacts_to_its_pickers(lab, page):
+    assert EXAMPLE.is_dir(), f"the bundled example incident is missing: {EXAMPLE}"
+    nb = run_notebook(page, lab, set_evidence(lab, "00_triage.ipynb", EXAMPLE), "00-triage")
+
+    with screenshot_check(page, "00-triage-3-verdict"):
+        verdict = page.locator(".jp-OutputArea-output", has_text="Verdict:").first
+        verdict.scroll_into_view_if_needed()
+        text = verdict.inner_text()
+        assert (f"Verdict: {EXAMPLE_ANSWER['interruption']} interruption, category "
+                f"{EXAMPLE_ANSWER['category']}") in text, text
+        assert f"host {EXAMPLE_ANSWER['host']}, {EXAMPLE_ANSWER['gpu']}" in text, text
+        assert "Xid" in text and "79" in text, text  # the evidence line is shown, not just a label
+
+    # The timeline panel: a host picker and a time window above the live figure.
+    panel = page.locator(".jupyter-widgets.widget-vbox", has=page.locator(".js-plotly-plot")).first
+    with screenshot_check(page, "00-triage-4-widgets"):
+        host = panel.locator(".widget-dropdown select").first
+        host.wait_for()
+        options = host.locator("option").all_inner_texts()
+        assert EXAMPLE_ANSWER["host"] in options and "gx-a800-101" in options, options
+        assert panel.locator(".widget-slider, .jupyter-widget-selection-range-slider, .widget-hslider").count() >= 1
+        graph = plot_in(page, panel)
+        before = graph.evaluate(FIGURE_DATA)
+        hosts_before = {y for trace in before for y in trace["y"]}
+        assert {EXAMPLE_ANSWER["host"], "gx-a800-101"} <= hosts_before, hosts_before
+
+    with screenshot_check(page, "00-triage-5-host-picked"):
+        host.select_option(EXAMPLE_ANSWER["host"])
+        page.wait_for_function(
+            f"""([prev]) => {{ const el = document.querySelector('.widget-vbox .js-plotly-plot');
+                 return el && el._fullData && JSON.stringify(({FIGURE_DATA})(el)) !== prev; }}""",
+            arg=[json.dumps(before, separators=(",", ":"))], timeout=30_000, polling=250)
+        graph = plot_in(page, panel)
+        after = graph.evaluate(FIGURE_DATA)
+        hosts_after = {y for trace in after for y in trace["y"]}
+        assert hosts_after == {EXAMPLE_ANSWER["host"]}, hosts_after
+        points = lambda data: sum(len(t["y"]) for t in data)  # noqa: E731
+        assert 0 < points(after) < points(before), (points(before), points(after))
+    assert nb.errors() == []
+
+
+def test_checkpoint_notebook_names_the_newest_valid_checkpoint(lab, page):
+    if not CASE_06.is_dir():
+        pytest.skip(f"no evidence with checkpoints: the bundled example has none and {CASE_06} is absent")
+    expected = json.loads((CASE_06 / "expected.json").read_text())
+    resume = expected["resume_from"].rsplit("/", 1)[-1]  # checkpoints/ckpt_step_004000.pt
+    nb = run_notebook(page, lab, set_evidence(lab, "07_checkpoint_resume.ipynb", CASE_06 / "input"), "07-ckpt")
+
+    with screenshot_check(page, "07-ckpt-3-candidates"):
+        table = page.locator(".jp-OutputArea-output table", has_text="ckpt_step_006000").first
+        table.scroll_into_view_if_needed()
+        rows = table.locator("tbody tr").all_inner_texts()
+        chosen = [r for r in rows if resume in r]
+        assert len(chosen) == 1 and "RESUME FROM THIS" in chosen[0], rows
+        truncated = [r for r in rows if "ckpt_step_006000.pt" in r]
+        assert len(truncated) == 1 and "rejected" in truncated[0] and "truncated" in truncated[0], rows
+
+    with screenshot_check(page, "07-ckpt-4-loss"):
+        graph = plot_in(page, page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)"))
+        traces = graph.evaluate(FIGURE_DATA)
+        assert traces and len(traces[0]["y"]) > 2, traces
+        step = int(re.search(r"(\d+)", resume).group(1))
+        assert f"resume from step {step}" in graph.inner_text()
+
+    with screenshot_check(page, "07-ckpt-5-decision"):
+        decision = page.locator(".jp-OutputArea-output", has_text="07_checkpoint_resume").last
+        decision.scroll_into_view_if_needed()
+        assert resume in nb.output_text()
