@@ -38,6 +38,10 @@ class ParseResult(Generic[T]):
         return bool(self.records) and not self.problems
 
 
+#: Bytes that count as text: printable ASCII, tab, newlines, ESC (terminal colours) and any byte >= 128 (UTF-8).
+_TEXT_BYTES = bytes([*range(32, 127), 9, 10, 13, 27, *range(128, 256)])
+
+
 def looks_binary(data: bytes) -> bool:
     """True when a chunk is not text: NUL bytes, or mostly non-printable bytes."""
     if not data:
@@ -45,7 +49,7 @@ def looks_binary(data: bytes) -> bool:
     if b"\x00" in data[:8192]:
         return True
     sample = data[:8192]
-    printable = sum(32 <= b < 127 or b in (9, 10, 13, 27) or b >= 128 for b in sample)
+    printable = len(sample) - len(sample.translate(None, _TEXT_BYTES))  # C speed, no per-byte Python loop
     return printable / len(sample) < 0.85
 
 

@@ -180,7 +180,7 @@ def parse(text: str, source: str = "<text>", *, tz: str | None = None) -> ParseR
         return result
     parsed = []
     for number, row in rows[1:]:
-        if [_column(c) for c in row] == columns:
+        if _column(row[0]) == columns[0] and [_column(c) for c in row] == columns:
             continue  # the header again (several runs appended to one file)
         if len(row) != len(columns):
             result.problems.append(Problem(source, f"row has {len(row)} cells, header has {len(columns)}", number))
