@@ -25,7 +25,6 @@ from gpulib.checkpoints.records import FileReport
 
 MAX_SCAN_DIRS = 20_000
 MAX_SCAN_DEPTH = 5
-TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".tar", ".safetensors")
 DIR_PATTERNS = (
     ("hf_trainer", re.compile(r"^checkpoint-(\d+)$")),
     ("accelerate", re.compile(r"^checkpoint_(\d+)$")),
@@ -36,6 +35,7 @@ DIR_PATTERNS = (
 STEP_IN_NAME = re.compile(r"(?:step|iter|global_step|checkpoint|ckpt)[=_-]?(\d+)", re.I)
 DS_OPTIM = re.compile(r"^(?:bf16_)?zero_pp_rank_(\d+)_mp_rank_(\d+)_optim_states\.pt$")
 DS_MODEL = re.compile(r"^(?:zero_pp_rank_(\d+)_)?mp_rank_(\d+)_model_states\.pt$")
+CHECKPOINT_WORDS = re.compile(r"ckpt|checkpoint|model|step|optim|iter|epoch|state", re.I)
 RANK_FILE = re.compile(r"^(?:rng_state|random_states)_(\d+)\.(?:pth|pkl)$")
 
 
@@ -242,6 +242,9 @@ def eval_torch_file(c: Candidate, deep: bool) -> None:
             c.warnings.append(f"{label}: {'; '.join(r.reasons())} (another node holds a valid copy)")
         else:
             c.absorb(r, label)
+    ids = {(r.meta.get("data/serialization_id"), r.size_bytes) for r in good}
+    if len(good) > 1 and len(ids) > 1:
+        c.warnings.append(f"the copies of {c.name} on {len(good)} nodes differ (size / serialization_id): they are not the same save")
     _check_sidecars(c)
     if c.layout == "lightning" and good:
         keys = set(good[0].summary.top_keys if good[0].summary else [])
@@ -400,6 +403,24 @@ def _dir_layout(path: Path, names: list[str]) -> tuple[str, int | None] | None:
     return None
 
 
+def _looks_like_checkpoint(p: Path) -> bool:
+    """.pt/.pth/.safetensors always (a broken one must still be reported); .bin/.tar - names that
+    say nothing - only when named like a checkpoint or starting like torch.save / a pickle."""
+    n = p.name.lower()
+    if n.endswith((".pt", ".pth", ".safetensors")):
+        return True
+    if not n.endswith((".bin", ".tar")):
+        return False
+    if CHECKPOINT_WORDS.search(n):
+        return True
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(2)
+    except OSError:
+        return False
+    return head == b"PK" or head[:1] == b"\x80"
+
+
 def discover(root: Path) -> tuple[list[Candidate], list[str], list[str]]:
     """Candidates under one root, leftover temp files, and problems reading the tree."""
     found: list[Candidate] = []
@@ -440,8 +461,8 @@ def discover(root: Path) -> tuple[list[Candidate], list[str], list[str]]:
                 if depth < MAX_SCAN_DEPTH:
                     stack.append((p, depth + 1))
                 continue
-            layout = "lightning" if n.endswith(".ckpt") else "torch_file" if n.endswith(TORCH_SUFFIXES) else None
-            if layout and not (layout == "torch_file" and n.endswith(".index.json")):
+            layout = "lightning" if n.endswith(".ckpt") else "torch_file" if _looks_like_checkpoint(p) else None
+            if layout:
                 m = STEP_IN_NAME.search(n)
                 found.append(Candidate(layout, rel, n, [p], step_name=int(m.group(1)) if m else None))
     return found, leftovers, problems

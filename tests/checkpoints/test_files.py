@@ -327,3 +327,12 @@ def test_chunked_crc_combination(full_ckpt, tmp_path, monkeypatch):
     data[big.data_offset + big.size_bytes - 7] ^= 0x01  # in the last chunk of the member
     p.write_bytes(bytes(data))
     assert any(big.name in m for m in inspect_path(p, deep=True).reasons())
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_torchscript_archive_is_flagged(tmp_path):
+    p = tmp_path / "scripted.pt"
+    torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), str(p))
+    r = inspect_path(p)
+    assert r.format == "torchscript"
+    assert any("torch.jit.load, which runs its code" in f.message for f in r.findings if f.severity == "unsafe")

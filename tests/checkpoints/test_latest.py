@@ -293,3 +293,20 @@ def test_latest_cli_json(tmp_path, full_ckpt, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["resume_from"] == str(tmp_path / "model_step_7.pt") and doc["step"] == 120
     assert any("name says step 7" in w for c in doc["checkpoints"] for w in c["warnings"])
+
+
+def test_unrelated_bin_files_are_not_candidates(tmp_path, full_ckpt):
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "ipmi_sel.bin").write_bytes(b"\x01\x02 raw sensor dump")
+    shutil.copy(full_ckpt, tmp_path / "weights.bin")  # a nameless .bin that *is* torch.save: kept
+    report = find_latest([tmp_path])
+    assert [c.name for c in report.candidates] == ["weights.bin"] and report.rejected == []
+
+
+def test_replicas_that_differ_across_nodes(tmp_path, full_ckpt):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    shutil.copy(full_ckpt, a / "ckpt_step_5.pt")
+    torch.save(training_state(), b / "ckpt_step_5.pt")  # same name, a different save
+    report = find_latest([a, b])
+    assert any("differ" in w for w in report.chosen.warnings), report.chosen.warnings
