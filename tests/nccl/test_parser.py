@@ -138,3 +138,13 @@ def test_nccl_parse_command(capsys):
     rc = main(["nccl-parse", str(FIXTURES / "allreduce_8xh100_current_layout_slow_nvlink.txt")])
     out = capsys.readouterr().out
     assert rc == 1 and "FAIL" in out and "H100" in out
+
+
+def test_nccl_parse_json_output(capsys):
+    import json
+
+    from gpulib.cli import main
+
+    rc = main(["nccl-parse", "--format", "json", str(FIXTURES / "allreduce_2gpu_2019_layout_no_redop_root.txt")])
+    (summary,) = json.loads(capsys.readouterr().out)
+    assert rc == 0 and summary["runs"][0]["nranks"] == 2 and summary["runs"][0]["largest_bytes"] == 134217728

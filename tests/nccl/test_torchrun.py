@@ -152,3 +152,15 @@ def test_gpulib_nccl_test_starts_torchrun_and_writes_a_bundle(tmp_path):
                             "--bundle", str(bundle)], capture_output=True, text=True, timeout=90, env=env())
     assert again.returncode != 0 and "bundle already exists" in again.stderr
     assert Path(bundle / "nccl" / "all_reduce.json").is_file()
+
+
+def test_gpulib_nccl_test_inside_an_existing_torchrun(tmp_path):
+    out = tmp_path / "out.json"
+    cmd = [*TORCHRUN, "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
+           "-m", "gpulib", "nccl-test", "--collective", "broadcast", "-r", "1", *SMALL, "--expect-busbw", "0.000001",
+           "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=90, env=env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    check_rows(data, "broadcast", 2)
+    assert data["verdict"]["status"] == "PASS" and data["verdict"]["threshold_source"] == "--expect-busbw"
