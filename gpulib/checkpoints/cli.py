@@ -64,6 +64,14 @@ def _print_report(r, limit: int | None) -> None:
             print(f"    {t.name:<60} {t.dtype:<10} {str(tuple(t.shape)):<22} {_human(t.nbytes)}{where}")
         if len(shown) < len(r.tensors):
             print(f"    ... {len(r.tensors) - len(shown):,} more (--limit 0 shows all)")
+        values = sorted(r.values.items(), key=lambda kv: kv[0].count(".") + kv[0].count("["))  # shallow first
+        shown_values = values if limit == 0 else values[:limit]
+        if shown_values:
+            print("  other entries:")
+        for k, v in shown_values:
+            print(f"    {k or '<top>':<60} {v!r:.70}")
+        if len(shown_values) < len(values):
+            print(f"    ... {len(values) - len(shown_values):,} more")
     for f in r.findings:
         print(f"  {f.severity.upper()}: {f.message}")
     print(f"  => {'VALID' if r.valid else 'INVALID'}" + (" but UNSAFE to torch.load" if r.unsafe else ""))

@@ -23,7 +23,7 @@ from gpulib.checkpoints.stub_unpickler import (
 )
 
 MAX_DEPTH = 64
-MAX_ENTRIES = 2_000_000
+MAX_ENTRIES = 500_000
 MAX_NESTED = 3
 PREFIXES = ("module.", "_orig_mod.")
 
@@ -88,7 +88,8 @@ def walk(obj) -> Walk:
             for k, v in value.items():
                 visit(v, _join(path, k), depth + 1, nested)
         elif isinstance(value, (list, tuple)):
-            if not value or (len(value) > 64 and all(isinstance(v, int) for v in value[:64])):
+            if not value or (len(value) > 64 and all(isinstance(v, (int, float, bool, type(None))) for v in value[:64])) \
+                    or (len(value) > 8 and all(type(v) is int for v in value)):  # e.g. param_groups[i].params
                 out.entries.append(Entry(path, f"<{type(value).__name__} of {len(value)}>"))
                 return
             for i, v in enumerate(value):

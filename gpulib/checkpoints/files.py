@@ -53,7 +53,8 @@ def inspect_path(path: str | Path, deep: bool = False) -> FileReport:
         if dcp.is_dcp_dir(path):
             return dcp.inspect_dcp(path, deep)
         report.format = "directory"
-        report.add("corrupt", "a directory, not a checkpoint file (and not a DCP directory: no .metadata or .distcp)")
+        report.add("corrupt", "a directory, not a checkpoint file (and not a DCP directory: no .metadata or .distcp); "
+                   "for checkpoint folders use `gpulib ckpt latest DIR`")
         return report
     report.size_bytes = st.st_size
     try:

@@ -20,7 +20,7 @@ import struct
 
 from gpulib.checkpoints import zipreader
 from gpulib.checkpoints.contents import summarise, walk
-from gpulib.checkpoints.records import FileReport, GlobalRecord, TensorRecord
+from gpulib.checkpoints.records import MAX_VALUES, FileReport, GlobalRecord, TensorRecord
 from gpulib.checkpoints.stub_unpickler import (
     MAX_PICKLE_BYTES,
     NDArrayInfo,
@@ -57,15 +57,19 @@ def fill_from_pickle(report: FileReport, result: StubResult, what: str) -> None:
     """Tensors, scalar values, globals (classified) and the content summary of one pickle."""
     w = walk(result.obj)
     record_globals(report, result.globals, w.nested_globals, what)
+    others = []
     for e in w.entries:
         if isinstance(e.value, TensorInfo):
             t = e.value
             report.tensors.append(TensorRecord(e.path, t.dtype, list(t.shape), t.nbytes,
                                                t.storage.key if t.storage else None,
                                                t.storage.location if t.storage else None))
-        elif len(report.values) < 200:
+        else:
             v = e.value
-            report.values[e.path] = f"ndarray{list(v.shape)} {v.dtype}" if isinstance(v, NDArrayInfo) else v
+            others.append((e.path, f"ndarray{list(v.shape)} {v.dtype}" if isinstance(v, NDArrayInfo) else v))
+    # keep the shallowest entries (epoch, global_step, scaler.scale, ...) when there are too many
+    keep = sorted(range(len(others)), key=lambda i: (others[i][0].count(".") + others[i][0].count("["), i))[:MAX_VALUES]
+    report.values = dict(others[i] for i in sorted(keep))
     for p in w.problems:
         report.add("warning", p)
     report.summary = summarise(w)
