@@ -73,9 +73,14 @@ def add_tester_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--slow-ratio", type=float, default=0.6, help="a pair is slow below this x typical (default 0.6)")
 
 
+EXIT_CODES = ("exit status: 0 PASS or WARN, 1 FAIL (wrong data, too slow) or a collective error, 2 bad arguments, "
+              "3 timeout (the ranks that did not arrive are named)")
+
+
 def tester_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m gpulib.nccl",
-                                description="nccl-tests-style bus bandwidth under torchrun, with a verdict.")
+                                description="nccl-tests-style bus bandwidth under torchrun, with a verdict.",
+                                epilog=EXIT_CODES)
     add_tester_arguments(p)
     return p
 
@@ -144,7 +149,8 @@ def _nccl_parse(args) -> int:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("nccl-test", help="NCCL/gloo bus bandwidth like nccl-tests, with a PASS/WARN/FAIL verdict",
-                              description="Starts torchrun (or runs inside an existing torchrun worker).")
+                              description="Starts torchrun (or runs inside an existing torchrun worker).",
+                              epilog=EXIT_CODES)
     add_tester_arguments(p)
     p.add_argument("--nproc-per-node", type=int, help="processes to start (default: CUDA device count, 2 on CPU)")
     p.set_defaults(func=_nccl_test)

@@ -27,8 +27,6 @@ from gpulib.nccl.sizes import Counts, DType
 
 REDUCING = ("all_reduce", "reduce_scatter", "reduce")
 ROOTED = ("broadcast", "reduce")
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
-OPS = ("sum", "prod", "min", "max", "avg")
 _REDUCE_OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN,
                "max": dist.ReduceOp.MAX, "avg": dist.ReduceOp.AVG}
 _PERIOD = 4

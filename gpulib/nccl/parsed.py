@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpulib.nccl import thresholds
+from gpulib.nccl.bandwidth import infer_nranks
 from gpulib.nccl.report import Placement, Row
 from gpulib.nccl.verdict import RunShape, judge
 from gpulib.parsers import nccl_tests
@@ -38,6 +39,16 @@ def shape_of(run: nccl_tests.NcclTestsRun) -> RunShape:
     return RunShape(run.collective or "unknown", backend, name, max(per_host.values(), default=1), len(per_host) or 1)
 
 
+def nranks_of(run: nccl_tests.NcclTestsRun) -> int | None:
+    """From the rank lines; a grepped table without them still shows n in its busbw/algbw ratio."""
+    if run.nranks:
+        return run.nranks
+    for r in reversed(run.rows):
+        if run.collective and r.oop_algbw_gbps and r.oop_busbw_gbps is not None:
+            return infer_nranks(run.collective, r.oop_busbw_gbps / r.oop_algbw_gbps)
+    return None
+
+
 def summarize_run(run: nccl_tests.NcclTestsRun, table: thresholds.ThresholdTable,
                   expect_busbw: float | None = None) -> dict:
     rows = to_rows(run)
@@ -48,7 +59,7 @@ def summarize_run(run: nccl_tests.NcclTestsRun, table: thresholds.ThresholdTable
     verdict = judge(rows, shape, table, wrong_total=run.wrong_total, failure=failure or None, expect_busbw=expect_busbw)
     largest = max(rows, key=lambda r: r.size_bytes) if rows else None
     return {
-        "line": run.line, "program": run.program, "collective": run.collective, "nranks": run.nranks,
+        "line": run.line, "program": run.program, "collective": run.collective, "nranks": nranks_of(run),
         "hosts": run.hosts, "gpu": shape.gpu_name, "backend": shape.backend, "rows": len(rows),
         "largest_bytes": largest.size_bytes if largest else None,
         "busbw_at_largest_gbps": largest.best_busbw_gbps if largest else None,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gpulib.nccl.bandwidth import bus_factor
-from gpulib.nccl.parsed import summarize_file
+from gpulib.nccl.parsed import nranks_of, summarize_file
 from gpulib.parsers import nccl_tests
 from gpulib.parsers.base import read_text
 
@@ -92,10 +92,11 @@ def test_several_runs_in_one_file():
 def test_headerless_rows_fall_back_on_token_count():
     text = ("     1048576        262144     float     sum      -1    64.30   16.31   30.58       0    65.53   16.00   30.00       0\n"
             "     4194304       1048576     float     sum      -1   134.21   31.25   58.60       0   135.44   30.97   58.07       0\n")
-    result = nccl_tests.parse(text, source="grepped.txt")
+    result = nccl_tests.parse(text, source="all_reduce_grepped.txt")
     (run,) = result.records
     assert run.rows[1].oop_busbw_gbps == 58.60 and run.rows[1].redop == "sum"
     assert any("cut off" in p.message for p in result.problems)
+    assert run.nranks is None and nranks_of(run) == 16  # busbw/algbw = 1.875 = 2(n-1)/n
 
 
 @pytest.mark.parametrize("text", ["", "hello\nworld\n", "\x00\x01garbage" * 50, "# nThread 1 nGpus 1 minBytes"])
