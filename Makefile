@@ -16,9 +16,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m ipykernel install --prefix $(VENV) --name python3 >/dev/null
 	touch $(STAMP)
 
-# The bundled Xid 79 incident: its verdict is exit 2 (critical findings); only exit 3 (the run
+# The bundled Xid 79 incident (examples/incident-gpu-fell-off-bus): its verdict is exit 2 (critical findings); only exit 3 (the run
 # itself failed) fails `make demo`. The last lines printed say where the HTML report is.
-DEMO_EVIDENCE ?= examples/incident-xid79
+DEMO_EVIDENCE ?= examples/incident-gpu-fell-off-bus
 demo: $(STAMP)
 	@$(BIN)/gpulib run incident --evidence $(DEMO_EVIDENCE); code=$$?; \
 	if [ $$code -ge 3 ]; then exit $$code; fi; \

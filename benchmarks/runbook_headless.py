@@ -10,7 +10,7 @@ and output write per notebook. Both sides run in this process, one after the oth
 
 Prints both times and the ratio (gpulib / anchor); the target is <= 1.5.
 Usage: ``.venv/bin/python benchmarks/runbook_headless.py [EVIDENCE] [--jobs N]``
-(EVIDENCE defaults to the bundled examples/incident-xid79).
+(EVIDENCE defaults to the bundled examples/incident-gpu-fell-off-bus).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The shipped runbooks (runbooks/*.yaml) run headless on recorded incidents, read in place.
+"""The shipped runbooks (runbooks/*.yaml) run headless: incident on the bundled example,
+preflight and health-report on recorded incidents (read in place).
 
 Slow by nature (one kernel per notebook), so each runbook runs once per session and every
 assertion reads that one archive.
@@ -18,8 +19,9 @@ pytestmark = pytest.mark.notebook
 
 
 @pytest.fixture(scope="module")
-def incident_run(incidents, tmp_path_factory):
-    evidence = incidents / "case-01-xid79-fell-off-bus" / "input"
+def incident_run(tmp_path_factory):
+    """`make demo`'s run: the bundled example incident (Xid 79 on gx-a800-102, GPU 0000:4f:00.0)."""
+    evidence = REPO / "examples" / "incident-gpu-fell-off-bus"
     return run_runbook("incident", values={"evidence": str(evidence)},
                        archive_root=tmp_path_factory.mktemp("incident"), cwd=REPO)
 
@@ -32,7 +34,8 @@ def test_incident_runs_every_step_and_names_the_culprit(incident_run):
         "05_data_loading", "06_driver_cuda_ecc_topology", "07_checkpoint_resume"]
     fell_off = [f for f in incident_run.findings
                 if f["category"] == "gpu_fell_off_bus" and f["severity"] == "critical"]
-    assert {f.get("host") for f in fell_off} >= {"hgx-h100-018"}  # Xid 79 on that host's GPU 0000:ab:00
+    assert {f.get("host") for f in fell_off} == {"gx-a800-102"}
+    assert {f.get("pci_bus_id") for f in fell_off if f.get("xid") == 79} == {"0000:4f:00.0"}
     assert incident_run.exit_code == 2
 
 
