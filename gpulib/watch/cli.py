@@ -73,25 +73,29 @@ def run(args) -> int:  # noqa: C901 - the main loop, kept in one place
     stop = threading.Event()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    _emit(f"following {len(paths)} file(s), silence threshold {args.silence:g} s, step band {args.step_band:g}x"
-          + (f"; metrics on {server.url}" if server else "")
-          + (f"; incidents into {args.out}" if capture else "; no capture (no --out)"))
+
+    def poll() -> list:
+        with lock:
+            alerts = []
+            for f in followers:
+                lines = f.poll()
+                for note in f.notes:
+                    if note.event in ("rotated", "truncated"):
+                        rules.restart_file(str(f.path))
+                    if note.event in _NOTEWORTHY:
+                        _emit(f"{note.path}: {note.event}: {note.detail}")
+                f.notes.clear()
+                alerts += rules.feed(str(f.path), lines)
+            return alerts + rules.tick()
+
     deadline = time.monotonic() + args.max_seconds if args.max_seconds else None
     alerted = False
     try:
-        while not stop.is_set():
-            with lock:
-                alerts = []
-                for f in followers:
-                    lines = f.poll()
-                    for note in f.notes:
-                        if note.event in ("rotated", "truncated"):
-                            rules.restart_file(str(f.path))
-                        if note.event in _NOTEWORTHY:
-                            _emit(f"{note.path}: {note.event}: {note.detail}")
-                    f.notes.clear()
-                    alerts += rules.feed(str(f.path), lines)
-                alerts += rules.tick()
+        alerts = poll()  # the starting point is fixed before the watch says it is following
+        _emit(f"following {len(paths)} file(s), silence threshold {args.silence:g} s, step band {args.step_band:g}x"
+              + (f"; metrics on {server.url}" if server else "")
+              + (f"; incidents into {args.out}" if capture else "; no capture (no --out)"))
+        while True:
             for alert in alerts:
                 _emit(alert.to_text())
                 alerted = True
@@ -99,7 +103,9 @@ def run(args) -> int:  # noqa: C901 - the main loop, kept in one place
                     capture.trigger(alert)
             if (args.once and alerted) or (deadline is not None and time.monotonic() > deadline):
                 break
-            stop.wait(args.poll)
+            if stop.wait(args.poll):
+                break
+            alerts = poll()
     finally:
         if capture is not None and capture.busy:
             _emit("waiting for the running capture to finish ...")

@@ -8,11 +8,13 @@ Rules, checked on every :meth:`Follower.poll`:
 
 * the path now names a different file (device/inode changed) → read what is left of the old one
   to its end, then start the new one at offset 0 (no line is lost across ``rename`` rotation);
-* the file is shorter than what was read → it was truncated (``copytruncate``): start again at 0;
+* the file is shorter than what was read, or the bytes just before the read offset changed → it
+  was truncated (``copytruncate``) and maybe already rewritten past that offset: start again at 0;
 * the file is missing → keep the old handle's remaining lines and wait for the name to come back.
 
-A truncation followed by more writes than were read before is indistinguishable from growth by
-size alone (``tail -F`` has the same blind spot); the first line after such an event may be lost.
+``tail -F`` compares sizes only and misses a truncation that is rewritten past the old size
+before its next look; the remembered tail bytes catch that, unless the new content happens to
+repeat the old bytes at exactly that position.
 Only whole lines are returned; a partial last line waits for its newline (bounded, see
 :data:`MAX_LINE_BYTES`).
 """
@@ -28,6 +30,8 @@ from pathlib import Path
 READ_BYTES = 8 << 20
 #: A "line" longer than this without a newline is cut (binary junk must not grow memory).
 MAX_LINE_BYTES = 1 << 20
+#: Bytes remembered before the read offset; if they change, the file was truncated and rewritten.
+TAIL_BYTES = 64
 
 
 @dataclass
@@ -50,6 +54,7 @@ class Follower:
     _identity: tuple[int, int] | None = None
     _offset: int = 0
     _partial: bytes = b""
+    _tail: bytes = b""  # the last TAIL_BYTES read, to recognise a file rewritten past the old offset
     _polled: bool = False
     notes: list[FollowNote] = field(default_factory=list)
     #: wall-clock time of the last complete line read (``None`` until one arrives).
@@ -80,10 +85,11 @@ class Follower:
         elif self._handle is None:
             if not self._open(identity, start_at_end=first_poll and not self.from_start):
                 return self._stamp(lines)
-        elif st.st_size < self._offset:
+        elif st.st_size < self._offset or (st.st_size > self._offset and not self._tail_intact()):
             self.notes.append(FollowNote(str(self.path), "truncated",
-                                         f"size {st.st_size} < {self._offset} bytes already read; reading from 0"))
-            self._offset, self._partial = 0, b""
+                                         f"size {st.st_size}, {self._offset} bytes had been read and the bytes before "
+                                         "that point changed; reading from 0"))
+            self._offset, self._partial, self._tail = 0, b"", b""
             self._handle.seek(0)
         lines += self._read()
         return self._stamp(lines)
@@ -104,10 +110,19 @@ class Follower:
         except OSError as exc:
             self.notes.append(FollowNote(str(self.path), "unreadable", str(exc)))
             return False
-        self._handle, self._identity, self._partial = handle, identity, b""
+        self._handle, self._identity, self._partial, self._tail = handle, identity, b"", b""
         self._offset = handle.seek(0, os.SEEK_END) if start_at_end else 0
         self.notes.append(FollowNote(str(self.path), "opened", f"at byte {self._offset}"))
         return True
+
+    def _tail_intact(self) -> bool:
+        """Do the bytes just before the read offset still hold what was read there?"""
+        if not self._tail:
+            return True
+        try:
+            return os.pread(self._handle.fileno(), len(self._tail), self._offset - len(self._tail)) == self._tail
+        except OSError:
+            return True
 
     def _close(self) -> None:
         if self._handle is not None:
@@ -123,6 +138,7 @@ class Follower:
         if not data:
             return []
         self._offset += len(data)
+        self._tail = (self._tail + data[-TAIL_BYTES:])[-TAIL_BYTES:]
         data = self._partial + data
         cut = data.rfind(b"\n")
         if cut == -1:

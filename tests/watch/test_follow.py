@@ -122,3 +122,21 @@ def test_an_unreadable_file_is_reported_not_raised(tmp_path):
         assert note.event == "unreadable" and "Permission denied" in note.detail
     finally:
         log.chmod(0o644)
+
+
+def test_a_truncation_rewritten_past_the_old_size_before_the_next_poll_is_detected(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("")
+    f = Follower(log)
+    f.poll()
+    log.write_text("[rank5]: short line\n")
+    assert f.poll() == [b"[rank5]: short line"]
+    with log.open("r+") as h:
+        h.truncate(0)
+    with log.open("a") as h:
+        h.write("[rank6]: a longer line written right after the truncation, past the old size\n")
+    assert f.poll() == [b"[rank6]: a longer line written right after the truncation, past the old size"]
+    assert "truncated" in _events(f)
+    with log.open("a") as h:
+        h.write("next\n")
+    assert f.poll() == [b"next"] and "truncated" not in _events(f)
