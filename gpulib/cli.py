@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "gpulib.checkpoints.cli",
     "gpulib.collect.cli",
     "gpulib.diagnose.cli",
+    "gpulib.fleet.cli",
     "gpulib.nccl.cli",
     "gpulib.runbooks.cli",
     "gpulib.watch.cli",
