@@ -137,7 +137,9 @@ def inspect_dcp(path: Path, deep: bool = False, other_dirs: list[Path] | None = 
         try:
             have = f.stat().st_size
         except FileNotFoundError:
-            report.add("incomplete", f"shard {rel} is missing ({len(items_of[rel])} items, e.g. {items_of[rel][0][0]})")
+            names = sorted({fqn for fqn, _o, _l in items_of[rel]})
+            report.add("incomplete", f"shard {rel} is missing ({len(items_of[rel])} items: {', '.join(names[:3])}"
+                       f"{', ...' if len(names) > 3 else ''})")
             continue
         except OSError as exc:
             report.add("incomplete", f"shard {rel}: {exc.strerror or exc}")

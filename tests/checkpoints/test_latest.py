@@ -310,3 +310,45 @@ def test_replicas_that_differ_across_nodes(tmp_path, full_ckpt):
     torch.save(training_state(), b / "ckpt_step_5.pt")  # same name, a different save
     report = find_latest([a, b])
     assert any("differ" in w for w in report.chosen.warnings), report.chosen.warnings
+
+
+def test_hf_sharded_safetensors_with_a_missing_shard(tmp_path):
+    st = pytest.importorskip("safetensors.torch")
+    d = _hf_checkpoint(tmp_path / "out" / "checkpoint-300", 300)
+    (d / "model.safetensors").unlink()
+    st.save_file({"a": torch.zeros(4)}, str(d / "model-00001-of-00002.safetensors"))
+    (d / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 32}, "weight_map": {
+        "a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}))
+    report = find_latest([tmp_path])
+    assert "shard model-00002-of-00002.safetensors named in model.safetensors.index.json is missing" in _reason(report, "checkpoint-300")
+
+
+def _dcp_rank(rank: int, world: int, port: int, path: str) -> None:
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        dcp.save({"model": {f"rank{rank}.weight": torch.full((64, 64), float(rank))}, "step": 7}, checkpoint_id=path)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.torchrun
+@pytest.mark.timeout(120)
+def test_dcp_two_ranks_one_shard_lost(tmp_path):
+    """A real 2-process gloo DCP save; then rank 1's shard is lost (node-local disk)."""
+    import socket
+
+    import torch.multiprocessing as mp
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ck = tmp_path / "run" / "dcp-step-7"
+    mp.spawn(_dcp_rank, args=(2, port, str(ck)), nprocs=2, join=True)
+    shards = sorted(p.name for p in ck.glob("*.distcp"))
+    assert shards == ["__0_0.distcp", "__1_0.distcp"]
+    assert find_latest([tmp_path]).chosen.step == 7
+    (ck / "__1_0.distcp").unlink()
+    report = find_latest([tmp_path])
+    assert report.resume_from is None
+    assert "shard __1_0.distcp is missing (2 items: model.rank1.weight, step)" in _reason(report, "dcp-step-7")
