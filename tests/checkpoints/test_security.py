@@ -149,22 +149,27 @@ def test_classification(module, name, verdict):
     assert classify_global(module, name)[0] == verdict
 
 
-def test_torch_is_never_imported(full_ckpt, dcp_ckpt, incidents):
+@pytest.mark.parametrize(("entry", "forbidden"), [
+    ("gpulib.checkpoints.__main__", ("torch", "numpy")),  # the checkpoint code itself: neither
+    ("gpulib.cli", ("torch",)),  # the full CLI (every capability registered): still no torch
+])
+def test_torch_is_never_imported(full_ckpt, dcp_ckpt, incidents, entry, forbidden):
     """inspect, verify --deep and latest run in a fresh interpreter without importing torch."""
     ckpts = incidents / "case-06-ecc-dbe-truncated-ckpt" / "input" / "checkpoints"
+    prefix = "['ckpt', " if entry == "gpulib.cli" else "["
     code = (
         "import sys, io, contextlib\n"
-        "from gpulib.cli import main\n"
+        f"from {entry} import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
-        f"    main(['ckpt', 'inspect', {str(full_ckpt)!r}, {str(dcp_ckpt)!r}])\n"
-        f"    main(['ckpt', 'verify', '--deep', {str(full_ckpt)!r}])\n"
-        f"    main(['ckpt', 'latest', {str(ckpts)!r}])\n"
-        "bad = sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.') or m == 'numpy')\n"
+        f"    main({prefix}'inspect', {str(full_ckpt)!r}, {str(dcp_ckpt)!r}])\n"
+        f"    main({prefix}'verify', '--deep', {str(full_ckpt)!r}])\n"
+        f"    main({prefix}'latest', {str(ckpts)!r}])\n"
+        f"bad = sorted(m for m in sys.modules if m.split('.')[0] in {forbidden!r})\n"
         "print('IMPORTED', bad)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "IMPORTED []" in out.stdout
+    assert "IMPORTED []" in out.stdout, out.stdout
 
 
 def test_stub_result_is_inert_data():
