@@ -26,6 +26,7 @@ from gpulib.errors import InputError
 from gpulib.evidence import BundleWriter, CollectorRecord
 from gpulib.nccl import thresholds
 from gpulib.nccl.bandwidth import algbw_gbps, bus_factor
+from gpulib.nccl.cli import validate_args
 from gpulib.nccl.collectives import REDUCING, ROOTED, Case, has_in_place, sleep_before
 from gpulib.nccl.injection import Injections
 from gpulib.nccl.pairwise import run_pairwise
@@ -83,14 +84,7 @@ def _select_device(backend: str) -> torch.device:
 
 def _check_args(args, backend: str) -> None:
     """Everything that can be wrong with the command line fails here, before any rank waits for another."""
-    size_sweep(args.minbytes, args.maxbytes, args.stepfactor, args.stepbytes)
-    dt = dtype(args.datatype)
-    if dt.name in ("uint32", "uint64"):
-        raise InputError(f"data type {dt.name} has no torch.distributed support", hint="use int32/int64")
-    if args.op == "avg" and not dt.is_float:
-        raise InputError("-o avg needs a floating-point type", hint="use -d float")
-    if args.bundle and Path(args.bundle).exists():
-        raise InputError("bundle already exists", path=args.bundle, hint="bundles are never overwritten; pick a new --bundle")
+    validate_args(args)
     if args.collective == "sendrecv" and os.environ.get("WORLD_SIZE") == "1" and backend == "gloo":
         raise InputError("sendrecv on gloo needs at least 2 ranks (gloo cannot send to itself)",
                          hint="start torchrun with --nproc-per-node 2")
