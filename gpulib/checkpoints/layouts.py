@@ -316,6 +316,11 @@ def eval_deepspeed(c: Candidate, deep: bool) -> None:
     gap = sorted(set(range(mp)) - mp_present)
     if gap:
         c.reasons.append(f"model states missing for model-parallel ranks {_ranges(gap)}")
+    zero3 = {(int(m.group(1)), int(m.group(2))) for m in models.values() if m.group(1) is not None}
+    if zero3 and dp:  # ZeRO-3 writes one model-states file per data-parallel rank too
+        missing = [f"zero_pp_rank_{d}_mp_rank_{m:02d}_model_states.pt" for m in range(mp) for d in range(dp) if (d, m) not in zero3]
+        if missing:
+            c.reasons.append(f"missing {len(missing)} of {dp * mp} ZeRO-3 model-states files ({', '.join(missing[:4])})")
     c.world_size = (dp or 1) * mp
 
 
@@ -443,10 +448,10 @@ def discover(root: Path) -> tuple[list[Candidate], list[str], list[str]]:
             problems.append(f"{d}: {exc.strerror or exc}")
             continue
         rel = "" if d == root else str(d.relative_to(root))
-        kind = _dir_layout(d, names) if d != root else None
+        kind = _dir_layout(d, names)  # the root itself may be one checkpoint (`ckpt latest out/step-100`)
         if kind:
             layout, step = kind
-            series = str(Path(rel).parent) if Path(rel).parent != Path(".") else ""
+            series = str(Path(rel).parent) if rel and Path(rel).parent != Path(".") else ""
             found.append(Candidate(layout, series, d.name, [d], step_name=step))
             leftovers += [str(Path(rel) / n) for n in names if n.endswith(".tmp") or n.startswith("tmp")]
             continue

@@ -352,3 +352,15 @@ def test_dcp_two_ranks_one_shard_lost(tmp_path):
     report = find_latest([tmp_path])
     assert report.resume_from is None
     assert "shard __1_0.distcp is missing (2 items: model.rank1.weight, step)" in _reason(report, "dcp-step-7")
+
+
+def test_a_root_that_is_itself_one_checkpoint(tmp_path, dcp_ckpt):
+    report = find_latest([dcp_ckpt])
+    assert report.resume_from == dcp_ckpt and report.chosen.layout == "dcp" and report.chosen.step == 40
+
+
+def test_deepspeed_zero3_model_states_per_rank(tmp_path):
+    d = _deepspeed_tag(tmp_path / "save", "global_step9", 9, 2, range(2))
+    (d / "mp_rank_00_model_states.pt").rename(d / "zero_pp_rank_0_mp_rank_00_model_states.pt")
+    report = find_latest([tmp_path / "save"])
+    assert "missing 1 of 2 ZeRO-3 model-states files (zero_pp_rank_1_mp_rank_00_model_states.pt)" in _reason(report, "global_step9")
