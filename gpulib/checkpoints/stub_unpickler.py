@@ -304,6 +304,15 @@ class _NDArray(Opaque):
                                      dtype.args[0] if isinstance(dtype, Opaque) and dtype.args else "?")
 
 
+def _bytearray(data=b"", encoding="latin1", *_):
+    """Only from given bytes/str: ``bytearray(2**40)`` would be a memory bomb."""
+    if isinstance(data, (bytes, bytearray)):
+        return bytearray(data)
+    if isinstance(data, str) and encoding in ("latin1", "latin-1", "utf-8", "utf8", "ascii"):
+        return bytearray(data.encode(encoding))
+    raise pickle.UnpicklingError("bytearray(<size>) refused: only bytearray(<bytes>) is data")
+
+
 _NUMPY_SCALAR_FORMATS = {"f8": "<d", "f4": "<f", "i8": "<q", "i4": "<i", "u4": "<I", "u8": "<Q", "b1": "<?"}
 
 
@@ -317,8 +326,7 @@ def _numpy_scalar(dtype, raw=b"", *_):
 
 _SAFE_REAL = {
     ("collections", "OrderedDict"): collections.OrderedDict, ("builtins", "set"): set,
-    ("builtins", "frozenset"): frozenset, ("builtins", "complex"): complex,
-    ("builtins", "bytearray"): bytearray, ("builtins", "slice"): slice,
+    ("builtins", "frozenset"): frozenset, ("builtins", "complex"): complex, ("builtins", "slice"): slice,
     ("__builtin__", "set"): set, ("__builtin__", "frozenset"): frozenset,
 }
 _FUNCTIONS = {
@@ -332,6 +340,8 @@ _FUNCTIONS = {
     ("torch._utils", "_rebuild_wrapper_subclass"): _rebuild_wrapper_subclass,
     ("torch._tensor", "_rebuild_from_type_v2"): _rebuild_from_type_v2,
     ("_codecs", "encode"): _codecs_encode,
+    ("builtins", "bytearray"): _bytearray,
+    ("__builtin__", "bytearray"): _bytearray,
     ("numpy.core.multiarray", "scalar"): _numpy_scalar,
     ("numpy._core.multiarray", "scalar"): _numpy_scalar,
 }

@@ -178,3 +178,11 @@ def test_stub_result_is_inert_data():
     pickle.dump({"lr": 0.1, "betas": (0.9, 0.99)}, buf, protocol=2)
     result = stub_load(buf.getvalue())
     assert result.obj == {"lr": 0.1, "betas": (0.9, 0.99)} and result.error is None
+
+
+def test_memory_bomb_constructors_are_refused():
+    """bytearray(2**40) via REDUCE would allocate a terabyte; only bytearray(<bytes>) is allowed."""
+    bomb = b"\x80\x02cbuiltins\nbytearray\n\x8a\x06\x00\x00\x00\x00\x00\x01\x85R."
+    assert "bytearray(<size>) refused" in stub_load(bomb).error
+    ok = pickle.dumps(bytearray(b"abc"), protocol=2)
+    assert stub_load(ok).obj == bytearray(b"abc")
