@@ -331,6 +331,18 @@ def _natural_key(text: str) -> tuple:
 # Findings
 
 
+class RecordedFindings(list):
+    """The findings :func:`record` returns: a plain list that IPython does not echo as ``Out[n]``.
+
+    ``nbk.record(...)`` is the last line of every notebook's result cell; without this, JupyterLab
+    shows the whole list of finding dicts under the summary that ``record`` already displayed,
+    and in drill mode that dump reveals the hidden answer.
+    """
+
+    def _ipython_display_(self) -> None:
+        """Nothing to show: :func:`record` displayed the summary and the MIME bundle already."""
+
+
 def record(findings: Iterable[Any], findings_path: str | os.PathLike | None, *, step: str,
            hide: bool = False) -> list[dict]:
     """Write the step's findings as a JSON list to ``findings_path`` and show them.
@@ -351,7 +363,7 @@ def record(findings: Iterable[Any], findings_path: str | os.PathLike | None, *, 
         summarize_findings(items, step=step))
     display({FINDING_MIME: {"step": step, "findings": [] if hide else items}, "text/plain": summary},
             raw=True, metadata={"gpulib": {"step": step, "findings_path": str(findings_path or "")}})
-    return items
+    return RecordedFindings(items)
 
 
 def severity_badges(items: list[dict]) -> HTML:

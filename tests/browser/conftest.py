@@ -43,16 +43,20 @@ def lab(tmp_path_factory):
     server.stop()
 
 
-def set_evidence(lab: JupyterLab, name: str, evidence: Path) -> str:
-    """Point the copy of notebook ``name`` at ``evidence`` by editing its parameters cell, as an
-    engineer does before running it; returns the notebook's path relative to the server root."""
-    path = lab.root / name
-    nb = json.loads(path.read_text(encoding="utf-8"))
+def set_parameters(lab: JupyterLab, name: str, save_as: str | None = None, **values) -> str:
+    """Copy notebook ``name`` from ``notebooks/`` into the server root as ``save_as`` with some
+    parameters edited (e.g. ``evidence`` pointed at an incident), as an engineer does before
+    running it; returns the path relative to the server root. Each test uses its own file name:
+    JupyterLab reattaches a notebook path to its running kernel, with the previous test's state."""
+    nb = json.loads((NOTEBOOKS / name).read_text(encoding="utf-8"))
     [cell] = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
     source = "".join(cell["source"])
-    edited, count = re.subn(r"^evidence: str = .*$", f"evidence: str = {str(evidence)!r}  # set by the browser test",
-                            source, flags=re.MULTILINE)
-    assert count == 1, f"{name}: no `evidence: str = ...` line in the parameters cell:\n{source}"
-    cell["source"] = edited
-    path.write_text(json.dumps(nb, indent=1), encoding="utf-8")
-    return name
+    for key, value in values.items():
+        value = str(value) if isinstance(value, Path) else value
+        source, count = re.subn(rf"^({key}: \w+ = ).*$", lambda m, v=value: f"{m[1]}{v!r}  # set by the test",
+                                source, flags=re.MULTILINE)
+        assert count == 1, f"{name}: no `{key}: <type> = ...` line in the parameters cell:\n{source}"
+    cell["source"] = source
+    target = save_as or name
+    (lab.root / target).write_text(json.dumps(nb, indent=1), encoding="utf-8")
+    return target

@@ -24,7 +24,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from ipykernel.kernelspec import install as install_kernelspec
+from ipykernel.kernelspec import write_kernel_spec
 
 #: Settings written to the temporary JupyterLab user-settings folder.
 LAB_SETTINGS = {
@@ -56,7 +56,7 @@ class JupyterLab:
     def start(self) -> JupyterLab:
         self.port, self.token = free_port(), secrets.token_hex(16)
         env = {**os.environ, **self._dirs()}
-        env.pop("PLOTLY_RENDERER", None)
+        env.pop("PLOTLY_RENDERER", None)  # the notebooks choose their renderer (gpulib.notebook.setup)
         log = (self.state / "server.log").open("wb")
         argv = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--expose-app-in-browser",
                 "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
@@ -74,9 +74,14 @@ class JupyterLab:
                 raise RuntimeError(f"jupyter lab exited with {self.proc.returncode}:\n{self.log_tail()}")
             try:
                 self.api("status")
-                return self
             except (OSError, urllib.error.URLError):
                 time.sleep(0.5)
+                continue
+            argv = self.api("kernelspecs")["kernelspecs"]["python3"]["spec"]["argv"]
+            if argv[0] != sys.executable:
+                self.stop()
+                raise RuntimeError(f"the python3 kernelspec runs {argv[0]}, not this venv's {sys.executable}")
+            return self
         self.stop()
         raise RuntimeError(f"jupyter lab did not answer /api/status within {START_TIMEOUT_S} s:\n{self.log_tail()}")
 
@@ -87,18 +92,14 @@ class JupyterLab:
                 "JUPYTERLAB_WORKSPACES_DIR": self.state / "workspaces"}
         for path in dirs.values():
             path.mkdir(parents=True, exist_ok=True)
-        # kernel.json with this interpreter's absolute path, found first through JUPYTER_PATH.
-        install_kernelspec(kernel_name="python3", prefix=str(self.state / "kernels"))
+        # kernel.json naming this interpreter by its absolute path, first on JUPYTER_PATH (in a venv
+        # jupyter_core searches the venv's own kernelspecs before JUPYTER_DATA_DIR).
+        write_kernel_spec(path=str(self.state / "path" / "kernels" / "python3"))
         for name, values in LAB_SETTINGS.items():
             target = dirs["JUPYTERLAB_SETTINGS_DIR"] / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(json.dumps(values))
-        return {**{k: str(v) for k, v in dirs.items()},
-                "JUPYTER_PATH": str(self.state / "kernels" / "share" / "jupyter")}
-
-    def kernelspec_argv(self) -> list[str]:
-        spec = self.state / "kernels" / "share" / "jupyter" / "kernels" / "python3" / "kernel.json"
-        return json.loads(spec.read_text())["argv"]
+        return {**{k: str(v) for k, v in dirs.items()}, "JUPYTER_PATH": str(self.state / "path")}
 
     def url(self, path: str) -> str:
         sep = "&" if "?" in path else "?"
