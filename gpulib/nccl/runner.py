@@ -88,6 +88,9 @@ def _check_args(args, backend: str) -> None:
     if args.collective == "sendrecv" and os.environ.get("WORLD_SIZE") == "1" and backend == "gloo":
         raise InputError("sendrecv on gloo needs at least 2 ranks (gloo cannot send to itself)",
                          hint="start torchrun with --nproc-per-node 2")
+    if args.root >= int(os.environ.get("WORLD_SIZE", "1")) or args.root < 0:
+        raise InputError(f"root rank {args.root} does not exist in a job of {os.environ.get('WORLD_SIZE', 1)} ranks",
+                         hint="-r takes a rank number from 0 to nranks-1")
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
         raise InputError("not started by torchrun (RANK/WORLD_SIZE unset)",
                          hint="torchrun --nproc-per-node N -m gpulib.nccl ..., or `gpulib nccl-test` which starts torchrun")
@@ -103,7 +106,8 @@ def _emit(result: TestResult, args, started: float) -> None:
         name = result.config.collective
         with BundleWriter(args.bundle, command_line=list(sys.argv)) as bundle:
             files = [bundle.write_text(f"nccl/{name}_perf.txt", render(result)), bundle.write_json(f"nccl/{name}.json", data)]
-            bundle.record(CollectorRecord("nccl-test", "ok", round(time.monotonic() - started, 3), files))
+            status = ("timeout", result.failure) if result.failure else ("ok", None)
+            bundle.record(CollectorRecord("nccl-test", status[0], status[1], round(time.monotonic() - started, 3), files))
 
 
 def run(args) -> int:
@@ -118,6 +122,27 @@ def run(args) -> int:
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def _measure(case: Case, in_place: bool, args, device: torch.device, inj: Injections, watchdog: Watchdog) -> Placement:
+    """One placement of one size: warm up, time, gather every rank's time, check correctness."""
+    if inj.hang_rank == case.rank:
+        time.sleep(24 * 3600)  # test injection: this rank never arrives
+    watchdog.step(f"{case.collective} {case.counts.size_bytes} B {'in-place' if in_place else 'out-of-place'}")
+    for _ in range(args.warmup_iters):
+        case.run(in_place)
+    times = gather_floats(measure_seconds(lambda: case.run(in_place), args.iters, args.agg_iters, device), device)
+    wrong = None
+    if args.check:
+        wrong = 0
+        for _ in range(args.check):  # every rank sees the same sum, so all stop at the same repetition
+            wrong += sum_ints(case.check(in_place, corrupt=inj.wrong_rank == case.rank), device)
+            if wrong:
+                break
+    watchdog.done()
+    seconds = combine(times, args.average)
+    alg = algbw_gbps(case.counts.size_bytes, seconds)
+    return Placement(seconds * 1e6, alg, alg * bus_factor(case.collective, case.nranks), wrong, [t * 1e6 for t in times])
 
 
 def _run(args, backend: str, device: torch.device, inj: Injections, started: float) -> int:
@@ -154,32 +179,10 @@ def _run(args, backend: str, device: torch.device, inj: Injections, started: flo
     for size in sizes:
         c = counts(args.collective, size, dt.nbytes, world)
         case = Case(args.collective, c, dt, args.op, args.root, rank, world, device, before_call=delay)
-        placements = []
-        for in_place in (False, True):
-            if in_place and not has_in_place(args.collective):
-                placements.append(None)
-                continue
-            if inj.hang_rank == rank:
-                time.sleep(24 * 3600)  # test injection: this rank never arrives
-            watchdog.step(f"{args.collective} {c.size_bytes} B {'in-place' if in_place else 'out-of-place'}")
-            for _ in range(args.warmup_iters):
-                case.run(in_place)
-            local = measure_seconds(lambda ip=in_place, c=case: c.run(ip), args.iters, args.agg_iters, device)
-            times = gather_floats(local, device)
-            wrong = None
-            if args.check:
-                wrong = 0
-                for _ in range(args.check):
-                    wrong += sum_ints(case.check(in_place, corrupt=inj.wrong_rank == rank), device)
-                    if wrong:
-                        break
-            watchdog.done()
-            seconds = combine(times, args.average)
-            alg = algbw_gbps(c.size_bytes, seconds)
-            placements.append(Placement(seconds * 1e6, alg, alg * bus_factor(args.collective, world), wrong,
-                                        [t * 1e6 for t in times]))
+        oop, ip = (_measure(case, in_place, args, device, inj, watchdog) if not in_place or has_in_place(args.collective)
+                   else None for in_place in (False, True))
         row = Row(c.size_bytes, c.count, dt.name, args.op if args.collective in REDUCING else "none",
-                  args.root if args.collective in ROOTED else -1, placements[0], placements[1])
+                  args.root if args.collective in ROOTED else -1, oop, ip)
         result.rows.append(row)
         if rank == 0:
             print(row_line(row), flush=True)
