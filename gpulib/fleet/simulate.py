@@ -103,12 +103,14 @@ class _Job:
 
 def simulate_incident(out: str | Path, nodes: int, kind: str = "xid79", *, seed: int = 0, drift_nodes: int = 0,
                       drift_fields: tuple[str, ...] = ("driver", "nccl"), gpus_per_node: int = 8,
-                      noise_lines: int = 40) -> SyntheticIncident:
+                      noise_lines: int = 40, progress_every_s: float = 19.0) -> SyntheticIncident:
     """Write a SYNTHETIC incident of ``nodes`` bundles (one per node) and the job log into ``out``.
 
     ``kind`` is one of :data:`KINDS`; the culprit node and GPU are drawn from ``seed``.
     ``drift_nodes`` nodes (never the culprit) get the odd values of ``drift_fields``.
-    ``noise_lines`` benign kernel lines per node make the logs realistic in size.
+    ``noise_lines`` benign kernel lines per node and one training progress line every
+    ``progress_every_s`` seconds make the logs realistic in size (raise them to test that memory
+    stays flat in the size of the logs).
     """
     if kind not in KINDS:
         raise ValueError(f"unknown synthetic incident kind {kind!r}; one of {', '.join(KINDS)}")
@@ -136,7 +138,7 @@ def simulate_incident(out: str | Path, nodes: int, kind: str = "xid79", *, seed:
         config = {**BASELINE, **drift.get(host_name(n), {})}
         fault = kind if n == culprit else None
         incident.bytes_written += _write_bundle(root, n, job, config, fault, gpu, rng, noise_lines)
-    log = _job_log(job, kind, culprit, gpu, drift)
+    log = _job_log(job, kind, culprit, gpu, drift, progress_every_s)
     (root / "slurm-771234.out").write_text(log)
     incident.bytes_written += len(log)
     return incident
@@ -356,7 +358,7 @@ def _ibstat(n: int, config: dict, fault: str | None) -> str:
 
 
 # ------------------------------------------------------------------------------------ job log
-def _job_log(job: _Job, kind: str, culprit: int, bad: int, drift: dict) -> str:
+def _job_log(job: _Job, kind: str, culprit: int, bad: int, drift: dict, progress_every_s: float) -> str:
     out = ["+ export NCCL_DEBUG=INFO", f"Job 771234 on synth-gpu-[0000-{job.nodes - 1:04d}], {job.nodes} nodes x "
            f"{job.gpus} GPUs, start {T_START.isoformat()}",
            f"+ srun --kill-on-bad-exit=0 torchrun --nnodes {job.nodes} --nproc_per_node {job.gpus} --rdzv_backend c10d "
@@ -378,10 +380,10 @@ def _job_log(job: _Job, kind: str, culprit: int, bad: int, drift: dict) -> str:
                        "COMPLETE")
     t = T_START + timedelta(minutes=2)
     step = 240000
-    while t < T_FAIL - timedelta(seconds=19):
+    while t < T_FAIL - timedelta(seconds=progress_every_s):
         out.append(f" [{t:%Y-%m-%d %H:%M:%S}] iteration {step:>8}/  500000 | consumed samples: {step * 512:>12} | "
                    "elapsed time per iteration (ms): 1894.1 | lm loss: 1.989340E+00 | loss scale: 1.0 |")
-        t += timedelta(seconds=19)
+        t += timedelta(seconds=progress_every_s)
         step += 10
     culprit_rank = job.rank(culprit, bad)
     t_timeout = T_FAIL + timedelta(seconds=TIMEOUT_S + 1)
