@@ -32,6 +32,7 @@ from datetime import datetime, timezone
 from statistics import median
 
 from gpulib.parsers.training_log import JobEvent, JobLogScanner, strip_prefixes
+from gpulib.parsers.training_log import parse as parse_job_log
 
 #: Event kinds of the job-log catalogue that are not failures: identity, transport, progress,
 #: and lines that only accompany a failure reported by another kind (the traceback header before
@@ -49,6 +50,8 @@ WARNING_KINDS = frozenset({"nccl_warn"})
 IGNORED_EXCEPTIONS = frozenset({"KeyboardInterrupt"})
 #: Step times kept per rank for the median.
 STEP_HISTORY = 50
+#: Per poll, a stream's newest lines tried for its step line (ranks print other lines between steps).
+PROGRESS_LOOKBACK = 8
 
 
 def utc_iso(seconds: float) -> str:
@@ -132,19 +135,31 @@ class WatchRules:
         self._carried.pop(file, None)
 
     def feed(self, file: str, lines: list[bytes], now: float | None = None) -> list[Alert]:
+        """Take the complete lines one poll read from ``file``.
+
+        Every line updates its stream's last-line time. The batch goes through the catalogue
+        scanner as one chunk (its C-speed keyword pre-filter picks the error lines, and multi-line
+        reports such as torchrun's ChildFailedError keep their context and line numbers). Progress
+        lines are the bulk of a log (one per rank per step), so per poll only each stream's newest
+        step line is parsed (looking back at most :data:`PROGRESS_LOOKBACK` of its lines): at the
+        usual step times of a second or more that is every step; when the watch catches up on a
+        burst, ``s/step`` is the current rate anyway and step-number deltas average the rest.
+        """
         now = time.time() if now is None else now
         if not lines:
             return []
-        for raw in lines:
+        scanner = self.scanners.setdefault(file, JobLogScanner(file))
+        first_line = scanner.lines_seen
+        by_stream: dict[tuple[str, int | None], list[int]] = {}
+        for index, raw in enumerate(lines):
             _, hints = strip_prefixes(raw[:512].decode("utf-8", "replace"))
             stream = self._stream(file, _rank_of(hints), hints.get("prefix_host"))
             stream.last_line_time = now
             stream.lines_total += 1
-            if stream.silent:
-                stream.silent = False
+            stream.silent = False
+            by_stream.setdefault((stream.file, stream.rank), []).append(index)
         self.job_silent = False
-        scanner = self.scanners.setdefault(file, JobLogScanner(file))
-        scanner.feed(b"\n".join(lines) + b"\n", progress=True)
+        scanner.feed(b"\n".join(lines) + b"\n", progress=False)
         # Keep the last event in the scanner: the next line may be the second half of its NCCL error.
         events, scanner.events = scanner.events, scanner.events[-1:]
         carried = self._carried.get(file)
@@ -152,7 +167,16 @@ class WatchRules:
             self._carried[file] = events[-1]
         alerts: list[Alert] = []
         for ev in events[1:] if carried is not None and events and events[0] is carried else events:
-            alerts += self._event(file, ev, now)
+            if ev.kind != "step":  # progress is read below, once per stream
+                alerts += self._event(file, ev, now)
+        for indices in by_stream.values():
+            for index in reversed(indices[-PROGRESS_LOOKBACK:]):
+                step = next((e for e in parse_job_log(lines[index].decode("utf-8", "replace"), file,
+                                                      year=scanner.year).records if e.kind == "step"), None)
+                if step is not None:
+                    step.line = first_line + index + 1
+                    alerts += self._event(file, step, now)
+                    break
         return self._count(alerts)
 
     def tick(self, now: float | None = None) -> list[Alert]:
@@ -204,6 +228,7 @@ class WatchRules:
 
     def _step(self, s: Stream, ev: JobEvent, now: float) -> list[Alert]:
         s.heartbeat = True
+        s.last_line_time = now  # a step line is a line of this rank, even where no prefix named it
         s.phase_ms.update(ev.details.get("metrics_ms") or {})
         number = ev.details.get("step")
         seconds = ev.details.get("s_per_step")
