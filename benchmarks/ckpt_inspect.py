@@ -2,7 +2,7 @@
 
 Builds a ~1.5 GB torch.save checkpoint in a temp dir (GPT-2-small-sized model with the DDP
 ``module.`` prefix, AdamW moments, scheduler, grad scaler, python/numpy/torch RNG; ~600 tensors),
-then times whole processes (best of N runs, median also printed; warm page cache):
+then times whole processes, round-robin (best of N runs, median also printed; warm page cache):
 
   inspect  `gpulib ckpt inspect` and `python -m gpulib.checkpoints inspect` (lean start)
            vs  `python -c "import torch; torch.load(p, mmap=True, weights_only=True)"`
@@ -82,14 +82,16 @@ def build_checkpoint(path: Path, target_gb: float) -> int:
     return len(model) * 4 + 1  # weights, exp_avg, exp_avg_sq, step per parameter + torch RNG
 
 
-def measure(cmd: list[str], runs: int) -> dict:
-    results = []
+def measure_all(cmds: dict[str, list[str]], runs: int) -> dict[str, dict]:
+    """Round-robin over the commands, so anchor and subject see the same machine load."""
+    results: dict[str, list] = {name: [] for name in cmds}
     for _ in range(runs):
-        out = subprocess.run([sys.executable, "-c", MEASURE, *cmd], capture_output=True, text=True, cwd=REPO, check=True)
-        results.append(json.loads(out.stdout))
-    # min over runs: on a shared machine the fastest run is the one least disturbed by neighbours
-    return {"s": min(r["s"] for r in results), "median_s": statistics.median(r["s"] for r in results),
-            "rss_mb": max(r["rss_mb"] for r in results), "rc": results[-1]["rc"]}
+        for name, cmd in cmds.items():
+            out = subprocess.run([sys.executable, "-c", MEASURE, *cmd], capture_output=True, text=True, cwd=REPO, check=True)
+            results[name].append(json.loads(out.stdout))
+    # best of N: on a shared machine the fastest run is the one least disturbed by neighbours
+    return {name: {"s": min(r["s"] for r in rs), "median_s": statistics.median(r["s"] for r in rs),
+                   "rss_mb": max(r["rss_mb"] for r in rs), "rc": rs[-1]["rc"]} for name, rs in results.items()}
 
 
 def main() -> int:
@@ -105,17 +107,19 @@ def main() -> int:
         print(f"checkpoint: {size / 1e9:.2f} GB, {tensors} tensors ({ckpt})")
         subprocess.run(["cat", str(ckpt)], stdout=subprocess.DEVNULL, check=True)  # warm the page cache for everyone
         py = sys.executable
-        full = measure([py, "-m", "gpulib", "ckpt", "inspect", str(ckpt)], args.runs)
-        lean = measure([py, "-m", "gpulib.checkpoints", "inspect", str(ckpt)], args.runs)
-        anchor = measure([py, "-c", ANCHOR_LOAD, str(ckpt)], args.runs)
-        deep = measure([py, "-m", "gpulib", "ckpt", "verify", "--deep", str(ckpt)], args.runs)
-        deep_lean = measure([py, "-m", "gpulib.checkpoints", "verify", "--deep", str(ckpt)], args.runs)
-        cksum = measure(["cksum", str(ckpt)], args.runs)
+        m = measure_all({
+            "inspect (gpulib ckpt inspect)": [py, "-m", "gpulib", "ckpt", "inspect", str(ckpt)],
+            "inspect (python -m gpulib.checkpoints)": [py, "-m", "gpulib.checkpoints", "inspect", str(ckpt)],
+            "anchor torch.load(mmap=True)": [py, "-c", ANCHOR_LOAD, str(ckpt)],
+            "verify --deep (gpulib ckpt)": [py, "-m", "gpulib", "ckpt", "verify", "--deep", str(ckpt)],
+            "verify --deep (python -m gpulib.checkpoints)": [py, "-m", "gpulib.checkpoints", "verify", "--deep", str(ckpt)],
+            "anchor cksum": ["cksum", str(ckpt)],
+        }, args.runs)
+        full, lean, anchor = m["inspect (gpulib ckpt inspect)"], m["inspect (python -m gpulib.checkpoints)"], m["anchor torch.load(mmap=True)"]
+        deep, deep_lean, cksum = m["verify --deep (gpulib ckpt)"], m["verify --deep (python -m gpulib.checkpoints)"], m["anchor cksum"]
         torch_seen = subprocess.run([py, "-c", NO_TORCH, str(ckpt)], capture_output=True, text=True, cwd=REPO).stdout.strip()
-        for name, m in (("inspect (gpulib ckpt inspect)", full), ("inspect (python -m gpulib.checkpoints)", lean),
-                        ("anchor torch.load(mmap=True)", anchor), ("verify --deep (gpulib ckpt)", deep),
-                        ("verify --deep (python -m gpulib.checkpoints)", deep_lean), ("anchor cksum", cksum)):
-            print(f"{name:<46} best {m['s']:7.3f} s  median {m['median_s']:7.3f} s   peak RSS {m['rss_mb']:7.1f} MB   exit {m['rc']}")
+        for name, r in m.items():
+            print(f"{name:<46} best {r['s']:7.3f} s  median {r['median_s']:7.3f} s   peak RSS {r['rss_mb']:7.1f} MB   exit {r['rc']}")
         print(f"inspect speed-up vs torch.load(mmap=True): {anchor['s'] / full['s']:.1f}x (gpulib ckpt), "
               f"{anchor['s'] / lean['s']:.1f}x (python -m gpulib.checkpoints)   target >= 20x")
         print(f"inspect peak RSS: {full['rss_mb']:.1f} MB (gpulib ckpt), {lean['rss_mb']:.1f} MB (lean)   target <= 64 MB")
