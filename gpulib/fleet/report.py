@@ -1,0 +1,115 @@
+"""What a diagnosis of a many-node incident adds: the per-node summary and the config diff.
+
+Called once by :func:`gpulib.diagnose.diagnose` after the root cause is chosen, so that a drift
+finding can say whether it explains the failure:
+
+* a *software/firmware* field (driver, CUDA, NCCL, torch, kernel, OS, VBIOS, persistence, ECC,
+  MIG) on which the culprit node is the odd one, or any such drift when the cause is unknown,
+  is an ``error`` - it may be why the job died there;
+* otherwise a drift is a ``warning``: fix it before the relaunch, it did not cause this one;
+* a *state* field (GPU count, IB ports, IB rate) that is odd on the culprit node is the root
+  cause seen from the inventory (the lost GPU, the Down port): ``info``, chained to the root.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from gpulib.diagnose.model import EvidenceLine, Finding
+from gpulib.fleet.config import NodeConfig, node_configs
+from gpulib.fleet.drift import WHY, FieldDrift, config_drift, odd_nodes
+
+STATE_FIELDS = frozenset({"gpu_count", "ib_ports_active", "ib_rate_gbps"})
+#: Nodes listed by name in the text summary (the rest are counted).
+TEXT_NODES = 12
+
+
+def drift_findings(drifts: list[FieldDrift], configs: dict[str, NodeConfig], root: Finding | None) -> list[Finding]:
+    culprit = root.host if root is not None else None
+    out = []
+    for d in drifts:
+        explains = d.field not in STATE_FIELDS and (culprit in d.odd if culprit else root is None)
+        state_of_culprit = d.field in STATE_FIELDS and culprit in d.odd
+        severity = "error" if explains else ("info" if state_of_culprit else "warning")
+        odd = sorted(d.odd)
+        first = odd[0]
+        source = configs[first].sources.get(d.field, "")
+        f = Finding(
+            id=f"config-drift-{d.field}", severity=severity, category="driver_mismatch", role="context",
+            title=f"Config drift: {d.describe()}" + (" - the culprit node is the odd one" if explains and culprit
+                                                      else ""),
+            host=first if len(odd) == 1 else None,
+            evidence=[EvidenceLine(configs[h].sources.get(d.field, source), None, f"{h}: {d.label} {v}")
+                      for h, v in sorted(d.odd.items())[:12]],
+            actions=[_action(d, odd)],
+            caused_by=root.id if state_of_culprit else None,
+        )
+        out.append(f)
+    return out
+
+
+def _action(d: FieldDrift, odd: list[str]) -> str:
+    names = ", ".join(odd[:6]) + (" ..." if len(odd) > 6 else "")
+    target = d.majority if d.majority is not None else "one common value"
+    if d.field in STATE_FIELDS:
+        return f"Exclude {names} (srun --exclude) until its {d.label} is back to {target}: {WHY.get(d.field, '')}"
+    return (f"Bring {names} to {target} before the relaunch, or exclude {'it' if len(odd) == 1 else 'them'} "
+            f"(srun --exclude): {WHY.get(d.field, '')}")
+
+
+def node_summary(inputs, findings: list[Finding], root: Finding | None,
+                 configs: dict[str, NodeConfig], drifts: list[FieldDrift]) -> list[dict]:
+    """One entry per host: files and kinds read, GPUs seen, findings by severity, odd config,
+    and its role (``culprit`` / ``odd`` / ``findings`` / ``ok``), culprit first."""
+    files: Counter = Counter()
+    kinds: dict[str, set] = {}
+    for f in inputs.files:
+        if f.host:
+            files[f.host] += 1
+            kinds.setdefault(f.host, set()).add(f.kind)
+    severities: dict[str, Counter] = {}
+    for f in findings:
+        if f.host and not f.id.startswith("config-drift-"):
+            severities.setdefault(f.host, Counter())[f.severity] += 1
+    odd = odd_nodes(drifts)
+    out = []
+    for host in sorted(set(files) | set(configs)):
+        role = ("culprit" if root is not None and host == root.host else "odd" if host in odd
+                else "findings" if severities.get(host, Counter())["critical"] + severities.get(host, Counter())[
+                    "error"] else "ok")
+        cfg = configs.get(host)
+        out.append({"host": host, "role": role, "files": files[host], "kinds": sorted(kinds.get(host, ())),
+                    "gpus": cfg.gpu_count if cfg else None, "findings": dict(severities.get(host, {})),
+                    "odd_config": odd.get(host, {})})
+    order = {"culprit": 0, "odd": 1, "findings": 2, "ok": 3}
+    return sorted(out, key=lambda n: (order[n["role"]], n["host"]))
+
+
+def attach(diagnosis, inputs) -> None:
+    """Add the config-drift findings and ``nodes`` to a diagnosis of more than one node."""
+    configs = node_configs(inputs)
+    hosts = {f.host for f in inputs.files if f.host}
+    if len(hosts | set(configs)) < 2:
+        return  # one node: nothing to compare, no summary to make
+    drifts = config_drift(configs)
+    diagnosis.findings.extend(drift_findings(drifts, configs, diagnosis.root_cause))
+    diagnosis.nodes = node_summary(inputs, diagnosis.findings, diagnosis.root_cause, configs, drifts)
+
+
+def nodes_text(nodes: list[dict]) -> list[str]:
+    """The NODES section of the text report: counts, then the nodes that matter by name."""
+    if not nodes:
+        return []
+    roles = Counter(n["role"] for n in nodes)
+    head = f"NODES: {len(nodes)} ({roles['culprit']} culprit, {roles['odd']} odd config, {roles['findings']} " \
+           f"with errors, {roles['ok']} clean)"
+    lines = ["", head]
+    for n in [n for n in nodes if n["role"] != "ok"][:TEXT_NODES]:
+        found = ", ".join(f"{k} {v}" for k, v in sorted(n["findings"].items())) or "no findings"
+        odd = "; ".join(f"{k}={v}" for k, v in n["odd_config"].items())
+        lines.append(f"  {n['role']:8} {n['host']:20} {n['files']} files, {n['gpus'] if n['gpus'] is not None else '?'}"
+                     f" GPUs, {found}" + (f"; odd: {odd}" if odd else ""))
+    rest = sum(1 for n in nodes if n["role"] != "ok") - TEXT_NODES
+    if rest > 0:
+        lines.append(f"  ... {rest} more (see --format json)")
+    return lines

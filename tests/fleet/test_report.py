@@ -1,0 +1,53 @@
+"""Config drift as diagnosis findings (does it explain the failure?) and the per-node summary."""
+
+from __future__ import annotations
+
+from gpulib.diagnose.model import Finding
+from gpulib.fleet.config import NodeConfig
+from gpulib.fleet.drift import config_drift
+from gpulib.fleet.report import drift_findings, nodes_text
+
+
+def _configs(**odd) -> dict[str, NodeConfig]:
+    configs = {f"n{i}": NodeConfig(f"n{i}", driver="550.90.07", nccl="2.21.5", gpu_count=8) for i in range(5)}
+    for field, (host, value) in odd.items():
+        setattr(configs[host], field, value)
+        configs[host].sources[field] = f"{host}/versions/file"
+    return configs
+
+
+def _root(host: str | None) -> Finding:
+    return Finding("xid79-1", "critical", "gpu_fell_off_bus", "Xid 79", host=host)
+
+
+def test_software_drift_on_the_culprit_is_an_error():
+    configs = _configs(nccl=("n3", "2.18.3"))
+    (f,) = drift_findings(config_drift(configs), configs, _root("n3"))
+    assert (f.id, f.severity, f.category, f.host) == ("config-drift-nccl", "error", "driver_mismatch", "n3")
+    assert f.title.endswith("the culprit node is the odd one")
+    assert f.evidence[0].file == "n3/versions/file" and f.evidence[0].text == "n3: NCCL 2.18.3"
+    assert f.actions[0].startswith("Bring n3 to 2.21.5 before the relaunch, or exclude it")
+
+
+def test_drift_elsewhere_is_a_warning_and_unknown_cause_makes_it_an_error():
+    configs = _configs(driver=("n1", "535.183.01"))
+    drifts = config_drift(configs)
+    assert drift_findings(drifts, configs, _root("n4"))[0].severity == "warning"
+    assert drift_findings(drifts, configs, None)[0].severity == "error"
+
+
+def test_a_lost_gpu_in_the_inventory_is_chained_to_the_root_cause():
+    configs = _configs(gpu_count=("n2", 7))
+    (f,) = drift_findings(config_drift(configs), configs, _root("n2"))
+    assert (f.severity, f.caused_by) == ("info", "xid79-1")
+    assert f.actions[0].startswith("Exclude n2 (srun --exclude) until its GPU count is back to 8")
+
+
+def test_nodes_text_lists_the_nodes_that_matter():
+    nodes = [{"host": "n2", "role": "culprit", "files": 8, "gpus": 7, "findings": {"critical": 1},
+              "odd_config": {"gpu_count": 7}}] + [
+        {"host": f"n{i}", "role": "ok", "files": 8, "gpus": 8, "findings": {}, "odd_config": {}} for i in (0, 1)]
+    text = "\n".join(nodes_text(nodes))
+    assert "NODES: 3 (1 culprit, 0 odd config, 0 with errors, 2 clean)" in text
+    assert "culprit  n2" in text and "odd: gpu_count=7" in text and "n0" not in text
+    assert nodes_text([]) == []
