@@ -270,15 +270,20 @@ class FigurePanel:
         self.figure = self._build()
         if self._output is not None:
             self._output.clear_output(wait=True)
-            with self._output:
-                display(self.figure)
+            self._render()
+
+    def _render(self) -> None:
+        # Inside a widget only a live frontend shows the figure, so the plotly mime part is enough;
+        # the embedded-JS part (~5 MB) would stall nbclient's Output emulation (papermill P1).
+        with self._output:
+            display({"application/vnd.plotly.v1+json": self.figure.to_plotly_json(),
+                     "text/plain": f"<figure: {self.figure.layout.title.text or ''}>"}, raw=True)
 
     def widget(self) -> widgets.Widget:
         """Controls above an output area that always shows the current figure."""
         if self._output is None:
             self._output = widgets.Output()
-            with self._output:
-                display(self.figure)
+            self._render()
         return widgets.VBox([widgets.HBox(list(self.controls.values())), self._output])
 
     def _picker(self, name: str) -> widgets.Widget | None:
@@ -289,7 +294,11 @@ class FigurePanel:
             times = sorted(pd.to_datetime(frame["time"], utc=True, errors="coerce").dropna().unique())
             if len(times) < 2:
                 return None
-            labels = [(pd.Timestamp(t).strftime("%m-%d %H:%M:%S"), pd.Timestamp(t)) for t in times]
+            stamps = [pd.Timestamp(t) for t in times]
+            # The readout shows "start-end" in a fixed width: drop the date when it is the same for
+            # all events (the figure's axis shows it), or the end of the window is cut off.
+            fmt = "%H:%M:%S" if len({s.date() for s in stamps}) == 1 else "%m-%d %H:%M:%S"
+            labels = [(s.strftime(fmt), s) for s in stamps]
             start = self.initial.get("time_start")
             end = self.initial.get("time_end")
             lo = _nearest_index(times, start, default=0)

@@ -234,7 +234,7 @@ def test_interactive_mode_creates_widgets_without_error(tmp_path, name):
     nb = pm.execute_notebook(str(NOTEBOOKS / name), str(tmp_path / name), prepare_only=True, kernel_name="python3",
                              progress_bar=False, parameters={"evidence": case(evidence), "interactive": True,
                                                              "findings_path": str(tmp_path / "f.json")})
-    NotebookClient(nb, kernel_name="python3", timeout=240, startup_timeout=120,
+    NotebookClient(nb, kernel_name="python3", timeout=90, startup_timeout=120,  # a widget stall fails
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, errors
