@@ -11,7 +11,7 @@ import importlib
 _EXPORTS = {
     "inspect_path": "gpulib.checkpoints.files", "FileReport": "gpulib.checkpoints.records",
     "Finding": "gpulib.checkpoints.records", "find_latest": "gpulib.checkpoints.latest",
-    "LatestReport": "gpulib.checkpoints.latest",
+    "LatestReport": "gpulib.checkpoints.latest", "save": "gpulib.checkpoints.saver",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from gpulib.checkpoints import save
 from gpulib.checkpoints.latest import find_latest
-from gpulib.checkpoints.save import save
 
 torch = pytest.importorskip("torch")
 
