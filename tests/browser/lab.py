@@ -203,8 +203,8 @@ class NotebookPage:
         shown = self.page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) '
                                   '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')
         for text in shown.all_inner_texts():
-            if "Traceback" in text or "Error" in text:
-                found.append(f"on screen: {text[:500]}")
+            if "Traceback" in text or "Error" in text:  # also inside widget Output areas (not in the model)
+                found.append(f"on screen: ...{text[-700:]}")
         return found
 
     def output_text(self) -> str:

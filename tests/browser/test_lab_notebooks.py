@@ -29,7 +29,8 @@ CASE_06 = INCIDENTS / "case-06-ecc-dbe-truncated-ckpt"
 
 #: Per plotly trace of a rendered graph: its name and y values as plotly.js drew them. ``_fullData``
 #: holds the decoded arrays (plotly.py sends numeric columns base64-encoded: {dtype, bdata}).
-FIGURE_DATA = "el => el._fullData.map(t => ({name: t.name, y: Array.from(t.y || [], String)}))"
+FIGURE_DATA = """el => el._fullData.map(t => ({name: t.name, x: Array.from(t.x || [], String),
+                                                y: Array.from(t.y || [], String)}))"""
 
 
 def run_notebook(page, lab, name: str, shot: str) -> NotebookPage:
@@ -103,9 +104,27 @@ def test_triage_notebook_runs_renders_and_reacts_to_its_pickers(lab, page):
         after = graph.evaluate(FIGURE_DATA)
         hosts_after = {y for trace in after for y in trace["y"]}
         assert hosts_after == {EXAMPLE_ANSWER["host"]}, hosts_after
-        points = lambda data: sum(len(t["y"]) for t in data)  # noqa: E731
         assert 0 < points(after) < points(before), (points(before), points(after))
+
+    with screenshot_check(page, "00-triage-6-window-narrowed"):
+        # Keyboard on the window slider's start handle, one step at a time, until the figure redraws.
+        start = panel.locator(".noUi-handle-lower").first
+        start.focus()
+        for _ in range(60):
+            start.press("ArrowRight")
+            page.wait_for_timeout(150)
+            narrowed = plot_in(page, panel).evaluate(FIGURE_DATA)
+            if narrowed != after:
+                break
+        assert 0 < points(narrowed) < points(after), (after, narrowed)
+        first = lambda data: min(x for t in data for x in t["x"])  # noqa: E731
+        assert first(narrowed) > first(after), (first(after), first(narrowed))
+        assert {y for t in narrowed for y in t["y"]} == {EXAMPLE_ANSWER["host"]}  # the host pick still holds
     assert nb.errors() == []
+
+
+def points(data: list[dict]) -> int:
+    return sum(len(t["y"]) for t in data)
 
 
 def test_checkpoint_notebook_names_the_newest_valid_checkpoint(lab, page):
