@@ -16,6 +16,7 @@ are normal.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 
 #: NVML ``nvmlClocksEventReason*`` bits (identical to the deprecated ``nvmlClocksThrottleReason*``),
 #: in the canonical names every gpulib parser uses.
@@ -60,6 +61,7 @@ _REASON_ALIASES = {
 }
 
 
+@lru_cache(maxsize=1024)  # the same few labels, once per GPU per sample: decide each once
 def canonical_reason(label: str) -> str | None:
     """Canonical throttle-reason name for any tool's spelling, or None when unknown.
 
