@@ -23,7 +23,6 @@ from gpulib.checkpoints.records import FileReport, TensorRecord
 from gpulib.checkpoints.stub_unpickler import MAX_PICKLE_BYTES, DType, Opaque, stub_load
 from gpulib.checkpoints.torch_save import fill_from_pickle, record_globals
 
-DCP_RANK_FILE = re.compile(r"^__(\d+)_(\d+)\.distcp$")
 MAX_STEP_ITEMS = 16
 MAX_STEP_ITEM_BYTES = 1 << 20
 

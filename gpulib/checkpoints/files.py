@@ -4,7 +4,6 @@ directory, empty, git-lfs pointer, an HTML error page, zeros, binary junk)."""
 
 from __future__ import annotations
 
-import os
 import stat
 from pathlib import Path
 
@@ -97,7 +96,3 @@ def inspect_path(path: str | Path, deep: bool = False) -> FileReport:
         except OSError as exc:
             report.add("incomplete", f"read error: {exc.strerror or exc}")
     return report
-
-
-def is_readable_file(path: Path) -> bool:
-    return path.is_file() and os.access(path, os.R_OK)

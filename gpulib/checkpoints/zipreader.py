@@ -74,9 +74,6 @@ class ZipIndex:
     zip64: bool
     duplicates: list[str]
 
-    def by_name(self) -> dict[str, ZipMember]:
-        return {m.name: m for m in self.members}
-
 
 def _find_eocd(fd: int, start: int, end: int) -> tuple[int, bytes]:
     window = min(end - start, _EOCD.size + MAX_COMMENT)
