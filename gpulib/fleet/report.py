@@ -24,11 +24,14 @@ STATE_FIELDS = frozenset({"gpu_count", "ib_ports_active", "ib_rate_gbps"})
 TEXT_NODES = 12
 
 
-def drift_findings(drifts: list[FieldDrift], configs: dict[str, NodeConfig], root: Finding | None) -> list[Finding]:
+def drift_findings(drifts: list[FieldDrift], configs: dict[str, NodeConfig], root: Finding | None,
+                   failed: bool = True) -> list[Finding]:
+    """One ``driver_mismatch`` finding per drifting field; ``failed`` = the job was interrupted
+    (without a failure, e.g. in a health report, drift is never more than a warning)."""
     culprit = root.host if root is not None else None
     out = []
     for d in drifts:
-        explains = d.field not in STATE_FIELDS and (culprit in d.odd if culprit else root is None)
+        explains = d.field not in STATE_FIELDS and (culprit in d.odd if culprit else failed)
         state_of_culprit = d.field in STATE_FIELDS and culprit in d.odd
         severity = "error" if explains else ("info" if state_of_culprit else "warning")
         odd = sorted(d.odd)
@@ -92,7 +95,8 @@ def attach(diagnosis, inputs) -> None:
     if len(hosts | set(configs)) < 2:
         return  # one node: nothing to compare, no summary to make
     drifts = config_drift(configs)
-    diagnosis.findings.extend(drift_findings(drifts, configs, diagnosis.root_cause))
+    diagnosis.findings.extend(drift_findings(drifts, configs, diagnosis.root_cause,
+                                             failed=diagnosis.interruption != "none"))
     diagnosis.nodes = node_summary(inputs, diagnosis.findings, diagnosis.root_cause, configs, drifts)
 
 

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from gpulib.fleet.config import node_configs
 from gpulib.fleet.drift import config_drift, diff_table
 from gpulib.fleet.ledger import COUNTERS, Ledger, build_ledger
+from gpulib.fleet.report import drift_findings
 from gpulib.parsers.gpu_records import SLOWDOWN_REASONS
 
 #: metric -> (colour-bar title, why it matters)
@@ -100,6 +101,13 @@ def config_diff_frame(inputs) -> pd.DataFrame:
     configs = node_configs(inputs)
     rows = diff_table(configs, config_drift(configs))
     return pd.DataFrame(rows) if rows else pd.DataFrame(columns=["host"])
+
+
+def config_findings(inputs) -> list[dict]:
+    """Config drift as finding dicts (category ``driver_mismatch``, severity ``warning``) for a
+    health report's recorded findings (``nbk.record``)."""
+    configs = node_configs(inputs)
+    return [f.to_dict() for f in drift_findings(config_drift(configs), configs, None, failed=False)]
 
 
 def config_frame(inputs) -> pd.DataFrame:

@@ -68,5 +68,7 @@ def test_config_and_ledger_frames(thermal):
     assert list(diff["host"]) == [odd] and diff.loc[0, "VBIOS"] == "96.00.74.00.1C (majority 96.00.89.00.01)"
     assert views.config_frame(inputs).loc[odd, "vbios"] == "96.00.74.00.1C"
     assert list(views.config_diff_frame(gather([thermal.root / "synth-gpu-0001"])).columns) == ["host"]
+    (finding,) = views.config_findings(inputs)
+    assert (finding["id"], finding["severity"], finding["host"]) == ("config-drift-vbios", "warning", odd)
     top = views.ledger_frame(build_ledger([thermal.root]), top=3)
     assert len(top) == 3 and set(top["recommendation"]) == {"ok"}

@@ -34,6 +34,7 @@ def test_drift_elsewhere_is_a_warning_and_unknown_cause_makes_it_an_error():
     drifts = config_drift(configs)
     assert drift_findings(drifts, configs, _root("n4"))[0].severity == "warning"
     assert drift_findings(drifts, configs, None)[0].severity == "error"
+    assert drift_findings(drifts, configs, None, failed=False)[0].severity == "warning"  # a health report
 
 
 def test_a_lost_gpu_in_the_inventory_is_chained_to_the_root_cause():
