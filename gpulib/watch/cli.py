@@ -65,7 +65,11 @@ def run(args) -> int:  # noqa: C901 - the main loop, kept in one place
         with lock:
             return exposition(rules, host)
 
-    server = MetricsServer(args.listen, render).start() if args.listen else None
+    try:
+        server = MetricsServer(args.listen, render).start() if args.listen else None
+    except OSError as exc:
+        raise InputError(f"cannot serve metrics on {args.listen[0]}:{args.listen[1]}: {exc.strerror or exc}",
+                         hint="pick another --listen HOST:PORT (port 0 = any free one), or --listen off") from exc
     capture = None
     if args.out:
         capture = IncidentCapture(Path(args.out), paths, _emit, host=args.host, prometheus_url=args.prometheus,

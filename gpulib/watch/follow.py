@@ -57,6 +57,7 @@ class Follower:
     _tail: bytes = b""  # the last TAIL_BYTES read, to recognise a file rewritten past the old offset
     _polled: bool = False
     notes: list[FollowNote] = field(default_factory=list)
+    _last_note: FollowNote | None = None
     #: wall-clock time of the last complete line read (``None`` until one arrives).
     last_line_time: float | None = None
     lines_total: int = 0
@@ -71,24 +72,23 @@ class Follower:
             if self._handle is not None:
                 lines += self._drain()
                 self._close()
-                self.notes.append(FollowNote(str(self.path), "missing", "the file was removed or renamed; waiting"))
+                self._note("missing", "the file was removed or renamed; waiting")
             return self._stamp(lines)
         except OSError as exc:
-            self.notes.append(FollowNote(str(self.path), "unreadable", str(exc)))
+            self._note("unreadable", str(exc))
             return self._stamp(lines)
         identity = (st.st_dev, st.st_ino)
         if self._handle is not None and identity != self._identity:
             lines += self._drain()  # the rest of the rotated file, then the new one from its start
             self._close()
-            self.notes.append(FollowNote(str(self.path), "rotated", "a new file took the name; reading it from the start"))
+            self._note("rotated", "a new file took the name; reading it from the start")
             self._open(identity, start_at_end=False)
         elif self._handle is None:
             if not self._open(identity, start_at_end=first_poll and not self.from_start):
                 return self._stamp(lines)
         elif st.st_size < self._offset or (st.st_size > self._offset and not self._tail_intact()):
-            self.notes.append(FollowNote(str(self.path), "truncated",
-                                         f"size {st.st_size}, {self._offset} bytes had been read and the bytes before "
-                                         "that point changed; reading from 0"))
+            self._note("truncated", f"size {st.st_size}, {self._offset} bytes had been read and the bytes before "
+                                    "that point changed; reading from 0")
             self._offset, self._partial, self._tail = 0, b"", b""
             self._handle.seek(0)
         lines += self._read()
@@ -96,6 +96,13 @@ class Follower:
 
     def close(self) -> None:
         self._close()
+
+    def _note(self, event: str, detail: str = "") -> None:
+        """Record what happened, once: an unreadable or missing file is not re-reported every poll."""
+        note = FollowNote(str(self.path), event, detail)
+        if note != self._last_note:
+            self.notes.append(note)
+        self._last_note = note
 
     # ---------------------------------------------------------------- internals
     def _stamp(self, lines: list[bytes]) -> list[bytes]:
@@ -108,11 +115,11 @@ class Follower:
         try:
             handle = open(self.path, "rb")  # noqa: SIM115 - held open across polls on purpose
         except OSError as exc:
-            self.notes.append(FollowNote(str(self.path), "unreadable", str(exc)))
+            self._note("unreadable", str(exc))
             return False
         self._handle, self._identity, self._partial, self._tail = handle, identity, b"", b""
         self._offset = handle.seek(0, os.SEEK_END) if start_at_end else 0
-        self.notes.append(FollowNote(str(self.path), "opened", f"at byte {self._offset}"))
+        self._note("opened", f"at byte {self._offset}")
         return True
 
     def _tail_intact(self) -> bool:
@@ -133,7 +140,7 @@ class Follower:
         try:
             data = self._handle.read(READ_BYTES)
         except OSError as exc:
-            self.notes.append(FollowNote(str(self.path), "unreadable", str(exc)))
+            self._note("unreadable", str(exc))
             return []
         if not data:
             return []
@@ -144,7 +151,7 @@ class Follower:
         if cut == -1:
             self._partial = data
             if len(self._partial) > MAX_LINE_BYTES:
-                self.notes.append(FollowNote(str(self.path), "line_cut", f"no newline in {len(data)} bytes"))
+                self._note("line_cut", f"no newline in {len(data)} bytes")
                 self._partial = b""
                 return [data[:MAX_LINE_BYTES]]
             return []

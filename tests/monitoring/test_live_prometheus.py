@@ -31,6 +31,8 @@ import pytest
 import yaml
 
 from gpulib.parsers.prom_text import parse_counters
+from gpulib.watch.actions import IncidentCapture
+from gpulib.watch.rules import Alert
 from tests.conftest import REPO
 from tests.prometheus_server import api, free_port, query, running_prometheus, serve_text
 
@@ -246,3 +248,26 @@ def test_every_dashboard_query_parses_and_returns_data(live):
         assert doc["data"]["result"], f"annotation {note['name']!r} found nothing in the incident window"
         if "XID" in note["expr"]:
             assert {s["metric"]["gpu"] for s in doc["data"]["result"]} == {"5"}
+
+
+def test_a_capture_on_alert_freezes_the_dcgm_history_beside_the_diagnosis(live, tmp_path):
+    """What ``gpulib watch --out DIR --prometheus URL`` does on an alert, against this Prometheus."""
+    url, _ = live
+    said: list[str] = []
+    capture = IncidentCapture(tmp_path / "incidents", [], said.append, host="node-a", prometheus_url=url,
+                              prometheus_window_s=600)
+    assert capture.trigger(Alert("job_silence", "2026-02-10T03:12:07Z", "no log line from any rank for 600 s"))
+    assert not capture.trigger(Alert("signature", "2026-02-10T03:12:08Z", "a second alert of the same incident"))
+    capture.wait(120)
+    (incident,) = (tmp_path / "incidents").iterdir()
+    assert not (incident / "error.txt").exists(), (incident / "error.txt").read_text()
+    assert json.loads((incident / "alert.json").read_text())["kind"] == "job_silence"
+    temp = json.loads((incident / "node-a" / "prometheus" / "DCGM_FI_DEV_GPU_TEMP.json").read_text())
+    hot = [s for s in temp["data"]["result"] if (s["metric"]["Hostname"], s["metric"]["gpu"]) == ("node-a", "3")]
+    assert hot and {v for _, v in hot[0]["values"]} == {"88"}, temp
+    xid = json.loads((incident / "node-a" / "prometheus" / "DCGM_FI_DEV_XID_ERRORS.json").read_text())
+    assert any(s["metric"]["gpu"] == "5" and s["values"][-1][1] == "79" for s in xid["data"]["result"])
+    diagnosis = json.loads((incident / "diagnosis.json").read_text())
+    assert diagnosis["schema"] == "gpulib.diagnosis/1"
+    assert any(i["path"].endswith("DCGM_FI_DEV_XID_ERRORS.json") for i in diagnosis["inputs"])
+    assert any(line.startswith("diagnosis (") for line in said)

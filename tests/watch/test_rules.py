@@ -126,3 +126,10 @@ def test_metrics_exposition_has_the_per_rank_gauges():
     assert 'gpulib_watch_silence_threshold_seconds{host="node-a"} 30' in text
     assert 'gpulib_watch_alerts_total{host="node-a",kind="signature"} 0' in text
     assert 'gpulib_watch_heartbeat{file="train.log",rank="1",host="node-a"} 1' in text
+
+
+def test_binary_junk_and_undecodable_lines_are_survived():
+    rules = WatchRules(WatchConfig(), [LOG], now=0)
+    junk = [b"\x00\xff\xfe" * 300, b"[rank\xff]: step \xff", b"\x1b[31m[rank4]: step 9 | 0.5 s/step\x1b[0m", b""]
+    assert rules.feed(LOG, junk, now=1) == []
+    assert rules.streams[(LOG, None)].lines_total == 4

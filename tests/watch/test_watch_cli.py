@@ -9,6 +9,7 @@ import json
 import os
 import queue
 import re
+import socket
 import subprocess
 import sys
 import textwrap
@@ -203,6 +204,13 @@ def test_bad_arguments_are_clear_errors(tmp_path):
     done = subprocess.run([sys.executable, "-m", "gpulib", "watch", "--log", "x.log", "--listen", "localhost"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "expected HOST:PORT" in done.stderr
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "gpulib", "watch", "--log", "x.log", "--listen", f"127.0.0.1:{port}",
+                               "--max-seconds", "1"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and f"cannot serve metrics on 127.0.0.1:{port}" in done.stderr, done.stderr
 
 
 def test_no_alert_within_max_seconds_exits_0(tmp_path):
