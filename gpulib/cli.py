@@ -1,7 +1,7 @@
 """``gpulib`` command line. Each capability registers its own sub-commands.
 
-A capability module listed in :data:`COMMAND_MODULES` exposes ``register(subparsers)``, which
-adds its parsers and sets ``func`` (returning the exit code) as the parser default.
+A capability module named in :data:`COMMANDS` exposes ``register(subparsers)``, which adds its
+parsers and sets ``func`` (returning the exit code) as the parser default.
 """
 
 from __future__ import annotations
@@ -14,18 +14,31 @@ import sys
 from gpulib import __version__
 from gpulib.errors import GpulibError
 
-COMMAND_MODULES = (
-    "gpulib.checkpoints.cli",
-    "gpulib.collect.cli",
-    "gpulib.diagnose.cli",
-    "gpulib.fleet.cli",
-    "gpulib.nccl.cli",
-    "gpulib.runbooks.cli",
-    "gpulib.watch.cli",
-)
+#: command name -> the module that registers it. Only the module of the command being run is
+#: imported, so ``gpulib ckpt`` starts without pandas/plotly/papermill (start-up is most of its time).
+COMMANDS = {
+    "collect": "gpulib.collect.cli",
+    "verify": "gpulib.collect.cli",
+    "diagnose": "gpulib.diagnose.cli",
+    "ckpt": "gpulib.checkpoints.cli",
+    "nccl-test": "gpulib.nccl.cli",
+    "nccl-parse": "gpulib.nccl.cli",
+    "run": "gpulib.runbooks.cli",
+    "archive": "gpulib.runbooks.cli",
+    "fleet": "gpulib.fleet.cli",
+    "watch": "gpulib.watch.cli",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _modules_for(argv: list[str]) -> list[str]:
+    """The module of the first command word in ``argv``, or every module (for help and errors)."""
+    for word in argv:
+        if word in COMMANDS:
+            return [COMMANDS[word]]
+    return sorted(set(COMMANDS.values()))
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpulib",
         description="Runbook for interrupted multi-GPU training: collect, diagnose, recover, relaunch.",
@@ -33,13 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gpulib {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in _modules_for(sys.argv[1:] if argv is None else argv):
         importlib.import_module(name).register(subparsers)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="gpulib: %(levelname)s: %(message)s"
