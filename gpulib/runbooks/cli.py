@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -44,6 +45,10 @@ def _describe(name: str) -> int:
     return 0
 
 
+def _terminate(signum, frame):
+    raise KeyboardInterrupt
+
+
 def _run(args) -> int:
     if args.parameters:
         try:
@@ -58,6 +63,9 @@ def _run(args) -> int:
             print(f"gpulib run: error: {evidence}: evidence path does not exist", file=sys.stderr)
             return RUN_FAILED
         values["evidence"] = str(evidence.resolve())
+    # A scheduler stops a job with SIGTERM (systemd stop, Kubernetes deadline): treat it as Ctrl-C,
+    # which stops the kernels and still archives what ran (exit 3).
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         outcome = run_runbook(
             args.runbook, cli=parse_assignments(args.param), values=values, archive_root=Path(args.archive),
@@ -67,6 +75,8 @@ def _run(args) -> int:
     except RunbookError as exc:
         print(f"gpulib run: error: {exc}", file=sys.stderr)
         return RUN_FAILED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     ok = sum(step.status == "ok" for step in outcome.steps)
     print(f"runbook {args.runbook}: {ok}/{len(outcome.steps)} steps completed")
     for step in outcome.steps:

@@ -15,7 +15,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -28,6 +30,7 @@ log = logging.getLogger(__name__)
 
 SEVERITIES = ("critical", "error", "warning", "info")
 KERNEL_NAME = "python3"
+INTERRUPTED = {"type": "Interrupted", "message": "stopped by an interrupt (Ctrl-C or SIGTERM)"}
 
 
 @dataclass
@@ -102,11 +105,67 @@ def load_findings(path: Path) -> list[dict]:
     return findings
 
 
+class RunKernels:
+    """The kernels of one run, so that an interrupt stops them all at once.
+
+    Why: papermill gives no handle on its kernel, and a Ctrl-C (or a scheduler's SIGTERM) in the
+    runner would otherwise wait for every running cell to finish, up to the cell timeout, with
+    the kernels (and a torchrun they started) still running. Each step's kernel manager is a
+    :attr:`manager_class` that registers itself here once started; :meth:`stop_all` kills each
+    kernel's process group, the running cells fail at once, and papermill still writes what
+    the notebooks showed so far.
+    """
+
+    def __init__(self) -> None:
+        from jupyter_client.manager import AsyncKernelManager
+
+        self._lock = threading.Lock()
+        self._managers: list = []
+        self.stopping = False
+        run = self
+
+        class TrackedKernelManager(AsyncKernelManager):
+            async def start_kernel(self, **kw):
+                await super().start_kernel(**kw)
+                run._started(self)
+
+        self.manager_class = TrackedKernelManager
+
+    def _started(self, manager) -> None:
+        with self._lock:
+            self._managers.append(manager)
+            stopping = self.stopping
+        if stopping:  # started while the run was being stopped
+            self._kill(manager)
+
+    def stop_all(self) -> None:
+        with self._lock:
+            self.stopping = True
+            managers = list(self._managers)
+        for manager in managers:
+            self._kill(manager)
+
+    @staticmethod
+    def _kill(manager) -> None:
+        provisioner = getattr(manager, "provisioner", None)
+        pid, pgid = getattr(provisioner, "pid", None), getattr(provisioner, "pgid", None)
+        try:
+            if pgid and pgid != os.getpgid(0):
+                os.killpg(pgid, signal.SIGKILL)  # the kernel and anything it started (torchrun)
+            elif pid:
+                os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass  # already gone
+
+
 def execute_step(step: StepSpec, parameters: dict, output: Path, findings_path: Path, *, cwd: Path,
-                 start_timeout_s: float, cell_timeout_s: float, kernel_name: str = KERNEL_NAME) -> StepResult:
+                 start_timeout_s: float, cell_timeout_s: float, kernel_name: str = KERNEL_NAME,
+                 kernels: RunKernels | None = None) -> StepResult:
     """Run one notebook; never raises: failures are recorded in the result (and in the notebook)."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
+
+    extra = {"kernel_manager_class": kernels.manager_class} if kernels else {}
 
     injected = {**parameters, "interactive": False, "findings_path": str(findings_path)}
     result = StepResult(step.id, str(step.notebook), output, injected, started_at=utc_now_iso())
@@ -120,6 +179,7 @@ def execute_step(step: StepSpec, parameters: dict, output: Path, findings_path: 
             # shown before it in the archive (without this, a timed-out step leaves no notebook)
             request_save_on_cell_execute=True,
             extra_arguments=["--IPKernelApp.log_level=ERROR"],  # not the TCP-transport warning in every cron mail
+            **extra,
         )
         result.findings = [{**f, "step": step.id} for f in load_findings(findings_path)]
         result.status = "ok"
@@ -135,6 +195,8 @@ def execute_step(step: StepSpec, parameters: dict, output: Path, findings_path: 
         result.error = {"type": type(exc).__name__, "message": str(exc).strip() or repr(exc),
                         "cell": None, "cell_index": None}
     result.duration_s = time.monotonic() - started
+    if result.error and kernels and kernels.stopping:
+        result.error = {**result.error, **INTERRUPTED}
     if result.error:
         log.warning("step %s failed: %s: %s", step.id, result.error["type"], result.error["message"])
     return result
@@ -149,20 +211,36 @@ def execute_runbook(spec: RunbookSpec, plan: dict[str, dict], outputs: Path, scr
     """
     done: list[StepResult] = []
     total = len(spec.steps)
+    kernels = RunKernels()
 
     def run(step: StepSpec) -> StepResult:
         return execute_step(
             step, plan[step.id], outputs / f"{step.id}.ipynb", scratch / f"{step.id}.findings.json", cwd=cwd,
             start_timeout_s=spec.start_timeout_s,
-            cell_timeout_s=cell_timeout_s or step.cell_timeout_s or spec.cell_timeout_s,
+            cell_timeout_s=cell_timeout_s or step.cell_timeout_s or spec.cell_timeout_s, kernels=kernels,
         )
+
+    def not_run(step: StepSpec) -> StepResult:
+        return StepResult(step.id, str(step.notebook), outputs / f"{step.id}.ipynb", plan[step.id],
+                          status="failed", error={**INTERRUPTED, "message": "not started: the run was interrupted"})
 
     with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="gpulib-step") as pool:
         for stage in spec.stages:
-            futures = {pool.submit(run, step): step.id for step in stage}
-            for future in as_completed(futures):
-                done.append(future.result())
-                if progress:
-                    progress(done[-1], len(done), total)
+            if kernels.stopping:
+                done += [not_run(step) for step in stage]
+                continue
+            futures = {pool.submit(run, step): step for step in stage}
+            pending = set(futures)
+            try:
+                for future in as_completed(futures):
+                    pending.discard(future)
+                    done.append(future.result())
+                    if progress:
+                        progress(done[-1], len(done), total)
+            except KeyboardInterrupt:  # Ctrl-C, or SIGTERM turned into one by the CLI
+                log.warning("interrupted: stopping %d running step(s)", len(pending))
+                kernels.stop_all()
+                cancelled = {f for f in pending if f.cancel()}  # all of them before waiting on any
+                done += [not_run(futures[f]) if f in cancelled else f.result() for f in pending]
     order = {step.id: n for n, step in enumerate(spec.steps)}
     return sorted(done, key=lambda r: order[r.id])

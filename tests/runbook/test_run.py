@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
 import stat
+import threading
+import time
 from pathlib import Path
 
 import nbformat
@@ -136,3 +139,30 @@ def test_a_foreign_python3_kernelspec_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("JUPYTER_PREFER_ENV_PATH", "0")  # the user's kernels dir now wins, as outside a venv
     with pytest.raises(RunbookError, match="runs /opt/other-env/bin/python, not this environment's"):
         check_kernel("python3")
+
+
+def test_an_interrupt_stops_the_kernels_and_still_archives(write_runbook, tmp_path):
+    """Ctrl-C (or the CLI's SIGTERM) mid-run: running cells die at once, pending steps never
+    start, and the archive records what happened (exit 3) instead of waiting out the cells."""
+    book = str(write_runbook([{"parallel": ["slow", {"notebook": "slow", "id": "slow_queued"}]}]))
+    main_thread = threading.main_thread().ident
+
+    def interrupt_once_the_cell_sleeps():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            nb = tmp_path / "archive"
+            if any(p.name == "slow.ipynb" and '"time.sleep(seconds)"' in p.read_text() and "running" in p.read_text()
+                   for p in nb.rglob("*.ipynb")):
+                break
+            time.sleep(0.2)
+        signal.pthread_kill(main_thread, signal.SIGINT)
+
+    threading.Thread(target=interrupt_once_the_cell_sleeps, daemon=True).start()
+    outcome = run_runbook(book, cli={"seconds": "300"}, jobs=1, archive_root=tmp_path / "archive", cwd=tmp_path)
+    assert outcome.exit_code == 3
+    by_id = {s.id: s for s in outcome.steps}
+    assert by_id["slow"].error["type"] == "Interrupted"
+    assert by_id["slow_queued"].error["message"] == "not started: the run was interrupted"
+    assert ArchivedRun.open(outcome.path).verify().ok
+    nb = nbformat.read(outcome.path / "notebooks" / "slow.ipynb", as_version=4)
+    assert nb.cells[-1].metadata.papermill.start_time is None  # the record cell never ran
