@@ -50,7 +50,9 @@ WARNING_KINDS = frozenset({"nccl_warn"})
 IGNORED_EXCEPTIONS = frozenset({"KeyboardInterrupt"})
 #: Step times kept per rank for the median.
 STEP_HISTORY = 50
-#: Per poll, a stream's newest lines tried for its step line (ranks print other lines between steps).
+#: Polls up to this many lines have every step line parsed; bigger ones are sampled per stream.
+EXACT_PROGRESS_LINES = 2000
+#: When sampling, a stream's newest lines tried for its step line (ranks print other lines between steps).
 PROGRESS_LOOKBACK = 8
 
 
@@ -140,10 +142,11 @@ class WatchRules:
         Every line updates its stream's last-line time. The batch goes through the catalogue
         scanner as one chunk (its C-speed keyword pre-filter picks the error lines, and multi-line
         reports such as torchrun's ChildFailedError keep their context and line numbers). Progress
-        lines are the bulk of a log (one per rank per step), so per poll only each stream's newest
-        step line is parsed (looking back at most :data:`PROGRESS_LOOKBACK` of its lines): at the
-        usual step times of a second or more that is every step; when the watch catches up on a
-        burst, ``s/step`` is the current rate anyway and step-number deltas average the rest.
+        lines are the bulk of a log (one per rank per step): a poll of up to
+        :data:`EXACT_PROGRESS_LINES` lines (a 1,000-rank job at a step per second) has every step
+        line parsed; a bigger one (the watch catching up on a burst) only each stream's newest step
+        line, looking back at most :data:`PROGRESS_LOOKBACK` lines: ``s/step`` is the current rate
+        anyway and step-number deltas average over the skipped lines.
         """
         now = time.time() if now is None else now
         if not lines:
@@ -159,7 +162,8 @@ class WatchRules:
             stream.silent = False
             by_stream.setdefault((stream.file, stream.rank), []).append(index)
         self.job_silent = False
-        scanner.feed(b"\n".join(lines) + b"\n", progress=False)
+        exact = len(lines) <= EXACT_PROGRESS_LINES
+        scanner.feed(b"\n".join(lines) + b"\n", progress=exact)
         # Keep the last event in the scanner: the next line may be the second half of its NCCL error.
         events, scanner.events = scanner.events, scanner.events[-1:]
         carried = self._carried.get(file)
@@ -167,8 +171,10 @@ class WatchRules:
             self._carried[file] = events[-1]
         alerts: list[Alert] = []
         for ev in events[1:] if carried is not None and events and events[0] is carried else events:
-            if ev.kind != "step":  # progress is read below, once per stream
+            if exact or ev.kind != "step":  # sampled progress is read below, once per stream
                 alerts += self._event(file, ev, now)
+        if exact:
+            return self._count(alerts)
         for indices in by_stream.values():
             for index in reversed(indices[-PROGRESS_LOOKBACK:]):
                 step = next((e for e in parse_job_log(lines[index].decode("utf-8", "replace"), file,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gpulib.diagnose import diagnose
+from gpulib.watch import rules as rules_module
 from gpulib.watch.metrics import exposition
 from gpulib.watch.rules import WatchConfig, WatchRules
 
@@ -133,3 +134,16 @@ def test_binary_junk_and_undecodable_lines_are_survived():
     junk = [b"\x00\xff\xfe" * 300, b"[rank\xff]: step \xff", b"\x1b[31m[rank4]: step 9 | 0.5 s/step\x1b[0m", b""]
     assert rules.feed(LOG, junk, now=1) == []
     assert rules.streams[(LOG, None)].lines_total == 4
+
+
+def test_a_burst_samples_each_ranks_newest_step_and_still_sees_every_signature(monkeypatch):
+    monkeypatch.setattr(rules_module, "EXACT_PROGRESS_LINES", 10)
+    rules = WatchRules(WatchConfig(), [LOG], now=0)
+    burst = [f"[rank{r}]: step {s} | loss 2.0 | {0.5 + r / 10} s/step".encode() for s in range(1, 30) for r in range(4)]
+    burst.insert(57, b"[rank3]: RuntimeError: CUDA error: an illegal memory access was encountered")
+    burst.append(b"[rank1]: progress note without a step")
+    (alert,) = rules.feed(LOG, burst, now=1)
+    assert (alert.signature, alert.rank, alert.line) == ("cuda_error", 3, 58)
+    for r in range(4):
+        stream = rules.streams[(LOG, r)]
+        assert stream.heartbeat and stream.step_seconds == pytest.approx(0.5 + r / 10) and len(stream.steps) == 1
