@@ -90,9 +90,13 @@ def _run(args) -> int:
 
 
 def _list(args) -> int:
-    runs = list_runs(Path(args.archive), args.runbook)
+    root = Path(args.archive)
+    runs = list_runs(root, args.runbook)
+    partial = sorted(root.glob(f"{args.runbook or '*'}/.*.partial"))
+    for path in partial:
+        print(f"incomplete run (still running, or its runner died): {path}")
     if not runs:
-        print(f"no archived runs under {args.archive}" + (f" for {args.runbook}" if args.runbook else ""))
+        print(f"no archived runs under {root}" + (f" for {args.runbook}" if args.runbook else ""))
         return 0
     for run in runs:
         m = run.manifest

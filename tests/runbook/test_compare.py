@@ -93,8 +93,11 @@ def test_cli_diff_of_two_archived_runs(tmp_path, capsys):
     assert main(["archive", "diff", second, first, "--format", "json", "--archive", str(tmp_path)]) == 1
     doc = json.loads(capsys.readouterr().out)
     assert doc["vanished_gpus"] == [] and doc["regressed"] is True  # GPU-cccc "appeared": not a regression
+    (tmp_path / "health-report" / ".20260101T000000Z-node-a-0badf00d.partial").mkdir()
     assert main(["archive", "list", "--archive", str(tmp_path)]) == 0
-    assert capsys.readouterr().out.count("health-report") == 2
+    listing = capsys.readouterr().out.splitlines()
+    assert listing[0].startswith("incomplete run (still running, or its runner died):")
+    assert [line.split()[0] for line in listing[1:]] == ["health-report", "health-report"]
 
 
 @pytest.mark.parametrize("ref", ["health-report~5", "no-such-run", "deadbeef"])
