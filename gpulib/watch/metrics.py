@@ -38,8 +38,7 @@ def exposition(rules: WatchRules, host: str, now: float | None = None) -> str:
     def family(name: str, kind: str, help_text: str, samples: list[tuple[str, float]]) -> None:
         out.append(f"# HELP {name} {help_text}")
         out.append(f"# TYPE {name} {kind}")
-        out.extend(f"{name}{labels} {value:.6g}" if isinstance(value, float) else f"{name}{labels} {value}"
-                   for labels, value in samples)
+        out.extend(f"{name}{labels} {value!r}" for labels, value in samples)  # repr: unix times keep their digits
 
     streams = sorted(rules.streams.values(), key=lambda s: (s.file, -1 if s.rank is None else s.rank))
 

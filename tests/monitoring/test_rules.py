@@ -76,6 +76,11 @@ def test_the_dashboard_has_the_incident_panels():
                    "DCGM_FI_DEV_THERMAL_VIOLATION", "gpulib_watch_seconds_since_last_line"):
         assert metric in exprs
     assert any("DCGM_FI_DEV_XID_ERRORS" in a["expr"] for a in board["annotations"]["list"])
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource" and variables["host"]["allValue"] == ".*"
+    sources = [p["datasource"] for p in board["panels"]] + [t["datasource"] for p in board["panels"] for t in p["targets"]]
+    sources += [a["datasource"] for a in board["annotations"]["list"]]
+    assert all(s == {"type": "prometheus", "uid": "${datasource}"} for s in sources)
     ids = [p["id"] for p in board["panels"]]
     assert len(ids) == len(set(ids))
     assert all(p["gridPos"]["x"] + p["gridPos"]["w"] <= 24 for p in board["panels"])

@@ -120,8 +120,12 @@ def test_metrics_exposition_has_the_per_rank_gauges():
     rules = WatchRules(WatchConfig(silence_s=30), [LOG], now=0)
     rules.feed(LOG, [b'[rank1]: step 4 | 0.25 s/step | fwd_bwd_ms=200.5', b'host-"x": hello'], now=10)
     text = exposition(rules, host="node-a", now=25)
-    assert 'gpulib_watch_seconds_since_last_line{file="train.log",rank="1",host="node-a"} 15' in text
-    assert 'gpulib_watch_seconds_since_last_line{file="train.log",rank="",host="node-a"} 15' in text
+    assert 'gpulib_watch_seconds_since_last_line{file="train.log",rank="1",host="node-a"} 15.0' in text
+    assert 'gpulib_watch_seconds_since_last_line{file="train.log",rank="",host="node-a"} 15.0' in text
+    later = WatchRules(WatchConfig(), [LOG], now=1795946903.25)
+    later.feed(LOG, [b"[rank0]: hello"], now=1795946903.25)
+    assert 'gpulib_watch_last_line_timestamp_seconds{file="train.log",rank="0",host="h"} 1795946903.25' in exposition(
+        later, host="h", now=1795946904)
     assert 'gpulib_watch_step_seconds{file="train.log",rank="1",host="node-a"} 0.25' in text
     assert 'gpulib_watch_step_phase_ms{file="train.log",rank="1",host="node-a",phase="fwd_bwd_ms"} 200.5' in text
     assert 'gpulib_watch_silence_threshold_seconds{host="node-a"} 30' in text
