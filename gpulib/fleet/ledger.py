@@ -137,13 +137,15 @@ class _Builder:
         self.snapshots: list[tuple[dict, dict]] = []  # (ids, sample)
 
     # ---------------------------------------------------------------- identities
-    def learn(self, host: str | None, state) -> dict:
-        ids = {"host": host, "pci": state.pci_bus_id, "index": state.index, "uuid": state.uuid,
-               "serial": state.serial, "model": state.name}
+    def learn(self, host: str | None, state, trust_index: bool) -> dict:
+        """Remember the GPU's names. ``trust_index`` is False for a snapshot with a lost GPU:
+        nvidia-smi then renumbers the others, so its indexes are not the job's indexes."""
+        ids = {"host": host, "pci": state.pci_bus_id, "index": state.index if trust_index else None,
+               "uuid": state.uuid, "serial": state.serial, "model": state.name}
         if host and state.pci_bus_id:
             if state.uuid or state.serial:
                 self.by_pci[(host, state.pci_bus_id)] = (state.uuid, state.serial)
-            if state.index is not None:
+            if state.index is not None and trust_index:
                 self.pci_of[(host, state.index)] = state.pci_bus_id
         return ids
 
@@ -181,9 +183,12 @@ class _Builder:
 
     # ---------------------------------------------------------------- sources
     def add_finding(self, f: dict, source: str, root: bool, fallback_time: str | None) -> None:
-        ids = {"host": f.get("host"), "pci": f.get("gpu_pci"), "index": f.get("gpu_index"), "uuid": f.get("gpu_uuid")}
+        ids = {"host": f.get("host"), "pci": f.get("gpu_pci") or f.get("pci_bus_id"), "index": f.get("gpu_index"),
+               "uuid": f.get("gpu_uuid")}
         if ids["pci"] is None and ids["index"] is None and ids["uuid"] is None:
             return  # not about one GPU
+        if ids["host"] and ids["pci"] and ids["index"] is not None:  # a diagnosis joined them (NCCL busId)
+            self.pci_of.setdefault((ids["host"], ids["index"]), ids["pci"])
         self.pending.append((ids, GpuEvent(f.get("time") or fallback_time, source, "root_cause" if root else "finding",
                                            f.get("category"), f.get("severity"), f.get("title") or "")))
 
@@ -225,10 +230,10 @@ class _Builder:
 
         inputs = gather([path])
         for f in inputs.of_kind("nvidia_smi_q", "nvidia_smi_xml", "nvidia_smi_table"):
-            for state in f.records:
-                if not hasattr(state, "lost"):
-                    continue
-                ids = self.learn(state.host or f.host, state)
+            states = [s for s in f.records if hasattr(s, "lost")]
+            complete = not any(s.lost for s in states)
+            for state in states:
+                ids = self.learn(state.host or f.host, state, complete)
                 sample = {"time": state.captured_at or fallback_time, "source": f.display}
                 sample.update({c: getattr(state, c, None) for c in COUNTERS})
                 self.snapshots.append((ids, sample))

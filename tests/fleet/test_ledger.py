@@ -96,3 +96,21 @@ def test_bad_inputs_are_named(tmp_path):
     ledger = build_ledger([tmp_path / "missing", tmp_path / "other.json", tmp_path / "broken.json"])
     assert not ledger.gpus and not ledger.sources
     assert [p.split(": ", 1)[1][:12] for p in ledger.problems] == ["no such file", "not a gpulib", "not readable"]
+
+
+def test_indexes_of_a_snapshot_with_a_lost_gpu_are_not_trusted(tmp_path):
+    """nvidia-smi renumbers the GPUs after one is lost: index g is then another board."""
+    incident = simulate_incident(tmp_path / "inc", 3, "xid79", seed=5)
+    g = incident.gpu_index
+    doc = {"schema": "gpulib.diagnosis/1", "root_cause": None,
+           "findings": [{"id": "x", "severity": "critical", "category": "gpu_fell_off_bus", "title": "lost",
+                         "host": incident.host, "gpu_index": g}]}
+    (tmp_path / "d.json").write_text(json.dumps(doc))
+    ledger = build_ledger([tmp_path / "d.json", incident.root])
+    (gpu,) = [x for x in ledger.gpus.values() if x.events]
+    assert gpu.key == f"{incident.host}/gpu{g}"  # not the UUID of the board that now has index g
+    doc["findings"].append({**doc["findings"][0], "id": "y", "gpu_pci": incident.gpu_pci})  # a joined finding
+    (tmp_path / "d.json").write_text(json.dumps(doc))
+    ledger = build_ledger([tmp_path / "d.json", incident.root])
+    (gpu,) = [x for x in ledger.gpus.values() if x.events]
+    assert gpu.key == f"{incident.host}/{incident.gpu_pci}" and len(gpu.events) == 2
