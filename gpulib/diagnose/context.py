@@ -20,6 +20,7 @@ class Context:
     tz: str | None = None
     findings: list[Finding] = field(default_factory=list)
     _counter: dict[str, int] = field(default_factory=dict)
+    _records: dict[tuple, list] = field(default_factory=dict)
 
     def add(self, prefix: str, **fields) -> Finding:
         """Mint a finding with a stable, readable id (``xid79-1``, ``oom-1``, ...)."""
@@ -30,8 +31,10 @@ class Context:
         return finding
 
     def records(self, *kinds: str) -> list[tuple[InputFile, object]]:
-        """(file, record) for every record of files of the given kinds."""
-        return [(f, rec) for f in self.inputs.of_kind(*kinds) for rec in f.records]
+        """(file, record) for every record of files of the given kinds (computed once per kinds)."""
+        if kinds not in self._records:
+            self._records[kinds] = [(f, rec) for f in self.inputs.of_kind(*kinds) for rec in f.records]
+        return self._records[kinds]
 
     def utc(self, stamp: str | None, file: InputFile | None = None) -> str | None:
         """A record's time as ``...Z``; naive stamps (nvidia-smi prints no zone) read in the file's

@@ -35,6 +35,7 @@ from pathlib import Path
 from gpulib.identity import normalize_pci
 from gpulib.parsers.base import ParseResult, Problem
 from gpulib.parsers.logtime import seconds_between, stamp_in, year_hint, zone_of
+from gpulib.parsers.prefilter import KeywordLines
 
 KIND = "training_log"
 
@@ -42,18 +43,27 @@ KIND = "training_log"
 #: regexes below only ever see lines that hold one of these (the prefilter), so each regex must be
 #: reachable through one of them. The benchmark hands the same list to ``grep -E``.
 CATALOGUE_KEYWORDS: tuple[bytes, ...] = (
-    b"Watchdog caught", b"detected by watchdog", b"Timeout at NCCL work", b"watchdog thread terminated",
-    b"watchdog got stuck", b"Heartbeat monitor", b"Terminating the process", b"timed out in blocking wait",
+    # watchdog / heartbeat (every torch generation)
+    b"Watchdog caught", b"NCCL work", b"PG status", b"Process group watchdog", b"NCCL watchdog thread",
+    b"ProcessGroupNCCL's watchdog", b"Heartbeat monitor", b"Terminating the process", b"Work WorkNCCL(",
+    # NCCL errors and warnings
     b"NCCL WARN", b"NCCL error", b"ncclSystemError", b"ncclInternalError", b"ncclRemoteError",
     b"ncclUnhandledCudaError", b"ncclInvalidUsage", b"ncclInvalidArgument", b"Last error",
-    b"out of memory", b"Out of memory", b"CUDA error", b"cuda runtime error", b"Assertion `",
+    # CUDA / Python
+    b"CUDA out of memory", b"OutOfMemoryError", b"Tried to allocate", b"CUDA error", b"Assertion `",
     b"Error: ", b"Error:\n", b"Exception: ", b"Traceback (most recent",
-    b"exitcode", b"ChildFailedError", b"closing signal", b"srun: error", b"slurmstepd: error",
-    b"DataLoader", b"TCPStore", b"Rendezvous", b"DistNetworkError", b"DistStoreError", b"recvValue failed",
-    b"- Init ", b"Using network", b"No device found", b"NCCL version", b"Bootstrap", b"NET/IB : Using",
-    b"NET/Socket : Using", b"distributed init (rank", b"device=cuda:", b"local_rank=",
-    b"raining completed", b"raining finished", b"Process group destroyed", b"destroy_process_group",
-    b"Succeeded", b"heckpoint", b"re-looped", b"Killed",
+    # launchers
+    b"(exitcode", b"ChildFailedError", b"closing signal SIG", b": Exited with exit code", b"Aborted", b"Killed",
+    b"CANCELLED AT", b"STEPD TERMINATED", b"DataLoader", b"TCPStore", b"Rendezvous", b"recvValue failed",
+    # identity and transport (NCCL_DEBUG=INFO)
+    b"Init COMPLETE", b"Init START", b"Using network", b"No device found", b"NCCL version", b"Bootstrap",
+    b"NET/IB", b"NET/Socket", b"Process group destroyed", b"Succeeded",
+)
+#: Lines read only from the head and tail of a large log (every line of a small one): progress,
+#: launcher identity, checkpoints and completion, which can be on every other line.
+PROGRESS_KEYWORDS: tuple[bytes, ...] = (
+    b"step", b"iteration", b"s/it", b"val batch", b"heckpoint", b"raining completed", b"raining finished",
+    b"device=cuda:", b"local_rank=", b"distributed init (rank", b"re-looped", b"srun: error", b"slurmstepd: error",
 )
 
 # ---------------------------------------------------------------- launcher prefixes
@@ -292,44 +302,62 @@ class _Classifier:
             return JobEvent(lineno, "sigterm_sent", body, pid=int(m["pid"]), details={"signal": m["sig"]})
         if "ChildFailedError" in body and "raise " not in body:
             return JobEvent(lineno, "child_failed", body, rank=rank)
-        m = _SRUN_TASK.search(body)
-        if m:
-            return JobEvent(lineno, "srun_task_exit", body, host=m["host"],
-                            details={"tasks": _expand_ranges(m["tasks"]), "what": m["what"].strip()})
-        m = _SLURM_CANCEL.search(body)
-        if m:
-            why = (m["why"] or "").strip() or None
-            return JobEvent(lineno, "node_failure" if why == "NODE FAILURE" else "slurm_cancelled", body, host=m["host"],
-                            details={"job": m["id"], "reason": why, "at": m["at"].rstrip("*").strip()})
-        m = _SLURM_STEPD_NOT_ENDING.search(body)
-        if m:
-            return JobEvent(lineno, "slurm_kill_failed", body, host=m["host"], details={"at": m["at"]})
-        m = _SRUN_NODE_FAIL.search(body)
-        if m:
-            return JobEvent(lineno, "node_failure", body, host=m["host"])
-        m = _DATALOADER.search(body)
-        if m:
-            return JobEvent(lineno, "dataloader_error", body, rank=rank,
-                            details={"what": (m["what"] or f"timed out after {m['sec']} s").strip()})
-        m = _STORE_ERR.search(body)
-        if m:
-            return JobEvent(lineno, "store_error", body, rank=rank, details={"class": m["cls"]})
-        m = _RANK_DEVICE.search(body)
-        if m:
-            r = next(int(v) for v in (m["r1"], m["r2"], m["r3"], m["r4"]) if v is not None)
-            g = next(int(v) for v in (m["g1"], m["g2"], m["g3"], m["g4"]) if v is not None)
-            return JobEvent(lineno, "rank_device", body, rank=r, local_device=g)
-        if _BENIGN.search(body):
+        return self.classify_light(body, hints, lineno)
+
+    def classify_light(self, body: str, hints: dict, lineno: int) -> JobEvent | None:  # noqa: C901
+        """The launcher, identity, checkpoint and completion lines (also read in progress windows).
+
+        Each pattern runs only when a cheap substring test says it can match: progress windows hold
+        thousands of step lines, and none of these should cost a regex pass over them."""
+        rank = hints.get("rank")
+        if "srun" in body:
+            m = _SRUN_TASK.search(body)
+            if m:
+                return JobEvent(lineno, "srun_task_exit", body, host=m["host"],
+                                details={"tasks": _expand_ranges(m["tasks"]), "what": m["what"].strip()})
+        if "CANCELLED AT" in body:
+            m = _SLURM_CANCEL.search(body)
+            if m:
+                why = (m["why"] or "").strip() or None
+                return JobEvent(lineno, "node_failure" if why == "NODE FAILURE" else "slurm_cancelled", body,
+                                host=m["host"], details={"job": m["id"], "reason": why,
+                                                         "at": m["at"].rstrip("*").strip()})
+        if "STEPD TERMINATED" in body:
+            m = _SLURM_STEPD_NOT_ENDING.search(body)
+            if m:
+                return JobEvent(lineno, "slurm_kill_failed", body, host=m["host"], details={"at": m["at"]})
+        if "ode failure" in body:
+            m = _SRUN_NODE_FAIL.search(body)
+            if m:
+                return JobEvent(lineno, "node_failure", body, host=m["host"])
+        if "DataLoader" in body:
+            m = _DATALOADER.search(body)
+            if m:
+                return JobEvent(lineno, "dataloader_error", body, rank=rank,
+                                details={"what": (m["what"] or f"timed out after {m['sec']} s").strip()})
+        if any(k in body for k in ("Error", "recvValue", "TCPStore", "connect()")):
+            m = _STORE_ERR.search(body)
+            if m:
+                return JobEvent(lineno, "store_error", body, rank=rank, details={"class": m["cls"]})
+        if "cuda:" in body or "env://" in body:
+            m = _RANK_DEVICE.search(body)
+            if m:
+                r = next(int(v) for v in (m["r1"], m["r2"], m["r3"], m["r4"]) if v is not None)
+                g = next(int(v) for v in (m["g1"], m["g2"], m["g3"], m["g4"]) if v is not None)
+                return JobEvent(lineno, "rank_device", body, rank=r, local_device=g)
+        if ("re-looped" in body or "NOT been destroyed" in body) and _BENIGN.search(body):
             return JobEvent(lineno, "benign", body, rank=rank)
-        if _COMPLETED.search(body):
+        if any(k in body for k in ("ompleted", "inished", "destroyed", "Succeeded", "completed")) and \
+                _COMPLETED.search(body):
             return JobEvent(lineno, "completed", body, rank=rank)
-        if _CKPT_DONE.search(body):
-            return JobEvent(lineno, "checkpoint_saved", body, rank=rank)
-        if _CKPT_START.search(body):
-            return JobEvent(lineno, "checkpoint_save_start", body, rank=rank)
+        if "heckpoint" in body or "save" in body:
+            if _CKPT_DONE.search(body):
+                return JobEvent(lineno, "checkpoint_saved", body, rank=rank)
+            if _CKPT_START.search(body):
+                return JobEvent(lineno, "checkpoint_save_start", body, rank=rank)
         if _TRACEBACK.match(body):
             return JobEvent(lineno, "traceback", body, rank=rank)
-        m = _EXCEPTION.match(body)
+        m = _EXCEPTION.match(body) if "Error" in body or "Exception" in body or "Interrupt" in body else None
         if m and not body.startswith(("  ", "\t")):
             return JobEvent(lineno, "exception", body, rank=rank, details={"class": m["cls"].rsplit(".", 1)[-1],
                                                                           "message": (m["msg"] or "").strip()})
@@ -434,60 +462,49 @@ class JobLogScanner:
         self.problems: list[Problem] = []
         self.lines_seen = 0
         self._classifier = _Classifier()
+        self._errors = KeywordLines(CATALOGUE_KEYWORDS)
+        self._limit = 0
+        self._progress_lines = KeywordLines(PROGRESS_KEYWORDS)
 
     # ---------------------------------------------------------------- scanning
-    def candidate_starts(self, chunk: bytes) -> list[int]:
-        """Start offsets of lines holding a catalogue keyword (C-speed ``bytes.find`` per keyword)."""
-        starts: set[int] = set()
-        find, rfind = chunk.find, chunk.rfind
-        for kw in CATALOGUE_KEYWORDS:
-            pos = find(kw)
-            while pos != -1:
-                start = rfind(b"\n", 0, pos) + 1
-                starts.add(start)
-                end = find(b"\n", pos)
-                if end == -1:
-                    break
-                pos = find(kw, end)
-        return sorted(starts)
+    def candidate_starts(self, chunk: bytes | bytearray, limit: int | None = None) -> list[int]:
+        """Start offsets of lines holding a catalogue keyword (see :mod:`gpulib.parsers.prefilter`)."""
+        return self._errors.line_starts(chunk, limit)
 
-    def feed(self, chunk: bytes, *, progress: bool = False) -> None:
-        """Scan one chunk (whole lines). ``progress`` also reads step lines from it."""
+    def feed(self, chunk: bytes | bytearray, *, limit: int | None = None,
+             progress: bool | list[tuple[int, int]] = False) -> None:
+        """Scan ``chunk[:limit]`` (whole lines; the buffer may be reused afterwards). ``progress``
+        (True, or byte ranges of the chunk) also reads step/checkpoint/launcher lines there; the
+        error catalogue is always read everywhere."""
+        limit = len(chunk) if limit is None else limit
+        self._limit = limit
         if self.year is None:
-            self.year = year_hint(chunk)
+            self.year = year_hint(chunk[:1 << 20])
         base = self.lines_seen
-        starts = set(self.candidate_starts(chunk))
-        if progress:
-            starts |= self._progress_starts(chunk)
+        errors = set(self.candidate_starts(chunk, limit))
+        ranges = [(0, limit)] if progress is True else (progress or [])
+        light: set[int] = set()
+        for lo, hi in ranges:
+            lo = chunk.rfind(b"\n", 0, lo) + 1  # whole lines only
+            light.update(lo + s for s in self._progress_lines.line_starts(chunk[lo:hi]))
         counted_to, line_no = 0, base
-        for start in sorted(starts):
+        for start in sorted(errors | light):
             line_no += chunk.count(b"\n", counted_to, start)
             counted_to = start
-            end = chunk.find(b"\n", start)
-            raw = chunk[start:end if end != -1 else len(chunk)]
-            self._handle(raw.decode("utf-8", "replace").rstrip("\r"), line_no + 1, chunk, start, end)
-        self.lines_seen = base + chunk.count(b"\n") + (0 if chunk.endswith(b"\n") or not chunk else 1)
+            end = chunk.find(b"\n", start, limit)
+            raw = chunk[start:end if end != -1 else limit]
+            self._handle(raw.decode("utf-8", "replace").rstrip("\r"), line_no + 1, chunk, start, end,
+                         light=start not in errors)
+        line_no += chunk.count(b"\n", counted_to, limit)
+        self.lines_seen = line_no + (1 if limit and chunk[limit - 1] != 10 else 0)
 
-    @staticmethod
-    def _progress_starts(chunk: bytes) -> set[int]:
-        starts = set()
-        for kw in (b"step", b"iteration", b"s/it", b"val batch"):
-            pos = chunk.find(kw)
-            while pos != -1:
-                starts.add(chunk.rfind(b"\n", 0, pos) + 1)
-                end = chunk.find(b"\n", pos)
-                if end == -1:
-                    break
-                pos = chunk.find(kw, end)
-        return starts
-
-    def _handle(self, raw: str, lineno: int, chunk: bytes, start: int, end: int) -> None:
+    def _handle(self, raw: str, lineno: int, chunk: bytes, start: int, end: int, light: bool = False) -> None:
         if len(raw) > MAX_LINE_CHARS:
             self.problems.append(Problem(self.source, f"line of {len(raw):,} characters; only its start was read",
                                          lineno))
             raw = raw[:MAX_LINE_CHARS]
         body, hints = strip_prefixes(raw)
-        ev = self._classifier.classify(body, hints, lineno)
+        ev = (self._classifier.classify_light if light else self._classifier.classify)(body, hints, lineno)
         if ev is None:
             ev = self._progress(body, hints, lineno)
             if ev is None:
@@ -525,8 +542,8 @@ class JobLogScanner:
         followed within seconds by the launcher's teardown lines)."""
         before = chunk[max(0, start - self.CONTEXT_BYTES):start].decode("utf-8", "replace").splitlines()
         prev = next((t for t in (stamp_in(x, year=self.year, tz=self.tz) for x in reversed(before)) if t), None)
-        after_end = len(chunk) if end == -1 else end
-        after = chunk[after_end:after_end + self.CONTEXT_BYTES].decode("utf-8", "replace").splitlines()
+        after_end = self._limit if end == -1 else end
+        after = chunk[after_end:min(after_end + self.CONTEXT_BYTES, self._limit)].decode("utf-8", "replace").splitlines()
         nxt = next((t for t in (stamp_in(x, year=self.year, tz=self.tz) for x in after) if t), None)
         if prev and nxt:
             return prev if seconds_between(prev, nxt) <= 120 else nxt
@@ -535,7 +552,7 @@ class JobLogScanner:
     def _following_lines(self, chunk: bytes, end: int, count: int) -> list[str]:
         if end == -1:
             return []
-        tail = chunk[end + 1:end + 1 + 8192].decode("utf-8", "replace").splitlines()[:count]
+        tail = chunk[end + 1:min(end + 1 + 8192, self._limit)].decode("utf-8", "replace").splitlines()[:count]
         return [strip_prefixes(x)[0] for x in tail]
 
     def _last_error(self, ev: JobEvent, chunk: bytes, end: int) -> None:
@@ -620,11 +637,24 @@ class JobLogScanner:
         return ParseResult(KIND, self.events, self.problems)
 
 
-#: Files up to this size are read whole (every line checked for progress); larger ones stream.
-WHOLE_FILE_BYTES = 64 * 1024 * 1024
 CHUNK_BYTES = 32 * 1024 * 1024
-#: Of a large file, progress lines are read from this much of its beginning and end.
-PROGRESS_WINDOW_BYTES = 8 * 1024 * 1024
+#: In files up to this size every progress line is read; in larger ones only those in the first
+#: HEAD and the last TAIL bytes (launcher identity at the start, the last steps before the end).
+WHOLE_FILE_BYTES = 8 * 1024 * 1024
+HEAD_BYTES = 256 * 1024
+TAIL_BYTES = 1024 * 1024
+
+
+def _progress_ranges(size: int, start: int, end: int) -> list[tuple[int, int]]:
+    """The parts of the file slice [start, end) where progress lines are read, chunk-relative."""
+    if size <= WHOLE_FILE_BYTES:
+        return [(0, end - start)]
+    out = []
+    for lo, hi in ((0, HEAD_BYTES), (size - TAIL_BYTES, size)):
+        lo, hi = max(lo, start), min(hi, end)
+        if lo < hi:
+            out.append((lo - start, hi - start))
+    return out
 
 
 def parse(text: str, source: str = "<text>", *, year: int | None = None, tz: str | None = None,
@@ -640,30 +670,38 @@ def parse(text: str, source: str = "<text>", *, year: int | None = None, tz: str
 
 def parse_file(path: str | Path, source: str | None = None, *, year: int | None = None,
                tz: str | None = None) -> ParseResult[JobEvent]:
-    """Stream a job log from disk in chunks; memory stays flat whatever the file size."""
+    """Stream a job log from disk; memory stays flat whatever the file size.
+
+    One buffer is reused for the whole file (``readinto``): a chunk is scanned up to its last
+    newline and the partial line that follows is moved to the front for the next read, so no
+    multi-MB string is ever copied or allocated per chunk.
+    """
     source = source or str(path)
     scanner = JobLogScanner(source, year=year, tz=tz)
     try:
         size = Path(path).stat().st_size
-        with open(path, "rb") as handle:
-            offset, carry = 0, b""
+        with open(path, "rb", buffering=0) as handle:
+            buf = bytearray(CHUNK_BYTES)
+            offset, filled = 0, 0  # file offset of buf[0]; bytes carried over at the front of buf
             while True:
-                block = handle.read(CHUNK_BYTES)
-                if not block:
-                    if carry:
-                        scanner.feed(carry, progress=True)
+                view = memoryview(buf)
+                got = handle.readinto(view[filled:])
+                view.release()
+                total = filled + (got or 0)
+                if not got:
+                    if filled:
+                        scanner.feed(buf, limit=filled, progress=_progress_ranges(size, offset, offset + filled))
                     break
-                data = carry + block
-                cut = data.rfind(b"\n")
-                if cut == -1:
-                    carry = data
+                cut = buf.rfind(b"\n", 0, total)
+                if cut == -1:  # one line longer than the buffer: grow it
+                    filled = total
+                    if total == len(buf):
+                        buf.extend(bytes(len(buf)))
                     continue
-                chunk, carry = data[:cut + 1], data[cut + 1:]
-                chunk_start = offset
-                offset += len(chunk)
-                near_edge = (size <= WHOLE_FILE_BYTES or chunk_start < PROGRESS_WINDOW_BYTES
-                             or offset > size - PROGRESS_WINDOW_BYTES)
-                scanner.feed(chunk, progress=near_edge)
+                scanner.feed(buf, limit=cut + 1, progress=_progress_ranges(size, offset, offset + cut + 1))
+                tail = bytes(buf[cut + 1:total])
+                buf[:len(tail)] = tail
+                offset, filled = offset + cut + 1, len(tail)
     except OSError as exc:
         scanner.problems.append(Problem(source, f"cannot read: {exc.strerror or exc}"))
     return scanner.result()

@@ -1,0 +1,43 @@
+"""The keyword prefilter finds exactly the lines a naive search finds, whatever the byte mix."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpulib.parsers.prefilter import KeywordLines
+from gpulib.parsers.training_log import CATALOGUE_KEYWORDS
+
+KEYWORDS = (b"Watchdog caught", b"Xid", b"out of memory", b"`", b"NCCL WARN", b"error")
+
+
+def naive(data: bytes, keywords) -> list[int]:
+    starts = set()
+    for kw in keywords:
+        pos = data.find(kw)
+        while pos != -1:
+            starts.add(data.rfind(b"\n", 0, pos) + 1)
+            pos = data.find(kw, pos + 1)
+    return sorted(starts)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([b"Watchdog caught ", b"Xid 79", b"x", b"\n", b"out of memory", b"`", b"NCCL WARN ",
+                                  b"err", b"or", b"error", b"W", b"INFO ", b"aaaa", b"\xff"]), max_size=80))
+def test_same_lines_as_naive(parts):
+    data = b"".join(parts)
+    assert KeywordLines(KEYWORDS).line_starts(data) == naive(data, KEYWORDS)
+
+
+def test_anchor_and_direct_paths_both_used():
+    common = b"lowercase words only, error here and there\n" * 200 + b"Watchdog caught it\n"
+    finder = KeywordLines(KEYWORDS)
+    starts = finder.line_starts(common)
+    assert starts == naive(common, KEYWORDS)
+    assert b"error" in finder.direct  # every byte of it is common in this log: searched whole
+    assert any(kw == b"Watchdog caught" for entries in finder.by_anchor.values() for kw, _ in entries)
+
+
+def test_real_catalogue_on_a_case_log(incidents):
+    data = (incidents / "case-01-xid79-fell-off-bus" / "input" / "slurm-88231.out").read_bytes()
+    assert KeywordLines(CATALOGUE_KEYWORDS).line_starts(data) == naive(data, CATALOGUE_KEYWORDS)
