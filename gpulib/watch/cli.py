@@ -90,7 +90,11 @@ def run(args) -> int:  # noqa: C901 - the main loop, kept in one place
                         _emit(f"{note.path}: {note.event}: {note.detail}")
                 f.notes.clear()
                 alerts += rules.feed(str(f.path), lines)
-            return alerts + rules.tick()
+            alerts += rules.tick()
+            for notice in rules.notices:
+                _emit(notice)
+            rules.notices.clear()
+            return alerts
 
     deadline = time.monotonic() + args.max_seconds if args.max_seconds else None
     alerted = False

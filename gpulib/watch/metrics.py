@@ -56,6 +56,9 @@ def exposition(rules: WatchRules, host: str, now: float | None = None) -> str:
     last_any = max((s.last_line_time for s in streams if s.last_line_time), default=rules.started)
     family("gpulib_watch_seconds_since_any_line", "gauge", "Seconds since any followed file printed a line.",
            [(_labels(host=host), float(now - last_any))])
+    family("gpulib_watch_job_completed", "gauge",
+           "1 after the job printed its own end (Training completed, ... Succeeded): silence is then expected.",
+           [(_labels(host=host), int(rules.completed))])
     family("gpulib_watch_silence_threshold_seconds", "gauge", "The watch's --silence threshold.",
            [(_labels(host=host), float(rules.config.silence_s))])
     family("gpulib_watch_step_seconds", "gauge", "Duration of the stream's latest training step.",

@@ -7,7 +7,8 @@
   job is silent (one ``job_silence`` alert). When others still print but one stream that used to
   print progress lines has not for ``silence_s``, that rank is silent (``rank_silence``): a
   straggler or a hung rank. Ranks that never print progress (often every rank but 0) are not
-  judged, because their silence is normal.
+  judged, because their silence is normal. Once the job prints its own end (``Training
+  completed``, ``PyTorchJob ... Succeeded``), silence is expected and no longer alerts.
 * **Error signatures.** Lines go through the diagnosis's own catalogue
   (:class:`gpulib.parsers.training_log.JobLogScanner`, the same regexes ``gpulib diagnose``
   uses); every event kind except identity/progress bookkeeping (:data:`QUIET_KINDS`) is an alert,
@@ -127,6 +128,10 @@ class WatchRules:
         self.rank_hosts: dict[int, str] = {}
         self.alerts_total: dict[str, int] = {k: 0 for k in ("job_silence", "rank_silence", "signature", "step_time")}
         self.job_silent = False
+        #: the job printed its own end ("Training completed"): its silence is expected, not an alert
+        self.completed = False
+        #: things the operator should hear that are not alerts (drained by the CLI)
+        self.notices: list[str] = []
         self._signatures_seen: set[tuple[str, int | None, str]] = set()
         self._carried: dict[str, JobEvent] = {}
 
@@ -192,6 +197,8 @@ class WatchRules:
         last_any = max((s.last_line_time for s in self.streams.values() if s.last_line_time), default=None)
         alerts: list[Alert] = []
         quiet_for = now - (last_any if last_any is not None else self.started)
+        if self.completed:
+            return []
         if quiet_for > limit:
             if not self.job_silent:
                 self.job_silent = True
@@ -218,7 +225,14 @@ class WatchRules:
                 if s.rank == ev.rank and s.host is None:
                     s.host = ev.host
         if ev.kind == "step":
+            if self.completed:
+                self.completed = False
+                self.notices.append(f"{file}:{ev.line}: training steps again after the completion line; watching for silence")
             return self._step(self._stream(file, rank, ev.host), ev, now)
+        if ev.kind == "completed" and not self.completed:
+            self.completed = True
+            self.notices.append(f"{file}:{ev.line}: the job reports completion ({ev.text.strip()[:80]}); "
+                                "its silence from now on is expected, not an alert")
         if ev.kind in QUIET_KINDS or (ev.kind == "exception" and ev.details.get("class") in IGNORED_EXCEPTIONS):
             return []
         key = (file, rank, ev.kind)

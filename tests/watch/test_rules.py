@@ -81,15 +81,20 @@ def test_the_first_signature_on_a_recorded_incident_is_the_diagnosed_culprit(inc
     assert diagnose([incidents / case / "input"]).root_cause.rank == rank
 
 
-def test_a_healthy_run_raises_nothing(incidents):
+def test_a_healthy_run_raises_nothing_not_even_silence_after_it_completed(incidents):
     root = incidents / "case-07-healthy-run" / "input"
     logs = sorted(p for p in root.rglob("*.log"))
     assert logs
     for path in logs:
-        rules = WatchRules(WatchConfig(), [str(path)], now=0)
+        rules = WatchRules(WatchConfig(silence_s=60), [str(path)], now=0)
         lines = path.read_bytes().split(b"\n")
         alerts = [a for i in range(0, len(lines), 40) for a in rules.feed(str(path), lines[i:i + 40], now=i)]
         assert alerts == [], path
+        assert rules.tick(now=10_000) == []
+        assert "the job reports completion" in rules.notices[-1] and "Training completed" in rules.notices[-1]
+        rules.feed(str(path), [b"[rank0]: step 1 | loss 2.0 | 1.0 s/step"], now=10_001)  # a new run in the same file
+        assert "training steps again" in rules.notices[-1]
+        assert [a.kind for a in rules.tick(now=10_100)] == ["job_silence"]
 
 
 def test_step_time_out_of_band_after_warmup_with_hysteresis():
