@@ -103,14 +103,15 @@ class _Job:
 
 def simulate_incident(out: str | Path, nodes: int, kind: str = "xid79", *, seed: int = 0, drift_nodes: int = 0,
                       drift_fields: tuple[str, ...] = ("driver", "nccl"), gpus_per_node: int = 8,
-                      noise_lines: int = 40, progress_every_s: float = 19.0) -> SyntheticIncident:
+                      noise_lines: int = 40, progress_every_s: float = 19.0,
+                      monitor_samples: int = 20) -> SyntheticIncident:
     """Write a SYNTHETIC incident of ``nodes`` bundles (one per node) and the job log into ``out``.
 
     ``kind`` is one of :data:`KINDS`; the culprit node and GPU are drawn from ``seed``.
     ``drift_nodes`` nodes (never the culprit) get the odd values of ``drift_fields``.
     ``noise_lines`` benign kernel lines per node and one training progress line every
-    ``progress_every_s`` seconds make the logs realistic in size (raise them to test that memory
-    stays flat in the size of the logs).
+    ``progress_every_s`` seconds and ``monitor_samples`` per-minute GPU samples make the logs
+    realistic in size (raise them to test that memory stays flat in the size of the logs).
     """
     if kind not in KINDS:
         raise ValueError(f"unknown synthetic incident kind {kind!r}; one of {', '.join(KINDS)}")
@@ -137,7 +138,7 @@ def simulate_incident(out: str | Path, nodes: int, kind: str = "xid79", *, seed:
     for n in range(nodes):
         config = {**BASELINE, **drift.get(host_name(n), {})}
         fault = kind if n == culprit else None
-        incident.bytes_written += _write_bundle(root, n, job, config, fault, gpu, rng, noise_lines)
+        incident.bytes_written += _write_bundle(root, n, job, config, fault, gpu, rng, noise_lines, monitor_samples)
     log = _job_log(job, kind, culprit, gpu, drift, progress_every_s)
     (root / "slurm-771234.out").write_text(log)
     incident.bytes_written += len(log)
@@ -146,7 +147,7 @@ def simulate_incident(out: str | Path, nodes: int, kind: str = "xid79", *, seed:
 
 # ------------------------------------------------------------------------------------ bundle
 def _write_bundle(root: Path, n: int, job: _Job, config: dict, fault: str | None, gpu: int,
-                  rng: random.Random, noise_lines: int) -> int:
+                  rng: random.Random, noise_lines: int, monitor_samples: int) -> int:
     host = host_name(n)
     files = {
         "nvidia-smi/q.txt": _nvidia_smi_q(job, n, config, fault, gpu, rng),
@@ -158,7 +159,7 @@ def _write_bundle(root: Path, n: int, job: _Job, config: dict, fault: str | None
         "versions/nvidia-driver.txt": f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {config['driver']}  "
                                       "Wed Jun  5 19:17:25 UTC 2024\nGCC version:  gcc version 12.3.0 "
                                       "(Ubuntu 12.3.0-1ubuntu1~22.04)\n",
-        "logs/var/log/nvidia/gpu-stats.csv": _gpu_stats_csv(job, fault, gpu, rng),
+        "logs/var/log/nvidia/gpu-stats.csv": _gpu_stats_csv(job, fault, gpu, rng, max(monitor_samples, 10)),
         "versions/python-stack.json": json.dumps({
             "executable": "/opt/conda/envs/train/bin/python", "nccl": config["nccl"],
             "nccl_source": "pip package nvidia-nccl-cu12", "python": "3.11.9", "torch": config["torch"],
