@@ -276,7 +276,7 @@ class FigurePanel:
         # Inside a widget only a live frontend shows the figure, so the plotly mime part is enough;
         # the embedded-JS part (~5 MB) would stall nbclient's Output emulation (papermill P1).
         with self._output:
-            display({"application/vnd.plotly.v1+json": self.figure.to_plotly_json(),
+            display({"application/vnd.plotly.v1+json": json.loads(pio.to_json(self.figure, validate=False)),
                      "text/plain": f"<figure: {self.figure.layout.title.text or ''}>"}, raw=True)
 
     def widget(self) -> widgets.Widget:

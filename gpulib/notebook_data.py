@@ -27,7 +27,7 @@ from gpulib.errors import InputError
 from gpulib.evidence import is_bundle
 
 #: The bundled example incident the notebooks analyse by default.
-DEFAULT_EVIDENCE = "examples/incident-xid79"
+DEFAULT_EVIDENCE = "examples/incident-gpu-fell-off-bus"
 
 
 def repo_root() -> Path:

@@ -19,13 +19,14 @@ import papermill as pm
 import pytest
 from nbclient import NotebookClient
 
+from gpulib.notebook_data import DEFAULT_EVIDENCE
 from tests.conftest import INCIDENTS, REPO
 from tests.notebooks.runner import NOTEBOOKS, WarmKernel, outputs_text
 
 pytestmark = [pytest.mark.notebook, pytest.mark.timeout(600)]
 
 NAMES = sorted(p.name for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
-EXAMPLE = REPO / "examples" / "incident-xid79"
+EXAMPLE = REPO / DEFAULT_EVIDENCE
 
 
 @pytest.fixture(scope="module")
@@ -64,9 +65,14 @@ def test_headless_on_bundled_example(kernel, tmp_path, name):
     assert findings is not None, "the notebook wrote no findings file"
     assert nb.metadata.papermill.parameters["interactive"] is False
     text = outputs_text(nb)
-    assert "findings" in text or "no findings" in text
-    if name.startswith(("00", "01", "09")):
-        assert any(f["severity"] == "critical" for f in findings), findings
+    assert "finding(s):" in text or "no findings" in text
+    # the example: Xid 79 on GPU 2 (0000:4f:00.0) of gx-a800-102, rank 10; the rest is cascade
+    if name.startswith(("00", "01", "06", "09")):
+        assert [f for f in findings if f["severity"] == "critical" and f["host"] == "gx-a800-102"], findings
+    if name.startswith("01"):
+        assert one(findings, xid=79)["pci_bus_id"] == "0000:4f:00.0"
+    if name.startswith("00"):
+        assert one(findings, category="gpu_fell_off_bus", host="gx-a800-102")["gpu_index"] == 2
 
 
 # ---------------------------------------------------------------- corpus incidents, per notebook

@@ -153,3 +153,17 @@ def test_bad_evidence_path_stops_with_a_short_clear_message(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(nbk.NotebookStop, match="empty"):
         nbk.open_evidence(str(tmp_path / "empty"))
+
+
+def test_widget_figure_is_sent_as_serialisable_plotly_json(monkeypatch):
+    """Timestamps must survive the kernel's JSON packer (numpy datetime64 does not)."""
+    shown = []
+    monkeypatch.setattr(nbk, "display", lambda obj, **kw: shown.append(obj))
+    panel = nbk.FigurePanel(plots.thermal_power, _samples(), pickers=("gpu",))
+    panel.widget()
+    panel.controls["gpu"].value = "3"
+    assert len(shown) == 2
+    for bundle in shown:
+        assert set(bundle) == {"application/vnd.plotly.v1+json", "text/plain"}  # no 5 MB embedded JS
+        text = json.dumps(bundle)
+        assert "2025-04-22" in text
