@@ -9,9 +9,9 @@ small wrapper process reports the child's wall time, CPU time (user + sys) and p
 (``getrusage(RUSAGE_CHILDREN)``).
 
 Anchor (same run): the smallest incident. Printed: seconds per node, and the scaling ratio
-``(t_N / t_64) / (N / 64)`` - 1.0 is linear, below 1 is better than linear. A last run repeats
-the middle size with 8x the kernel log lines and 76x the training progress lines: peak RSS must
-stay flat in the size of the logs.
+``(t_N / t_64) / (N / 64)`` - 1.0 is linear, below 1 is better than linear. Two last runs repeat
+the middle size with 8x the kernel log lines and 76x the training progress lines, and with 8x the
+GPU monitoring samples: peak RSS should stay flat in the size of the logs.
 Target (DESIGN.md): < 30 s at 1,024 nodes on 2 cores, linear or better, memory flat in log size.
 On a loaded machine wall time exceeds CPU time; CPU time is the figure that does not depend on
 what else runs.
@@ -60,11 +60,13 @@ def found(diagnosis: dict | None, incident) -> bool:
             and (incident.gpu_pci is None or rc.get("gpu_pci") == incident.gpu_pci))
 
 
-def run(nodes: int, kind: str, scratch: Path, noise_lines: int = 40, progress_every_s: float = 19.0) -> dict:
+def run(nodes: int, kind: str, scratch: Path, noise_lines: int = 40, progress_every_s: float = 19.0,
+        monitor_samples: int = 20) -> dict:
     folder = scratch / f"n{nodes}-{kind}-{noise_lines}"
     started = time.perf_counter()
     incident = simulate_incident(folder, nodes, kind, seed=nodes, drift_nodes=max(1, nodes // 100),
-                                 noise_lines=noise_lines, progress_every_s=progress_every_s)
+                                 noise_lines=noise_lines, progress_every_s=progress_every_s,
+                                 monitor_samples=monitor_samples)
     generated_s = time.perf_counter() - started
     result = measure([folder])
     result.update(nodes=nodes, kind=kind, mib=incident.bytes_written / 2**20, generated_s=generated_s,
@@ -80,26 +82,30 @@ def main(sizes: list[int]) -> int:
         scratch = Path(tmp)
         for i, nodes in enumerate(sizes):
             rows.append(run(nodes, kinds[i % len(kinds)], scratch))
-        flat = run(sizes[len(sizes) // 2], kinds[len(sizes) % len(kinds)], scratch, noise_lines=320,
-                   progress_every_s=0.25)
+        middle, kind = sizes[len(sizes) // 2], kinds[len(sizes) % len(kinds)]
+        longer = {"8x kernel log lines, 76x progress lines": run(middle, kind, scratch, noise_lines=320,
+                                                                 progress_every_s=0.25),
+                  "8x GPU monitoring samples": run(middle, kind, scratch, monitor_samples=160)}
     anchor = rows[0]
     print(f"gpulib diagnose on SYNTHETIC incidents (load average {os.getloadavg()[0]:.1f} on "
           f"{os.cpu_count()} CPUs; anchor = {anchor['nodes']} nodes)")
     print(f"{'nodes':>6} {'kind':>9} {'MiB':>6} {'wall s':>7} {'cpu s':>6} {'ms/node':>8} {'scaling':>8} "
           f"{'peak MiB':>8}  root cause found")
-    for r in [*rows, flat]:
+    for note, r in [*(("", r) for r in rows), *longer.items()]:
         scale = (r["cpu_s"] / anchor["cpu_s"]) / (r["nodes"] / anchor["nodes"])
-        note = "  (8x kernel log lines, 76x progress lines)" if r is flat else ""
+        note = f"  ({note})" if note else ""
         print(f"{r['nodes']:>6} {r['kind']:>9} {r['mib']:>6.0f} {r['wall_s']:>7.1f} {r['cpu_s']:>6.1f} "
               f"{1000 * r['cpu_s'] / r['nodes']:>8.1f} {scale:>8.2f} {r['peak_rss_mib']:>8.0f}  "
               f"{'yes' if r['found'] else 'NO, expected ' + r['expected']}{note}")
-    same = next(r for r in rows if r["nodes"] == flat["nodes"])
-    print(f"memory vs log size: {flat['peak_rss_mib']:.0f} MiB with {flat['mib']:.0f} MiB of evidence, "
-          f"{same['peak_rss_mib']:.0f} MiB with {same['mib']:.0f} MiB (ratio {flat['peak_rss_mib'] / same['peak_rss_mib']:.2f})")
+    same = next(r for r in rows if r["nodes"] == middle)
+    for what, r in longer.items():
+        print(f"memory vs log size ({what}): {r['peak_rss_mib']:.0f} MiB with {r['mib']:.0f} MiB of evidence, "
+              f"{same['peak_rss_mib']:.0f} MiB with {same['mib']:.0f} MiB (ratio "
+              f"{r['peak_rss_mib'] / same['peak_rss_mib']:.2f})")
     biggest = rows[-1]
     print(f"{biggest['nodes']} nodes: {biggest['wall_s']:.1f} s wall, {biggest['cpu_s']:.1f} s CPU "
           f"(target < 30 s)")
-    return 0 if all(r["found"] for r in [*rows, flat]) else 1
+    return 0 if all(r["found"] for r in [*rows, *longer.values()]) else 1
 
 
 if __name__ == "__main__":
