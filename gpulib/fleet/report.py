@@ -13,11 +13,14 @@ finding can say whether it explains the failure:
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 
 from gpulib.diagnose.model import EvidenceLine, Finding
 from gpulib.fleet.config import NodeConfig, node_configs
 from gpulib.fleet.drift import WHY, FieldDrift, config_drift, odd_nodes
+
+log = logging.getLogger(__name__)
 
 STATE_FIELDS = frozenset({"gpu_count", "ib_ports_active", "ib_rate_gbps"})
 #: Nodes listed by name in the text summary (the rest are counted).
@@ -89,19 +92,24 @@ def node_summary(inputs, findings: list[Finding], root: Finding | None,
 
 
 def attach(diagnosis, inputs) -> None:
-    """Add the config-drift findings and ``nodes`` to a diagnosis of more than one node."""
-    configs = node_configs(inputs)
-    hosts = {f.host for f in inputs.files if f.host}
-    if len(hosts | set(configs)) < 2:
-        return  # one node: nothing to compare, no summary to make
-    drifts = config_drift(configs)
-    diagnosis.findings.extend(drift_findings(drifts, configs, diagnosis.root_cause,
-                                             failed=diagnosis.interruption != "none"))
-    diagnosis.nodes = node_summary(inputs, diagnosis.findings, diagnosis.root_cause, configs, drifts)
+    """Add the config-drift findings and ``nodes`` to a diagnosis of more than one node.
+    Never raises: a bug here must not cost the diagnosis it decorates."""
+    try:
+        configs = node_configs(inputs)
+        hosts = {f.host for f in inputs.files if f.host}
+        if len(hosts | set(configs)) < 2:
+            return  # one node: nothing to compare, no summary to make
+        drifts = config_drift(configs)
+        diagnosis.findings.extend(drift_findings(drifts, configs, diagnosis.root_cause,
+                                                 failed=diagnosis.interruption != "none"))
+        diagnosis.nodes = node_summary(inputs, diagnosis.findings, diagnosis.root_cause, configs, drifts)
+    except Exception:  # noqa: BLE001
+        log.exception("per-node summary / config diff failed; the diagnosis is reported without them")
 
 
-def nodes_text(nodes: list[dict]) -> list[str]:
-    """The NODES section of the text report: counts, then the nodes that matter by name."""
+def nodes_text(nodes: list[dict], findings: list[Finding] = ()) -> list[str]:
+    """The NODES section of the text report: counts, the nodes that matter by name, then the
+    config diff (the ``config-drift-*`` findings among ``findings``)."""
     if not nodes:
         return []
     roles = Counter(n["role"] for n in nodes)
@@ -116,4 +124,8 @@ def nodes_text(nodes: list[dict]) -> list[str]:
     rest = sum(1 for n in nodes if n["role"] != "ok") - TEXT_NODES
     if rest > 0:
         lines.append(f"  ... {rest} more (see --format json)")
+    drift = [f for f in findings if f.id.startswith("config-drift-")]
+    if drift:
+        lines += ["", "CONFIG DIFF (odd nodes)"]
+        lines += [f"  [{f.severity}] {f.title.removeprefix('Config drift: ')}" for f in drift]
     return lines

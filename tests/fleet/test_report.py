@@ -52,3 +52,7 @@ def test_nodes_text_lists_the_nodes_that_matter():
     assert "NODES: 3 (1 culprit, 0 odd config, 0 with errors, 2 clean)" in text
     assert "culprit  n2" in text and "odd: gpu_count=7" in text and "n0" not in text
     assert nodes_text([]) == []
+    configs = _configs(nccl=("n1", "2.18.3"))
+    drift = drift_findings(config_drift(configs), configs, _root("n2"))
+    text = "\n".join(nodes_text(nodes, drift))
+    assert "CONFIG DIFF (odd nodes)\n  [warning] NCCL: 1 of 5 node(s) differ from 2.21.5 (4 nodes): n1 2.18.3" in text
