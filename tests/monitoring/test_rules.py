@@ -42,6 +42,11 @@ def test_promtool_unit_tests_pass():
     assert done.returncode == 0 and "SUCCESS" in done.stdout, done.stdout + done.stderr
 
 
+def test_the_example_prometheus_config_loads_the_rules():
+    done = _promtool("check", "config", str(RULES.parent / "prometheus.example.yml"))
+    assert done.returncode == 0 and "SUCCESS: 1 rule files found" in done.stdout, done.stdout + done.stderr
+
+
 def test_every_alert_has_a_unit_test_that_expects_it_to_fire():
     tested = {t["alertname"] for case in yaml.safe_load(RULES_TEST.read_text())["tests"]
               for t in case.get("alert_rule_test", []) if t.get("exp_alerts")}
