@@ -22,6 +22,7 @@ Only whole lines are returned; a partial last line waits for its newline (bounde
 from __future__ import annotations
 
 import os
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +77,9 @@ class Follower:
             return self._stamp(lines)
         except OSError as exc:
             self._note("unreadable", str(exc))
+            return self._stamp(lines)
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block the open or never end
+            self._note("unreadable", "not a regular file (FIFO, device or folder); follow the file the job writes")
             return self._stamp(lines)
         identity = (st.st_dev, st.st_ino)
         if self._handle is not None and identity != self._identity:

@@ -140,3 +140,12 @@ def test_a_truncation_rewritten_past_the_old_size_before_the_next_poll_is_detect
     with log.open("a") as h:
         h.write("next\n")
     assert f.poll() == [b"next"] and "truncated" not in _events(f)
+
+
+def test_a_fifo_is_refused_instead_of_blocking_the_watch(tmp_path):
+    fifo = tmp_path / "console.fifo"
+    os.mkfifo(fifo)
+    f = Follower(fifo)
+    assert f.poll() == [] and f.poll() == []
+    (note,) = f.notes
+    assert note.event == "unreadable" and "not a regular file" in note.detail
