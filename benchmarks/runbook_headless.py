@@ -16,6 +16,7 @@ Usage: ``.venv/bin/python benchmarks/runbook_headless.py [EVIDENCE] [--jobs N]``
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import tempfile
@@ -42,7 +43,7 @@ def empty_notebook(path: Path) -> Path:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("evidence", nargs="?", default=str(REPO / "examples" / "incident-xid79"))
+    parser.add_argument("evidence", nargs="?", default=str(REPO / "examples" / "incident-gpu-fell-off-bus"))
     parser.add_argument("--jobs", type=int, default=None)
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
@@ -64,9 +65,10 @@ def main() -> int:
         outcome = run_runbook("incident", values={"evidence": str(Path(args.evidence).resolve())},
                               archive_root=tmp / "archive", jobs=args.jobs, cwd=REPO)
         ours = time.perf_counter() - started
+        jobs = json.loads((outcome.path / "manifest.json").read_text())["jobs"]
     failed = [s.id for s in outcome.steps if s.status != "ok"]
     print(f"anchor  {steps} x papermill on an empty notebook: {anchor:7.2f} s")
-    print(f"gpulib  run incident ({steps} notebooks, exit {outcome.exit_code}"
+    print(f"gpulib  run incident ({steps} notebooks, --jobs {jobs}, exit {outcome.exit_code}"
           + (f", failed: {', '.join(failed)}" if failed else "") + f"): {ours:7.2f} s")
     print(f"ratio   {ours / anchor:.2f}x  (target <= 1.5x)")
     return 0
