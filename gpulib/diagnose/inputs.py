@@ -140,6 +140,27 @@ def _parse(f: InputFile, tz: str | None) -> None:
         result = module.parse(text, str(f.path), **kwargs)
     f.records = list(result.records)
     f.problems.extend(result.problems)
+    if f.kind == "training_log":
+        _rank_from_name(f)
+
+
+_RANK_IN_NAME = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)(?:\D|$)", re.I)
+_RANKED_KINDS = {"cuda_oom", "cuda_error", "exception", "traceback", "step", "eval_progress", "device_assert",
+                 "dataloader_error", "watchdog_timeout", "watchdog_progress", "watchdog_stuck", "nccl_error",
+                 "driver_too_old"}
+
+
+def _rank_from_name(f: InputFile) -> None:
+    """Per-rank log files (``rank3.log``, ``train_rank_03.out``): lines that do not say their rank
+    belong to the file's rank."""
+    m = _RANK_IN_NAME.search(f.path.name)
+    if not m:
+        return
+    rank = int(m.group(1))
+    for ev in f.records:
+        if ev.rank is None and ev.kind in _RANKED_KINDS:
+            ev.rank = rank
+            ev.details.setdefault("rank_from", "file name")
 
 
 def _content_hosts(f: InputFile, head: str) -> None:

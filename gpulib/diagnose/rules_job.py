@@ -137,6 +137,14 @@ def _errors(ctx: Context, events) -> None:  # noqa: C901 - one branch per error 
                     actions=["A data/code bug (index out of range, label >= num_classes): fix the input or the code"])
         place(ctx, f, rank=e.rank, host=e.host)
         explained_ranks.add(e.rank)
+    for fl, e in _first_per_rank([(f, e) for f, e in events if e.kind == "driver_too_old"]):
+        f = ctx.add("driver-old", severity="critical", category="driver_mismatch", interruption="hard",
+                    title=f"Rank {e.rank}: the NVIDIA driver is too old for this CUDA runtime", rank=e.rank,
+                    host=e.host or fl.host, time=e.time_utc, evidence=[evidence(fl, e.line, e.text)],
+                    actions=["Upgrade the driver on that node (or use a container built for its CUDA version); "
+                             "check `nvidia-smi` Driver/CUDA Version on every node"])
+        place(ctx, f, rank=e.rank, host=e.host)
+        explained_ranks.add(e.rank)
     for fl, e in _first_per_rank([(f, e) for f, e in events if e.kind == "dataloader_error"]):
         f = ctx.add("dataloader", severity="error", category="data_pipeline_stall", interruption="soft",
                     title=f"Rank {e.rank}: DataLoader {e.details.get('what')}", rank=e.rank, time=e.time_utc,
@@ -342,7 +350,7 @@ def _stragglers(ctx: Context, steps) -> None:
 
 def first_failure_time(ctx: Context) -> str | None:
     """When the job visibly failed: the first error/timeout/exit any rank or launcher printed."""
-    kinds = {"watchdog_timeout", "watchdog_stuck", "nccl_error", "cuda_oom", "cuda_error", "process_failed",
+    kinds = {"watchdog_timeout", "watchdog_stuck", "nccl_error", "cuda_oom", "cuda_error", "process_failed", "driver_too_old",
              "child_failed", "srun_task_exit", "exception", "ib_completion_error", "socket_error", "dataloader_error",
              "slurm_cancelled", "node_failure", "device_assert"}
     times = [e.time_utc for _, e in _events(ctx) if e.kind in kinds and e.time_utc]
@@ -358,7 +366,7 @@ def last_failure_time(ctx: Context) -> str | None:
 
 def job_outcome(ctx: Context) -> tuple[bool, bool]:
     """(failed, completed): did any rank/launcher report a failure; did the job report success."""
-    failed = any(e.kind in ("watchdog_timeout", "nccl_error", "cuda_oom", "cuda_error", "process_failed",
+    failed = any(e.kind in ("watchdog_timeout", "nccl_error", "cuda_oom", "cuda_error", "process_failed", "driver_too_old",
                             "child_failed", "srun_task_exit", "node_failure", "watchdog_stuck", "device_assert",
                             "slurm_cancelled", "dataloader_error")
                  or (e.kind == "exception" and (e.details.get("class") or "") not in ("KeyboardInterrupt",))

@@ -18,6 +18,64 @@ def run(ctx: Context) -> None:
     _flight_recorder(ctx)
     _ibstat(ctx)
     _fuser(ctx)
+    _ipmi(ctx)
+    _reboots(ctx)
+    _driver_skew(ctx)
+
+
+def _job_window(ctx: Context) -> tuple[str | None, str | None]:
+    times = [e.time_utc for _, e in ctx.records("training_log") if e.time_utc]
+    return (min(times), max(times)) if times else (None, None)
+
+
+def _ipmi(ctx: Context) -> None:
+    for file, rec in ctx.records("ipmitool_sdr"):
+        if getattr(rec, "psu_failed", False):
+            ctx.add("psu", severity="critical", category="power_fault", interruption="hard", hardware=True,
+                    title=f"Power supply {rec.name} on {file.host}: {rec.event or rec.status}", host=file.host,
+                    evidence=[evidence(file, rec.line, f"{rec.name} | {rec.reading or ''} | {rec.status} "
+                                                       f"{rec.event or ''}")],
+                    actions=["Replace/reconnect the PSU or its AC feed; a node on one PSU browns out under full "
+                             "GPU load (GPUs drop off the bus, power-brake slowdown)"])
+
+
+def _reboots(ctx: Context) -> None:
+    """A node that rebooted while the job ran was lost (power, panic, watchdog reset)."""
+    start, end = _job_window(ctx)
+    if not start:
+        return
+    by_host: dict[str | None, list] = defaultdict(list)
+    for file, ev in ctx.records("kernel_log"):
+        by_host[ev.host or file.host].append((file, ev))
+    for host, events in by_host.items():
+        events.sort(key=lambda fe: (fe[0].display, fe[1].line))
+        for i, (file, ev) in enumerate(events):
+            if ev.kind != "boot" or i == 0:
+                continue
+            before = next((e for _, e in reversed(events[:i]) if e.time_utc and e.kind != "boot"), None)
+            after = next((e for _, e in events[i:] if e.time_utc), None)
+            when = before.time_utc if before else after.time_utc if after else None
+            if when and start <= when <= end and not any(f.id.startswith("node-lost") and f.host == host
+                                                          for f in ctx.findings):
+                what = (f"last kernel message before the reboot at {when}" if before
+                        else f"back up at {when}; it died before that")
+                ctx.add("node-lost", severity="critical", category="node_lost", interruption="hard", hardware=True,
+                        title=f"{host} rebooted during the job ({what})", time_approx=before is None,
+                        host=host, time=when, evidence=[evidence(file, ev.line, ev.text)],
+                        actions=["Check the BMC event log (`ipmitool sel list`) for power loss / watchdog reset, "
+                                 "and the previous boot's journal (`journalctl -k -b -1`) for a panic"])
+
+
+def _driver_skew(ctx: Context) -> None:
+    versions: dict[str, set[str]] = defaultdict(set)
+    for file, rec in ctx.records("nvidia_smi_q", "nvidia_smi_xml", "nvidia_smi_table"):
+        if getattr(rec, "driver_version", None) and (rec.host or file.host):
+            versions[rec.host or file.host].add(rec.driver_version)
+    if len({v for vs in versions.values() for v in vs}) > 1:
+        ctx.add("driver-skew", severity="warning", category="driver_mismatch", role="context",
+                title="NVIDIA driver versions differ across nodes: " + "; ".join(
+                    f"{h}: {', '.join(sorted(v))}" for h, v in sorted(versions.items())),
+                actions=["Install one driver version on every node of a job"])
 
 
 def _sinfo(ctx: Context) -> None:

@@ -58,6 +58,8 @@ CATALOGUE_KEYWORDS: tuple[bytes, ...] = (
     # identity and transport (NCCL_DEBUG=INFO)
     b"Init COMPLETE", b"Init START", b"Using network", b"No device found", b"NCCL version", b"Bootstrap",
     b"NET/IB", b"NET/Socket", b"Process group destroyed", b"Succeeded",
+    # driver / runtime mismatch
+    b"CUDA driver version is insufficient", b"NVIDIA driver on your system is too old",
 )
 #: Lines read only from the head and tail of a large log (every line of a small one): progress,
 #: launcher identity, checkpoints and completion, which can be on every other line.
@@ -286,6 +288,8 @@ class _Classifier:
             return JobEvent(lineno, "nccl_error_class", body, rank=rank, details={"code": m["code"]})
         if _OOM_ANY.search(body) or "out of memory. Tried to allocate" in body.lower():
             return self._oom(body, rank, lineno)
+        if "driver version is insufficient" in body or "driver on your system is too old" in body:
+            return JobEvent(lineno, "driver_too_old", body, rank=rank)
         m = _CUDA_ERROR.search(body)
         if m:
             return JobEvent(lineno, "cuda_error", body, rank=rank, details={"error": m["err"] or m["err2"]})
