@@ -203,22 +203,27 @@ def execute_step(step: StepSpec, parameters: dict, output: Path, findings_path: 
 
 
 def execute_runbook(spec: RunbookSpec, plan: dict[str, dict], outputs: Path, scratch: Path, *, cwd: Path,
-                    jobs: int, cell_timeout_s: float | None = None, progress=None) -> list[StepResult]:
+                    jobs: int, cell_timeout_s: float | None = None, progress=None,
+                    after_step=None) -> list[StepResult]:
     """Run every stage in order and the steps of a stage ``jobs`` at a time.
 
-    ``outputs`` receives ``<step>.ipynb``; ``scratch`` the findings sidecars. ``progress`` (if
-    given) is called with each finished :class:`StepResult` and its position.
+    ``outputs`` receives ``<step>.ipynb``; ``scratch`` the findings sidecars. ``after_step`` (if
+    given) is called with each :class:`StepResult` in the worker thread that ran it (while other
+    kernels still run); ``progress`` with each finished result and its position, in this thread.
     """
     done: list[StepResult] = []
     total = len(spec.steps)
     kernels = RunKernels()
 
     def run(step: StepSpec) -> StepResult:
-        return execute_step(
+        result = execute_step(
             step, plan[step.id], outputs / f"{step.id}.ipynb", scratch / f"{step.id}.findings.json", cwd=cwd,
             start_timeout_s=spec.start_timeout_s,
             cell_timeout_s=cell_timeout_s or step.cell_timeout_s or spec.cell_timeout_s, kernels=kernels,
         )
+        if after_step:
+            after_step(result)
+        return result
 
     def not_run(step: StepSpec) -> StepResult:
         return StepResult(step.id, str(step.notebook), outputs / f"{step.id}.ipynb", plan[step.id],

@@ -16,6 +16,8 @@ import copy
 import html
 import logging
 import re
+import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from gpulib.runbooks.execute import SEVERITIES
@@ -83,11 +85,17 @@ def prepare_notebook(nb, step_id: str):
     return nb, figures
 
 
-def _exporter():
-    from nbconvert import HTMLExporter
+_local = threading.local()
 
-    return HTMLExporter(template_name="lab", exclude_input=True, exclude_input_prompt=True,
-                        exclude_output_prompt=True)
+
+def _exporter():
+    """One nbconvert exporter per thread (steps are rendered by the threads that ran them)."""
+    if not hasattr(_local, "exporter"):
+        from nbconvert import HTMLExporter
+
+        _local.exporter = HTMLExporter(template_name="lab", exclude_input=True, exclude_input_prompt=True,
+                                       exclude_output_prompt=True)
+    return _local.exporter
 
 
 def _convert(nb, exporter) -> tuple[str, list[str]]:
@@ -127,28 +135,48 @@ def _error_box(step: dict) -> str:
             f"{_esc(err.get('type'))}</b><pre>{_esc(err.get('message'))}</pre></div>")
 
 
-def build_report(manifest: dict, steps: list[dict], findings: list[dict], notebooks: dict[str, Path]) -> str:
-    """The report page. ``steps`` are manifest step entries; ``notebooks`` maps step id -> executed file."""
+@dataclass
+class RenderedStep:
+    """One executed notebook as report HTML: its body, nbconvert's page styles, its figure count."""
+
+    body: str
+    styles: list[str]
+    figures: int
+
+
+def render_step(path: Path, step_id: str) -> RenderedStep:
+    """Convert one executed notebook; a missing or damaged file becomes an error box, never an exception.
+
+    Runs in the worker thread right after the step, while other kernels are still busy, so that
+    the report costs little at the end of the run.
+    """
     import nbformat
+
+    if not Path(path).exists():
+        return RenderedStep("<p>This step left no notebook: it never started.</p>", [], 0)
+    try:
+        nb, figures = prepare_notebook(nbformat.read(str(path), as_version=4), step_id)
+        body, styles = _convert(nb, _exporter())
+        return RenderedStep(body, styles, figures)
+    except Exception as exc:  # noqa: BLE001 - a missing or damaged output must not lose the report
+        log.warning("report: cannot render step %s from %s: %s", step_id, path, exc)
+        return RenderedStep(f"<div class='gpulib-error'>The executed notebook could not be rendered: {_esc(exc)}</div>",
+                            [], 0)
+
+
+def build_report(manifest: dict, steps: list[dict], findings: list[dict], rendered: dict[str, RenderedStep]) -> str:
+    """The report page. ``steps`` are manifest step entries; ``rendered`` maps step id -> :func:`render_step`."""
     import plotly.offline
 
-    sections, styles, figures, exporter = [], None, 0, _exporter()
+    sections = []
     for step in steps:
-        path = notebooks.get(step["id"])
-        try:
-            nb = nbformat.read(str(path), as_version=4)
-            nb, count = prepare_notebook(nb, step["id"])
-            body, head_styles = _convert(nb, exporter)
-            figures += count
-            styles = styles if styles is not None else head_styles
-        except Exception as exc:  # noqa: BLE001 - a missing or damaged output must not lose the report
-            log.warning("report: cannot render step %s from %s: %s", step["id"], path, exc)
-            body = f"<div class='gpulib-error'>The executed notebook could not be rendered: {_esc(exc)}</div>"
         shown = {k: v for k, v in step["parameters"].items() if k not in ("interactive", "findings_path")}
         meta = (f"<p class='gpulib-meta'>{_esc(Path(step['notebook']).name)} · status <b>{_esc(step['status'])}</b> · "
                 f"{step['duration_s']:.1f} s · parameters <code>{_esc(shown)}</code></p>")
         sections.append(f"<section class='gpulib-step' id='step-{_esc(step['id'])}'><h2>{_esc(step['id'])}</h2>"
-                        f"{meta}{_error_box(step) if step.get('error') else ''}{body}</section>")
+                        f"{meta}{_error_box(step) if step.get('error') else ''}{rendered[step['id']].body}</section>")
+    styles = next((r.styles for r in rendered.values() if r.styles), [])
+    figures = sum(r.figures for r in rendered.values())
     failed = [s for s in steps if s.get("status") != "ok"]
     nav = "".join(f"<li><a href='#step-{_esc(s['id'])}'>{_esc(s['id'])}</a> — {_esc(s['status'])}</li>" for s in steps)
     code = manifest["exit_code"]
@@ -167,7 +195,7 @@ def build_report(manifest: dict, steps: list[dict], findings: list[dict], notebo
     page = offline(
         "<!DOCTYPE html>\n<html lang='en'>\n<head>\n<meta charset='utf-8'>\n"
         f"<title>gpulib {_esc(manifest['runbook'])} {_esc(manifest['run'])}</title>\n"
-        + "\n".join(styles or []) + f"\n<style>{_CSS}</style>\n{plotly_js}\n</head>\n"
+        + "\n".join(styles) + f"\n<style>{_CSS}</style>\n<!--plotly.js-->\n</head>\n"
         "<body class='jp-Notebook gpulib-report' data-jp-theme-light='true'>\n"
         f"<header>{header}</header>\n" + "\n".join(sections) + "\n</body>\n</html>\n"
     )

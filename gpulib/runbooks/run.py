@@ -22,7 +22,7 @@ from gpulib.evidence import sha256_file
 from gpulib.identity import to_utc_iso, utc_now_iso
 from gpulib.runbooks.archive import FINDINGS, FINDINGS_FORMAT, REPORT, RUN_FORMAT, ArchiveWriter
 from gpulib.runbooks.execute import KERNEL_NAME, SEVERITIES, StepResult, check_kernel, execute_runbook
-from gpulib.runbooks.report import build_report
+from gpulib.runbooks.report import RenderedStep, build_report, render_step
 from gpulib.runbooks.spec import RunbookSpec, find_runbook, load_runbook, resolve_parameters
 
 EXIT_MEANINGS = {
@@ -89,9 +89,14 @@ def run_runbook(name: str, *, cli: dict[str, str] | None = None, values: dict | 
     started = time.monotonic()
     outputs = writer.path("notebooks")
     outputs.mkdir()
+    rendered: dict[str, RenderedStep] = {}
     with tempfile.TemporaryDirectory(prefix="gpulib-findings-") as scratch:
         steps = execute_runbook(spec, plan, outputs, Path(scratch), cwd=cwd, jobs=jobs,
-                                cell_timeout_s=cell_timeout_s, progress=progress)
+                                cell_timeout_s=cell_timeout_s, progress=progress,
+                                after_step=lambda r: rendered.__setitem__(r.id, render_step(r.output, r.id)))
+    for step in steps:  # steps that never ran (interrupted) still get their section
+        if step.id not in rendered:
+            rendered[step.id] = render_step(step.output, step.id)
     findings = [f for step in steps for f in step.findings]
     code = exit_code_for(steps, findings)
     manifest = {
@@ -118,6 +123,6 @@ def run_runbook(name: str, *, cli: dict[str, str] | None = None, values: dict | 
     }
     writer.write_json(FINDINGS, {"format": FINDINGS_FORMAT, "runbook": spec.name, "run": writer.name,
                                  "host": writer.host, "started_at": manifest["started_at"], "findings": findings})
-    report = build_report(manifest, manifest["steps"], findings, {s.id: s.output for s in steps})
+    report = build_report(manifest, manifest["steps"], findings, rendered)
     writer.path(REPORT).write_text(report, encoding="utf-8")
     return RunOutcome(writer.finish(manifest), code, steps, findings)
