@@ -9,7 +9,7 @@ Each capture is one incident folder ``OUT/<UTC>-<alert kind>/``:
 
 * ``alert.json`` — the alert that triggered it (written first, so it exists even if capture fails);
 * ``<host>/`` — the evidence bundle of ``gpulib collect`` (with the followed logs, and the DCGM
-  metrics of the last hour when ``--prometheus`` is given);
+  metrics of the last hour of the job's hosts when ``--prometheus`` is given);
 * ``diagnosis.json`` / ``diagnosis.txt`` — ``gpulib diagnose`` of that bundle;
 * ``error.txt`` — only when capture or diagnosis failed, saying why.
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +34,19 @@ from gpulib.diagnose import diagnose
 from gpulib.watch.rules import Alert
 
 log = logging.getLogger(__name__)
+
+
+_RE2_META = re.compile(r"([.+*?()|\[\]{}^$\\])")
+
+
+def hostname_matcher(hosts: list[str]) -> str | None:
+    """``{Hostname=~"(node-a|node-b)(\\..*)?"}`` for the job's hosts (short names also match FQDNs),
+    so that a capture on a 1,000-node cluster pulls the job's GPUs, not every GPU; None = all."""
+    names = sorted({h.split(".")[0] for h in hosts if h and not re.fullmatch(r"[\d.]+", h)})  # not IPs
+    if not names:
+        return None
+    pattern = "(" + "|".join(_RE2_META.sub(r"\\\1", n) for n in names) + r")(\..*)?"
+    return '{Hostname=~"' + pattern.replace("\\", "\\\\") + '"}'
 
 
 class IncidentCapture:
@@ -58,8 +72,9 @@ class IncidentCapture:
     def busy(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def trigger(self, alert: Alert) -> bool:
-        """Start a capture for ``alert`` unless one runs or ran less than ``cooldown_s`` ago."""
+    def trigger(self, alert: Alert, hosts: list[str] = ()) -> bool:
+        """Start a capture for ``alert`` unless one runs or ran less than ``cooldown_s`` ago.
+        ``hosts`` are the job's nodes (from NCCL init lines); the DCGM pull is limited to them."""
         now = time.monotonic()
         if self.busy or (self._last_start is not None and now - self._last_start < self.cooldown_s):
             return False
@@ -73,7 +88,8 @@ class IncidentCapture:
         folder.mkdir(parents=True)
         (folder / "alert.json").write_text(json.dumps(alert.to_dict(), indent=2) + "\n")
         self.incidents.append(folder)
-        self._thread = threading.Thread(target=self._run, args=(folder,), name="gpulib-watch-capture", daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(folder, list(hosts)), name="gpulib-watch-capture",
+                                        daemon=True)
         self._thread.start()
         return True
 
@@ -81,13 +97,14 @@ class IncidentCapture:
         if self._thread is not None:
             self._thread.join(timeout_s)
 
-    def _run(self, folder: Path) -> None:
+    def _run(self, folder: Path, hosts: list[str]) -> None:
         self.emit(f"capturing evidence into {folder} ...")
         try:
             prometheus = None
             if self.prometheus_url:
                 end = time.time()
-                prometheus = PrometheusQuery(self.prometheus_url, end - self.prometheus_window_s, end)
+                prometheus = PrometheusQuery(self.prometheus_url, end - self.prometheus_window_s, end,
+                                             match=hostname_matcher(hosts))
             bundle = collect(folder / "%h", logs=self.logs, prometheus=prometheus, host=self.host,
                              timeout_scale=self.collect_timeout_scale, command_line=self.command_line)
             self.emit(f"bundle written: {bundle}")

@@ -108,7 +108,9 @@ def run(args) -> int:  # noqa: C901 - the main loop, kept in one place
                 _emit(alert.to_text())
                 alerted = True
                 if capture is not None:
-                    capture.trigger(alert)
+                    with lock:
+                        hosts = rules.job_hosts
+                    capture.trigger(alert, hosts)
             if (args.once and alerted) or (deadline is not None and time.monotonic() > deadline):
                 break
             if stop.wait(args.poll):
@@ -142,7 +144,9 @@ def register(subparsers) -> None:
     p.add_argument("--step-band", type=float, default=2.0, metavar="X",
                    help="alert when a step takes more than X times the rank's median step (default 2)")
     p.add_argument("--step-warmup", type=int, default=5, metavar="N", help="steps before the band applies (default 5)")
-    p.add_argument("--prometheus", metavar="URL", help="on capture, also pull the last hour of DCGM metrics from here")
+    p.add_argument("--prometheus", metavar="URL",
+                   help="on capture, also pull the last hour of DCGM metrics from here (of the job's hosts when the "
+                        "log names them in NCCL init lines, else of every host)")
     p.add_argument("--listen", type=listen_address, default=("127.0.0.1", 9488), metavar="HOST:PORT",
                    help="serve /metrics here (default 127.0.0.1:9488; port 0 picks a free one; 'off' disables)")
     p.add_argument("--out", metavar="DIR", help="on alert, write an incident folder here: bundle + diagnosis")

@@ -135,6 +135,11 @@ class WatchRules:
         self._signatures_seen: set[tuple[str, int | None, str]] = set()
         self._carried: dict[str, JobEvent] = {}
 
+    @property
+    def job_hosts(self) -> list[str]:
+        """The hosts the logs named (NCCL init lines, launcher prefixes)."""
+        return sorted(set(self.rank_hosts.values()) | {s.host for s in self.streams.values() if s.host})
+
     # ---------------------------------------------------------------- input
     def restart_file(self, file: str) -> None:
         """A rotated or truncated file starts again at line 1 (new scanner, same streams)."""

@@ -256,7 +256,8 @@ def test_a_capture_on_alert_freezes_the_dcgm_history_beside_the_diagnosis(live, 
     said: list[str] = []
     capture = IncidentCapture(tmp_path / "incidents", [], said.append, host="node-a", prometheus_url=url,
                               prometheus_window_s=600)
-    assert capture.trigger(Alert("job_silence", "2026-02-10T03:12:07Z", "no log line from any rank for 600 s"))
+    assert capture.trigger(Alert("job_silence", "2026-02-10T03:12:07Z", "no log line from any rank for 600 s"),
+                           hosts=["node-a.cluster.local", "10.1.2.3"])
     assert not capture.trigger(Alert("signature", "2026-02-10T03:12:08Z", "a second alert of the same incident"))
     capture.wait(120)
     (incident,) = (tmp_path / "incidents").iterdir()
@@ -265,6 +266,9 @@ def test_a_capture_on_alert_freezes_the_dcgm_history_beside_the_diagnosis(live, 
     temp = json.loads((incident / "node-a" / "prometheus" / "DCGM_FI_DEV_GPU_TEMP.json").read_text())
     hot = [s for s in temp["data"]["result"] if (s["metric"]["Hostname"], s["metric"]["gpu"]) == ("node-a", "3")]
     assert hot and {v for _, v in hot[0]["values"]} == {"88"}, temp
+    assert {s["metric"]["Hostname"] for s in temp["data"]["result"]} == {"node-a"}  # the job's host, not node-b/c
+    query_doc = json.loads((incident / "node-a" / "prometheus" / "query.json").read_text())
+    assert query_doc["match"] == '{Hostname=~"(node-a)(\\\\..*)?"}'
     xid = json.loads((incident / "node-a" / "prometheus" / "DCGM_FI_DEV_XID_ERRORS.json").read_text())
     assert any(s["metric"]["gpu"] == "5" and s["values"][-1][1] == "79" for s in xid["data"]["result"])
     diagnosis = json.loads((incident / "diagnosis.json").read_text())
