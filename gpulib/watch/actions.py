@@ -54,7 +54,7 @@ class IncidentCapture:
 
     def __init__(self, out: Path, logs: list[Path], emit: Callable[[str], None], *, host: str | None = None,
                  prometheus_url: str | None = None, prometheus_window_s: float = 3600.0, cooldown_s: float = 600.0,
-                 collect_timeout_scale: float = 1.0, command_line: list[str] | None = None) -> None:
+                 command_line: list[str] | None = None) -> None:
         self.out = Path(out)
         self.logs = list(logs)
         self.emit = emit
@@ -62,7 +62,6 @@ class IncidentCapture:
         self.prometheus_url = prometheus_url
         self.prometheus_window_s = prometheus_window_s
         self.cooldown_s = cooldown_s
-        self.collect_timeout_scale = collect_timeout_scale
         self.command_line = command_line
         self.incidents: list[Path] = []
         self._thread: threading.Thread | None = None
@@ -106,7 +105,7 @@ class IncidentCapture:
                 prometheus = PrometheusQuery(self.prometheus_url, end - self.prometheus_window_s, end,
                                              match=hostname_matcher(hosts))
             bundle = collect(folder / "%h", logs=self.logs, prometheus=prometheus, host=self.host,
-                             timeout_scale=self.collect_timeout_scale, command_line=self.command_line)
+                             command_line=self.command_line)
             self.emit(f"bundle written: {bundle}")
             result = diagnose([bundle])
             (folder / "diagnosis.json").write_text(json.dumps(result.to_dict(), indent=2) + "\n")

@@ -120,6 +120,8 @@ def run(args) -> int:  # noqa: C901 - the main loop, kept in one place
         if capture is not None and capture.busy:
             _emit("waiting for the running capture to finish ...")
             capture.wait(args.capture_wait)
+        if capture is not None and capture.incidents:
+            _emit(f"{len(capture.incidents)} incident(s) captured: " + ", ".join(map(str, capture.incidents)))
         if server is not None:
             server.stop()
         for f in followers:

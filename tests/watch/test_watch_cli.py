@@ -140,6 +140,7 @@ def test_a_stalled_job_raises_silence_captures_a_bundle_and_writes_the_diagnosis
     assert diagnosis["schema"] == "gpulib.diagnosis/1"
     assert (incident / "diagnosis.txt").read_text().strip()
     assert f"diagnosis ({incident / 'diagnosis.json'})" in "\n".join(watch.lines)
+    assert watch.lines[-1] == f"gpulib watch: 1 incident(s) captured: {incident}"
 
 
 def test_a_cuda_oom_raises_a_signature_alert_naming_the_rank_and_the_diagnosis_agrees(tmp_path):
