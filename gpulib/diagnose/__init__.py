@@ -57,7 +57,7 @@ def _decide(ctx: Context, failed: bool, completed: bool) -> Diagnosis:
         summary = "The job completed normally; nothing interrupted it." + (
             f" {len(warnings)} warning(s) below are worth a look before the next run." if warnings else "")
         return Diagnosis("none", "none", summary, None, _ordered(findings))
-    root = verdict.choose(ctx, rules_job.last_failure_time(ctx) if failed else None)
+    root = verdict.choose(ctx, rules_job.last_failure_time(ctx) if failed else None, rules_job.job_start_time(ctx))
     if root is None:
         if not failed:
             return Diagnosis("none", "none", "No failure found in the evidence: no job error and no hardware "

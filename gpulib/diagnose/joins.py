@@ -51,6 +51,7 @@ class IdentityMap:
         self.index_pci: dict[tuple[str | None, int], str] = {}
         self.uuid_pci: dict[str, tuple[str | None, str]] = {}
         self.job_hosts: set[str] = set()
+        self.pid_local: dict[int, int | None] = {}  # torchrun's "failed (exitcode) local_rank: N (pid: P)"
         self._build(inputs)
 
     # ---------------------------------------------------------------- building
@@ -102,6 +103,8 @@ class IdentityMap:
             info = self.ranks.setdefault(ev.rank, RankInfo(ev.rank))
             info.cuda_dev = info.cuda_dev if info.cuda_dev is not None else ev.local_device
             info.host = info.host or file_host
+        elif ev.kind == "process_failed" and ev.pid is not None:
+            self.pid_local.setdefault(ev.pid, ev.details.get("local_rank"))
         elif ev.kind == "child_failed":
             for failure in ev.details.get("failures", []):
                 if failure.get("rank") is None:
@@ -134,7 +137,11 @@ class IdentityMap:
     def rank_of_pid(self, pid: int | None, host: str | None = None) -> int | None:
         if pid is None:
             return None
-        return self.pid_rank.get((host, pid), self.pid_rank.get((None, pid)))
+        rank = self.pid_rank.get((host, pid), self.pid_rank.get((None, pid)))
+        hosts = {i.host for i in self.ranks.values() if i.host} | self.job_hosts
+        if rank is None and len(hosts) <= 1:  # one node: torchrun's local rank is the global rank
+            rank = self.pid_local.get(pid)
+        return rank
 
     def rank_of_gpu(self, host: str | None, pci: str | None) -> int | None:
         if not pci:

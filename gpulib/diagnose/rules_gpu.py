@@ -198,7 +198,9 @@ def _series(ctx: Context) -> None:
         worst = min(throttled, key=lambda fr: fr[1].sm_clock_mhz or 1e9)
         f.evidence.append(evidence(worst[0], worst[1].line, f"slowest sample: SM {worst[1].sm_clock_mhz} MHz, "
                                                             f"mask {worst[1].throttle_bitmask:#x}"))
-        place(ctx, f, host=host, pci=first.pci_bus_id)
+        place(ctx, f, host=host, pci=first.pci_bus_id or ctx.ids.index_pci.get((host, first.index)))
+        if f.gpu_index is None:
+            f.gpu_index = first.index
 
 
 def zombies(ctx: Context, after: str | None) -> None:

@@ -364,13 +364,25 @@ def last_failure_time(ctx: Context) -> str | None:
     return max(times) if times else None
 
 
+_FATAL_KINDS = {"watchdog_timeout", "nccl_error", "cuda_oom", "cuda_error", "process_failed", "driver_too_old",
+                "child_failed", "srun_task_exit", "node_failure", "watchdog_stuck", "device_assert", "slurm_cancelled",
+                "dataloader_error"}
+
+
 def job_outcome(ctx: Context) -> tuple[bool, bool]:
-    """(failed, completed): did any rank/launcher report a failure; did the job report success."""
-    failed = any(e.kind in ("watchdog_timeout", "nccl_error", "cuda_oom", "cuda_error", "process_failed", "driver_too_old",
-                            "child_failed", "srun_task_exit", "node_failure", "watchdog_stuck", "device_assert",
-                            "slurm_cancelled", "dataloader_error")
-                 or (e.kind == "exception" and (e.details.get("class") or "") not in ("KeyboardInterrupt",))
-                 for _, e in _events(ctx))
+    """(failed, completed): did any rank/launcher report a failure; did the job report success.
+
+    A job that reports success is failed only by fatal signals (timeouts, NCCL/CUDA errors, process
+    exits); an exception a healthy run printed and survived does not fail it."""
     completed = any(e.kind == "completed" for _, e in _events(ctx))
+    failed = any(e.kind in _FATAL_KINDS or (not completed and e.kind == "exception"
+                                            and (e.details.get("class") or "") != "KeyboardInterrupt")
+                 for _, e in _events(ctx))
     return failed, completed
+
+
+def job_start_time(ctx: Context) -> str | None:
+    """The first stamped line of any job log."""
+    times = [e.time_utc for _, e in _events(ctx) if e.time_utc and not e.time_approx]
+    return min(times) if times else None
 

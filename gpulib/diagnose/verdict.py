@@ -21,6 +21,11 @@ from gpulib.parsers.logtime import seconds_between
 FOLD_S = 60  # precursors/duplicates within this many seconds belong to the same event
 HW_PREFERENCE_S = 600  # a hardware cause this close to a job-side one on the same GPU wins
 LATE_SLACK_S = 60
+EARLY_SLACK_S = 300
+#: Conditions that outlive the event that reported them: a GPU off the bus, a dead link, a
+#: pending row remap, a failed PSU or a wrong driver break the *next* job too.
+PERSISTENT = {"gpu_fell_off_bus", "network_fabric", "gpu_memory_error", "power_fault", "driver_mismatch",
+              "nvlink_error", "gpu_firmware_error", "node_lost"}
 
 
 def _close(a: str | None, b: str | None, limit: float) -> bool:
@@ -95,10 +100,16 @@ def _linked(f: Finding, ptr: Pointers) -> bool:
     return False
 
 
-def choose(ctx: Context, interrupted_at: str | None) -> Finding | None:
+def choose(ctx: Context, interrupted_at: str | None, job_start: str | None = None) -> Finding | None:
+    """The root cause among the causes, or None. ``interrupted_at``: when the job last reported a
+    failure (later causes cannot explain it); ``job_start``: its first log line (transient faults
+    before it belong to an earlier job; persistent ones - a lost GPU or link - still count)."""
     causes = [f for f in ctx.findings if f.role == "cause" and f.interruption in ("hard", "soft")]
     if interrupted_at:
         causes = [f for f in causes if not f.time or seconds_between(f.time, interrupted_at) >= -LATE_SLACK_S]
+    if job_start:
+        causes = [f for f in causes if not f.time or f.category in PERSISTENT
+                  or seconds_between(f.time, job_start) <= EARLY_SLACK_S]
     strong, weak = suspects(ctx)
     linked = [f for f in causes if _linked(f, strong)] if strong else []
     if not linked and weak:

@@ -15,9 +15,10 @@ from gpulib.diagnose import diagnose
 
 
 def copy_case(incidents: Path, case: str, dest: Path, *, replace: dict[str, str] | None = None,
-              rename: dict[str, str] | None = None, drop: tuple[str, ...] = ()) -> Path:
+              rename: dict[str, str] | None = None, drop: tuple[str, ...] = (), drop_lines: str | None = None) -> Path:
     """Copy ``case/input`` to ``dest``: text replaced in every text file (applied simultaneously),
-    path parts renamed, and files whose relative path is in ``drop`` left out."""
+    path parts renamed, files whose relative path is in ``drop`` left out, and lines containing
+    ``drop_lines`` removed."""
     replace, rename = replace or {}, rename or {}
     src = incidents / case / "input"
     for path in src.rglob("*"):
@@ -27,6 +28,8 @@ def copy_case(incidents: Path, case: str, dest: Path, *, replace: dict[str, str]
         target = dest.joinpath(*(rename.get(part, part) for part in rel.parts))
         target.parent.mkdir(parents=True, exist_ok=True)
         data = path.read_bytes()
+        if drop_lines and b"\x00" not in data[:4096] and not path.suffix == ".pt":
+            data = b"".join(x for x in data.splitlines(keepends=True) if drop_lines.encode() not in x)
         if replace and b"\x00" not in data[:4096] and not path.suffix == ".pt":
             text = data.decode("utf-8")
             marks = {old: f"\x00{i}\x00" for i, old in enumerate(replace)}
@@ -110,3 +113,39 @@ def test_two_paths_given_separately(incidents, tmp_path, case):
     d_all = diagnose([src])
     d_split = diagnose(sorted(src.iterdir()))
     assert where(d_split)[:6] == where(d_all)[:6]
+
+
+def test_without_nccl_debug_the_launcher_and_nvidia_smi_still_place_the_oom(incidents, tmp_path):
+    """NCCL_DEBUG unset: no init lines. Rank 2 -> cuda:2 from the launcher line, host from srun,
+    PCI from the nvidia-smi table."""
+    root = copy_case(incidents, "case-03-cuda-oom-rank2", tmp_path / "x", drop_lines="NCCL INFO")
+    d = diagnose([root])
+    assert where(d) == ("soft", "cuda_oom", "ws-a100-04", 2, "0000:b1:00.0", 2, "2025-05-06T09:14:33Z")
+
+
+def test_without_nccl_debug_the_oom_kill_pid_is_found_through_torchrun(incidents, tmp_path):
+    root = copy_case(incidents, "case-04-host-oom-killer", tmp_path / "x", drop_lines="NCCL INFO")
+    d = diagnose([root])
+    assert where(d)[:4] == ("soft", "host_oom", "trn-h800-01", 6) and d.root_cause.rank == 6
+
+
+def test_healthy_run_that_printed_a_caught_exception_is_still_healthy(incidents, tmp_path):
+    root = copy_case(incidents, "case-07-healthy-run", tmp_path / "x")
+    log = root / "pod-logs" / "llama-ft-master-0.log"
+    log.write_text(log.read_text().replace(
+        "Training starts at step 1.\n",
+        "Training starts at step 1.\n[rank0]: ValueError: could not parse optional metadata field, using default\n", 1))
+    d = diagnose([root])
+    assert (d.interruption, d.category) == ("none", "none")
+
+
+def test_an_old_transient_xid_before_the_job_is_not_its_cause(incidents, tmp_path):
+    """A soft Xid 13 on the culprit GPU hours before the job started belongs to an earlier job."""
+    root = copy_case(incidents, "case-03-cuda-oom-rank2", tmp_path / "x")
+    (root / "ws-a100-04").mkdir()
+    (root / "ws-a100-04" / "dmesg.txt").write_text(
+        "[Tue May  6 03:01:02 2025] NVRM: Xid (PCI:0000:b1:00): 13, pid=1111, name=python, Graphics Exception: "
+        "ESR 0x405840=0x3000\n")
+    d = diagnose([root])
+    assert (d.category, d.root_cause.rank) == ("cuda_oom", 2)
+    assert any(f.id.startswith("xid13") and f.caused_by is None for f in d.findings)
