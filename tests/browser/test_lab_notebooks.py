@@ -14,6 +14,7 @@ import re
 
 import pytest
 
+from gpulib.notebook_data import DEFAULT_EVIDENCE
 from tests.browser.chromium import screenshot_check
 from tests.browser.conftest import set_parameters
 from tests.browser.lab import NotebookPage
@@ -21,8 +22,9 @@ from tests.conftest import INCIDENTS, REPO
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
-#: The bundled example incident and what its README says a correct diagnosis shows.
-EXAMPLE = REPO / "examples" / "incident-gpu-fell-off-bus"
+#: The bundled example incident (the notebooks' default evidence) and what its README says a
+#: correct diagnosis shows.
+EXAMPLE = REPO / DEFAULT_EVIDENCE
 EXAMPLE_ANSWER = {"interruption": "HARD", "category": "gpu_fell_off_bus", "host": "gx-a800-102", "gpu": "GPU 2"}
 #: The corpus incident with checkpoints: a truncated async save after an ECC error (read in place).
 CASE_06 = INCIDENTS / "case-06-ecc-dbe-truncated-ckpt"
@@ -69,8 +71,9 @@ def plot_in(page, scope):
 
 
 def test_triage_notebook_runs_renders_and_reacts_to_its_pickers(lab, page):
-    assert EXAMPLE.is_dir(), f"the bundled example incident is missing: {EXAMPLE}"
-    nb = run_notebook(page, lab, set_parameters(lab, "00_triage.ipynb", evidence=EXAMPLE), "00-triage")
+    assert EXAMPLE.is_dir(), f"the notebooks' default evidence, the bundled example, is missing: {EXAMPLE}"
+    # As an engineer opens it: the parameters cell's defaults (the bundled example), nothing edited.
+    nb = run_notebook(page, lab, set_parameters(lab, "00_triage.ipynb"), "00-triage")
 
     with screenshot_check(page, "00-triage-3-verdict"):
         verdict = page.locator(".jp-OutputArea-output", has_text="Verdict:").first
@@ -157,7 +160,7 @@ def test_checkpoint_notebook_names_the_newest_valid_checkpoint(lab, page):
 
 
 def test_triage_drill_hides_the_answer_until_the_trainee_commits(lab, page):
-    name = set_parameters(lab, "00_triage.ipynb", "00_triage-drill.ipynb", evidence=EXAMPLE, drill=True)
+    name = set_parameters(lab, "00_triage.ipynb", "00_triage-drill.ipynb", drill=True)
     run_notebook(page, lab, name, "00-drill")
     drill = page.locator(".jupyter-widgets.widget-vbox", has=page.get_by_role("button", name="Commit my answer")).first
     plain_outputs = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output:not(:has(.jupyter-widgets))")
@@ -184,7 +187,4 @@ def test_triage_drill_hides_the_answer_until_the_trainee_commits(lab, page):
 
     leaks = [line for line in before_commit.splitlines()
              if EXAMPLE_ANSWER["category"] in line or "Verdict:" in line or "Xid 79" in line]
-    if leaks and all(line.startswith("Root cause category") for line in leaks):
-        pytest.xfail("known notebook bug: 00_triage's 'What next' cell prints checks.next_step() (the root-cause "
-                     f"category) in drill mode too: {leaks}")
     assert leaks == [], f"the drill answer is on screen before the trainee committed: {leaks}"
