@@ -40,7 +40,7 @@ def diagnose(paths: list[str | Path], tz: str | None = None) -> Diagnosis:
             ctx.add("internal", severity="warning", category="none", role="context",
                     title=f"internal error in {rules.__name__}: {type(exc).__name__}: {exc} (other rules still ran)")
     failed, completed = rules_job.job_outcome(ctx)
-    rules_gpu.zombies(ctx, rules_job.first_failure_time(ctx))
+    rules_gpu.zombies(ctx, rules_job.last_failure_time(ctx))
     verdict.fold(ctx)
     diagnosis = _decide(ctx, failed, completed)
     diagnosis.checkpoints = _checkpoints(inputs)

@@ -348,16 +348,9 @@ def _stragglers(ctx: Context, steps) -> None:
         place(ctx, f, rank=r)
 
 
-def first_failure_time(ctx: Context) -> str | None:
-    """When the job visibly failed: the first error/timeout/exit any rank or launcher printed."""
-    kinds = {"watchdog_timeout", "watchdog_stuck", "nccl_error", "cuda_oom", "cuda_error", "process_failed", "driver_too_old",
-             "child_failed", "srun_task_exit", "exception", "ib_completion_error", "socket_error", "dataloader_error",
-             "slurm_cancelled", "node_failure", "device_assert"}
-    times = [e.time_utc for _, e in _events(ctx) if e.kind in kinds and e.time_utc]
-    return min(times) if times else None
-
-
 def last_failure_time(ctx: Context) -> str | None:
+    """When the job was last seen failing: a cause later than this cannot explain the interruption,
+    and a process still on a GPU after it is a leftover."""
     kinds = {"watchdog_timeout", "nccl_error", "process_failed", "child_failed", "srun_task_exit", "cuda_oom",
              "cuda_error", "exception", "socket_error", "ib_completion_error", "slurm_cancelled", "node_failure"}
     times = [e.time_utc for _, e in _events(ctx) if e.kind in kinds and e.time_utc]
