@@ -121,6 +121,13 @@ def show_diagnosis(diagnosis: dict, *, interactive: bool, drill: bool = False) -
     display({"text/plain": diagnosis_text(diagnosis)}, raw=True)
 
 
+def next_step(diagnosis: dict, *, drill: bool = False) -> None:
+    """Name the notebook to open next (withheld in drill mode: it would give the answer away)."""
+    from gpulib.notebook_checks import next_step as text
+
+    say("*Drill mode: commit your answer above first; the next step follows from it.*" if drill else text(diagnosis))
+
+
 def diagnosis_text(diagnosis: dict) -> str:
     """Verdict, root cause and evidence of a ``gpulib.diagnosis/1`` dict as plain text."""
     verdict = diagnosis.get("verdict") or {}

@@ -90,12 +90,22 @@ def test_00_triage_on_thermal_case_points_at_thermal(kernel, tmp_path):
     assert "04_thermal_power.ipynb" in outputs_text(nb)
 
 
+def test_00_freezes_the_scene_first_when_asked(kernel, tmp_path):
+    """collect_to: capture this (GPU-less) host into a new bundle, then triage that bundle."""
+    nb, findings = kernel.run("00_triage.ipynb", tmp_path, collect_to=str(tmp_path / "scene"))
+    assert (tmp_path / "scene" / "manifest.json").is_file()
+    assert "Captured this host into" in outputs_text(nb) and findings is not None
+    with pytest.raises(pm.PapermillExecutionError) as info:  # an existing bundle is never overwritten
+        kernel.run("00_triage.ipynb", tmp_path / "again", collect_to=str(tmp_path / "scene"))
+    assert info.value.ename == "NotebookStop"
+
+
 def test_00_drill_mode_hides_the_answer_headless(kernel, tmp_path):
     nb, findings = kernel.run("00_triage.ipynb", tmp_path, evidence=case("case-01-xid79-fell-off-bus"), drill=True)
     text = outputs_text(nb)
-    assert "answer is hidden" in text or "diagnosis is hidden" in text
-    assert "gpu_fell_off_bus" not in text.split("Recorded result")[0] if "Recorded result" in text else True
-    assert findings  # still recorded for the archive
+    assert "the diagnosis is hidden" in text and "hidden until you commit" in text
+    assert "gpu_fell_off_bus" not in text and "hgx-h100-018 gpu 5" not in text  # no answer on screen
+    assert one(findings, category="gpu_fell_off_bus")  # but recorded for the archive
 
 
 def test_01_finds_xid79_on_ab_and_only_shows_the_reset(kernel, tmp_path):
@@ -142,7 +152,12 @@ def test_03_thermal_case_is_a_cascade_with_rank3_silent(kernel, tmp_path):
 
 
 def test_04_thermal_throttling_on_gpu3(kernel, tmp_path):
-    _, findings = kernel.run("04_thermal_power.ipynb", tmp_path, evidence=case("case-02-a100-thermal-throttle"))
+    nb, findings = kernel.run("04_thermal_power.ipynb", tmp_path, evidence=case("case-02-a100-thermal-throttle"))
+    figures = [o["data"] for c in nb.cells for o in c.get("outputs", []) if "application/vnd.plotly.v1+json" in
+               o.get("data", {})]
+    assert figures and all("Plotly.newPlot" in f.get("text/html", "") for f in figures)  # survives HTML export
+    shapes = figures[0]["application/vnd.plotly.v1+json"]["layout"]["shapes"]
+    assert [s for s in shapes if s["type"] == "rect"]  # the throttle period is shaded
     hit = one(findings, category="thermal_throttling", host="dgx-a100-09", gpu_index=3)
     assert hit["gpu_index"] == 3 and hit["host"] == "dgx-a100-09" and hit["time"] == "2025-04-22T12:48:30Z"
     assert not [f for f in findings if f["category"] == "thermal_throttling" and f.get("gpu_index") not in (3, None)]
