@@ -114,8 +114,11 @@ def test_triage_notebook_runs_renders_and_reacts_to_its_pickers(lab, page):
         start = panel.locator(".noUi-handle-lower").first
         start.focus()
         for _ in range(60):
-            start.press("ArrowRight")
-            page.wait_for_timeout(150)
+            plot_in(page, panel).evaluate("el => { el.dataset.seen = '1'; }")
+            start.press("ArrowRight")  # each step re-filters in the kernel and redraws a new graph node
+            page.wait_for_function(
+                "() => { const el = document.querySelector('.widget-vbox .js-plotly-plot');"
+                " return el && !el.dataset.seen && el.querySelector('.main-svg'); }", timeout=30_000, polling=100)
             narrowed = plot_in(page, panel).evaluate(FIGURE_DATA)
             if narrowed != after:
                 break
