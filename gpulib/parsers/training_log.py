@@ -74,17 +74,31 @@ _SRUN_LABEL = re.compile(r"^\s{0,6}(?P<task>\d{1,6}): ")
 _PDSH_HOST = re.compile(r"^(?P<host>\d{1,3}(?:\.\d{1,3}){3}|[a-z][\w-]*\d[\w.-]*): ")
 _RAY = re.compile(r"^\((?:[\w:]+ )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.]+))?\)\s")
 _RANK_PREFIX = re.compile(r"^\[rank(?P<rank>\d+)\]:\s?")
+_RANK_GLUED = re.compile(r"(?<=[\]|%\s])\[rank(?P<rank>\d+)\]:\s?")  # after a tqdm bar: "...s/it][rank3]: ..."
 _RANK_LINE = re.compile(r"(?m)^(?:\s*\d+: )?\[rank\d+\]:")  # torchrun's per-rank prefix starts a line
 _RANK_WORD = re.compile(r"\[rank(?P<a>\d+)\]|\|\s*rank(?P<b>\d+)\s*\||\brank[ =:](?P<c>\d+)\b")
 
 
 def strip_prefixes(line: str) -> tuple[str, dict]:
-    """Remove launcher prefixes; return the message and what they said (task, rank, host, ...)."""
+    """Remove launcher prefixes; return the message and what they said (task, rank, host, ...).
+
+    tqdm bars rewrite their line with ``\\r`` and an error printed meanwhile lands in the same
+    line: the last ``\\r`` segment is the message. A ``[rankN]:`` glued after a progress bar still
+    names the rank.
+    """
     hints: dict = {}
+    if "\r" in line:
+        segments = [seg for seg in line.split("\r") if seg.strip()]
+        line = segments[-1] if segments else ""
     for _ in range(3):
-        m = _MPI_TAG.match(line) or _RAY.match(line)
+        m = _MPI_TAG.match(line)
         if m:
-            hints.update({k: v for k, v in m.groupdict().items() if v})
+            hints["rank"] = int(m["rank"])  # mpirun's [job,rank]
+            line = line[m.end():]
+            continue
+        m = _RAY.match(line)
+        if m:
+            hints["ray_pid"], hints["ray_ip"] = int(m["pid"]), m["ip"]
             line = line[m.end():]
             continue
         m = _SRUN_LABEL.match(line)
@@ -98,7 +112,7 @@ def strip_prefixes(line: str) -> tuple[str, dict]:
             line = line[m.end():]
             continue
         break
-    m = _RANK_PREFIX.match(line)
+    m = _RANK_PREFIX.match(line) or (_RANK_GLUED.search(line) if "[rank" in line else None)
     if m:
         hints["rank"] = int(m["rank"])
         line = line[m.end():]

@@ -236,3 +236,17 @@ def test_benign_lines_are_marked_benign():
     text = ("[rank0]:[titan] 2026-01-01 01:00:00,000 - root - WARNING - Dataset mix is being re-looped\n")
     (ev,) = events(text)
     assert ev.kind == "benign"
+
+
+def test_tqdm_bars_and_glued_rank_prefixes():
+    text = (" 45%|####5     | 450/1000 [10:01<12:14,  1.34s/it]\r 45%|####5     | 451/1000 [10:02<12:13,  1.34s/it]"
+            "\r[rank5]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 96.00 MiB. GPU 5 has a total "
+            "capacity of 79.11 GiB of which 12.50 MiB is free.\n"
+            "Epoch 1:  12%|#2        | 120/1000 [02:00<14:40,  1.00s/it][rank1]:[E501 01:02:03.0 ProcessGroupNCCL.cpp:616]"
+            " [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=4, "
+            "NumelOut=4, Timeout(ms)=600000) ran for 600050 milliseconds before timing out.\n"
+            "[1,3]<stderr>:RuntimeError: CUDA error: device-side assert triggered\n")
+    oom, timeout, mpi = events(text, year=2026)
+    assert (oom.kind, oom.rank, oom.details["req"]) == ("cuda_oom", 5, "96.00 MiB")
+    assert (timeout.kind, timeout.rank, timeout.details["seq"]) == ("watchdog_timeout", 1, 7)
+    assert (mpi.kind, mpi.rank) == ("cuda_error", 3)
