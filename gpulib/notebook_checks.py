@@ -176,7 +176,8 @@ def kernel_findings(events: pd.DataFrame) -> list[dict]:
     for (host, gpu_key, code), rows in xids.groupby(
             [events["host"].fillna(""), events["pci_bus_id"].fillna(events["gpu"].astype(str)), "xid"],
             sort=True, dropna=False):
-        first = rows.sort_values("time", na_position="last").iloc[0]
+        rows = rows.sort_values("time", na_position="last")
+        first = rows.iloc[0]
         info = {k: first.get(k) for k in ("name", "interruption", "category", "action")}
         name = info["name"] if isinstance(info["name"], str) else "unknown Xid"
         category = info["category"] if info["category"] in CATEGORIES else "application_error"
@@ -193,7 +194,8 @@ def kernel_findings(events: pd.DataFrame) -> list[dict]:
     for (host, kind), rows in events[events["kind"].isin(KERNEL_KINDS)].groupby(
             [events["host"].fillna(""), "kind"], sort=True):
         category, severity, label = KERNEL_KINDS[kind]
-        first = rows.sort_values("time", na_position="last").iloc[0]
+        rows = rows.sort_values("time", na_position="last")
+        first = rows.iloc[0]
         out.append(finding(
             _slug(kind, host), severity, category, f"{label}" + (f" on {host}" if host else "") + f", {len(rows)} line(s)",
             host=host or None, gpu_index=first.get("gpu_index"), time=first.get("time"),
@@ -691,12 +693,17 @@ class Command:
         return f"{where}{shlex.join(self.argv)}    # {self.why}"
 
 
-def remediation_commands(items: Sequence[dict]) -> list[Command]:
+def remediation_commands(items: Sequence[dict], states: pd.DataFrame | None = None) -> list[Command]:
     """Commands that address findings: reset a failed GPU, stop leftover processes, cap power.
 
     Built as argument lists from parsed values only (a PID is an int, a PCI id is normalised),
-    so no evidence text can inject a shell command.
+    so no evidence text can inject a shell command. ``states`` supplies the power limit of a
+    throttled GPU when the finding does not carry it.
     """
+    limits = {}
+    if states is not None and not states.empty and "power_limit_w" in states.columns:
+        for _, s in states.dropna(subset=["power_limit_w", "gpu_index"]).iterrows():
+            limits[(s["host"] if isinstance(s["host"], str) else None, int(s["gpu_index"]))] = float(s["power_limit_w"])
     out: list[Command] = []
     for f in items:
         host = f.get("host")
@@ -710,9 +717,11 @@ def remediation_commands(items: Sequence[dict]) -> list[Command]:
                                host))
         for pid in f.get("pids") or []:
             out.append(Command(("kill", "-TERM", str(int(pid))), f"leftover process on GPU {f.get('gpu_index')}", host))
+        limit = f.get("power_limit_w") or (limits.get((host, int(f["gpu_index"])))
+                                           if f.get("gpu_index") is not None else None)
         if f["category"] == "thermal_throttling" and f["severity"] == "error" and f.get("gpu_index") is not None \
-                and f.get("power_limit_w"):
-            watts = str(int(float(f["power_limit_w"]) * 0.85))
+                and limit and not f.get("caused_by"):
+            watts = str(int(float(limit) * 0.85))
             out.append(Command(("nvidia-smi", "-i", str(int(f["gpu_index"])), "-pl", watts),
                                "temporary 15% lower power cap until cooling is fixed", host))
     return list(dict.fromkeys(out))

@@ -158,6 +158,8 @@ def test_04_thermal_throttling_on_gpu3(kernel, tmp_path):
     assert figures and all("Plotly.newPlot" in f.get("text/html", "") for f in figures)  # survives HTML export
     shapes = figures[0]["application/vnd.plotly.v1+json"]["layout"]["shapes"]
     assert [s for s in shapes if s["type"] == "rect"]  # the throttle period is shaded
+    text = outputs_text(nb)
+    assert "nvidia-smi -i 3 -pl 340" in text and "Headless run: nothing was executed" in text  # 85 % of 400 W
     hit = one(findings, category="thermal_throttling", host="dgx-a100-09", gpu_index=3)
     assert hit["gpu_index"] == 3 and hit["host"] == "dgx-a100-09" and hit["time"] == "2025-04-22T12:48:30Z"
     assert not [f for f in findings if f["category"] == "thermal_throttling" and f.get("gpu_index") not in (3, None)]

@@ -1,0 +1,110 @@
+"""Step checks: tables + thresholds -> findings, on small synthetic tables a human can verify."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from gpulib import notebook_checks as checks
+from tests.notebooks.test_plots import _samples
+
+
+def _states(**over) -> pd.DataFrame:
+    base = {"host": "n1", "gpu": ["0", "1"], "gpu_index": [0, 1], "pci_bus_id": ["0000:07:00.0", "0000:0f:00.0"],
+            "mem_used_mib": [30000.0, 30100.0], "mem_total_mib": [81920.0] * 2, "processes": [[], []],
+            "throttle_reasons": [[], []], "lost": [False, False], "time": pd.Timestamp("2025-01-01T00:00:00Z"),
+            "power_limit_w": [400.0, 400.0], "file": "nvidia-smi.txt", "line": [10, 40], "text": ["gpu 0", "gpu 1"]}
+    base.update(over)
+    return pd.DataFrame(base)
+
+
+def test_xid_events_are_grouped_per_gpu_and_code_with_first_time_and_count():
+    events = pd.DataFrame({
+        "time": pd.to_datetime(["2025-03-11T03:12:09Z", "2025-03-11T03:12:07Z", "2025-03-11T03:13:00Z"]),
+        "host": ["h"] * 3, "gpu": ["5", "5", "2"], "gpu_index": [5, 5, 2],
+        "pci_bus_id": ["0000:ab:00.0", "0000:ab:00.0", "0000:1b:00.0"], "kind": ["xid"] * 3, "xid": [79, 79, 13],
+        "name": ["fell off", "fell off", "gr exception"], "interruption": ["hard", "hard", "soft"],
+        "category": ["gpu_fell_off_bus", "gpu_fell_off_bus", "application_error"], "action": ["drain", "drain", "fix"],
+        "text": ["a", "b", "c"], "file": "dmesg", "line": [3, 1, 9]})
+    found = {f["xid"]: f for f in checks.kernel_findings(events)}
+    assert found[79]["count"] == 2 and found[79]["time"] == "2025-03-11T03:12:07Z"
+    assert found[79]["severity"] == "critical" and found[79]["evidence"][0]["line"] == 1
+    assert found[13]["severity"] == "error" and found[13]["category"] == "application_error"
+
+
+def test_memory_imbalance_follows_the_threshold():
+    states = _states(mem_used_mib=[30000.0, 34000.0])
+    assert checks.memory_findings(states, imbalance_gib=5.0) == []
+    [hit] = checks.memory_findings(states, imbalance_gib=2.0)
+    assert hit["gpu_index"] == 1 and "3.9 GiB" in hit["title"]
+
+
+def test_leftover_processes_become_kill_commands_with_integer_pids_only():
+    states = _states(processes=[[{"pid": 4242, "name": "python"}], []])
+    [held] = checks.memory_findings(states)
+    assert held["pids"] == [4242]
+    [command] = checks.remediation_commands([held])
+    assert command.argv == ("kill", "-TERM", "4242") and command.host == "n1"
+    with pytest.raises(ValueError):
+        checks.remediation_commands([{**held, "pids": ["1; reboot"]}])
+
+
+def test_reset_command_only_for_critical_hardware_findings_with_a_valid_pci_id():
+    hard = checks.finding("x", "critical", "gpu_fell_off_bus", "gone", host="h", gpu_index=5, pci_bus_id="0000:ab:00.0")
+    soft = checks.finding("y", "error", "gpu_fell_off_bus", "aer", host="h", gpu_index=5, pci_bus_id="0000:ab:00.0")
+    forged = {**hard, "pci_bus_id": "0000:ab:00.0 && reboot"}
+    assert [c.argv for c in checks.remediation_commands([hard, soft])] == [("nvidia-smi", "-r", "-i", "0000:ab:00.0")]
+    assert [c.argv for c in checks.remediation_commands([forged])] == [("nvidia-smi", "-r", "-i", "5")]
+
+
+def test_thermal_findings_need_min_samples_and_warn_when_hot_but_not_throttled():
+    samples = _samples()
+    [hit] = checks.thermal_findings(samples, temp_limit_c=95)
+    assert hit["gpu_index"] == 3 and hit["time"] == "2025-04-22T12:48:30Z" and "1.0 min" in hit["title"]
+    assert checks.thermal_findings(samples, temp_limit_c=95, min_samples=4) == []
+    samples["throttle_reasons"] = [[] for _ in range(len(samples))]
+    [hot] = checks.thermal_findings(samples, temp_limit_c=85)
+    assert hot["severity"] == "warning" and "88 C" in hot["title"]
+
+
+def test_hardware_findings_pending_remap_lost_gpu_pcie_and_driver_skew():
+    states = _states(remapped_rows_pending=[True, None], lost=[False, True], lost_reason=[None, "GPU is lost"],
+                     driver_version=["550.54", "535.104"], util_gpu_pct=[90.0, 0.0], pcie_width_current=[8, None],
+                     pcie_width_max=[16, None], pcie_gen_current=[4, None], pcie_gen_max=[4, None])
+    found = {f["id"]: f for f in checks.hardware_findings(states)}
+    assert found["ecc-n1_gpu_0"]["severity"] == "critical"
+    assert found["lost-n1_gpu_1"]["category"] == "gpu_fell_off_bus"
+    assert "x8" in found["pcie-n1_gpu_0"]["title"]
+    assert found["driver-skew"]["category"] == "driver_mismatch"
+
+
+def test_steps_compared_per_measure_and_rank():
+    steps = pd.DataFrame({"rank": [0, 0, 0, 1, 1, 1, 2, 2], "step": [1, 2, 3, 1, 2, 3, 1, 2],
+                          "step_time_s": [1.0, 1.0, 1.0, 1.0, 1.0, 3.5, 10.0, 10.0],
+                          "measure": ["phases"] * 6 + ["s/step"] * 2})
+    [slow] = checks.step_findings(steps, stall_factor=2.0)
+    assert slow["rank"] == 1 and "3.50 s at step 3" in slow["title"]
+
+
+def test_merge_drops_step_findings_that_repeat_the_diagnosis():
+    diag = [checks.finding("d", "error", "thermal_throttling", "from diagnose", host="n1", gpu_index=3)]
+    step = [checks.finding("s1", "error", "thermal_throttling", "same", host="n1", gpu_index=3),
+            checks.finding("s2", "warning", "thermal_throttling", "other gpu", host="n1", gpu_index=4)]
+    assert [f["id"] for f in checks.merge(diag, step)] == ["d", "s2"]
+
+
+def test_go_no_go_and_next_step():
+    assert checks.go_no_go([checks.finding("a", "warning", "none", "meh")])["verdict"] == "GO"
+    assert checks.go_no_go([checks.finding("a", "error", "none", "bad")])["verdict"] == "NO-GO"
+    text = checks.next_step({"verdict": {"category": "cuda_oom", "interruption": "soft"}})
+    assert "02_gpu_memory_oom.ipynb" in text
+
+
+def test_checkpoint_step_and_table_from_a_report_dict():
+    report = {"resume_from": "/ck/ckpt_step_004000.pt", "rejected": [{"path": "/ck/ckpt_step_006000.pt",
+                                                                     "reason": "truncated"}],
+              "lacks": [], "resume_command": "torchrun ... --resume /ck/ckpt_step_004000.pt"}
+    assert checks.checkpoint_step(report) == 4000
+    assert list(checks.checkpoint_table(report)["verdict"]) == ["RESUME FROM THIS", "rejected"]
+    found = checks.checkpoint_findings(report)
+    assert found[0]["resume_from"] == "/ck/ckpt_step_004000.pt" and found[1]["severity"] == "warning"
