@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpulib.identity import utc_now_iso
+from gpulib.runbooks.engine import ENGINE_NAME
 from gpulib.runbooks.spec import RunbookError, RunbookSpec, StepSpec
 
 log = logging.getLogger(__name__)
@@ -175,9 +176,9 @@ def execute_step(step: StepSpec, parameters: dict, output: Path, findings_path: 
             str(step.notebook), str(output), parameters=injected, kernel_name=kernel_name, cwd=str(cwd),
             start_timeout=int(start_timeout_s), execution_timeout=int(cell_timeout_s),
             progress_bar=False, log_output=False,
-            # saved after every cell: a cell that hangs until the timeout still leaves everything
-            # shown before it in the archive (without this, a timed-out step leaves no notebook)
-            request_save_on_cell_execute=True,
+            # saves on: a step that fails, hangs until the timeout or is killed still leaves what it
+            # showed; the engine spaces them out (see gpulib.runbooks.engine)
+            request_save_on_cell_execute=True, engine_name=ENGINE_NAME,
             extra_arguments=["--IPKernelApp.log_level=ERROR"],  # not the TCP-transport warning in every cron mail
             **extra,
         )
