@@ -13,6 +13,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from gpulib.evidence import Bundle, is_bundle
@@ -23,7 +24,9 @@ log = logging.getLogger(__name__)
 
 HEAD_BYTES = 8192
 #: Files that are model state, not evidence text: listed, handed to the checkpoint inspector.
-CHECKPOINT_SUFFIXES = (".pt", ".pth", ".bin", ".safetensors", ".ckpt", ".distcp", ".pkl.tmp", ".pt.tmp", ".tmp")
+MODEL_SUFFIXES = (".pt", ".pth", ".bin", ".safetensors", ".ckpt", ".distcp")
+#: Small files that describe the model state beside them (sidecars, ``latest``, ``.tmp`` markers).
+METADATA_SUFFIXES = (".json", ".yaml", ".tmp", ".metadata", ".txt")
 #: Folder names that never name a host (so the folder fallback skips them).
 GENERIC_DIRS = re.compile(
     r"^(?:logs?|inputs?|outputs?|data|tmp|var|kernel|nvidia-smi|monitoring|metrics|checkpoints?|ckpts?|pod-logs|"
@@ -106,17 +109,22 @@ def _read_head(path: Path) -> tuple[bytes, Problem | None]:
         return b"", Problem(str(path), f"cannot read: {exc.strerror or exc}")
 
 
+@lru_cache(maxsize=4096)
+def _holds_model_files(folder: Path) -> bool:
+    try:
+        return any(entry.name.lower().endswith(MODEL_SUFFIXES) for entry in os.scandir(folder))
+    except OSError:
+        return False
+
+
 def _is_checkpoint(path: Path) -> bool:
     """Model state, or the small metadata beside it (sidecar JSON, ``latest``, ``.tmp`` markers)."""
     name = path.name.lower()
-    if name.endswith(CHECKPOINT_SUFFIXES) and not name.endswith((".log.tmp", ".txt.tmp")):
+    if name.endswith(MODEL_SUFFIXES):
         return True
-    if not (name == "latest" or name.endswith((".json", ".yaml", ".metadata")) or "." not in name):
+    if name.endswith(".log") or not (name == "latest" or name.endswith(METADATA_SUFFIXES) or "." not in name):
         return False
-    try:
-        return any(s.name.lower().endswith(CHECKPOINT_SUFFIXES[:6]) for s in path.parent.iterdir())
-    except OSError:
-        return False
+    return _holds_model_files(path.parent) and (name == "latest" or not name.endswith(".txt"))
 
 
 def _parse(f: InputFile, tz: str | None) -> None:
@@ -208,6 +216,7 @@ def _assign_hosts(inputs: Inputs) -> None:
 
 def gather(paths: list[str | Path], tz: str | None = None) -> Inputs:
     """Walk, detect, parse and locate every file below ``paths``."""
+    _holds_model_files.cache_clear()  # folders may have changed since the last diagnosis
     inputs = Inputs()
     for given in paths:
         root = Path(given)

@@ -93,11 +93,8 @@ def _linked(f: Finding, ptr: Pointers) -> bool:
         return True
     if f.host and f.host in ptr.hosts:
         return True
-    if f.host and f.gpu_pci is None and f.rank is None:  # a node-level cause on a suspect rank's node
-        return any(h == f.host for h, _ in ptr.gpus)
-    if f.host and any(h == f.host for h, _ in ptr.gpus) and f.gpu_pci is None:
-        return True
-    return False
+    # a node-level cause (no GPU of its own) on the node of a suspect rank/GPU
+    return bool(f.host) and f.gpu_pci is None and any(h == f.host for h, _ in ptr.gpus)
 
 
 def choose(ctx: Context, interrupted_at: str | None, job_start: str | None = None) -> Finding | None:
