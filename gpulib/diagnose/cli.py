@@ -7,6 +7,7 @@ Exit codes a scheduler can act on: 0 no interruption, 1 soft (relaunch is safe a
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from gpulib.diagnose import diagnose
@@ -29,9 +30,10 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     result = diagnose(args.paths, tz=args.tz)
-    if args.format == "json":
-        json.dump(result.to_dict(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write(result.to_text())
+    text = json.dumps(result.to_dict(), indent=2) + "\n" if args.format == "json" else result.to_text()
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `gpulib diagnose ... | head`: the reader left, which is fine
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_CODES.get(result.interruption, 4)
