@@ -89,16 +89,20 @@ def open_evidence(evidence: str):
     return ev
 
 
-def freeze_scene(collect_to: str) -> str:
-    """Capture this host into a new evidence bundle under ``collect_to``; returns its path.
+def freeze_scene(collect_to: str = "") -> str:
+    """Capture this host into a new evidence bundle at ``collect_to`` (empty: a new temporary
+    folder); returns its path.
 
     Collection only reads (nvidia-smi, NVML, kernel log, versions); every command has a timeout,
     and a missing tool is recorded as unavailable, so this is safe on a broken node.
     """
+    import tempfile
+
     from gpulib.collect import collect
 
+    target = Path(collect_to) if collect_to else Path(tempfile.mkdtemp(prefix="gpulib-scene-")) / socket.gethostname()
     try:
-        bundle = collect(Path(collect_to))
+        bundle = collect(target)
     except GpulibError as exc:
         raise NotebookStop(exc.message, path=exc.path, hint=exc.hint) from None
     display(Markdown(f"Captured this host into `{bundle}`"))

@@ -426,6 +426,22 @@ def hardware_findings(states: pd.DataFrame) -> list[dict]:
     return out
 
 
+def topology_findings(matrix: pd.DataFrame, host: str | None = None) -> list[dict]:
+    """GPU pairs without NVLink on a board where other pairs have it (lost or disabled links)."""
+    if matrix is None or matrix.empty:
+        return []
+    pairs = [(a, b, str(matrix.loc[a, b])) for i, a in enumerate(matrix.index) for b in list(matrix.columns)[i + 1:]]
+    if not any(link.startswith("NV") for _, _, link in pairs):
+        return []  # a PCIe-only machine: nothing is missing
+    slow = [f"{a}-{b} ({link})" for a, b, link in pairs if not link.startswith("NV")]
+    if not slow:
+        return []
+    return [finding(_slug("nvlink-missing", host), "warning", "nvlink_error",
+                    f"{len(slow)} GPU pair(s) without NVLink on a board that has it: {', '.join(slow[:6])}",
+                    host=host, actions=["Check nvidia-smi nvlink -s for inactive links and the kernel log for Xid 74; "
+                                        "collectives across these pairs run at PCIe speed."])]
+
+
 def _num(value: Any) -> float:
     return 0.0 if value is None or pd.isna(value) else float(value)
 

@@ -276,13 +276,12 @@ class Evidence:
                                            "file", "line", "text"])
 
     def topology(self) -> pd.DataFrame:
-        """The first ``nvidia-smi topo -m`` GPU-to-GPU matrix (rows/columns GPU0..N)."""
-        for record, _path, _host in self._parse("nvidia_smi_topo"):
-            matrix = getattr(record, "matrix", None)
-            if matrix:
-                frame = pd.DataFrame(matrix).T
-                gpus = [c for c in frame.columns if str(c).startswith("GPU")]
-                return frame.loc[[i for i in frame.index if str(i).startswith("GPU")], gpus]
+        """The GPU-to-GPU link matrix of the first ``nvidia-smi topo -m`` (rows/columns GPU0..N)."""
+        for f in self.gathered.of_kind("nvidia_smi_topo"):
+            gpus = [d for d in f.records if d.kind == "gpu"]
+            if gpus:
+                names = [d.name for d in gpus]
+                return pd.DataFrame([[d.links.get(n, "X") for n in names] for d in gpus], index=names, columns=names)
         return pd.DataFrame()
 
     def checkpoints(self, checkpoint_dirs: str = ""):

@@ -223,6 +223,13 @@ def test_08_preflight_runs_the_gloo_fabric_test_on_a_healthy_node(kernel, tmp_pa
     assert one(findings, id="preflight-verdict")["verdict"] == "GO", findings
 
 
+def test_08_preflight_on_a_live_capture_of_this_gpu_less_host(kernel, tmp_path):
+    """capture_live: collect this host now; without GPUs nothing hardware-critical is found."""
+    nb, findings = kernel.run("08_preflight.ipynb", tmp_path, capture_live=True, run_fabric_test=False)
+    assert "Captured this host into" in outputs_text(nb)
+    assert not [f for f in findings if f["severity"] == "critical" and f["id"] != "preflight-verdict"], findings
+
+
 def test_09_health_report_flags_the_fallen_host_and_the_hot_gpu(kernel, tmp_path):
     _, bad = kernel.run("09_health_report.ipynb", tmp_path / "a", evidence=case("case-01-xid79-fell-off-bus"))
     assert [f for f in bad if f["severity"] == "critical" and f["host"] == "hgx-h100-018"]

@@ -1,0 +1,55 @@
+"""Evidence as tables: path resolution and the topology matrix, from files written here."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from gpulib import notebook_checks as checks
+from gpulib import notebook_data as data
+from gpulib.errors import InputError
+
+TOPO = """\tGPU0\tGPU1\tGPU2\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID
+GPU0\t X \tNV18\tSYS\tPXB\t0-55\t0\t\tN/A
+GPU1\tNV18\t X \tNV18\tPXB\t0-55\t0\t\tN/A
+GPU2\tSYS\tNV18\t X \tSYS\t56-111\t1\t\tN/A
+NIC0\tPXB\tPXB\tSYS\t X \t\t\t\t
+
+Legend:
+
+  X    = Self
+  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)
+  NV#  = Bonded set of # NVLinks
+"""
+
+
+def test_topology_matrix_and_missing_nvlink_pair(tmp_path):
+    node = tmp_path / "gpu-node-07"
+    node.mkdir()
+    (node / "topo-m.txt").write_text(TOPO)
+    ev = data.open_evidence(str(tmp_path))
+    matrix = ev.topology()
+    assert list(matrix.index) == ["GPU0", "GPU1", "GPU2"] and matrix.loc["GPU0", "GPU2"] == "SYS"
+    [hit] = checks.topology_findings(matrix, host="gpu-node-07")
+    assert hit["category"] == "nvlink_error" and "GPU0-GPU2 (SYS)" in hit["title"]
+
+
+def test_evidence_resolves_relative_to_the_repo_from_any_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert data.resolve_evidence(data.DEFAULT_EVIDENCE) == data.repo_root() / data.DEFAULT_EVIDENCE
+    with pytest.raises(InputError, match="no evidence given"):
+        data.resolve_evidence("  ")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads everything")
+def test_unreadable_folder_is_a_clear_error(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "dmesg.txt").write_text("x")
+    locked.chmod(0)
+    try:
+        with pytest.raises(InputError, match="cannot list"):
+            data.open_evidence(str(locked))
+    finally:
+        locked.chmod(0o755)
