@@ -205,6 +205,11 @@ class NotebookPage:
         for text in shown.all_inner_texts():
             if "Traceback" in text or "Error" in text:  # also inside widget Output areas (not in the model)
                 found.append(f"on screen: ...{text[-700:]}")
+        # A widget whose model or view failed shows one of these lines instead of the controls.
+        for marker in ("Error displaying widget", "Failed to load model class", "Loading widget..."):
+            for text in self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output",
+                                          has_text=marker).all_inner_texts():
+                found.append(f"widget not rendered: {text[:300]}")
         return found
 
     def output_text(self) -> str:

@@ -191,3 +191,28 @@ def test_triage_drill_hides_the_answer_until_the_trainee_commits(lab, page):
     leaks = [line for line in before_commit.splitlines()
              if EXAMPLE_ANSWER["category"] in line or "Verdict:" in line or "Xid 79" in line]
     assert leaks == [], f"the drill answer is on screen before the trainee committed: {leaks}"
+
+
+#: The other steps, opened as they ship (default evidence: the bundled example); the preflight's
+#: torchrun fabric test is tested in tests/nccl, not started from a browser test.
+OTHER_STEPS = [("01_kernel_xid.ipynb", {}), ("02_gpu_memory_oom.ipynb", {}), ("03_nccl_network.ipynb", {}),
+               ("04_thermal_power.ipynb", {}), ("05_data_loading.ipynb", {}),
+               ("06_driver_cuda_ecc_topology.ipynb", {}), ("08_preflight.ipynb", {"run_fabric_test": False}),
+               ("09_health_report.ipynb", {})]
+
+
+@pytest.mark.parametrize(("name", "params"), OTHER_STEPS, ids=[n[:2] for n, _ in OTHER_STEPS])
+def test_every_step_notebook_runs_clean_and_draws_its_figures(lab, page, name, params):
+    nb = run_notebook(page, lab, set_parameters(lab, name, **params), name[:2])
+    with screenshot_check(page, f"{name[:2]}-3-figures"):
+        graphs = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .js-plotly-plot")
+        for n in range(graphs.count()):
+            graphs.nth(n).locator(".main-svg").first.wait_for(timeout=30_000)  # drawn, not a blank box
+        if graphs.count():
+            graphs.last.scroll_into_view_if_needed()
+        # A FigurePanel is a widget box holding its controls and the live figure (no pickers when
+        # the evidence has nothing to pick from, e.g. no GPU time series).
+        panels = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .widget-vbox", has=page.locator(".js-plotly-plot"))
+        if "FigurePanel(" in "".join(c["source"] for c in nb.cells()):
+            assert panels.count() >= 1, "the notebook builds a FigurePanel but no widget box with a figure is on screen"
+        assert nb.errors() == []
