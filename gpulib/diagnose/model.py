@@ -60,6 +60,7 @@ class Finding:
     rank: int | None = None
     time: str | None = None
     time_approx: bool = False
+    observed: bool = False  # ``time`` is when a snapshot saw the state; it began earlier
     evidence: list[EvidenceLine] = field(default_factory=list)
     actions: list[str] = field(default_factory=list)
     caused_by: str | None = None

@@ -56,7 +56,7 @@ def _snapshot(ctx: Context, host: str | None, states: list) -> None:
     for file, s in states:
         if s.lost:
             f = ctx.add("gpu-lost", severity="critical", category="gpu_fell_off_bus", interruption="hard",
-                        hardware=True, title="", host=host, time=captured,
+                        hardware=True, title="", host=host, time=captured, observed=True,
                         actions=["Reboot or power-cycle the node; drain it until the GPU is back and passes "
                                  "`dcgmi diag -r 2`"])
             place(ctx, f, host=host, pci=s.pci_bus_id)
@@ -67,15 +67,33 @@ def _snapshot(ctx: Context, host: str | None, states: list) -> None:
         _ecc(ctx, host, captured, file, s)
         _throttle_snapshot(ctx, host, captured, file, s)
         _pcie(ctx, host, captured, file, s)
+    _missing_job_gpus(ctx, host, captured, states)
     indexes = sorted(s.index for s in present if s.index is not None)
     if indexes and indexes != list(range(len(indexes))) and indexes[-1] + 1 > len(indexes):
         missing = sorted(set(range(indexes[-1] + 1)) - set(indexes))
         file = states[0][0]
         ctx.add("gpu-missing", severity="critical", category="gpu_fell_off_bus", role="context", hardware=True,
-                title=f"GPU index(es) {missing} missing from the count on {host}", host=host, time=captured,
+                title=f"GPU index(es) {missing} missing from the count on {host}", host=host, time=captured, observed=True,
                 evidence=[evidence(file, None, f"indexes present: {indexes}")],
                 actions=["Check `lspci | grep -i nvidia` and dmesg for Xid 79 / AER on the missing GPU"])
     _memory(ctx, host, captured, present, states)
+
+
+def _missing_job_gpus(ctx: Context, host, captured, states) -> None:
+    """A GPU the job used on this host (NCCL busId) that the snapshot no longer lists at all:
+    nvidia-smi renumbers the survivors, so only the PCI id says which one is gone."""
+    listed = {s.pci_bus_id for _, s in states if s.pci_bus_id}
+    used = {i.pci: i.rank for i in ctx.ids.ranks.values() if i.host == host and i.pci}
+    if not listed or not used:
+        return
+    file = states[0][0]
+    for pci in sorted(set(used) - listed):
+        f = ctx.add("gpu-missing", severity="critical", category="gpu_fell_off_bus", interruption="hard",
+                    hardware=True, title=f"GPU {pci} of rank {used[pci]} on {host} is missing from nvidia-smi",
+                    host=host, gpu_pci=pci, time=captured, observed=True,
+                    evidence=[evidence(file, None, f"{len(listed)} GPUs listed; the job's GPU {pci} is not among them")],
+                    actions=["Check `lspci -d 10de:` and dmesg for Xid 79 / AER on that GPU; reboot or power-cycle"])
+        place(ctx, f, host=host, pci=pci)
 
 
 def _ecc(ctx: Context, host, captured, file, s) -> None:
@@ -94,7 +112,7 @@ def _ecc(ctx: Context, host, captured, file, s) -> None:
         return
     failed = bool(s.remapped_rows_failure)
     f = ctx.add("ecc", severity="critical", category="gpu_memory_error", interruption="hard", hardware=True,
-                title=f"{_describe(s)} on {host}: {', '.join(bad)}", host=host, time=captured,
+                title=f"{_describe(s)} on {host}: {', '.join(bad)}", host=host, time=captured, observed=True,
                 evidence=[_line(file, s, ", ".join(bad))],
                 actions=["RMA the GPU: row remapping failed" if failed else
                          "Reset the GPU (`nvidia-smi -r -i <index>` with no process on it) or reboot, so the "
@@ -118,7 +136,7 @@ def _throttle_snapshot(ctx: Context, host, captured, file, s) -> None:
         parts.append(f"SM {s.sm_clock_mhz:.0f}/{s.sm_clock_max_mhz:.0f} MHz")
     f = ctx.add("throttle", severity="error" if slowed else "warning", category=_throttle_category(slowed),
                 interruption="soft" if slowed else None, role="cause" if slowed else "context", hardware=True,
-                title=f"{_describe(s)} on {host} throttled: {'; '.join(parts)}", host=host, time=captured,
+                title=f"{_describe(s)} on {host} throttled: {'; '.join(parts)}", host=host, time=captured, observed=True,
                 evidence=[_line(file, s, "; ".join(parts))], actions=_throttle_actions(slowed))
     place(ctx, f, host=host, pci=s.pci_bus_id)
 
@@ -137,7 +155,7 @@ def _pcie(ctx: Context, host, captured, file, s) -> None:
     if narrow or slow:
         what = f"PCIe gen {s.pcie_gen_current}/{s.pcie_gen_max} width x{s.pcie_width_current}/x{s.pcie_width_max}"
         f = ctx.add("pcie-degraded", severity="warning", category="gpu_fell_off_bus", role="context", hardware=True,
-                    title=f"{_describe(s)} on {host}: {what}", host=host, time=captured, evidence=[_line(file, s, what)],
+                    title=f"{_describe(s)} on {host}: {what}", host=host, time=captured, observed=True, evidence=[_line(file, s, what)],
                     actions=["Reseat the GPU/riser; a degraded link often precedes a fall off the bus"])
         place(ctx, f, host=host, pci=s.pci_bus_id)
 
@@ -154,14 +172,14 @@ def _memory(ctx: Context, host, captured, present, states) -> None:
         if mib > mid + IMBALANCE_MIB and all(m < mib - IMBALANCE_MIB for m in others):
             f = ctx.add("mem-imbalance", severity="warning", category="cuda_oom", role="context",
                         title=f"{_describe(s)} on {host} uses {mib:.0f} MiB, > 2 GiB above the others "
-                              f"(median {mid:.0f} MiB)", host=host, time=captured,
+                              f"(median {mid:.0f} MiB)", host=host, time=captured, observed=True,
                         evidence=[_line(file, s, f"{mib:.0f} MiB used")],
                         actions=["Uneven sharding or a stray process on that GPU; check its process list"])
             place(ctx, f, host=host, pci=s.pci_bus_id)
         elif mib < mid - IMBALANCE_MIB and busy_peers >= 50 and (s.util_gpu_pct or 0) < 10:
             f = ctx.add("gpu-idle", severity="warning", category="application_error", role="symptom",
                         title=f"{_describe(s)} on {host} is idle and empty ({mib:.0f} MiB) while its peers are busy: "
-                              "its rank is gone", host=host, time=captured,
+                              "its rank is gone", host=host, time=captured, observed=True,
                         evidence=[_line(file, s, f"{mib:.0f} MiB used, {s.util_gpu_pct or 0:.0f} % util")])
             place(ctx, f, host=host, pci=s.pci_bus_id)
             f.pointers = Pointers(gpus={(host, f.gpu_pci)} if f.gpu_pci else set(),
@@ -214,7 +232,7 @@ def zombies(ctx: Context, after: str | None) -> None:
         pids = ", ".join(str(p.pid) for p in rec.processes)
         f = ctx.add("zombie", severity="warning", category="application_error", role="context",
                     title=f"{_describe(rec)} on {rec.host or file.host} still held by pid {pids} after the job failed",
-                    host=rec.host or file.host, time=captured, evidence=[_line(file, rec, f"processes: {pids}")],
+                    host=rec.host or file.host, time=captured, observed=True, evidence=[_line(file, rec, f"processes: {pids}")],
                     actions=[f"Kill the leftover processes (`kill -9 {pids}`) before relaunch; if they are in D "
                              "state, reboot the node"])
         place(ctx, f, host=rec.host or file.host, pci=rec.pci_bus_id)

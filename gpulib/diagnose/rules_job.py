@@ -163,6 +163,24 @@ def _errors(ctx: Context, events) -> None:  # noqa: C901 - one branch per error 
         place(ctx, f, rank=e.rank, host=e.host)
         explained_ranks.add(e.rank)
     _nccl_errors(ctx, events)
+    _store_errors(ctx, events)
+
+
+def _store_errors(ctx: Context, events) -> None:
+    """TCPStore / rendezvous failures: the cause when the job never got going (nothing to connect
+    to, wrong address or port), a symptom when it ran before (the store's host had died)."""
+    errors = [(fl, e) for fl, e in events if e.kind == "store_error"]
+    if not errors:
+        return
+    fl, e = min(errors, key=lambda fe: fe[1].time_utc or "~")
+    started = any(x.kind == "step" and x.time_utc and e.time_utc and x.time_utc < e.time_utc for _, x in events)
+    f = ctx.add("store", severity="error", category="network_fabric", interruption=None if started else "soft",
+                role="symptom" if started else "cause",
+                title=f"c10d store / rendezvous error on {len(errors)} line(s): {e.text.strip()[:100]}",
+                rank=e.rank, time=e.time_utc, evidence=[evidence(fl, e.line, e.text)],
+                actions=["At start-up: check MASTER_ADDR/--rdzv-endpoint, the port and firewalls, and that every "
+                         "node resolves the master's name; mid-run: the store's host (rank 0 / the agent) died first"])
+    f.hardware = False
 
 
 def _nccl_errors(ctx: Context, events) -> None:

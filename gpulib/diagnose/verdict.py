@@ -52,7 +52,7 @@ def fold(ctx: Context) -> None:
                 target.evidence = target.evidence[:1] + f.evidence + target.evidence[1:]
                 target.title += " (after a fatal PCIe AER on its upstream link)"
                 drop.add(f.id)
-        elif f.id.startswith(("gpu-lost-", "ecc-", "fell-off-bus-")) and f.id not in drop:
+        elif f.id.startswith(("gpu-lost-", "gpu-missing-", "ecc-", "fell-off-bus-")) and f.id not in drop:
             target = next((g for g in kernel_gpu if g is not f and g.category == f.category and _same_gpu(g, f)
                            and (f.time is None or g.time is None or seconds_between(g.time, f.time) >= -FOLD_S)),
                           None)
@@ -103,7 +103,8 @@ def choose(ctx: Context, interrupted_at: str | None, job_start: str | None = Non
     before it belong to an earlier job; persistent ones - a lost GPU or link - still count)."""
     causes = [f for f in ctx.findings if f.role == "cause" and f.interruption in ("hard", "soft")]
     if interrupted_at:
-        causes = [f for f in causes if not f.time or seconds_between(f.time, interrupted_at) >= -LATE_SLACK_S]
+        causes = [f for f in causes if not f.time or f.observed
+                  or seconds_between(f.time, interrupted_at) >= -LATE_SLACK_S]
     if job_start:
         causes = [f for f in causes if not f.time or f.category in PERSISTENT
                   or seconds_between(f.time, job_start) <= EARLY_SLACK_S]

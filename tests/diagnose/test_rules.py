@@ -189,3 +189,42 @@ def test_flight_recorder_pickle_is_never_executed(tmp_path):
     payload = pickle.dumps({"entries": [], "version": "2.5", "pg_config": {}, "evil": Boom()})
     result = flight_recorder.parse_bytes(payload, "nccl_trace_rank_0")
     assert result.records and result.records[0].rank == 0  # read, and print() was never called
+
+
+def smi_table(host_bus: list[str], stamp: str = "Mon May  4 10:45:00 2026") -> str:
+    rows = []
+    for i, bus in enumerate(host_bus):
+        rows += [f"|   {i}  NVIDIA H100 80GB HBM3          On  |   00000000:{bus[:2].upper()}:00.0 Off |                    0 |",
+                 "| N/A   31C    P0             71W /  700W |       1MiB /  81559MiB |      0%      Default |",
+                 "|                                         |                        |             Disabled |",
+                 "+-----------------------------------------+------------------------+----------------------+"]
+    head = [stamp, "+-----------------------------------------------------------------------------------------+",
+            "| NVIDIA-SMI 550.90.07              Driver Version: 550.90.07      CUDA Version: 12.4     |",
+            "|-----------------------------------------+------------------------+----------------------+",
+            "| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |",
+            "| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |",
+            "|                                         |                        |               MIG M. |",
+            "|=========================================+========================+======================|"]
+    return "\n".join(head + rows) + "\n"
+
+
+def test_gpu_gone_from_nvidia_smi_without_kernel_log(tmp_path):
+    """No dmesg at all: the job used 0000:5c:00.0 (rank 2); the later nvidia-smi lists only three GPUs."""
+    (tmp_path / "job.log").write_text(job_log() + timeouts([0, 1, 3]))
+    (tmp_path / HOST).mkdir()
+    (tmp_path / HOST / "smi.txt").write_text(smi_table([b for b in BUS if b != "5c000"]))
+    d = diagnose([tmp_path])
+    rc = d.root_cause
+    assert (d.interruption, d.category, rc.host, rc.gpu_pci, rc.rank) == \
+        ("hard", "gpu_fell_off_bus", HOST, "0000:5c:00.0", 2)
+
+
+def test_rendezvous_failure_before_any_step_is_the_cause(tmp_path):
+    (tmp_path / "node1.log").write_text(
+        "[2026-05-04 09:00:00,100] torch.distributed.run: [WARNING] starting 8 workers\n"
+        "torch.distributed.DistNetworkError: The client socket has failed to connect to [head-node]:29500 "
+        "(errno: 110 - Connection timed out).\n"
+        "[2026-05-04 09:30:00,000] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: 1) "
+        "local_rank: 0 (pid: 4242) of binary: /usr/bin/python3\n")
+    d = diagnose([tmp_path])
+    assert (d.interruption, d.category) == ("soft", "network_fabric")
