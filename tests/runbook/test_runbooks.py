@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from gpulib.cli import main
 from gpulib.runbooks import run_runbook
 from gpulib.runbooks.archive import ArchivedRun
 from tests.conftest import REPO
@@ -60,9 +61,28 @@ def test_preflight_is_no_go_on_a_gpu_with_uncorrectable_ecc(incidents, tmp_path)
     assert outcome.exit_code == 2
 
 
-def test_health_report_of_a_healthy_fleet(incidents, tmp_path):
-    evidence = incidents / "case-07-healthy-run" / "input"
-    outcome = run_runbook("health-report", values={"evidence": str(evidence)}, archive_root=tmp_path, cwd=REPO)
-    assert [s.status for s in outcome.steps] == ["ok"]
-    assert [f["title"] for f in outcome.findings if f["severity"] in ("critical", "error")] == []
-    assert outcome.exit_code == 0
+@pytest.fixture(scope="module")
+def health_archive(incidents, tmp_path_factory):
+    """Two nightly health reports into one archive: a healthy fleet, then a node with ECC errors."""
+    root = tmp_path_factory.mktemp("health")
+    runs = [run_runbook("health-report", values={"evidence": str(incidents / case / "input")},
+                        archive_root=root, cwd=REPO)
+            for case in ("case-07-healthy-run", "case-06-ecc-dbe-truncated-ckpt")]
+    return root, runs
+
+
+def test_health_report_of_a_healthy_fleet(health_archive):
+    healthy = health_archive[1][0]
+    assert [s.status for s in healthy.steps] == ["ok"]
+    assert [f["title"] for f in healthy.findings if f["severity"] in ("critical", "error")] == []
+    assert healthy.exit_code == 0
+
+
+def test_archive_diff_of_two_nights_names_the_new_xids(health_archive, capsys):
+    root, (healthy, ecc) = health_archive
+    assert ecc.exit_code == 2
+    assert main(["archive", "diff", "health-report~1", "health-report~0", "--archive", str(root)]) == 1
+    out = capsys.readouterr().out
+    new_xids = out.split("new Xids:")[1].split(":\n")[0]
+    assert "Xid 48 on" in new_xids and "h100-sxm-c05" in new_xids  # the DBE on GPU 0000:bb:00.0
+    assert main(["archive", "diff", "health-report~0", "health-report~0", "--archive", str(root)]) == 0
