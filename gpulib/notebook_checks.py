@@ -625,6 +625,41 @@ def checkpoint_findings(report: Any) -> list[dict]:
     return out
 
 
+def resume_findings(steps: pd.DataFrame, max_jump_pct: float = 10.0) -> list[dict]:
+    """Loss continuity across restarts found in the logs.
+
+    A restart shows as the step counter going *back* in time order. After a correct resume the
+    first loss is close to the loss the previous run had at that step; a jump of more than
+    ``max_jump_pct`` percent means optimizer state, LR schedule or data position were not
+    restored (or a different checkpoint was loaded).
+    """
+    if steps is None or steps.empty or "loss" not in steps.columns:
+        return []
+    data = steps[steps["loss"].notna() & steps["step"].notna()].sort_values(["time", "step"])
+    out = []
+    history: dict[int, float] = {}
+    previous = None
+    for _, row in data.iterrows():
+        step, loss = int(row["step"]), float(row["loss"])
+        if previous is not None and step < previous:
+            before = [s for s in history if s <= step]
+            if before:
+                ref_step = max(before)
+                ref = history[ref_step]
+                jump = (loss - ref) / ref * 100 if ref else 0.0
+                ok = abs(jump) <= max_jump_pct
+                out.append(finding(
+                    _slug("resume", step, row.get("time")), "info" if ok else "warning", "none",
+                    f"restart at step {step}: loss {loss:.4g} vs {ref:.4g} at step {ref_step} before ({jump:+.1f} %)"
+                    + ("" if ok else f", more than {max_jump_pct:g} %"),
+                    rank=row.get("rank"), time=row.get("time"), evidence=_evidence_rows(pd.DataFrame([row])),
+                    actions=[] if ok else ["Check that optimizer, LR scheduler and sampler state were restored "
+                                           "from the checkpoint, and that it is the one you meant to load."]))
+        history[step] = loss
+        previous = step
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 # 08 preflight
 

@@ -108,3 +108,15 @@ def test_checkpoint_step_and_table_from_a_report_dict():
     assert list(checks.checkpoint_table(report)["verdict"]) == ["RESUME FROM THIS", "rejected"]
     found = checks.checkpoint_findings(report)
     assert found[0]["resume_from"] == "/ck/ckpt_step_004000.pt" and found[1]["severity"] == "warning"
+
+
+def test_resume_loss_continuity_flags_a_jump_after_restart():
+    t = pd.date_range("2025-08-14T12:00:00Z", periods=7, freq="10min")
+    steps = pd.DataFrame({"time": t, "rank": 0, "step": [1000, 2000, 3000, 4000, 5000, 4000, 4100],
+                          "loss": [4.0, 3.0, 2.6, 2.4, 2.3, 2.45, 2.4]})
+    [ok] = checks.resume_findings(steps, max_jump_pct=10)
+    assert ok["severity"] == "info" and "restart at step 4000" in ok["title"] and "+2.1 %" in ok["title"]
+    steps.loc[5, "loss"] = 3.9  # optimizer state lost: loss back near the start
+    [bad] = checks.resume_findings(steps, max_jump_pct=10)
+    assert bad["severity"] == "warning" and "+62.5 %" in bad["title"]
+    assert checks.resume_findings(steps.iloc[:5]) == []  # no restart, nothing to say
