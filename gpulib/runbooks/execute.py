@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpulib.identity import utc_now_iso
-from gpulib.runbooks.engine import ENGINE_NAME
 from gpulib.runbooks.spec import RunbookError, RunbookSpec, StepSpec
 
 log = logging.getLogger(__name__)
@@ -165,6 +164,8 @@ def execute_step(step: StepSpec, parameters: dict, output: Path, findings_path: 
     """Run one notebook; never raises: failures are recorded in the result (and in the notebook)."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
+
+    from gpulib.runbooks.engine import ENGINE_NAME  # registers the engine; imports papermill
 
     extra = {"kernel_manager_class": kernels.manager_class} if kernels else {}
 
