@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import stat
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -62,6 +63,7 @@ class Inputs:
     files: list[InputFile] = field(default_factory=list)
     checkpoint_dirs: list[tuple[Path, Path]] = field(default_factory=list)  # (root given, folder)
     problems: list[Problem] = field(default_factory=list)
+    deferred: list[tuple[InputFile, str]] = field(default_factory=list)  # kernel logs, parsed last
 
     def of_kind(self, *kinds: str) -> list[InputFile]:
         return [f for f in self.files if f.kind in kinds]
@@ -127,15 +129,16 @@ def _is_checkpoint(path: Path) -> bool:
     return _holds_model_files(path.parent) and (name == "latest" or not name.endswith(".txt"))
 
 
-def _parse(f: InputFile, tz: str | None) -> None:
+def _parse(f: InputFile, tz: str | None, year: int | None = None) -> None:
     module = detect.parser_modules()[f.kind]
     zone = f.timezone or tz
-    if f.kind in ("training_log", "kernel_log") and hasattr(module, "parse_file"):
-        opts = {"tz": zone}
-        if f.kind == "kernel_log" and f.boot_time:
+    if f.kind == "kernel_log" and hasattr(module, "parse_file"):
+        opts = {"tz": zone, "year": year}
+        if f.boot_time:
             opts["boot_time"] = f.boot_time
-        result = module.parse_file(f.path, **opts) if f.kind == "kernel_log" else module.parse_file(
-            f.path, source=str(f.path), **opts)
+        result = module.parse_file(f.path, **opts)
+    elif f.kind == "training_log" and hasattr(module, "parse_file"):
+        result = module.parse_file(f.path, source=str(f.path), tz=zone)
     elif f.kind == "flight_recorder" and f.path.read_bytes()[:1] == b"\x80":
         result = module.parse_bytes(f.path.read_bytes(), str(f.path))
     else:
@@ -235,6 +238,10 @@ def gather(paths: list[str | Path], tz: str | None = None) -> Inputs:
                 f.host, f.host_basis = info["host"], "bundle"
             inputs.files.append(f)
             _examine(f, tz, inputs)
+    year = _incident_year(inputs) if inputs.deferred else None
+    for f, head in inputs.deferred:
+        _parse_safely(f, tz, head, year)
+    inputs.deferred.clear()
     _assign_hosts(inputs)
     return inputs
 
@@ -275,9 +282,27 @@ def _examine(f: InputFile, tz: str | None, inputs: Inputs) -> None:
                                   "format not recognised (not a kernel log, nvidia-smi output, job log, ...)"))
         return
     f.kind = kind
+    if kind == "kernel_log":  # parsed last: syslog stamps carry no year, the other files tell it
+        inputs.deferred.append((f, head))
+        return
+    _parse_safely(f, tz, head)
+
+
+def _parse_safely(f: InputFile, tz: str | None, head: str, year: int | None = None) -> None:
     try:
-        _parse(f, tz)
+        _parse(f, tz, year)
     except Exception as exc:  # noqa: BLE001 - one bad file must never stop the diagnosis
-        log.warning("%s: parser %s failed: %s", f.path, kind, exc)
-        f.problems.append(Problem(str(f.path), f"{kind} parser failed: {type(exc).__name__}: {exc}"))
+        log.warning("%s: parser %s failed: %s", f.path, f.kind, exc)
+        f.problems.append(Problem(str(f.path), f"{f.kind} parser failed: {type(exc).__name__}: {exc}"))
     _content_hosts(f, head)
+
+
+def _incident_year(inputs: Inputs) -> int | None:
+    """The year most stamps of the job logs and snapshots carry (for year-less syslog lines)."""
+    years = Counter()
+    for f in inputs.files:
+        for rec in f.records[:2000]:
+            stamp = getattr(rec, "time_utc", None) or getattr(rec, "captured_at", None)
+            if isinstance(stamp, str) and stamp[:4].isdigit():
+                years[int(stamp[:4])] += 1
+    return years.most_common(1)[0][0] if years else None

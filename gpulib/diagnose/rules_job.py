@@ -146,7 +146,9 @@ def _errors(ctx: Context, events) -> None:  # noqa: C901 - one branch per error 
         place(ctx, f, rank=e.rank, host=e.host)
         explained_ranks.add(e.rank)
     for fl, e in _first_per_rank([(f, e) for f, e in events if e.kind == "dataloader_error"]):
-        f = ctx.add("dataloader", severity="error", category="data_pipeline_stall", interruption="soft",
+        killed = "Killed" in e.details.get("what", "") or "signal: 9" in e.details.get("what", "")
+        f = ctx.add("dataloader", severity="error", category="host_oom" if killed else "data_pipeline_stall",
+                    interruption="soft",
                     title=f"Rank {e.rank}: DataLoader {e.details.get('what')}", rank=e.rank, time=e.time_utc,
                     time_approx=e.time_approx, evidence=[evidence(fl, e.line, e.text)],
                     actions=["A worker killed by signal 9 is usually the host OOM killer: check dmesg; a timeout "

@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from gpulib.diagnose.context import Context
+from gpulib.diagnose.context import Context, place
 from gpulib.diagnose.model import Finding, Pointers
 from gpulib.parsers.logtime import seconds_between
 
@@ -130,6 +130,21 @@ def _same_place(a: Finding, b: Finding) -> bool:
     if _same_gpu(a, b):
         return True
     return a.host is not None and a.host == b.host and (a.gpu_pci is None or b.gpu_pci is None)
+
+
+def adopt_rank(ctx: Context, root: Finding) -> None:
+    """A host OOM kill of a process that is not a rank (a DataLoader worker) still belongs to a rank:
+    the one whose worker died or that torchrun saw SIGKILLed on that host within two minutes."""
+    if root.rank is not None or root.category != "host_oom" or not root.host:
+        return
+    for f in sorted(ctx.findings, key=lambda f: f.time or "~"):
+        if f is not root and f.rank is not None and f.host in (root.host, None) and \
+                (f.id.startswith(("dataloader", "sigkill")) or (f.id.startswith("torchrun") and "SIGKILL" in f.title)) \
+                and _close(f.time, root.time, 120):
+            ref = ctx.ids.locate(rank=f.rank)
+            if ref.host in (root.host, None):
+                place(ctx, root, rank=f.rank, host=root.host)
+                return
 
 
 def chain(ctx: Context, root: Finding) -> None:

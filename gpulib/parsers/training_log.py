@@ -64,7 +64,8 @@ CATALOGUE_KEYWORDS: tuple[bytes, ...] = (
 #: Lines read only from the head and tail of a large log (every line of a small one): progress,
 #: launcher identity, checkpoints and completion, which can be on every other line.
 PROGRESS_KEYWORDS: tuple[bytes, ...] = (
-    b"step", b"iteration", b"s/it", b"val batch", b"heckpoint", b"raining completed", b"raining finished",
+    b"step", b"iteration", b"s/it", b"val batch", b"heckpoint", b"raining complete", b"raining finished",
+    b"raining done", b"successfully finished", b"train_runtime",
     b"device=cuda:", b"local_rank=", b"distributed init (rank", b"re-looped", b"srun: error", b"slurmstepd: error",
 )
 
@@ -190,8 +191,8 @@ _RANK_DEVICE = re.compile(r"distributed init \(rank (?P<r1>\d+)\): \S+, gpu (?P<
                           r"|\[rank(?P<r2>\d+)\].*?device=cuda:(?P<g2>\d+)"
                           r"|rank(?P<r3>\d+)\b.*?local_rank=(?P<l3>\d+)\b.*?cuda:(?P<g3>\d+)"
                           r"|\[rank(?P<r4>\d+)\].*?local_rank=(?P<l4>\d+)\b.*?device=cuda:(?P<g4>\d+)")
-_COMPLETED = re.compile(r"[Tt]raining (?:completed|finished)|Process group destroyed|PyTorchJob \S+ successfully "
-                        r"completed|^\s*\S+\s+Succeeded\b")
+_COMPLETED = re.compile(r"[Tt]raining (?:completed?|finished|done)\b|Process group destroyed|PyTorchJob \S+ successfully "
+                        r"completed|worker group successfully finished|'train_runtime'|^\s*\S+\s+Succeeded\b")
 _CKPT_START = re.compile(r"(?:[Ss]aving|[Ss]ave) (?:the )?checkpoint|async save started|checkpoint: .*save started")
 _CKPT_DONE = re.compile(r"(?:successfully saved|[Ff]inished saving|[Ss]aved) (?:the )?checkpoint|checkpoint.*committed")
 _BENIGN = re.compile(r"is being re-looped|re-looped|process group has NOT been destroyed")
@@ -365,7 +366,7 @@ class _Classifier:
                 return JobEvent(lineno, "rank_device", body, rank=r, local_device=g)
         if ("re-looped" in body or "NOT been destroyed" in body) and _BENIGN.search(body):
             return JobEvent(lineno, "benign", body, rank=rank)
-        if any(k in body for k in ("ompleted", "inished", "destroyed", "Succeeded", "completed")) and \
+        if any(k in body for k in ("omplete", "inished", "destroyed", "Succeeded", "done", "train_runtime")) and \
                 _COMPLETED.search(body):
             return JobEvent(lineno, "completed", body, rank=rank)
         if "heckpoint" in body or "save" in body:

@@ -17,8 +17,8 @@ from gpulib.diagnose import diagnose
 def copy_case(incidents: Path, case: str, dest: Path, *, replace: dict[str, str] | None = None,
               rename: dict[str, str] | None = None, drop: tuple[str, ...] = (), drop_lines: str | None = None) -> Path:
     """Copy ``case/input`` to ``dest``: text replaced in every text file (applied simultaneously),
-    path parts renamed, files whose relative path is in ``drop`` left out, and lines containing
-    ``drop_lines`` removed."""
+    path parts renamed, files whose relative path is in ``drop`` left out, and lines still containing
+    ``drop_lines`` after the replacement removed."""
     replace, rename = replace or {}, rename or {}
     src = incidents / case / "input"
     for path in src.rglob("*"):
@@ -28,8 +28,6 @@ def copy_case(incidents: Path, case: str, dest: Path, *, replace: dict[str, str]
         target = dest.joinpath(*(rename.get(part, part) for part in rel.parts))
         target.parent.mkdir(parents=True, exist_ok=True)
         data = path.read_bytes()
-        if drop_lines and b"\x00" not in data[:4096] and not path.suffix == ".pt":
-            data = b"".join(x for x in data.splitlines(keepends=True) if drop_lines.encode() not in x)
         if replace and b"\x00" not in data[:4096] and not path.suffix == ".pt":
             text = data.decode("utf-8")
             marks = {old: f"\x00{i}\x00" for i, old in enumerate(replace)}
@@ -38,6 +36,8 @@ def copy_case(incidents: Path, case: str, dest: Path, *, replace: dict[str, str]
             for old, mark in marks.items():
                 text = text.replace(mark, replace[old])
             data = text.encode("utf-8")
+        if drop_lines and b"\x00" not in data[:4096] and not path.suffix == ".pt":
+            data = b"".join(x for x in data.splitlines(keepends=True) if drop_lines.encode() not in x)
         target.write_bytes(data)
     return dest
 
@@ -149,3 +149,24 @@ def test_an_old_transient_xid_before_the_job_is_not_its_cause(incidents, tmp_pat
     d = diagnose([root])
     assert (d.category, d.root_cause.rank) == ("cuda_oom", 2)
     assert any(f.id.startswith("xid13") and f.caused_by is None for f in d.findings)
+
+
+def test_syslog_without_year_takes_the_year_of_the_job_logs(incidents, tmp_path):
+    """``Jun 11 21:04:45 host kernel:`` lines carry no year; without the journal header line the year
+    comes from the other evidence, not from today's date."""
+    root = copy_case(incidents, "case-04-host-oom-killer", tmp_path / "x", drop_lines="-- Journal begins")
+    d = diagnose([root])
+    assert where(d) == ("soft", "host_oom", "trn-h800-01", 6, "0000:c6:00.0", 6, "2025-06-11T21:04:45Z")
+
+
+def test_oom_kill_of_a_dataloader_worker_names_its_rank(incidents, tmp_path):
+    """The killed pid is a DataLoader worker, not a rank: the rank whose worker died is the culprit."""
+    root = copy_case(incidents, "case-04-host-oom-killer", tmp_path / "x",
+                     replace={"pid=931577": "pid=944120", "Killed process 931577": "Killed process 944120",
+                              "reaped process 931577": "reaped process 944120"},
+                     drop_lines="931577")
+    log = root / "logs" / "trn-h800-01.torchrun.log"
+    log.write_text(log.read_text() + "[rank6]: RuntimeError: DataLoader worker (pid 944120) is killed by signal: "
+                                     "Killed.\n")
+    d = diagnose([root])
+    assert (d.interruption, d.category, d.root_cause.host, d.root_cause.rank) == ("soft", "host_oom", "trn-h800-01", 6)
