@@ -43,6 +43,13 @@ def lab(tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture
+def fresh_kernels(lab):
+    """Shut down the kernels a test's notebooks started, so they do not pile up in the server."""
+    yield
+    lab.shutdown_kernels()
+
+
 def set_parameters(lab: JupyterLab, name: str, save_as: str | None = None, **values) -> str:
     """Copy notebook ``name`` from ``notebooks/`` into the server root as ``save_as`` with some
     parameters edited (e.g. ``evidence`` pointed at an incident), as an engineer does before

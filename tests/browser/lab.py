@@ -115,15 +115,19 @@ class JupyterLab:
         path = self.state / "server.log"
         return path.read_text(errors="replace")[-chars:] if path.exists() else "(no server log)"
 
-    def stop(self) -> None:
-        """Shut the kernels down through the API, then end the server's process group."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
+    def shutdown_kernels(self) -> None:
+        """End every kernel the server started (each opened notebook holds one, ~150 MB)."""
         try:
             for kernel in self.api("kernels"):
                 self.api(f"kernels/{kernel['id']}", method="DELETE")
         except (OSError, urllib.error.URLError, ValueError):
-            pass  # the server is stopped below either way; kernels exit with their parent
+            pass  # best effort: kernels also exit when the server does
+
+    def stop(self) -> None:
+        """Shut the kernels down through the API, then end the server's process group."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.shutdown_kernels()
         for sig, wait_s in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
             try:
                 os.killpg(self.proc.pid, sig)
@@ -206,7 +210,7 @@ class NotebookPage:
             if "Traceback" in text or "Error" in text:  # also inside widget Output areas (not in the model)
                 found.append(f"on screen: ...{text[-700:]}")
         # A widget whose model or view failed shows one of these lines instead of the controls.
-        for marker in ("Error displaying widget", "Failed to load model class", "Loading widget..."):
+        for marker in ("Error displaying widget", "Failed to load model class"):
             for text in self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output",
                                           has_text=marker).all_inner_texts():
                 found.append(f"widget not rendered: {text[:300]}")
@@ -216,9 +220,6 @@ class NotebookPage:
         """All text outputs as rendered on screen (what a person reads)."""
         return "\n".join(self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output")
                          .all_inner_texts())
-
-    def scroll_to(self, locator) -> None:
-        locator.scroll_into_view_if_needed(timeout=10_000)
 
 
 def _text(output: dict) -> str:

@@ -20,7 +20,7 @@ from tests.browser.conftest import set_parameters
 from tests.browser.lab import NotebookPage
 from tests.conftest import INCIDENTS, REPO
 
-pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(240), pytest.mark.usefixtures("fresh_kernels")]
 
 #: The bundled example incident (the notebooks' default evidence) and what its README says a
 #: correct diagnosis shows.
