@@ -21,6 +21,9 @@ from gpulib.diagnose.model import Pointers
 
 IMBALANCE_MIB = 2048
 LOW_CLOCK_RATIO = 0.6
+LOW_PEER_CLOCK = 0.8  # below this share of the peers' median SM clock at the same moment
+HOT_C = 80
+HOTTER_THAN_PEERS_C = 8
 THERMAL = {"sw_thermal_slowdown", "hw_thermal_slowdown", "hw_slowdown"}
 POWER = {"hw_power_brake_slowdown"}
 
@@ -192,6 +195,10 @@ def _series(ctx: Context) -> None:
     for file, rec in ctx.records("nvidia_smi_csv", "nvidia_smi_dmon", "dcgm_exporter"):
         if hasattr(rec, "throttle_bitmask") and hasattr(rec, "time_utc") and not hasattr(rec, "lost"):
             per_gpu[(rec.host or file.host, rec.pci_bus_id or rec.index)].append((file, rec))
+    blind = [key for key, samples in per_gpu.items()
+             if all(s.throttle_bitmask is None and not s.throttle_reasons for _, s in samples)]
+    if blind:
+        _hot_and_slow(ctx, {key: per_gpu[key] for key in blind})
     for (host, _gpu), samples in per_gpu.items():
         samples.sort(key=lambda fr: fr[1].time_utc or "")
         throttled = [(f, s) for f, s in samples if s.slowed_by]
@@ -216,6 +223,40 @@ def _series(ctx: Context) -> None:
         worst = min(throttled, key=lambda fr: fr[1].sm_clock_mhz or 1e9)
         f.evidence.append(evidence(worst[0], worst[1].line, f"slowest sample: SM {worst[1].sm_clock_mhz} MHz, "
                                                             f"mask {worst[1].throttle_bitmask:#x}"))
+        place(ctx, f, host=host, pci=first.pci_bus_id or ctx.ids.index_pci.get((host, first.index)))
+        if f.gpu_index is None:
+            f.gpu_index = first.index
+
+
+def _hot_and_slow(ctx: Context, per_gpu: dict[tuple, list]) -> None:
+    """Telemetry without throttle-reason bits (``nvidia-smi dmon``): a GPU that runs much hotter and
+    much slower than its peers at the same moment is thermally throttled, reasons or not."""
+    by_moment: dict[tuple, list] = defaultdict(list)
+    for (host, _gpu), samples in per_gpu.items():
+        for file, sample in samples:
+            if sample.time_utc and sample.sm_clock_mhz and sample.temp_c is not None:
+                by_moment[(host, sample.time_utc)].append((file, sample))
+    marked: dict[tuple, list] = defaultdict(list)
+    for (host, _when), group in by_moment.items():
+        if len(group) < 3:
+            continue
+        clock = median(s.sm_clock_mhz for _, s in group)
+        temp = median(s.temp_c for _, s in group)
+        for file, s in group:
+            if s.sm_clock_mhz < LOW_PEER_CLOCK * clock and s.temp_c >= max(HOT_C, temp + HOTTER_THAN_PEERS_C):
+                marked[(host, s.pci_bus_id or s.index)].append((file, s))
+    for (host, _gpu), hits in marked.items():
+        if len(hits) < 2:
+            continue
+        hits.sort(key=lambda fs: fs[1].time_utc)
+        file, first = hits[0]
+        f = ctx.add("throttle", severity="error", category="thermal_throttling", interruption="soft", hardware=True,
+                    title=f"GPU {first.index} on {host} ran hot and slow against its peers in {len(hits)} samples "
+                          f"(from {first.temp_c:.0f} C at SM {first.sm_clock_mhz:.0f} MHz; no reason bits in "
+                          "this telemetry)", host=host, time=ctx.utc(first.time_utc, file),
+                    evidence=[evidence(file, first.line, f"GPU {first.index}: {first.temp_c} C, SM "
+                                                         f"{first.sm_clock_mhz} MHz")],
+                    actions=_throttle_actions(["hw_thermal_slowdown"]))
         place(ctx, f, host=host, pci=first.pci_bus_id or ctx.ids.index_pci.get((host, first.index)))
         if f.gpu_index is None:
             f.gpu_index = first.index

@@ -170,3 +170,24 @@ def test_oom_kill_of_a_dataloader_worker_names_its_rank(incidents, tmp_path):
                                      "Killed.\n")
     d = diagnose([root])
     assert (d.interruption, d.category, d.root_cause.host, d.root_cause.rank) == ("soft", "host_oom", "trn-h800-01", 6)
+
+
+def test_thermal_from_dmon_without_reason_bits(incidents, tmp_path):
+    """The monitoring CSV rewritten as ``nvidia-smi dmon -o DT`` (no throttle-reason column): the
+    GPU that is much hotter and slower than its peers is still found, at the same first sample."""
+    root = copy_case(incidents, "case-02-a100-thermal-throttle", tmp_path / "x",
+                     drop=("monitoring/gpu_stats_dgx-a100-09_20250422.csv",))
+    src = incidents / "case-02-a100-thermal-throttle" / "input" / "monitoring" / "gpu_stats_dgx-a100-09_20250422.csv"
+    out = ["#Date       Time        gpu    pwr  gtemp  mtemp     sm    mem    enc    dec   mclk   pclk",
+           "#YYYYMMDD   HH:MM:SS    Idx      W      C      C      %      %      %      %    MHz    MHz"]
+    for row in src.read_text().splitlines()[1:]:
+        c = [x.strip() for x in row.split(",")]
+        date, clock = c[0].split()
+        out.append(f" {date.replace('/', '')}   {clock[:8]}  {c[1]:>5} {c[7].split()[0]:>6} {c[3]:>6} {c[4]:>6} "
+                   f"{c[8].split()[0]:>6}      0      0      0   1593 {c[5].split()[0]:>6}")
+    (root / "monitoring").mkdir(exist_ok=True)
+    (root / "monitoring" / "dmon_dgx-a100-09.txt").write_text("\n".join(out) + "\n")
+    d = diagnose([root])
+    kinds = {i["path"]: i["kind"] for i in d.to_dict()["inputs"]}
+    assert kinds["monitoring/dmon_dgx-a100-09.txt"] == "nvidia_smi_dmon"
+    assert where(d) == ("soft", "thermal_throttling", "dgx-a100-09", 3, "0000:4e:00.0", 3, "2025-04-22T12:48:30Z")
