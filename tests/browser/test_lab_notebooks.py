@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 
 import pytest
 
@@ -216,3 +217,31 @@ def test_every_step_notebook_runs_clean_and_draws_its_figures(lab, page, name, p
         if "FigurePanel(" in "".join(c["source"] for c in nb.cells()):
             assert panels.count() >= 1, "the notebook builds a FigurePanel but no widget box with a figure is on screen"
         assert nb.errors() == []
+
+
+def test_remediation_runs_only_after_the_confirmation_and_only_on_its_own_host(lab, page):
+    """The destructive commands of 01 (GPU reset) are shown with a disabled button; ticking the
+    box enables it; pressing it on a machine that is not the evidence's host runs nothing."""
+    nb = run_notebook(page, lab, set_parameters(lab, "01_kernel_xid.ipynb", "01_kernel_xid-remediation.ipynb"),
+                      "01-remediation")
+    box = page.locator(".jupyter-widgets.widget-vbox", has=page.get_by_role("button", name="Run commands")).first
+    shown = page.locator(".jp-OutputArea-output", has_text="Remediation commands").first
+    button = box.get_by_role("button", name="Run commands")
+
+    with screenshot_check(page, "01-remediation-3-shown"):
+        box.scroll_into_view_if_needed()
+        listed = [line.strip() for line in shown.inner_text().splitlines() if line.strip().startswith("[on ")]
+        assert any("nvidia-smi -r" in line for line in listed), listed
+        assert listed and all(line.startswith(f"[on {EXAMPLE_ANSWER['host']}]") for line in listed), listed
+        assert EXAMPLE_ANSWER["host"] != socket.gethostname()  # so pressing the button cannot touch this machine
+        assert button.is_disabled()
+
+    with screenshot_check(page, "01-remediation-4-pressed"):
+        box.get_by_role("checkbox").check()
+        assert button.is_enabled()
+        button.click()
+        log = box.locator(".widget-output", has_text="skipped").first
+        log.wait_for(timeout=30_000)
+        assert f"skipped: meant for {EXAMPLE_ANSWER['host']}, this is {socket.gethostname()}" in log.inner_text()
+        assert not box.get_by_role("checkbox").is_checked()  # the confirmation is used up
+    assert nb.errors() == []
