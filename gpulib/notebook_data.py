@@ -245,7 +245,8 @@ class Evidence:
             mine = problems[problems["rank"] == rank]
             row["first_problem"] = f"{mine.iloc[0]['kind']}: {mine.iloc[0]['text'][:120]}" if len(mine) else None
             row["first_problem_time"] = mine.iloc[0]["time"] if len(mine) else pd.NaT
-        return pd.DataFrame(sorted(rows.values(), key=lambda r: r["rank"]))
+        frame = pd.DataFrame(sorted(rows.values(), key=lambda r: r["rank"]))
+        return frame.astype({"pid": "Int64", "gpu_index": "Int64", "nranks": "Int64"})
 
     def rank_events(self) -> pd.DataFrame:
         """Per-rank problem events (timeouts, errors, OOM, aborts) for the rank plot."""
