@@ -216,11 +216,6 @@ class NotebookPage:
                 found.append(f"widget not rendered: {text[:300]}")
         return found
 
-    def output_text(self) -> str:
-        """All text outputs as rendered on screen (what a person reads)."""
-        return "\n".join(self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output")
-                         .all_inner_texts())
-
 
 def _text(output: dict) -> str:
     text = output.get("text", "")

@@ -139,7 +139,7 @@ def test_checkpoint_notebook_names_the_newest_valid_checkpoint(lab, page):
         pytest.skip(f"no evidence with checkpoints: the bundled example has none and {CASE_06} is absent")
     expected = json.loads((CASE_06 / "expected.json").read_text())
     resume = expected["resume_from"].rsplit("/", 1)[-1]  # checkpoints/ckpt_step_004000.pt
-    nb = run_notebook(page, lab, set_parameters(lab, "07_checkpoint_resume.ipynb", evidence=CASE_06 / "input"), "07-ckpt")
+    run_notebook(page, lab, set_parameters(lab, "07_checkpoint_resume.ipynb", evidence=CASE_06 / "input"), "07-ckpt")
 
     with screenshot_check(page, "07-ckpt-3-candidates"):
         table = page.locator(".jp-OutputArea-output table", has_text="ckpt_step_006000").first
@@ -158,9 +158,12 @@ def test_checkpoint_notebook_names_the_newest_valid_checkpoint(lab, page):
         assert f"resume from step {step}" in graph.inner_text()
 
     with screenshot_check(page, "07-ckpt-5-decision"):
-        decision = page.locator(".jp-OutputArea-output", has_text="07_checkpoint_resume").last
+        decision = page.locator(".jp-OutputArea-output", has_text="07_checkpoint_resume:").last
         decision.scroll_into_view_if_needed()
-        assert resume in nb.output_text()
+        text = decision.inner_text()
+        resume_lines = [line for line in text.splitlines() if "--resume" in line]
+        assert resume_lines and all(line.rstrip().endswith(resume) for line in resume_lines), text
+        assert "ckpt_step_006000.pt: truncated" in text, text
 
 
 def test_triage_drill_hides_the_answer_until_the_trainee_commits(lab, page):
