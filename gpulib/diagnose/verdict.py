@@ -22,6 +22,10 @@ FOLD_S = 60  # precursors/duplicates within this many seconds belong to the same
 HW_PREFERENCE_S = 600  # a hardware cause this close to a job-side one on the same GPU wins
 LATE_SLACK_S = 60
 EARLY_SLACK_S = 300
+#: Causes that only slow a rank down, and causes that make a process exit: when both are linked,
+#: the crash is what interrupted the job.
+SLOWDOWNS = {"thermal_throttling"}
+CRASHES = {"cuda_oom", "host_oom", "application_error", "data_pipeline_stall"}
 #: Conditions that outlive the event that reported them: a GPU off the bus, a dead link, a
 #: pending row remap, a failed PSU or a wrong driver break the *next* job too.
 PERSISTENT = {"gpu_fell_off_bus", "network_fabric", "gpu_memory_error", "power_fault", "driver_mismatch",
@@ -118,6 +122,9 @@ def choose(ctx: Context, interrupted_at: str | None, job_start: str | None = Non
         return None
     timed = sorted((f for f in linked if f.time), key=lambda f: (f.time, not f.hardware))
     root = timed[0] if timed else linked[0]
+    if root.category in SLOWDOWNS:  # a slow GPU explains waiting ranks, not a rank that crashed
+        crashes = [f for f in timed if f.category in CRASHES]
+        root = crashes[0] if crashes else root
     if not root.hardware:
         better = [f for f in linked if f.hardware and f.time and root.time and _same_place(f, root)
                   and _close(f.time, root.time, HW_PREFERENCE_S if root.time_approx else 5)]

@@ -191,3 +191,14 @@ def test_thermal_from_dmon_without_reason_bits(incidents, tmp_path):
     kinds = {i["path"]: i["kind"] for i in d.to_dict()["inputs"]}
     assert kinds["monitoring/dmon_dgx-a100-09.txt"] == "nvidia_smi_dmon"
     assert where(d) == ("soft", "thermal_throttling", "dgx-a100-09", 3, "0000:4e:00.0", 3, "2025-04-22T12:48:30Z")
+
+
+def test_a_crash_beats_an_earlier_slowdown_on_the_same_rank(incidents, tmp_path):
+    """Rank 3 was throttled since 12:48, but what stopped the job is its OOM at 13:49."""
+    line = "2025-04-22 13:48:59,284 [rank3] INFO evaluator: val batch 500/750\n"
+    oom = ("[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total "
+           "capacity of 79.15 GiB of which 1.20 GiB is free.\n")
+    root = copy_case(incidents, "case-02-a100-thermal-throttle", tmp_path / "x", replace={line: line + oom})
+    d = diagnose([root])
+    assert where(d)[:6] == ("soft", "cuda_oom", "dgx-a100-09", 3, "0000:4e:00.0", 3)
+    assert any(f.category == "thermal_throttling" for f in d.findings)  # still reported
