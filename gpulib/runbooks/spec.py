@@ -136,9 +136,16 @@ def load_runbook(path: str | Path) -> RunbookSpec:
         description=str(doc.get("description") or "").strip(),
         stages=stages,
         parameters=dict(parameters),
-        start_timeout_s=float(timeouts.get("start_s", DEFAULT_START_TIMEOUT_S)),
-        cell_timeout_s=float(timeouts.get("cell_s", DEFAULT_CELL_TIMEOUT_S)),
+        start_timeout_s=_seconds(timeouts.get("start_s", DEFAULT_START_TIMEOUT_S), "timeouts.start_s", path),
+        cell_timeout_s=_seconds(timeouts.get("cell_s", DEFAULT_CELL_TIMEOUT_S), "timeouts.cell_s", path),
     )
+
+
+def _seconds(value, where: str, path: Path) -> float:
+    """A positive number of seconds (a timeout of 0 or 'ten' would mean "never" or a crash)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise RunbookError(f"{where} must be a positive number of seconds, got {value!r}", path=str(path))
+    return float(value)
 
 
 def _step(entry, notebook_dir: Path, path: Path) -> StepSpec:
@@ -160,7 +167,7 @@ def _step(entry, notebook_dir: Path, path: Path) -> StepSpec:
         id=str(entry.get("id") or notebook.stem),
         notebook=notebook,
         parameters=dict(parameters),
-        cell_timeout_s=float(timeout) if timeout is not None else None,
+        cell_timeout_s=_seconds(timeout, f"step {name}: cell_timeout_s", path) if timeout is not None else None,
     )
 
 

@@ -118,3 +118,16 @@ def test_bandwidth_nested_in_a_fabric_result_is_compared():
     assert diff.fallen_bandwidth == [
         "08_preflight/fabric-test: fabric.results[collective=all_reduce].sizes[size_bytes=1073741824].busbw_gbps "
         "180 -> 90 (-50%)"]
+
+
+def test_cli_names_a_damaged_run(tmp_path, capsys):
+    run = archived(tmp_path, NIGHT_1)
+    findings = tmp_path / "health-report" / run.rsplit("/", 1)[1] / "findings.json"
+    findings.chmod(0o644)
+    findings.write_bytes(b"\x00\x9f junk")
+    assert main(["archive", "diff", run, run, "--archive", str(tmp_path)]) == 2
+    assert "findings.json is unreadable" in capsys.readouterr().err
+    (tmp_path / "health-report" / run.rsplit("/", 1)[1] / "manifest.json").chmod(0o644)
+    (tmp_path / "health-report" / run.rsplit("/", 1)[1] / "manifest.json").write_text("{not json")
+    assert main(["archive", "show", run, "--archive", str(tmp_path)]) == 2
+    assert "manifest.json is unreadable" in capsys.readouterr().err

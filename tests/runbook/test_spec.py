@@ -92,6 +92,13 @@ def test_malformed_runbooks(write_runbook, steps, message):
         load_runbook(write_runbook(steps))
 
 
+def test_timeouts_must_be_positive_seconds(write_runbook):
+    with pytest.raises(RunbookError, match="timeouts.cell_s must be a positive number of seconds, got 'ten'"):
+        load_runbook(write_runbook(["ok"], timeouts={"cell_s": "ten"}))
+    with pytest.raises(RunbookError, match="step slow: cell_timeout_s must be a positive number of seconds, got 0"):
+        load_runbook(write_runbook([{"notebook": "slow", "cell_timeout_s": 0}]))
+
+
 def test_yaml_errors_and_unknown_keys(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("steps: [ok\n")
