@@ -257,23 +257,28 @@ def test_bad_evidence_path_gives_a_clear_message_not_a_dead_kernel(kernel, tmp_p
 # ---------------------------------------------------------------- interactive mode
 
 
-@pytest.mark.parametrize("name", ["00_triage.ipynb", "04_thermal_power.ipynb", "07_checkpoint_resume.ipynb"])
-def test_interactive_mode_creates_widgets_without_error(tmp_path, name):
-    evidence = {"00": "case-01-xid79-fell-off-bus", "04": "case-02-a100-thermal-throttle",
-                "07": "case-06-ecc-dbe-truncated-ckpt"}[name[:2]]
+@pytest.mark.parametrize(("name", "evidence", "extra", "expected_models"), [
+    ("00_triage.ipynb", "case-01-xid79-fell-off-bus", {}, {"DropdownModel", "SelectionRangeSliderModel", "OutputModel"}),
+    ("00_triage.ipynb", "case-01-xid79-fell-off-bus", {"drill": True}, {"DropdownModel", "ButtonModel"}),
+    # the power-cap command gets its confirmation box and button, which nobody presses here
+    ("04_thermal_power.ipynb", "case-02-a100-thermal-throttle", {}, {"DropdownModel", "FloatSliderModel",
+                                                                     "CheckboxModel", "ButtonModel"}),
+    ("07_checkpoint_resume.ipynb", "case-06-ecc-dbe-truncated-ckpt", {}, set()),
+], ids=["triage", "triage-drill", "thermal", "checkpoint"])
+def test_interactive_mode_creates_widgets_without_error(tmp_path, name, evidence, extra, expected_models):
     nb = pm.execute_notebook(str(NOTEBOOKS / name), str(tmp_path / name), prepare_only=True, kernel_name="python3",
                              progress_bar=False, parameters={"evidence": case(evidence), "interactive": True,
-                                                             "findings_path": str(tmp_path / "f.json")})
+                                                             "findings_path": str(tmp_path / "f.json"), **extra})
     NotebookClient(nb, kernel_name="python3", timeout=90, startup_timeout=120,  # a widget stall fails
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, errors
     state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
-    models = {m["model_name"] for m in state.values()}
-    if name.startswith("07"):
-        assert (tmp_path / "f.json").exists()
-    else:
-        assert "DropdownModel" in models and "OutputModel" in models
+    assert expected_models <= {m["model_name"] for m in state.values()}
+    assert (tmp_path / "f.json").exists()
+    if extra.get("drill"):
+        text = outputs_text(nb)  # the picker lists every category; the answer waits for the commit button
+        assert "(answer:" not in text and "Root cause:" not in text and "hidden until you commit" in text
 
 
 # ---------------------------------------------------------------- source hygiene and nbval
