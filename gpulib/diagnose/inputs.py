@@ -42,7 +42,7 @@ class InputFile:
     path: Path
     display: str  # as the user would name it: relative to the path they gave
     root: Path
-    kind: str = "unknown"  # a parser KIND, or unknown | checkpoint | unreadable | empty
+    kind: str = "unknown"  # a parser KIND, or unknown | other (bundle bookkeeping) | checkpoint | unreadable | empty
     host: str | None = None
     host_basis: str | None = None  # bundle | content | folder | file name | only host
     timezone: str | None = None
@@ -276,6 +276,9 @@ def _examine(f: InputFile, tz: str | None, inputs: Inputs) -> None:
     binary = looks_binary(head_bytes)
     head = "" if binary else head_bytes.decode("utf-8", "replace")
     kind = detect.detect_kind(f.display, head, head_bytes)
+    if kind is None and f.host_basis == "bundle":
+        f.kind = "other"  # a bundle's bookkeeping (commands.json, versions, stderr): known, not evidence
+        return
     if kind is None:
         f.kind = "unknown"
         f.problems.append(Problem(str(f.path), "binary data, not a log or tool output" if binary else

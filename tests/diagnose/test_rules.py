@@ -228,3 +228,30 @@ def test_rendezvous_failure_before_any_step_is_the_cause(tmp_path):
         "local_rank: 0 (pid: 4242) of binary: /usr/bin/python3\n")
     d = diagnose([tmp_path])
     assert (d.interruption, d.category) == ("soft", "network_fabric")
+
+
+def test_bundle_gives_host_and_boot_time_to_raw_dmesg(tmp_path):
+    """An evidence bundle (gpulib-evidence/1): its manifest names the host and the boot time that turns
+    raw dmesg seconds into UTC; its bookkeeping files are known, not flagged."""
+    from gpulib.evidence import BundleWriter
+
+    with BundleWriter(tmp_path / "evidence" / "pod-17", host="pod-17") as bundle:
+        bundle.write_text("kernel/dmesg.txt", "[    5.000000] Linux version 6.8.0 (buildd@lcy02)\n"
+                                              "[ 3600.250000] NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', "
+                                              "name=<unknown>, GPU has fallen off the bus.\n")
+        bundle.write_json("commands.json", {"dmesg": ["dmesg"]})
+    manifest = tmp_path / "evidence" / "pod-17" / "manifest.json"
+    doc = json.loads(manifest.read_text())
+    doc.update(boot_time="2026-03-01T00:00:00Z", timezone="UTC")
+    manifest.write_text(json.dumps(doc))
+    (tmp_path / "evidence" / "job.log").write_text(
+        "".join(f"pod-{16 + i}:70{i}:70{i} [0] NCCL INFO comm 0x{i} rank {i} nranks 2 cudaDev 0 busId "
+                f"{'1a000' if i == 0 else '3b000'} - Init COMPLETE\n" for i in range(2))
+        + "2026-03-01 00:50:00,000 [rank0] INFO step 10 | loss 1.0 | 1.0 s/step\n"
+        + timeouts([0], when="E301 01:10:01.000000001"))
+    d = diagnose([tmp_path / "evidence"])
+    rc = d.root_cause
+    assert (d.category, rc.host, rc.rank, rc.gpu_pci, rc.time) == \
+        ("gpu_fell_off_bus", "pod-17", 1, "0000:3b:00.0", "2026-03-01T01:00:00Z")
+    inputs = {i["path"]: i for i in d.to_dict()["inputs"]}
+    assert inputs["pod-17/commands.json"]["kind"] == "other" and "problems" not in inputs["pod-17/commands.json"]
