@@ -6,9 +6,12 @@
 2. Collect the *suspects* that the symptoms point at (ranks that never arrived, peers that
    vanished, the node whose job step could not be killed).
 3. A cause is *linked* when it sits on a suspect rank, GPU or host (or, with no pointers at all,
-   anywhere) and happened no later than the interruption.
+   anywhere), happened no later than the interruption, and - unless it is a lasting condition
+   such as a lost GPU or link - no earlier than the job (a transient Xid of yesterday's job is not
+   today's cause).
 4. The root cause is the earliest linked cause; hardware evidence beats a job-side error on the
-   same GPU/rank within minutes (the job's CUDA error is how the Xid looked from inside).
+   same GPU/rank within minutes (the job's CUDA error is how the Xid looked from inside); a crash
+   beats an earlier slowdown (a hot GPU explains waiting peers, not a rank that raised).
 5. Everything else that is linked - and every symptom - gets ``caused_by`` the root.
 """
 
