@@ -151,9 +151,17 @@ def _timeline(ctx: Context) -> list[TimelineEntry]:
         if f.time and not f.benign:
             source = f.evidence[0].file if f.evidence else "-"
             entries.append(TimelineEntry(f.time, f.host, source, f.title))
+    steps = []
     for file, ev in ctx.records("training_log"):
         if ev.kind in ("completed", "checkpoint_saved") and ev.time_utc:
             entries.append(TimelineEntry(ev.time_utc, ev.host or file.host, file.display, ev.text.strip()[:120]))
+        elif ev.kind == "step" and ev.time_utc and not ev.time_approx:
+            steps.append((ev.time_utc, file, ev))
+    if steps:  # where the job stood: its first and its last progress line
+        for when, file, ev in (min(steps, key=lambda t: t[0]), max(steps, key=lambda t: t[0])):
+            entries.append(TimelineEntry(when, ev.host or file.host, f"{file.display}:{ev.line}",
+                                         f"progress: step {ev.details.get('step')}"
+                                         + (f" (rank {ev.rank})" if ev.rank is not None else "")))
     entries.sort(key=lambda t: t.time)
     deduped, seen = [], set()
     for t in entries:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from gpulib.diagnose.model import Finding, TimelineEntry
@@ -70,6 +71,13 @@ class Diagnosis:
             out.append("OTHER PROBLEMS FOUND (not linked to this interruption)")
             for f in others[:8]:
                 out.append(f"  [{f.severity}] {f.title}")
+        seen = [f for f in self.findings if f.role == "context" and not f.caused_by
+                and f.severity in ("critical", "error", "warning")]
+        if seen:
+            out.append("")
+            out.append("ALSO SEEN (worth fixing before the relaunch)")
+            for f in seen[:8]:
+                out.append(f"  [{f.severity}] {_clip(f.title, 120)}")
         cascade = [f for f in self.findings if rc is not None and f.caused_by and f.role in ("symptom", "context")]
         if cascade:
             out.append("")
@@ -99,7 +107,9 @@ class Diagnosis:
                 out.append(f"  resume: {ck['resume_command']}")
         bad = [i for i in self.inputs if i.get("problems")]
         out.append("")
-        out.append(f"INPUTS: {len(self.inputs)} file(s) read" + (f", {len(bad)} with problems:" if bad else ""))
+        kinds = Counter(i["kind"] for i in self.inputs)
+        out.append(f"INPUTS: {len(self.inputs)} file(s): " + ", ".join(f"{n} {k}" for k, n in kinds.most_common())
+                   + (f"; {len(bad)} with problems:" if bad else ""))
         for i in bad[:15]:
             out.append(f"  {i['path']}: {'; '.join(i['problems'])[:140]}")
         return "\n".join(out) + "\n"

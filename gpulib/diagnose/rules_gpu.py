@@ -87,8 +87,8 @@ def _missing_job_gpus(ctx: Context, host, captured, states) -> None:
     nvidia-smi renumbers the survivors, so only the PCI id says which one is gone."""
     listed = {s.pci_bus_id for _, s in states if s.pci_bus_id}
     used = {i.pci: i.rank for i in ctx.ids.ranks.values() if i.host == host and i.pci}
-    if not listed or not used:
-        return
+    if not used or not any(not s.lost for _, s in states):
+        return  # no job GPUs here, or not a listing at all (only a "GPU is lost" message)
     file = states[0][0]
     for pci in sorted(set(used) - listed):
         f = ctx.add("gpu-missing", severity="critical", category="gpu_fell_off_bus", interruption="hard",

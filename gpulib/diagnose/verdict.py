@@ -168,6 +168,8 @@ def chain(ctx: Context, root: Finding) -> None:
                     ("nccl-timeout", "watchdog-stuck", "nccl-error", "nccl-net", "torchrun", "straggler", "eval-lag",
                      "hung-task", "kill-failed", "gpu-idle", "sigkill")):
                 f.category = root.category
+        elif f.role == "context" and _same_place(f, root) and f.category != "none":
+            f.caused_by = root.id  # e.g. the process still holding the lost GPU, the memory pressure before an OOM
         elif f.role == "cause" and _same_place(f, root) and (
                 (f.time or "~") >= (root.time or "") or (f.time_approx and _close(f.time, root.time, HW_PREFERENCE_S))):
             f.caused_by = root.id

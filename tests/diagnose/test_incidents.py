@@ -62,3 +62,14 @@ def test_timeouts_are_never_the_root_cause(incidents):
         for f in d.findings:
             if f.id.startswith("nccl-timeout"):
                 assert d.root_cause is not None and f is not d.root_cause and f.caused_by == d.root_cause.id
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_no_loose_alarms(case, incidents):
+    """Every warning or worse in a corpus case is the root cause or chained to it: no false alarms
+    (the healthy control has none at all)."""
+    from gpulib.diagnose import diagnose
+    d = diagnose([incidents / case / "input"])
+    loose = [f.title for f in d.findings
+             if f is not d.root_cause and not f.caused_by and f.severity in ("critical", "error", "warning")]
+    assert loose == []
