@@ -426,6 +426,38 @@ def hardware_findings(states: pd.DataFrame) -> list[dict]:
     return out
 
 
+def version_findings(versions: pd.DataFrame) -> list[dict]:
+    """PyTorch or the CUDA toolkit built for a newer CUDA than the driver supports.
+
+    The driver's CUDA version (nvidia-smi header) is the newest runtime it can serve; a PyTorch
+    wheel built for a newer CUDA fails at the first kernel ("CUDA driver version is
+    insufficient"), a newer nvcc produces PTX the driver cannot JIT.
+    """
+    out = []
+    if versions is None or versions.empty:
+        return out
+    for _, row in versions.iterrows():
+        driver = _version(row.get("cuda_driver"))
+        if driver is None:
+            continue
+        for key, what, severity in (("torch_cuda", "PyTorch is built for CUDA", "error"),
+                                    ("nvcc", "the CUDA toolkit (nvcc) is", "warning")):
+            built = _version(row.get(key))
+            if built is not None and built > driver:
+                out.append(finding(
+                    _slug(key, "newer", row.get("host")), severity, "driver_mismatch",
+                    f"{what} {row[key]} but the driver on {row.get('host') or 'this host'} supports CUDA "
+                    f"{row['cuda_driver']} at most (driver {row.get('driver')})", host=row.get("host"),
+                    actions=["Upgrade the NVIDIA driver, or use a PyTorch/CUDA build not newer than the driver's "
+                             "CUDA version (nvidia-smi header)."]))
+    return out
+
+
+def _version(text: Any) -> tuple[int, ...] | None:
+    match = re.match(r"(\d+)\.(\d+)", str(text or ""))
+    return (int(match[1]), int(match[2])) if match else None
+
+
 def topology_findings(matrix: pd.DataFrame, host: str | None = None) -> list[dict]:
     """GPU pairs without NVLink on a board where other pairs have it (lost or disabled links)."""
     if matrix is None or matrix.empty:
@@ -509,15 +541,6 @@ def throttle_table(samples: pd.DataFrame, min_samples: int = 2) -> pd.DataFrame:
                      "reasons": ", ".join(p["reasons"]), "peak_temp_c": inside["temp_c"].max(),
                      "min_sm_clock_mhz": inside["sm_clock_mhz"].min(), "samples": p["samples"]})
     return pd.DataFrame(rows)
-
-
-def versions_table(states: pd.DataFrame) -> pd.DataFrame:
-    """Driver and CUDA (driver API) version per host, with how many GPUs reported them."""
-    data = _columns(states, ["host", "driver_version", "cuda_version", "name"])
-    if data.empty:
-        return data
-    return (data.fillna({"host": "?"}).groupby(["host", "driver_version", "cuda_version", "name"], dropna=False)
-            .size().rename("gpus").reset_index())
 
 
 def ecc_table(states: pd.DataFrame) -> pd.DataFrame:

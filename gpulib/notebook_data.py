@@ -14,6 +14,7 @@ Nothing here runs a command on the machine; analysis reads files only.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import asdict
 from functools import cached_property
@@ -285,6 +286,41 @@ class Evidence:
                 return pd.DataFrame([[d.links.get(n, "X") for n in names] for d in gpus], index=names, columns=names)
         return pd.DataFrame()
 
+    def software_versions(self) -> pd.DataFrame:
+        """Per host: NVIDIA driver and the CUDA version it supports (nvidia-smi), the CUDA
+        toolkit (``nvcc -V``), the CUDA PyTorch was built for, and NCCL, from snapshots, bundle
+        version files and job logs."""
+        hosts: dict[str | None, dict] = {}
+
+        def put(host, key, value):
+            if value:
+                hosts.setdefault(host, {"host": host}).setdefault(key, str(value))
+
+        for _, s in self.gpu_states().iterrows():
+            put(s.get("host"), "driver", s.get("driver_version"))
+            put(s.get("host"), "cuda_driver", s.get("cuda_version"))
+        for f in self.gathered.files:
+            if f.path.name == "python-stack.json":
+                try:
+                    stack = json.loads(f.path.read_text(encoding="utf-8"))
+                except (OSError, ValueError):
+                    continue
+                put(f.host, "torch", stack.get("torch"))
+                put(f.host, "torch_cuda", stack.get("torch_cuda"))
+            elif f.path.name == "nvcc.txt":
+                m = _NVCC.search(f.path.read_text(encoding="utf-8", errors="replace"))
+                put(f.host, "nvcc", m["ver"] if m else None)
+        events = self.job_events()
+        for _, e in events.iterrows():
+            if e["kind"] == "nccl_version":
+                put(e["host"], "nccl", e["details"].get("version"))
+            m = _TORCH.search(e["text"] or "")
+            if m:
+                put(e["host"], "torch", m["torch"])
+                put(e["host"], "torch_cuda", f"{m['cu'][:-1]}.{m['cu'][-1]}" if m["cu"] else None)
+        columns = ["host", "driver", "cuda_driver", "nvcc", "torch", "torch_cuda", "nccl"]
+        return pd.DataFrame(list(hosts.values()), columns=columns)
+
     def checkpoints(self, checkpoint_dirs: str = ""):
         """``find_latest`` over the given folders (comma-separated), else over the checkpoint
         folders found in the evidence, else the evidence path itself."""
@@ -306,6 +342,8 @@ PROBLEM_KINDS = ("watchdog_timeout", "watchdog_stuck", "watchdog_exception", "nc
                  "socket_error", "ib_completion_error", "cuda_oom", "cuda_error", "device_assert",
                  "process_failed", "child_failed", "exception", "dataloader_error", "store_error",
                  "node_failure")
+_TORCH = re.compile(r"\btorch[= ](?P<torch>\d+\.\d+\.\d+)(?:\+cu(?P<cu>\d{3,}))?")
+_NVCC = re.compile(r"release (?P<ver>\d+\.\d+)")
 _LOSS = re.compile(r"\bloss[ =:]+(?P<loss>\d+(?:\.\d+)?)")
 
 

@@ -120,3 +120,13 @@ def test_resume_loss_continuity_flags_a_jump_after_restart():
     [bad] = checks.resume_findings(steps, max_jump_pct=10)
     assert bad["severity"] == "warning" and "+62.5 %" in bad["title"]
     assert checks.resume_findings(steps.iloc[:5]) == []  # no restart, nothing to say
+
+
+def test_torch_built_for_newer_cuda_than_the_driver_is_a_mismatch():
+    versions = pd.DataFrame([{"host": "n1", "driver": "535.104", "cuda_driver": "12.2", "torch_cuda": "12.4",
+                              "nvcc": "12.1"},
+                             {"host": "n2", "driver": "550.54", "cuda_driver": "12.4", "torch_cuda": "12.4",
+                              "nvcc": "12.6"}])
+    found = {f["host"]: f for f in checks.version_findings(versions)}
+    assert found["n1"]["severity"] == "error" and "CUDA 12.4" in found["n1"]["title"]
+    assert found["n2"]["severity"] == "warning" and "nvcc" in found["n2"]["title"]

@@ -53,3 +53,12 @@ def test_unreadable_folder_is_a_clear_error(tmp_path):
             data.open_evidence(str(locked))
     finally:
         locked.chmod(0o755)
+
+
+def test_software_versions_of_a_fresh_capture_of_this_host(tmp_path):
+    torch = pytest.importorskip("torch")
+    from gpulib.collect import collect
+
+    bundle = collect(tmp_path / "scene")
+    versions = data.open_evidence(str(bundle)).software_versions()
+    assert versions.loc[0, "torch"] == torch.__version__
