@@ -9,11 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from gpulib.notebook_data import DEFAULT_EVIDENCE
 from tests.browser.chromium import VIEWPORT, launched
 from tests.browser.lab import JupyterLab
 from tests.conftest import REPO
 
 NOTEBOOKS = REPO / "notebooks"
+#: The bundled example incident (the notebooks' default evidence) and what its README says a
+#: correct diagnosis shows.
+EXAMPLE = REPO / DEFAULT_EVIDENCE
+EXAMPLE_ANSWER = {"interruption": "HARD", "category": "gpu_fell_off_bus", "host": "gx-a800-102", "gpu": "GPU 2"}
 
 
 @pytest.fixture(scope="module")

@@ -14,19 +14,15 @@ import re
 import socket
 
 import pytest
+from playwright.sync_api import expect
 
-from gpulib.notebook_data import DEFAULT_EVIDENCE
 from tests.browser.chromium import screenshot_check
-from tests.browser.conftest import set_parameters
+from tests.browser.conftest import EXAMPLE, EXAMPLE_ANSWER, set_parameters
 from tests.browser.lab import NotebookPage
-from tests.conftest import INCIDENTS, REPO
+from tests.conftest import INCIDENTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240), pytest.mark.usefixtures("fresh_kernels")]
 
-#: The bundled example incident (the notebooks' default evidence) and what its README says a
-#: correct diagnosis shows.
-EXAMPLE = REPO / DEFAULT_EVIDENCE
-EXAMPLE_ANSWER = {"interruption": "HARD", "category": "gpu_fell_off_bus", "host": "gx-a800-102", "gpu": "GPU 2"}
 #: The corpus incident with checkpoints: a truncated async save after an ECC error (read in place).
 CASE_06 = INCIDENTS / "case-06-ecc-dbe-truncated-ckpt"
 
@@ -190,7 +186,7 @@ def test_triage_drill_hides_the_answer_until_the_trainee_commits(lab, page):
         assert f"Your category: {EXAMPLE_ANSWER['category']} -> right" in text, text
         assert f"Your culprit: {answer} -> right" in text, text
         assert "Xid" in text, text  # the evidence the trainee should have used
-        assert drill.get_by_role("button", name="Commit my answer").is_disabled()
+        expect(drill.get_by_role("button", name="Commit my answer")).to_be_disabled(timeout=30_000)
 
     leaks = [line for line in before_commit.splitlines()
              if EXAMPLE_ANSWER["category"] in line or "Verdict:" in line or "Xid 79" in line]
@@ -237,14 +233,14 @@ def test_remediation_runs_only_after_the_confirmation_and_only_on_its_own_host(l
         assert any("nvidia-smi -r" in line for line in listed), listed
         assert listed and all(line.startswith(f"[on {EXAMPLE_ANSWER['host']}]") for line in listed), listed
         assert EXAMPLE_ANSWER["host"] != socket.gethostname()  # so pressing the button cannot touch this machine
-        assert button.is_disabled()
+        expect(button).to_be_disabled()
 
     with screenshot_check(page, "01-remediation-4-pressed"):
         box.get_by_role("checkbox").check()
-        assert button.is_enabled()
+        expect(button).to_be_enabled(timeout=30_000)  # the kernel enables it (a widget round trip)
         button.click()
         log = box.locator(".widget-output", has_text="skipped").first
         log.wait_for(timeout=30_000)
         assert f"skipped: meant for {EXAMPLE_ANSWER['host']}, this is {socket.gethostname()}" in log.inner_text()
-        assert not box.get_by_role("checkbox").is_checked()  # the confirmation is used up
+        expect(box.get_by_role("checkbox")).not_to_be_checked(timeout=30_000)  # the confirmation is used up
     assert nb.errors() == []

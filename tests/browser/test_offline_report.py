@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from tests.browser.chromium import block_network, screenshot_check
-from tests.browser.test_lab_notebooks import EXAMPLE, EXAMPLE_ANSWER
+from tests.browser.conftest import EXAMPLE, EXAMPLE_ANSWER
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(420)]
 
