@@ -687,8 +687,10 @@ def resume_findings(steps: pd.DataFrame, max_jump_pct: float = 10.0) -> list[dic
 # 08 preflight
 
 
-def fabric_findings(result: dict | None) -> list[dict]:
-    """The collective test's verdict (``None`` when it was not run: that is a warning)."""
+def fabric_findings(result: dict | None, *, required: bool = True) -> list[dict]:
+    """The collective test's verdict; ``None`` (not run) is a warning when the test is ``required``."""
+    if result is None and not required:
+        return []
     if result is None:
         return [finding("fabric-not-tested", "warning", "network_fabric", "fabric test not run",
                         actions=["Run gpulib nccl-test under torchrun before relaunching."])]
