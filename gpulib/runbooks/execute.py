@@ -31,6 +31,17 @@ log = logging.getLogger(__name__)
 SEVERITIES = ("critical", "error", "warning", "info")
 KERNEL_NAME = "python3"
 INTERRUPTED = {"type": "Interrupted", "message": "stopped by an interrupt (Ctrl-C or SIGTERM)"}
+#: Kernel command-line options. ``log_level=ERROR``: not ipykernel's TCP-transport warning in every
+#: cron mail. ``exec_lines``: every notebook imports plotly, plotly imports nbformat, nbformat
+#: imports jsonschema, and jsonschema imports ``rfc3987_syntax`` when it is installed (jupyter's
+#: ``format-nongpl`` extra), which compiles 39 lark grammars: ~0.75 s of CPU per kernel, a third
+#: of a typical step, only to check IRI formats no runbook notebook uses. Marking the module
+#: absent in the kernel makes jsonschema skip those two formats, as it does when the package is
+#: not installed.
+KERNEL_ARGUMENTS = [
+    "--IPKernelApp.log_level=ERROR",
+    "--IPKernelApp.exec_lines=__import__('sys').modules.setdefault('rfc3987_syntax', None)",
+]
 
 
 @dataclass
@@ -180,7 +191,7 @@ def execute_step(step: StepSpec, parameters: dict, output: Path, findings_path: 
             # saves on: a step that fails, hangs until the timeout or is killed still leaves what it
             # showed; the engine spaces them out (see gpulib.runbooks.engine)
             request_save_on_cell_execute=True, engine_name=ENGINE_NAME,
-            extra_arguments=["--IPKernelApp.log_level=ERROR"],  # not the TCP-transport warning in every cron mail
+            extra_arguments=KERNEL_ARGUMENTS,
             **extra,
         )
         result.findings = [{**f, "step": step.id} for f in load_findings(findings_path)]
