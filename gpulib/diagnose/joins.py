@@ -52,6 +52,7 @@ class IdentityMap:
         self.uuid_pci: dict[str, tuple[str | None, str]] = {}
         self.job_hosts: set[str] = set()
         self.pid_local: dict[int, int | None] = {}  # torchrun's "failed (exitcode) local_rank: N (pid: P)"
+        self._by_host: dict[str | None, list[RankInfo]] | None = None
         self._build(inputs)
 
     # ---------------------------------------------------------------- building
@@ -131,13 +132,24 @@ class IdentityMap:
             self.uuid_pci[state.uuid] = (host, pci)
 
     # ---------------------------------------------------------------- lookups
+    def ranks_on(self, host: str | None) -> list[RankInfo]:
+        """The ranks a host ran (indexed once: a 1,024-node job has 8,192 ranks)."""
+        if self._by_host is None:
+            self._by_host = {}
+            for info in self.ranks.values():
+                self._by_host.setdefault(info.host, []).append(info)
+        return self._by_host.get(host, [])
+
     def host_of_addr(self, addr: str | None) -> str | None:
         return self.addr_host.get(addr) if addr else None
 
     def rank_of_pid(self, pid: int | None, host: str | None = None) -> int | None:
         if pid is None:
             return None
-        rank = self.pid_rank.get((host, pid), self.pid_rank.get((None, pid)))
+        rank = self.pid_rank.get((host, pid))
+        if rank is None:  # pids repeat across nodes: only a pid seen on this host, or on an unnamed one
+            ranks = {r for (h, p), r in self.pid_rank.items() if p == pid and (host is None or h in (host, None))}
+            rank = ranks.pop() if len(ranks) == 1 else None
         hosts = {i.host for i in self.ranks.values() if i.host} | self.job_hosts
         if rank is None and len(hosts) <= 1:  # one node: torchrun's local rank is the global rank
             rank = self.pid_local.get(pid)
@@ -146,7 +158,8 @@ class IdentityMap:
     def rank_of_gpu(self, host: str | None, pci: str | None) -> int | None:
         if not pci:
             return None
-        matches = [i.rank for i in self.ranks.values() if i.pci == pci and (host is None or i.host in (host, None))]
+        pool = self.ranks.values() if host is None else self.ranks_on(host) + self.ranks_on(None)
+        matches = [i.rank for i in pool if i.pci == pci]
         return matches[0] if len(matches) == 1 else None
 
     def locate(self, *, host: str | None = None, rank: int | None = None, pci: str | None = None,

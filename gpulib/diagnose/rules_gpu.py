@@ -86,7 +86,7 @@ def _missing_job_gpus(ctx: Context, host, captured, states) -> None:
     """A GPU the job used on this host (NCCL busId) that the snapshot no longer lists at all:
     nvidia-smi renumbers the survivors, so only the PCI id says which one is gone."""
     listed = {s.pci_bus_id for _, s in states if s.pci_bus_id}
-    used = {i.pci: i.rank for i in ctx.ids.ranks.values() if i.host == host and i.pci}
+    used = {i.pci: i.rank for i in ctx.ids.ranks_on(host) if i.pci}
     if not used or not any(not s.lost for _, s in states):
         return  # no job GPUs here, or not a listing at all (only a "GPU is lost" message)
     file = states[0][0]
