@@ -57,7 +57,9 @@ def _decide(ctx: Context, failed: bool, completed: bool) -> Diagnosis:
         summary = "The job completed normally; nothing interrupted it." + (
             f" {len(warnings)} warning(s) below are worth a look before the next run." if warnings else "")
         return Diagnosis("none", "none", summary, None, _ordered(findings))
-    root = verdict.choose(ctx, rules_job.last_failure_time(ctx) if failed else None, rules_job.job_start_time(ctx))
+    job_logs = bool(ctx.inputs.of_kind("training_log", "torchrun_error_file"))
+    root = verdict.choose(ctx, rules_job.last_failure_time(ctx) if failed else None, rules_job.job_start_time(ctx),
+                          prefer_hard=not job_logs)
     if root is None:
         if not failed:
             return Diagnosis("none", "none", "No failure found in the evidence: no job error and no hardware "
@@ -83,9 +85,10 @@ def _ordered(findings: list[Finding]) -> list[Finding]:
 
 def _where(f: Finding) -> str:
     parts = []
-    if f.gpu_index is not None or f.gpu_pci:
-        parts.append(f"GPU {f.gpu_index if f.gpu_index is not None else '?'}"
-                     + (f" ({f.gpu_pci})" if f.gpu_pci else ""))
+    if f.gpu_index is not None:
+        parts.append(f"GPU {f.gpu_index}" + (f" ({f.gpu_pci})" if f.gpu_pci else ""))
+    elif f.gpu_pci:
+        parts.append(f"GPU {f.gpu_pci}")
     if f.host:
         parts.append(("of " if parts else "") + f.host)
     if f.rank is not None:

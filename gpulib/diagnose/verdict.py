@@ -104,10 +104,12 @@ def _linked(f: Finding, ptr: Pointers) -> bool:
     return bool(f.host) and f.gpu_pci is None and any(h == f.host for h, _ in ptr.gpus)
 
 
-def choose(ctx: Context, interrupted_at: str | None, job_start: str | None = None) -> Finding | None:
+def choose(ctx: Context, interrupted_at: str | None, job_start: str | None = None,
+           prefer_hard: bool = False) -> Finding | None:
     """The root cause among the causes, or None. ``interrupted_at``: when the job last reported a
     failure (later causes cannot explain it); ``job_start``: its first log line (transient faults
-    before it belong to an earlier job; persistent ones - a lost GPU or link - still count)."""
+    before it belong to an earlier job; persistent ones - a lost GPU or link - still count).
+    ``prefer_hard``: with no job log to link causes to, a hardware failure is what stopped it."""
     causes = [f for f in ctx.findings if f.role == "cause" and f.interruption in ("hard", "soft")]
     if interrupted_at:
         causes = [f for f in causes if not f.time or f.observed
@@ -123,6 +125,8 @@ def choose(ctx: Context, interrupted_at: str | None, job_start: str | None = Non
         linked = causes
     if not linked:
         return None
+    if prefer_hard and any(f.interruption == "hard" for f in linked):
+        linked = [f for f in linked if f.interruption == "hard"]
     timed = sorted((f for f in linked if f.time), key=lambda f: (f.time, not f.hardware))
     root = timed[0] if timed else linked[0]
     if root.category in SLOWDOWNS:  # a slow GPU explains waiting ranks, not a rank that crashed

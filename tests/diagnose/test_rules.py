@@ -255,3 +255,15 @@ def test_bundle_gives_host_and_boot_time_to_raw_dmesg(tmp_path):
         ("gpu_fell_off_bus", "pod-17", 1, "0000:3b:00.0", "2026-03-01T01:00:00Z")
     inputs = {i["path"]: i for i in d.to_dict()["inputs"]}
     assert inputs["pod-17/commands.json"]["kind"] == "other" and "problems" not in inputs["pod-17/commands.json"]
+
+
+def test_kernel_log_alone_a_hard_fault_is_the_verdict(tmp_path):
+    """No job log to link to: the hard fault (Xid 79), not the earlier soft Xid 31 of some job."""
+    (tmp_path / "node-q3").mkdir()
+    (tmp_path / "node-q3" / "dmesg.txt").write_text(
+        "[Mon May  4 08:00:00 2026] NVRM: Xid (PCI:0000:3b:00): 31, pid=77, name=python, Ch 00000008, intr 0.\n"
+        "[Mon May  4 09:10:00 2026] NVRM: Xid (PCI:0000:86:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen "
+        "off the bus.\n")
+    d = diagnose([tmp_path])
+    assert (d.interruption, d.category, d.root_cause.host, d.root_cause.gpu_pci) == \
+        ("hard", "gpu_fell_off_bus", "node-q3", "0000:86:00.0")
