@@ -62,10 +62,14 @@ def _timeouts(ctx: Context, events) -> None:
         pointers = Pointers()
         if world and len(timed_out) < world:
             pointers.ranks |= set(range(world)) - timed_out
-        completed = {e.rank: e.details["last_completed"] for _, e in progress if e.rank is not None}
-        if completed and len(set(completed.values())) > 1:
-            low = min(completed.values())
-            pointers.ranks |= {r for r, c in completed.items() if c == low}
+        by_pg: dict = defaultdict(dict)  # sequence numbers are per process group: compare within one
+        for _, e in progress:
+            if e.rank is not None:
+                by_pg[e.details.get("pg", 0)][e.rank] = e.details["last_completed"]
+        for completed in by_pg.values():
+            if len(set(completed.values())) > 1:
+                low = min(completed.values())
+                pointers.ranks |= {r for r, c in completed.items() if c == low}
         pointers.ranks |= {e.rank for _, e in stuck if e.rank is not None}
         op = first.details.get("op")
         seq_text = f" SeqNum {'/'.join(str(s) for s in sorted(x for x in seqs if x is not None))}" if seqs - {None} else ""
