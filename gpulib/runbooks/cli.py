@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gpulib.runbooks.archive import REPORT, default_archive_root, list_runs, resolve_run
 from gpulib.runbooks.compare import diff_runs
+from gpulib.runbooks.execute import skip_slow_imports
 from gpulib.runbooks.run import EXIT_MEANINGS, run_runbook, severity_counts
 from gpulib.runbooks.spec import (
     RUNNER_PARAMETERS,
@@ -63,6 +64,7 @@ def _run(args) -> int:
             print(f"gpulib run: error: {evidence}: evidence path does not exist", file=sys.stderr)
             return RUN_FAILED
         values["evidence"] = str(evidence.resolve())
+    skip_slow_imports()
     # A scheduler stops a job with SIGTERM (systemd stop, Kubernetes deadline): treat it as Ctrl-C,
     # which stops the kernels and still archives what ran (exit 3).
     previous = signal.signal(signal.SIGTERM, _terminate)

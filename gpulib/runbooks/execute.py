@@ -31,17 +31,26 @@ log = logging.getLogger(__name__)
 SEVERITIES = ("critical", "error", "warning", "info")
 KERNEL_NAME = "python3"
 INTERRUPTED = {"type": "Interrupted", "message": "stopped by an interrupt (Ctrl-C or SIGTERM)"}
-#: Kernel command-line options. ``log_level=ERROR``: not ipykernel's TCP-transport warning in every
-#: cron mail. ``exec_lines``: every notebook imports plotly, plotly imports nbformat, nbformat
-#: imports jsonschema, and jsonschema imports ``rfc3987_syntax`` when it is installed (jupyter's
-#: ``format-nongpl`` extra), which compiles 39 lark grammars: ~0.75 s of CPU per kernel, a third
-#: of a typical step, only to check IRI formats no runbook notebook uses. Marking the module
-#: absent in the kernel makes jsonschema skip those two formats, as it does when the package is
-#: not installed.
+#: Optional modules marked absent in the kernels (and in the ``gpulib run`` process). Every
+#: notebook imports plotly, plotly imports nbformat, nbformat imports jsonschema, and jsonschema
+#: imports ``rfc3987_syntax`` when it is installed (jupyter's ``format-nongpl`` extra), which
+#: compiles 39 lark grammars: ~0.75 s of CPU per kernel, half of a typical step, only to check
+#: IRI formats no runbook notebook uses. Absent, jsonschema skips those two formats, as it does
+#: when the package is not installed.
+SKIPPED_IMPORTS = ("rfc3987_syntax",)
+#: Kernel command-line options (``log_level=ERROR``: not ipykernel's TCP-transport warning in
+#: every cron mail).
 KERNEL_ARGUMENTS = [
     "--IPKernelApp.log_level=ERROR",
-    "--IPKernelApp.exec_lines=__import__('sys').modules.setdefault('rfc3987_syntax', None)",
+    "--IPKernelApp.exec_lines="
+    + ";".join(f"__import__('sys').modules.setdefault({name!r}, None)" for name in SKIPPED_IMPORTS),
 ]
+
+
+def skip_slow_imports() -> None:
+    """Mark :data:`SKIPPED_IMPORTS` absent in this process (the ``gpulib run`` command does)."""
+    for name in SKIPPED_IMPORTS:
+        sys.modules.setdefault(name, None)
 
 
 @dataclass
