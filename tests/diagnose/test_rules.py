@@ -267,3 +267,18 @@ def test_kernel_log_alone_a_hard_fault_is_the_verdict(tmp_path):
     d = diagnose([tmp_path])
     assert (d.interruption, d.category, d.root_cause.host, d.root_cause.gpu_pci) == \
         ("hard", "gpu_fell_off_bus", "node-q3", "0000:86:00.0")
+
+
+def test_every_rank_timed_out_the_one_behind_is_the_suspect(tmp_path):
+    """All four ranks time out, but rank 1 completed less work: it is named, and with nothing else
+    known the verdict is 'unknown' with what to collect - never a guess."""
+    text = job_log() + timeouts(range(4))
+    for r in range(4):
+        done = 4408 if r == 1 else 4409
+        text += (f"[rank{r}]:[E504 10:30:00.1 ProcessGroupNCCL.cpp:1664] [PG ID 0 PG GUID 0(default_pg) Rank {r}] "
+                 f"Exception (either an error or timeout) detected by watchdog at work: 4410, last enqueued NCCL work: "
+                 f"4410, last completed NCCL work: {done}.\n")
+    (tmp_path / "train.log").write_text(text)
+    d = diagnose([tmp_path])
+    assert d.interruption == "unknown" and "rank(s) 1" in d.summary
+    assert any(HOST in step for step in d.next_steps)
