@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import socket
 import stat
 import uuid
@@ -81,9 +80,6 @@ class ArchiveWriter:
                 path.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
         os.rename(self.tmp_dir, self.final_dir)  # the name carries a fresh random id: never an existing run
         return self.final_dir
-
-    def discard(self) -> None:
-        shutil.rmtree(self.tmp_dir, ignore_errors=True)
 
 
 @dataclass
