@@ -292,18 +292,17 @@ def _transport(ctx: Context, events) -> None:
 
 
 def _versions(ctx: Context, events) -> None:
-    """NCCL (from its banner) and torch (from the job's own print) versions that differ across nodes."""
-    for kind, name in (("nccl_version", "NCCL"), ("torch_version", "torch")):
-        versions: dict[str, set[str]] = defaultdict(set)
-        for fl, e in events:
-            host = e.host or fl.host
-            if e.kind == kind and host:
-                versions[host].add(e.details["version"])
-        if len({v for vs in versions.values() for v in vs}) > 1:
-            ctx.add("version-skew", severity="warning", category="driver_mismatch", role="context",
-                    title=f"{name} versions differ across nodes: " + "; ".join(
-                        f"{h}: {', '.join(sorted(v))}" for h, v in sorted(versions.items())),
-                    actions=["Use one container image / environment on every node"])
+    """NCCL versions (from its banner) that differ across nodes."""
+    versions: dict[str, set[str]] = defaultdict(set)
+    for fl, e in events:
+        host = e.host or fl.host
+        if e.kind == "nccl_version" and host:
+            versions[host].add(e.details["version"])
+    if len({v for vs in versions.values() for v in vs}) > 1:
+        ctx.add("version-skew", severity="warning", category="driver_mismatch", role="context",
+                title="NCCL versions differ across nodes: " + "; ".join(
+                    f"{h}: {', '.join(sorted(v))}" for h, v in sorted(versions.items())),
+                actions=["Use one container image / environment on every node"])
 
 
 # ---------------------------------------------------------------- progress: stragglers and data stalls

@@ -65,7 +65,7 @@ CATALOGUE_KEYWORDS: tuple[bytes, ...] = (
 #: launcher identity, checkpoints and completion, which can be on every other line.
 PROGRESS_KEYWORDS: tuple[bytes, ...] = (
     b"step", b"iteration", b"s/it", b"val batch", b"heckpoint", b"raining complete", b"raining finished",
-    b"raining done", b"successfully finished", b"train_runtime", b"torch=", b"torch ",
+    b"raining done", b"successfully finished", b"train_runtime",
     b"device=cuda:", b"local_rank=", b"distributed init (rank", b"re-looped", b"srun: error", b"slurmstepd: error",
 )
 
@@ -195,7 +195,6 @@ _COMPLETED = re.compile(r"[Tt]raining (?:completed?|finished|done)\b|Process gro
                         r"completed|worker group successfully finished|'train_runtime'|^\s*\S+\s+Succeeded\b")
 _CKPT_START = re.compile(r"(?:[Ss]aving|[Ss]ave) (?:the )?checkpoint|async save started|checkpoint: .*save started")
 _CKPT_DONE = re.compile(r"(?:successfully saved|[Ff]inished saving|[Ss]aved) (?:the )?checkpoint|checkpoint.*committed")
-_TORCH_VERSION = re.compile(r"\btorch[= ]v?(?P<ver>\d+\.\d+\.\d+)(?:[+.]\w+)?")
 _BENIGN = re.compile(r"is being re-looped|re-looped|process group has NOT been destroyed")
 
 # progress lines (head/tail pass)
@@ -359,10 +358,6 @@ class _Classifier:
             m = _STORE_ERR.search(body)
             if m:
                 return JobEvent(lineno, "store_error", body, rank=rank, details={"class": m["cls"]})
-        if "torch" in body:
-            m = _TORCH_VERSION.search(body)
-            if m:
-                return JobEvent(lineno, "torch_version", body, rank=rank, details={"version": m["ver"]})
         if "cuda:" in body or "env://" in body:
             m = _RANK_DEVICE.search(body)
             if m:

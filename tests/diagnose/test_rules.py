@@ -284,12 +284,10 @@ def test_every_rank_timed_out_the_one_behind_is_the_suspect(tmp_path):
     assert any(HOST in step for step in d.next_steps)
 
 
-def test_torch_and_nccl_version_skew(tmp_path):
-    for host, torch_v, nccl_v in (("sk-1", "2.5.1", "2.21.5"), ("sk-2", "2.4.0", "2.20.5")):
+def test_nccl_version_skew(tmp_path):
+    for host, nccl_v in (("sk-1", "2.21.5"), ("sk-2", "2.20.5")):
         (tmp_path / f"{host}.log").write_text(
-            f"2026-05-04 09:00:00,000 INFO python 3.11, torch {torch_v}+cu124\n"
             f"{host}:10:10 [0] NCCL INFO NCCL version {nccl_v}+cuda12.4\n"
             "2026-05-04 10:00:00,000 [rank0] INFO Training completed\n")
     titles = [f.title for f in diagnose([tmp_path]).findings if f.id.startswith("version-skew")]
-    assert titles == ["NCCL versions differ across nodes: sk-1: 2.21.5; sk-2: 2.20.5",
-                      "torch versions differ across nodes: sk-1: 2.5.1; sk-2: 2.4.0"]
+    assert titles == ["NCCL versions differ across nodes: sk-1: 2.21.5; sk-2: 2.20.5"]
