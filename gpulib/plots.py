@@ -239,7 +239,9 @@ def timeline(frame: pd.DataFrame) -> go.Figure:
         return _empty(title, "no timed events in this evidence")
     hosts = data["host"].fillna("(unknown host)") if "host" in data.columns else "(unknown host)"
     fig = go.Figure()
-    sources = data["source"].fillna("other") if "source" in data.columns else pd.Series("event", index=data.index)
+    # one colour per file: "logs/train.log:54" and "logs/train.log:99" are the same source
+    sources = (data["source"].fillna("other").astype(str).str.replace(r":\d+$", "", regex=True)
+               if "source" in data.columns else pd.Series("event", index=data.index))
     for source, rows in data.groupby(sources, sort=True):
         fig.add_trace(go.Scatter(x=rows["time"], y=hosts[rows.index], mode="markers", name=str(source),
                                  hovertext=rows["event"], marker={"size": 10}))

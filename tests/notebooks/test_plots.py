@@ -103,3 +103,13 @@ def test_health_matrix_takes_worst_severity_per_cell():
 def test_loss_curve_marks_the_resume_step():
     fig = plots.loss_curve(pd.DataFrame({"step": [1000, 2000, 4000], "loss": [3.0, 2.5, 2.1]}), resume_step=4000)
     assert [s for s in fig.layout.shapes if s.type == "line"][0].x0 == 4000
+
+
+def test_timeline_colours_by_file_not_by_line():
+    frame = pd.DataFrame({"time": pd.to_datetime(["2026-01-17T04:51:12Z", "2026-01-17T05:01:13Z",
+                                                  "2026-01-17T05:01:15Z"]),
+                          "host": ["b", "a", "a"], "source": ["b/journal.txt:20", "train-a.log:54", "train-a.log:99"],
+                          "event": ["Xid 79", "watchdog timeout", "torchrun exit"]})
+    fig = plots.timeline(frame)
+    assert [t.name for t in fig.data] == ["b/journal.txt", "train-a.log"]
+    assert list(fig.data[1].hovertext) == ["watchdog timeout", "torchrun exit"]
