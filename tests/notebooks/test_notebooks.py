@@ -90,6 +90,21 @@ def test_00_triage_on_thermal_case_points_at_thermal(kernel, tmp_path):
     assert "04_thermal_power.ipynb" in outputs_text(nb)
 
 
+def test_00_healthy_run_says_so_and_points_to_checkpoint_and_preflight(kernel, tmp_path):
+    nb, findings = kernel.run("00_triage.ipynb", tmp_path, evidence=case("case-07-healthy-run"))
+    assert not [f for f in findings if f["severity"] in ("critical", "error")], findings
+    text = outputs_text(nb)
+    assert "Verdict: NONE interruption" in text and "No failure found" in text
+
+
+def test_01_on_a_single_log_file(kernel, tmp_path):
+    dmesg = INCIDENTS / "case-01-xid79-fell-off-bus" / "input" / "hgx-h100-018" / "dmesg_T.txt"
+    if not dmesg.is_file():
+        pytest.skip(f"{dmesg} not found")
+    _, findings = kernel.run("01_kernel_xid.ipynb", tmp_path, evidence=str(dmesg))
+    assert one(findings, xid=79)["pci_bus_id"] == "0000:ab:00.0"
+
+
 def test_00_freezes_the_scene_first_when_asked(kernel, tmp_path):
     """collect_to: capture this (GPU-less) host into a new bundle, then triage that bundle."""
     nb, findings = kernel.run("00_triage.ipynb", tmp_path, collect_to=str(tmp_path / "scene"))
