@@ -37,10 +37,11 @@ import ipywidgets as widgets
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
-from IPython.display import HTML, Markdown, display
+from IPython.display import Markdown, display
 
 from gpulib.errors import GpulibError
-from gpulib.notebook_checks import FINDING_MIME, SEVERITIES, Command, normalize_findings, summarize_findings
+from gpulib.notebook_checks import FINDING_MIME, Command, normalize_findings, summarize_findings
+from gpulib.notebook_data import Evidence
 
 #: The renderer that survives every consumer: JupyterLab uses the mime part, nbconvert HTML
 #: reports the embedded-JS part (plotly >= 6.1 defaults to the mime part only, and nbconvert
@@ -49,7 +50,7 @@ PLOTLY_RENDERER = "plotly_mimetype+notebook"
 
 
 def setup() -> None:
-    """Prepare a runbook notebook: plotly renderer, readable pandas tables, quiet logging."""
+    """Prepare a runbook notebook: the plotly renderer that survives HTML export, readable tables."""
     pio.renderers.default = PLOTLY_RENDERER
     pd.set_option("display.max_rows", 200)
     pd.set_option("display.max_colwidth", 160)
@@ -77,7 +78,7 @@ class NotebookStop(GpulibError):
         return lines
 
 
-def open_evidence(evidence: str):
+def open_evidence(evidence: str) -> Evidence:
     """Open the evidence folder named by the ``evidence`` parameter, or stop with a clear message."""
     from gpulib.notebook_data import open_evidence as _open
 
@@ -384,15 +385,6 @@ def record(findings: Iterable[Any], findings_path: str | os.PathLike | None, *, 
     display({FINDING_MIME: {"step": step, "findings": [] if hide else items}, "text/plain": summary},
             raw=True, metadata={"gpulib": {"step": step, "findings_path": str(findings_path or "")}})
     return RecordedFindings(items)
-
-
-def severity_badges(items: list[dict]) -> HTML:
-    """Counts per severity as a one-line HTML banner (red when anything is critical)."""
-    counts = {s: sum(1 for f in items if f["severity"] == s) for s in SEVERITIES}
-    colors = {"critical": "#b00020", "error": "#d9480f", "warning": "#e6a700", "info": "#1c7ed6"}
-    parts = [f'<span style="color:{colors[s]};font-weight:bold">{s}: {n}</span>'
-             for s, n in counts.items()]
-    return HTML(" &nbsp; ".join(parts))
 
 
 # --------------------------------------------------------------------------------------------

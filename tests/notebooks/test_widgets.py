@@ -167,3 +167,11 @@ def test_widget_figure_is_sent_as_serialisable_plotly_json(monkeypatch):
         assert set(bundle) == {"application/vnd.plotly.v1+json", "text/plain"}  # no 5 MB embedded JS
         text = json.dumps(bundle)
         assert "2025-04-22" in text
+
+
+def test_record_result_is_not_echoed_again_as_cell_output(tmp_path, monkeypatch):
+    monkeypatch.setattr(nbk, "display", lambda *a, **k: None)
+    items = nbk.record([finding("x", "critical", "gpu_fell_off_bus", "answer")], tmp_path / "f.json", step="00",
+                       hide=True)
+    assert items[0]["id"] == "x"
+    assert items._ipython_display_() is None  # IPython shows nothing for the returned list (drill stays hidden)
