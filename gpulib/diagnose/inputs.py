@@ -42,7 +42,7 @@ class InputFile:
     path: Path
     display: str  # as the user would name it: relative to the path they gave
     root: Path
-    kind: str = "unknown"  # a parser KIND, or unknown | other (bundle bookkeeping) | checkpoint | unreadable | empty
+    kind: str = "unknown"  # a parser KIND, or unknown | checkpoint | unreadable | empty
     host: str | None = None
     host_basis: str | None = None  # bundle | content | folder | file name | only host
     timezone: str | None = None
@@ -277,7 +277,7 @@ def _examine(f: InputFile, tz: str | None, inputs: Inputs) -> None:
     head = "" if binary else head_bytes.decode("utf-8", "replace")
     kind = detect.detect_kind(f.display, head, head_bytes)
     if kind is None and f.host_basis == "bundle":
-        f.kind = "other"  # a bundle's bookkeeping (commands.json, versions, stderr): known, not evidence
+        f.kind = "unknown"  # a bundle's bookkeeping (commands.json, versions, stderr): expected, not a problem
         return
     if kind is None:
         f.kind = "unknown"
