@@ -15,6 +15,7 @@ Nothing here runs a command on the machine; analysis reads files only.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import asdict
 from functools import cached_property
@@ -57,8 +58,11 @@ def open_evidence(evidence: str | Path) -> Evidence:
     """Resolve and sanity-check the evidence path (never a traceback for a typo or an empty folder)."""
     path = resolve_evidence(evidence)
     if path.is_dir():
+        def refuse(exc: OSError) -> None:
+            raise exc
+
         try:
-            files = sorted(p for p in path.rglob("*") if p.is_file())
+            files = [name for _, _, names in os.walk(path, onerror=refuse) for name in names]
         except PermissionError as exc:
             raise InputError("cannot list the evidence folder", path=str(path),
                              hint=f"permission denied on {exc.filename}; run as a user who can read it") from None

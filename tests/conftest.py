@@ -44,3 +44,29 @@ def isolated_jupyter_dirs(tmp_path_factory):
             os.environ.pop(var, None)
         else:
             os.environ[var] = value
+
+
+@pytest.fixture
+def run_without_root_read():
+    """Run Python in a child that cannot read files it has no permission for.
+
+    The suite runs as root (CI does), and root reads chmod-000 files, so "permission denied"
+    can only be exercised in a child whose capabilities to bypass file permissions
+    (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH) are dropped with util-linux ``setpriv``. As a normal
+    user the child simply runs as that user.
+    """
+    import shutil
+    import subprocess
+    import sys
+
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if not setpriv:
+            pytest.skip("running as root without util-linux setpriv: cannot drop the permission-bypass capabilities")
+        prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
+
+    def run(code: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*prefix, sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+    return run

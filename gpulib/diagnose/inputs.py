@@ -78,13 +78,23 @@ class Inputs:
         return {h for h in hosts if h}
 
 
-def _walk(root: Path) -> list[tuple[Path, dict]]:
+def _unlistable(problems: list[Problem]):
+    """``os.walk`` error hook: a folder we may not list is named, never silently skipped."""
+
+    def note(exc: OSError) -> None:
+        reason = "permission denied" if isinstance(exc, PermissionError) else (exc.strerror or str(exc))
+        problems.append(Problem(str(exc.filename), f"cannot list folder: {reason}; its files were not read"))
+
+    return note
+
+
+def _walk(root: Path, problems: list[Problem]) -> list[tuple[Path, dict]]:
     """(file, bundle info) for every file below ``root``; bundle files carry their manifest facts."""
     out: list[tuple[Path, dict]] = []
     if root.is_file():
         return [(root, {})]
     bundle_info: dict[Path, dict] = {}
-    for dirpath, dirnames, filenames in os.walk(root, onerror=lambda e: None):
+    for dirpath, dirnames, filenames in os.walk(root, onerror=_unlistable(problems)):
         dirnames.sort()
         here = Path(dirpath)
         if is_bundle(here):
@@ -226,8 +236,9 @@ def gather(paths: list[str | Path], tz: str | None = None) -> Inputs:
         if not root.exists():
             inputs.problems.append(Problem(str(given), "no such file or folder"))
             continue
-        files = _walk(root)
-        if not files:
+        listing_problems = len(inputs.problems)
+        files = _walk(root, inputs.problems)
+        if not files and len(inputs.problems) == listing_problems:
             inputs.problems.append(Problem(str(given), "empty folder: no evidence files in it"))
         base = root if root.is_dir() else root.parent
         for path, info in files:

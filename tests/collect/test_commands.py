@@ -7,8 +7,6 @@ import os
 import stat
 import time
 
-import pytest
-
 from gpulib.collect import files
 from gpulib.collect.core import run_collectors
 from gpulib.collect.runner import run_command
@@ -91,16 +89,24 @@ def test_logs_are_copied_tail_capped_and_missing_ones_named(tmp_path):
     assert index[str(logs / "rank1.log")]["truncated_to_last_bytes"] is None
 
 
-def test_unreadable_log_is_named_and_the_rest_copied(tmp_path):
-    if os.geteuid() == 0:
-        pytest.skip("running as root: file permissions cannot refuse a read")
+def test_unreadable_log_is_named_and_the_rest_copied(tmp_path, run_without_root_read):
     secret, fine = tmp_path / "secret.log", tmp_path / "fine.log"
     secret.write_text("x")
     secret.chmod(0)
     fine.write_text("ok\n")
-    bundle, records = _run(tmp_path, files.logs_collector([secret, fine]))
-    assert f"{secret}: permission denied" in records["logs"].reason
-    assert records["logs"].files == [files.bundle_name(fine), "logs/index.json"]
+    code = (
+        "import json; from pathlib import Path; from gpulib.collect import files;"
+        "from gpulib.collect.core import run_collectors;"
+        "from gpulib.evidence import Bundle, BundleWriter;"
+        f"w = BundleWriter({str(tmp_path / 'bundle')!r}, host='node-a', command_line=['test']);"
+        f"run_collectors(w, [files.logs_collector([Path({str(secret)!r}), Path({str(fine)!r})])]);"
+        "c = Bundle.open(w.finish()).collectors[0]; print(json.dumps({'reason': c.reason, 'files': c.files}))"
+    )
+    done = run_without_root_read(code)
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    assert f"{secret}: permission denied" in record["reason"]
+    assert record["files"] == [files.bundle_name(fine), "logs/index.json"]
 
 
 def test_checkpoint_listing_records_sizes_mtimes_and_symlinks(tmp_path):

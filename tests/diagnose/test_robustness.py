@@ -6,11 +6,11 @@ example tests pin the message an operator sees for each kind of bad input.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import string
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -71,12 +71,22 @@ def test_huge_single_line_and_fifo(tmp_path):
     assert "only its start was read" in notes["oneline.log"]
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads chmod-000 files; permission errors cannot happen as root")
-def test_unreadable_file(tmp_path):
-    path = tmp_path / "dmesg.txt"
+def test_unreadable_file(tmp_path, run_without_root_read):
+    root = tmp_path
+    path = root / "dmesg.txt"
     path.write_text("[Mon Jan  5 10:00:00 2026] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n")
     path.chmod(0)
-    assert "permission denied" in problems_of(diagnose([tmp_path]))["dmesg.txt"]
+    (root / "train.log").write_text("[rank0]: step 10 loss 2.0\n")
+    code = (
+        "import json, sys; from gpulib.diagnose import diagnose;"
+        f"d = diagnose([{str(root)!r}]).to_dict();"
+        "print(json.dumps({i['path']: ' '.join(i.get('problems', [])) for i in d['inputs']}))"
+    )
+    done = run_without_root_read(code)
+    assert done.returncode == 0, done.stderr
+    problems = json.loads(done.stdout)
+    assert "permission denied" in problems["dmesg.txt"]
+    assert problems["train.log"] == "", "the readable file next to it is still read"
 
 
 def test_dangling_symlink(tmp_path):
@@ -123,3 +133,22 @@ def test_diagnosis_survives_shuffled_real_fragments(tmp_path_factory, lines, noi
     d = diagnose([folder])
     assert d.interruption in ("hard", "soft", "none", "unknown")
     d.to_text()
+
+
+def test_unlistable_folder_is_named_not_called_empty(tmp_path, run_without_root_read):
+    locked = tmp_path / "node-b"
+    locked.mkdir()
+    (locked / "dmesg.txt").write_text("x\n")
+    locked.chmod(0)
+    code = (
+        "import json; from gpulib.diagnose import diagnose;"
+        f"print(json.dumps(diagnose([{str(tmp_path)!r}]).to_dict()['inputs']))"
+    )
+    try:
+        done = run_without_root_read(code)
+    finally:
+        locked.chmod(0o755)
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    assert "cannot list folder: permission denied" in text and "node-b" in text
+    assert "empty folder" not in text

@@ -42,17 +42,21 @@ def test_evidence_resolves_relative_to_the_repo_from_any_working_directory(tmp_p
         data.resolve_evidence("  ")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads everything")
-def test_unreadable_folder_is_a_clear_error(tmp_path):
+def test_unreadable_folder_is_a_clear_error(tmp_path, run_without_root_read):
     locked = tmp_path / "locked"
     locked.mkdir()
     (locked / "dmesg.txt").write_text("x")
     locked.chmod(0)
+    code = (
+        "from gpulib import notebook_data as data; from gpulib.errors import InputError\n"
+        f"try:\n    data.open_evidence({str(locked)!r})\nexcept InputError as exc:\n    print(exc)\n"
+    )
     try:
-        with pytest.raises(InputError, match="cannot list"):
-            data.open_evidence(str(locked))
+        done = run_without_root_read(code)
     finally:
         locked.chmod(0o755)
+    assert done.returncode == 0, done.stderr
+    assert "cannot list" in done.stdout and str(locked) in done.stdout
 
 
 def test_software_versions_of_a_fresh_capture_of_this_host(tmp_path):
