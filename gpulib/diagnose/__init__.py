@@ -45,7 +45,8 @@ def diagnose(paths: list[str | Path], tz: str | None = None) -> Diagnosis:
     diagnosis = _decide(ctx, failed, completed)
     diagnosis.checkpoints = _checkpoints(inputs)
     diagnosis.inputs = [f.to_dict() for f in inputs.files] + [
-        {"path": p.source, "kind": "missing", "host": None, "problems": [p.message]} for p in inputs.problems]
+        {"path": p.source, "kind": "missing", "host": None, "problems": [p.message]} for p in inputs.problems] + [
+        {"path": n.source, "kind": "skipped", "host": None, "notes": [n.message]} for n in inputs.notes]
     diagnosis.timeline = _timeline(ctx)
     return diagnosis
 
@@ -139,7 +140,7 @@ def _collect_more(ctx: Context, ptr=None) -> list[str]:
     if "kernel_log" not in kinds:
         steps.append(f"Collect the kernel log of {target}: `journalctl -k -b -1 -o short-iso` (or `dmesg -T`), "
                      "or run `gpulib collect` there")
-    if not kinds & {"nvidia_smi_q", "nvidia_smi_xml", "nvidia_smi_table"}:
+    if not kinds & set(rules_gpu.SNAPSHOT_KINDS):
         steps.append(f"Collect `nvidia-smi -q` from {target}")
     if "training_log" not in kinds:
         steps.append("Add the job's console log (slurm-*.out / torchrun output, with NCCL_DEBUG=INFO if possible)")

@@ -33,6 +33,16 @@ GENERIC_DIRS = re.compile(
     r"^(?:logs?|inputs?|outputs?|data|tmp|var|kernel|nvidia-smi|monitoring|metrics|checkpoints?|ckpts?|pod-logs|"
     r"job[-_]?\d*|slurm[-_]?\d*|run[-_]?\w*|incident\S*|evidence|bundles?|nodes?|hosts?|gpu\w*|case-\S+|\.+)$", re.I)
 _HOSTLIKE = re.compile(r"^[A-Za-z][\w.-]*$")
+#: A bundle's own bookkeeping (what was run, copied, listed, queried): read by the tools that
+#: wrote it, never evidence of a fault, so neither parsed nor flagged.
+BUNDLE_METADATA = ("commands.json", "logs/index.json", "checkpoints/listing.json", "prometheus/query.json")
+#: Collector outputs whose kind the bundle layout says (a large NVML snapshot has its schema tag
+#: at its end, beyond the head that content detection sees).
+BUNDLE_KINDS = {"nvml/snapshot.json": "nvml_snapshot", "nvml/samples.csv": "nvml_samples"}
+#: Copies of the operator's files (``gpulib collect --logs``): raw evidence, read like a raw folder.
+BUNDLE_COPIES = "logs/"
+#: Notes for people (an incident's README): expected beside evidence, not an unknown input.
+DOC_NAME = re.compile(r"(?i)^readme(?:\.\w+)?$|\.(?:md|markdown|rst|adoc)$")
 
 
 @dataclass
@@ -45,6 +55,9 @@ class InputFile:
     kind: str = "unknown"  # a parser KIND, or unknown | checkpoint | unreadable | empty
     host: str | None = None
     host_basis: str | None = None  # bundle | content | folder | file name | only host
+    bundle_path: str | None = None  # path inside its evidence bundle ('nvml/snapshot.json')
+    collector: dict | None = None  # the manifest's record of the collector that wrote it
+    fallback_host: str | None = None  # a copied log's bundle host: used when nothing better names one
     timezone: str | None = None
     boot_time: str | None = None
     records: list = field(default_factory=list)
@@ -63,6 +76,7 @@ class Inputs:
     files: list[InputFile] = field(default_factory=list)
     checkpoint_dirs: list[tuple[Path, Path]] = field(default_factory=list)  # (root given, folder)
     problems: list[Problem] = field(default_factory=list)
+    notes: list[Problem] = field(default_factory=list)  # what was skipped on purpose, and why
     deferred: list[tuple[InputFile, str]] = field(default_factory=list)  # kernel logs, parsed last
 
     def of_kind(self, *kinds: str) -> list[InputFile]:
@@ -88,21 +102,27 @@ def _unlistable(problems: list[Problem]):
     return note
 
 
-def _walk(root: Path, problems: list[Problem]) -> list[tuple[Path, dict]]:
-    """(file, bundle info) for every file below ``root``; bundle files carry their manifest facts."""
+def _walk(root: Path, problems: list[Problem], notes: list[Problem]) -> list[tuple[Path, dict]]:
+    """(file, bundle info) for every file below ``root``; bundle files carry their manifest facts.
+    Hidden folders below ``root`` are skipped with a note: a ``.node-a.partial-1234`` folder is a
+    capture that lost the rename race (or died mid-way) - a duplicate or a fragment of a bundle."""
     out: list[tuple[Path, dict]] = []
     if root.is_file():
         return [(root, {})]
     bundle_info: dict[Path, dict] = {}
     for dirpath, dirnames, filenames in os.walk(root, onerror=_unlistable(problems)):
-        dirnames.sort()
         here = Path(dirpath)
+        for name in sorted(d for d in dirnames if d.startswith(".")):
+            notes.append(Problem(str(here / name), "hidden folder skipped (a '.partial' folder is an unfinished or "
+                                                   "duplicate capture); name it explicitly to read it"))
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         if is_bundle(here):
             try:
                 b = Bundle.open(here)
-                bundle_info[here] = {"host": b.host, "timezone": b.timezone, "boot_time": b.boot_time}
+                bundle_info[here] = {"host": b.host, "timezone": b.timezone, "boot_time": b.boot_time, "root": here,
+                                     "collectors": {rel: c for c in b.collectors for rel in c.files}}
             except Exception as exc:  # noqa: BLE001 - a broken manifest: still read the raw files
-                bundle_info[here] = {"problem": str(exc)}
+                bundle_info[here] = {"problem": str(exc), "root": here}
         info = next((bundle_info[p] for p in [here, *here.parents] if p in bundle_info), {})
         for name in sorted(filenames):
             if name == "manifest.json" and here in bundle_info:
@@ -208,6 +228,8 @@ def _assign_hosts(inputs: Inputs) -> None:
     host of the incident, else the nearest folder that looks like a host name."""
     known = inputs.known_hosts
     for f in inputs.files:
+        if not f.host and f.kind == "training_log" and f.fallback_host and not f.content_hosts:
+            f.host, f.host_basis = f.fallback_host, "bundle"  # a copied job log that names no host
         if f.host or f.kind in ("checkpoint", "training_log"):
             continue
         folders = [p.name for p in f.path.parents if p == f.root or f.root in p.parents]
@@ -218,6 +240,9 @@ def _assign_hosts(inputs: Inputs) -> None:
         hit = next((h for h in sorted(known, key=len, reverse=True) if h in f.path.name), None)
         if hit:
             f.host, f.host_basis = hit, "file name"
+            continue
+        if f.fallback_host:  # a log copied into a bundle: the capturing node, unless the log names another
+            f.host, f.host_basis = f.fallback_host, "bundle"
             continue
         if len(known) == 1:
             f.host, f.host_basis = next(iter(known)), "only host"
@@ -237,7 +262,7 @@ def gather(paths: list[str | Path], tz: str | None = None) -> Inputs:
             inputs.problems.append(Problem(str(given), "no such file or folder"))
             continue
         listing_problems = len(inputs.problems)
-        files = _walk(root, inputs.problems)
+        files = _walk(root, inputs.problems, inputs.notes)
         if not files and len(inputs.problems) == listing_problems:
             inputs.problems.append(Problem(str(given), "empty folder: no evidence files in it"))
         base = root if root.is_dir() else root.parent
@@ -245,8 +270,8 @@ def gather(paths: list[str | Path], tz: str | None = None) -> Inputs:
             display = str(path.relative_to(base)) if base in path.parents or path.parent == base else str(path)
             f = InputFile(path=path, display=display, root=base, timezone=info.get("timezone"),
                           boot_time=info.get("boot_time"))
-            if info.get("host"):
-                f.host, f.host_basis = info["host"], "bundle"
+            if "root" in info:
+                _place_in_bundle(f, info)
             inputs.files.append(f)
             _examine(f, tz, inputs)
     year = _incident_year(inputs) if inputs.deferred else None
@@ -255,6 +280,40 @@ def gather(paths: list[str | Path], tz: str | None = None) -> Inputs:
     inputs.deferred.clear()
     _assign_hosts(inputs)
     return inputs
+
+
+def _place_in_bundle(f: InputFile, info: dict) -> None:
+    """What the bundle says about one of its files: its path inside the bundle, the collector that
+    wrote it, and its host - except for copied logs, which may come from any node of the job."""
+    f.bundle_path = f.path.relative_to(info["root"]).as_posix()
+    record = info.get("collectors", {}).get(f.bundle_path)
+    if record is not None:
+        f.collector = {"name": record.name, "status": record.status, "reason": record.reason}
+    if f.bundle_path.startswith(BUNDLE_COPIES):
+        f.fallback_host = info.get("host")
+    elif info.get("host"):
+        f.host, f.host_basis = info["host"], "bundle"
+
+
+def _bundle_bookkeeping(f: InputFile) -> bool:
+    """Bundle files that are not evidence to parse: metadata, version files (read by
+    :mod:`gpulib.fleet.config`), a collector's stderr. True when ``f`` is one (and is settled)."""
+    rel = f.bundle_path
+    if rel is None:
+        return False
+    if rel in BUNDLE_METADATA:
+        f.kind = "bundle_metadata"
+    elif rel.startswith("versions/"):
+        f.kind = "versions"
+    elif rel.endswith(".stderr") and not rel.startswith(BUNDLE_COPIES):
+        f.kind = "collector_stderr"
+        c = f.collector
+        if c and c["status"] not in ("ok", "unavailable"):
+            f.problems.append(Problem(str(f.path), f"collector {c['name']} {c['status']}: "
+                                                   f"{c['reason'] or 'see this file'}"))
+    else:
+        return False
+    return True
 
 
 def _examine(f: InputFile, tz: str | None, inputs: Inputs) -> None:
@@ -268,6 +327,8 @@ def _examine(f: InputFile, tz: str | None, inputs: Inputs) -> None:
     if not stat.S_ISREG(mode):  # a FIFO or device would block or never end
         f.kind = "unreadable"
         f.problems.append(Problem(str(f.path), "not a regular file (pipe, socket or device): skipped"))
+        return
+    if _bundle_bookkeeping(f):
         return
     if _is_checkpoint(f.path):
         f.kind = "checkpoint"
@@ -286,14 +347,17 @@ def _examine(f: InputFile, tz: str | None, inputs: Inputs) -> None:
         return
     binary = looks_binary(head_bytes)
     head = "" if binary else head_bytes.decode("utf-8", "replace")
-    kind = detect.detect_kind(f.display, head, head_bytes)
-    if kind is None and f.host_basis == "bundle":
-        f.kind = "unknown"  # a bundle's bookkeeping (commands.json, versions, stderr): expected, not a problem
+    kind = BUNDLE_KINDS.get(f.bundle_path or "") or detect.detect_kind(f.display, head, head_bytes)
+    if kind is None and DOC_NAME.search(f.path.name) and not binary:
+        f.kind = "documentation"
         return
     if kind is None:
         f.kind = "unknown"
-        f.problems.append(Problem(str(f.path), "binary data, not a log or tool output" if binary else
-                                  "format not recognised (not a kernel log, nvidia-smi output, job log, ...)"))
+        what = "binary data, not a log or tool output" if binary else \
+            "format not recognised (not a kernel log, nvidia-smi output, job log, ...)"
+        if f.collector:
+            what += f"; written by collector {f.collector['name']} ({f.collector['status']})"
+        f.problems.append(Problem(str(f.path), what))
         return
     f.kind = kind
     if kind == "kernel_log":  # parsed last: syslog stamps carry no year, the other files tell it

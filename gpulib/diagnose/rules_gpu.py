@@ -18,6 +18,7 @@ from statistics import median
 
 from gpulib.diagnose.context import Context, evidence, place
 from gpulib.diagnose.model import Pointers
+from gpulib.parsers import prom_text
 
 IMBALANCE_MIB = 2048
 LOW_CLOCK_RATIO = 0.6
@@ -26,6 +27,8 @@ HOT_C = 80
 HOTTER_THAN_PEERS_C = 8
 THERMAL = {"sw_thermal_slowdown", "hw_thermal_slowdown", "hw_slowdown"}
 POWER = {"hw_power_brake_slowdown"}
+#: Kinds whose records are :class:`~gpulib.parsers.gpu_records.GpuState` snapshots.
+SNAPSHOT_KINDS = ("nvidia_smi_q", "nvidia_smi_xml", "nvidia_smi_table", "nvml_snapshot")
 
 
 def _throttle_category(reasons: list[str]) -> str:
@@ -43,7 +46,7 @@ def _line(file, state, what: str):
 
 def run(ctx: Context) -> None:
     snapshots: dict[tuple[str | None, str], list] = defaultdict(list)
-    for file, rec in ctx.records("nvidia_smi_q", "nvidia_smi_xml", "nvidia_smi_table", "nvidia_smi_csv"):
+    for file, rec in ctx.records(*SNAPSHOT_KINDS, "nvidia_smi_csv"):
         if hasattr(rec, "lost") and hasattr(rec, "processes"):
             snapshots[(rec.host or file.host, file.display)].append((file, rec))
         elif hasattr(rec, "throttle_bitmask") and hasattr(rec, "time_utc"):
@@ -192,7 +195,8 @@ def _memory(ctx: Context, host, captured, present, states) -> None:
 def _series(ctx: Context) -> None:
     """The first throttled sample of each GPU's time series: when its rank began to straggle."""
     per_gpu: dict[tuple, list] = defaultdict(list)
-    for file, rec in ctx.records("nvidia_smi_csv", "nvidia_smi_dmon", "dcgm_exporter"):
+    for file, rec in ctx.records("nvidia_smi_csv", "nvidia_smi_dmon", "nvml_samples") + prom_text.gpu_samples(
+            ctx.records("dcgm_exporter")):
         if hasattr(rec, "throttle_bitmask") and hasattr(rec, "time_utc") and not hasattr(rec, "lost"):
             per_gpu[(rec.host or file.host, rec.pci_bus_id or rec.index)].append((file, rec))
     blind = [key for key, samples in per_gpu.items()
@@ -266,7 +270,7 @@ def zombies(ctx: Context, after: str | None) -> None:
     """Processes still on a GPU in a snapshot taken after the job failed: a reboot may be needed."""
     if after is None:
         return
-    for file, rec in ctx.records("nvidia_smi_q", "nvidia_smi_xml", "nvidia_smi_table"):
+    for file, rec in ctx.records(*SNAPSHOT_KINDS):
         captured = ctx.utc(getattr(rec, "captured_at", None), file)
         if not captured or captured <= after or not getattr(rec, "processes", None):
             continue

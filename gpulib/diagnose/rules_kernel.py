@@ -12,6 +12,7 @@ from __future__ import annotations
 from gpulib.catalog import xid_info
 from gpulib.diagnose.context import Context, evidence, place
 from gpulib.diagnose.model import Finding, Pointers
+from gpulib.parsers import prom_text
 from gpulib.parsers.logtime import seconds_between
 
 BURST_S = 60  # lines of one event arrive within this many seconds
@@ -28,8 +29,23 @@ def _same_burst(f: Finding, host: str | None, pci: str | None, time: str | None)
     return f.host == host and f.gpu_pci == pci and (_near(f.time, time) or f.time == time)
 
 
+def _dcgm_xids(ctx: Context) -> list[tuple]:
+    """Xid events from dcgm-exporter's Xid gauge (Prometheus history), placed on a PCI id through
+    the GPU's UUID or DCGM index when the exporter did not label one."""
+    out = []
+    for file, ev in prom_text.xid_events(ctx.records("dcgm_exporter")):
+        ev.host = ev.host or file.host
+        uuid, index = ev.details.get("uuid"), ev.details.get("gpu")
+        if ev.pci_bus_id is None and uuid in ctx.ids.uuid_pci:
+            ev.pci_bus_id = ctx.ids.uuid_pci[uuid][1]
+        if ev.pci_bus_id is None and index is not None:
+            ev.pci_bus_id = ctx.ids.index_pci.get((ev.host, index))
+        out.append((file, ev))
+    return out
+
+
 def run(ctx: Context) -> None:
-    events = sorted(ctx.records("kernel_log"), key=lambda fr: (fr[1].time_utc or "", fr[1].line))
+    events = sorted(ctx.records("kernel_log") + _dcgm_xids(ctx), key=lambda fr: (fr[1].time_utc or "", fr[1].line))
     by_gpu: dict[tuple, list[Finding]] = {}
     for file, ev in events:
         host = ev.host or file.host
@@ -116,7 +132,7 @@ def _xid(ctx: Context, file, ev, host: str | None, by_gpu: dict) -> None:
     same = next((f for f in earlier if f.id.startswith(f"xid{code}-") and _same_burst(f, host, ev.pci_bus_id,
                                                                                       ev.time_utc)), None)
     if same:
-        same.evidence.append(evidence(file, ev.line, ev.text))
+        same.evidence.append(evidence(file, ev.line or None, ev.text))
         return
     interruption = info.interruption if info else "soft"
     category = info.category if info and info.category != "none" else "application_error"
@@ -124,10 +140,13 @@ def _xid(ctx: Context, file, ev, host: str | None, by_gpu: dict) -> None:
     f = ctx.add(f"xid{code}", severity=_SEVERITY.get(interruption, "error"), category=category,
                 interruption=interruption if interruption in ("hard", "soft") else None,
                 role="cause" if interruption in ("hard", "soft") else "context", hardware=True,
-                title=f"Xid {code} ({name}) on GPU {ev.pci_bus_id} of {host}", host=host, time=ev.time_utc,
-                evidence=[evidence(file, ev.line, ev.text)],
+                title=f"Xid {code} ({name}) on GPU {_gpu_name(ev)} of {host}", host=host, time=ev.time_utc,
+                time_approx=bool(ev.details.get("before_window")), evidence=[evidence(file, ev.line or None, ev.text)],
                 actions=[info.action] if info and info.action else ["Look the Xid up in NVIDIA's Xid catalog"])
     place(ctx, f, host=host, pci=ev.pci_bus_id)
+    if ev.pci_bus_id is None:  # dcgm-exporter without a pci_bus_id label: its index and UUID still name the GPU
+        f.gpu_index = f.gpu_index if f.gpu_index is not None else ev.details.get("gpu")
+        f.gpu_uuid = f.gpu_uuid or ev.details.get("uuid")
     cause_xid = ev.details.get("caused_by_xid")
     parent = None
     if cause_xid is not None:
@@ -137,6 +156,12 @@ def _xid(ctx: Context, file, ev, host: str | None, by_gpu: dict) -> None:
     if parent is not None and parent is not f:
         f.caused_by, f.role = parent.id, "context"
     earlier.append(f)
+
+
+def _gpu_name(ev) -> str:
+    if ev.pci_bus_id or ev.details.get("gpu") is None:
+        return str(ev.pci_bus_id)
+    return f"index {ev.details['gpu']}" + (f" ({ev.details['uuid']})" if ev.details.get("uuid") else "")
 
 
 def _fell_off(ctx: Context, file, ev, host, by_gpu: dict) -> None:

@@ -35,6 +35,8 @@ FIELDS = ("driver", "cuda", "nccl", "torch", "kernel", "os", "gpu_model", "gpu_c
           "persistence_mode", "ecc_mode", "mig_mode", "ib_ports_active", "ib_rate_gbps")
 #: Unrecognised files up to this size are sniffed for version facts (uname, os-release, ...).
 SNIFF_BYTES = 256 * 1024
+#: Files sniffed for version facts: unrecognised ones, a bundle's ``versions/*``, its NVML snapshot.
+SNIFF_KINDS = ("unknown", "versions", "nvml_snapshot")
 _SNAPSHOT_KINDS = ("nvidia_smi_xml", "nvidia_smi_q", "nvidia_smi_table")
 _UNAME = re.compile(r"^Linux (?P<host>\S+) (?P<kernel>\d+\.\d+\S*) #", re.M)
 _PRETTY = re.compile(r'^PRETTY_NAME="?(?P<os>[^"\n]+)"?', re.M)
@@ -196,7 +198,7 @@ def node_configs(inputs: Inputs) -> dict[str, NodeConfig]:
         cfg = NodeConfig(host)
         _snapshot_facts(cfg, files)
         for f in files:
-            if f.kind == "unknown":
+            if f.kind in SNIFF_KINDS:
                 _sniff(cfg, f)
         _ib_facts(cfg, files)
         if any(v is not None for v in cfg.facts().values()):

@@ -26,7 +26,7 @@ import gpulib.parsers as _package
 #: Specific formats first, broad ones last. Kinds not listed are tried after these, before
 #: the two catch-all log kinds.
 PRIORITY = (
-    "nvidia_smi_xml", "flight_recorder", "torchrun_error_file", "nvidia_smi_q", "nvidia_smi_csv",
+    "nvml_snapshot", "nvml_samples", "nvidia_smi_xml", "flight_recorder", "torchrun_error_file", "nvidia_smi_q", "nvidia_smi_csv",
     "nvidia_smi_dmon", "nvidia_smi_table", "nvidia_smi_topo", "nvidia_smi_nvlink", "dcgmi_diag",
     "slurm_sinfo", "fuser", "ibstat", "ibstatus", "ipmitool_sdr", "dcgm_exporter", "nccl_tests",
 )

@@ -13,6 +13,11 @@ Value quirks handled: ints ``%d`` and doubles ``%f``; ``NaN``/``+Inf``; DCGM bla
 become ``value=None`` with the reason in ``note``. ``DCGM_FI_DEV_XID_ERRORS`` is a gauge holding
 the *last* Xid code (0 = none), not a count.
 
+:func:`gpu_samples` pivots the per-metric series into :class:`GpuSample` rows (one per GPU per
+moment) so the same throttling rules run on Prometheus history as on ``nvidia-smi`` sampling;
+:func:`xid_events` turns each change of the Xid gauge into an ``xid`` :class:`KernelEvent`, so a
+GPU whose kernel log is gone (node rebooted) still shows its Xid 79 on the timeline.
+
 :func:`parse_counters` reads the exporter's counters CSV (``default-counters.csv``), which says
 which families a deployment exports at all: a default one exports no ECC and no throttle data.
 """
@@ -21,11 +26,15 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import TypeVar
 
 from gpulib.identity import normalize_pci
 from gpulib.parsers.base import ParseResult, Problem
+from gpulib.parsers.gpu_records import GpuSample, decode_throttle_bitmask
+from gpulib.parsers.kernel_log import KernelEvent
 
 KIND = "dcgm_exporter"
 KIND_COUNTERS = "dcgm_counters_csv"
@@ -36,6 +45,16 @@ _LABEL = re.compile(r'\s*(?P<key>[A-Za-z_][A-Za-z0-9_]*)\s*=\s*"(?P<value>(?:[^"
 # DCGM_INT64_BLANK (0x7ffffffffffffff0) + 0..3, DCGM_INT32_BLANK + 0..3, DCGM_FP64_BLANK + 0..3
 _BLANKS = {0x7FFFFFFFFFFFFFF0 + i: why for i, why in enumerate(("blank", "not found", "not supported", "no permission"))}
 _BLANKS.update({0x7FFFFFF0 + i: why for i, why in enumerate(("blank", "not found", "not supported", "no permission"))})
+#: DCGM fields that fill a :class:`GpuSample`, and the field each fills (DCGM's units: C, MHz, W, %, MiB).
+SAMPLE_FIELDS = {
+    "DCGM_FI_DEV_GPU_TEMP": "temp_c", "DCGM_FI_DEV_MEMORY_TEMP": "temp_memory_c", "DCGM_FI_DEV_SM_CLOCK": "sm_clock_mhz",
+    "DCGM_FI_DEV_MEM_CLOCK": "mem_clock_mhz", "DCGM_FI_DEV_POWER_USAGE": "power_draw_w",
+    "DCGM_FI_DEV_GPU_UTIL": "util_gpu_pct", "DCGM_FI_DEV_FB_USED": "mem_used_mib",
+}
+#: The clocks-event (throttle) reasons bitmask, under its old and its new name.
+THROTTLE_METRICS = ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS")
+XID_METRIC = "DCGM_FI_DEV_XID_ERRORS"
+T = TypeVar("T")
 _BLANKS.update({140737488355328.0 + i: why for i, why in enumerate(("blank", "not found", "not supported",
                                                                     "no permission"))})
 
@@ -177,3 +196,58 @@ def parse_counters(text: str, source: str = "<text>") -> ParseResult[CounterSpec
     if not result.records and not result.problems:
         result.problems.append(Problem(source, "no DCGM field lines"))
     return result
+
+
+def _gpu_key(sample: PromSample) -> tuple:
+    return sample.host, sample.uuid or sample.pci_bus_id or sample.gpu
+
+
+def gpu_samples(samples: Iterable[tuple[T, PromSample]]) -> list[tuple[T, GpuSample]]:
+    """One :class:`GpuSample` per GPU and moment from DCGM series (each metric may come from its
+    own file: ``prometheus/<METRIC>.json``). ``samples`` pairs each :class:`PromSample` with a tag
+    of the caller's choice (its file); each row keeps the tag of the first sample that filled it."""
+    rows: dict[tuple, tuple[T, GpuSample]] = {}
+    for tag, s in samples:
+        field_name = SAMPLE_FIELDS.get(s.name)
+        if field_name is None and s.name not in THROTTLE_METRICS:
+            continue
+        key = (*_gpu_key(s), s.time_utc)
+        if key not in rows:
+            rows[key] = (tag, GpuSample(s.time_utc, index=s.gpu, pci_bus_id=s.pci_bus_id, uuid=s.uuid, host=s.host,
+                                        line=s.line))
+        row = rows[key][1]
+        if s.value is None:
+            continue
+        if field_name:
+            setattr(row, field_name, s.value)
+        else:
+            row.throttle_bitmask = int(s.value)
+            row.throttle_reasons = decode_throttle_bitmask(int(s.value))
+    return sorted(rows.values(), key=lambda ts: (str(ts[1].host), str(ts[1].index), ts[1].time_utc or ""))
+
+
+def xid_events(samples: Iterable[tuple[T, PromSample]]) -> list[tuple[T, KernelEvent]]:
+    """An ``xid`` :class:`KernelEvent` each time a GPU's ``DCGM_FI_DEV_XID_ERRORS`` gauge turns to a
+    new non-zero code. The time is the first sample showing it (the Xid happened within one scrape
+    interval before); a code already set in the first sample of the window is reported with
+    ``details['before_window']`` - it happened at that time or earlier."""
+    series: dict[tuple, list[tuple[T, PromSample]]] = {}
+    for tag, s in samples:
+        if s.name == XID_METRIC and s.value is not None:
+            series.setdefault(_gpu_key(s), []).append((tag, s))
+    events = []
+    for points in series.values():
+        points.sort(key=lambda ts: ts[1].time_utc or "")
+        last = 0
+        for index, (tag, s) in enumerate(points):
+            code = int(s.value)
+            if code and code != last:
+                labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items())
+                                  if k in ("gpu", "UUID", "uuid", "pci_bus_id", "Hostname", "hostname", "device"))
+                events.append((tag, KernelEvent(
+                    s.line or 0, s.time_utc, s.host, "xid", f"{s.name}{{{labels}}} {code} at {s.time_utc} "
+                    "(dcgm-exporter: last Xid of this GPU)", xid=code, pci_bus_id=s.pci_bus_id,
+                    details={"source": "dcgm-exporter", "gpu": s.gpu, "uuid": s.uuid,
+                             "before_window": index == 0})))
+            last = code
+    return events

@@ -21,7 +21,8 @@ def test_example_json(capsys):
     timeouts = next(f for f in doc["findings"] if f["id"].startswith("nccl-timeout"))
     assert timeouts["caused_by"] == rc["finding"] and "15 rank(s)" in timeouts["title"]
     kinds = {i["path"]: i["kind"] for i in doc["inputs"]}
-    assert kinds.pop("README.md") == "unknown"  # notes beside the evidence are listed, not parsed
+    readme = next(i for i in doc["inputs"] if i["path"] == "README.md")
+    assert kinds.pop("README.md") == "documentation" and "problems" not in readme  # listed, not parsed or flagged
     assert set(kinds.values()) == {"training_log", "kernel_log", "nvidia_smi_table"}
 
 

@@ -254,7 +254,7 @@ def test_bundle_gives_host_and_boot_time_to_raw_dmesg(tmp_path):
     assert (d.category, rc.host, rc.rank, rc.gpu_pci, rc.time) == \
         ("gpu_fell_off_bus", "pod-17", 1, "0000:3b:00.0", "2026-03-01T01:00:00Z")
     inputs = {i["path"]: i for i in d.to_dict()["inputs"]}
-    assert inputs["pod-17/commands.json"]["kind"] == "unknown" and "problems" not in inputs["pod-17/commands.json"]
+    assert inputs["pod-17/commands.json"]["kind"] == "bundle_metadata" and "problems" not in inputs["pod-17/commands.json"]
 
 
 def test_kernel_log_alone_a_hard_fault_is_the_verdict(tmp_path):
