@@ -21,6 +21,7 @@ class Diagnosis:
     checkpoints: dict = field(default_factory=lambda: {"resume_from": None, "rejected": []})
     inputs: list[dict] = field(default_factory=list)
     next_steps: list[str] = field(default_factory=list)
+    nodes: list[dict] = field(default_factory=list)  # per-node summary of a multi-node incident (gpulib.fleet)
 
     def to_dict(self) -> dict:
         rc = self.root_cause
@@ -37,6 +38,7 @@ class Diagnosis:
             "checkpoints": self.checkpoints,
             "inputs": self.inputs,
             "next_steps": self.next_steps,
+            "nodes": self.nodes,
         }
 
     # ---------------------------------------------------------------- text
@@ -86,6 +88,9 @@ class Diagnosis:
                 first = f.evidence[0] if f.evidence else None
                 loc = f"  ({first.file}:{first.line})" if first and first.line else ""
                 out.append(f"  - {_clip(f.title, 120)}{loc}")
+        from gpulib.fleet.report import nodes_text  # here: gpulib.fleet.report imports gpulib.diagnose
+
+        out += nodes_text(self.nodes, self.findings)
         if self.timeline:
             out.append("")
             out.append("TIMELINE (UTC)")
