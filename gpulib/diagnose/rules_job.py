@@ -45,7 +45,6 @@ def run(ctx: Context) -> None:
     _errors(ctx, events)
     _launcher(ctx, events)
     _transport(ctx, events)
-    _versions(ctx, events)
     _progress(ctx, events)
 
 
@@ -266,7 +265,7 @@ def _launcher(ctx: Context, events) -> None:
                     actions=["Reboot the node before giving it back to the scheduler"])
 
 
-# ---------------------------------------------------------------- transport and versions
+# ---------------------------------------------------------------- transport (version skew: rules_other)
 def _transport(ctx: Context, events) -> None:
     nets = ctx.ids.transport
     hosts = sorted(nets)
@@ -289,20 +288,6 @@ def _transport(ctx: Context, events) -> None:
                 actions=["Check `ibstat` on the socket node(s): the HCA named by NCCL_IB_HCA must be Active/LinkUp",
                          "Never relaunch with mixed transports; set NCCL_IB_DISABLE=0 and drain nodes without IB"])
     f.hardware = False
-
-
-def _versions(ctx: Context, events) -> None:
-    """NCCL versions (from its banner) that differ across nodes."""
-    versions: dict[str, set[str]] = defaultdict(set)
-    for fl, e in events:
-        host = e.host or fl.host
-        if e.kind == "nccl_version" and host:
-            versions[host].add(e.details["version"])
-    if len({v for vs in versions.values() for v in vs}) > 1:
-        ctx.add("version-skew", severity="warning", category="driver_mismatch", role="context",
-                title="NCCL versions differ across nodes: " + "; ".join(
-                    f"{h}: {', '.join(sorted(v))}" for h, v in sorted(versions.items())),
-                actions=["Use one container image / environment on every node"])
 
 
 # ---------------------------------------------------------------- progress: stragglers and data stalls

@@ -6,7 +6,15 @@ from __future__ import annotations
 from collections import defaultdict
 
 from gpulib.diagnose.context import Context, evidence, place
-from gpulib.diagnose.model import Pointers
+from gpulib.diagnose.model import EvidenceLine, Pointers
+from gpulib.fleet.config import node_configs
+from gpulib.fleet.drift import WHY, config_drift
+
+#: The software stack that must be the same on every node of a job.
+VERSION_FIELDS = ("driver", "cuda", "nccl", "torch")
+#: Job errors a software-stack mismatch produces: NCCL refusing or losing a peer, a driver too old.
+STACK_ERROR_KINDS = frozenset({"nccl_error", "nccl_error_class", "nccl_warn", "socket_error", "ib_completion_error",
+                               "driver_too_old"})
 
 _DIAG_CATEGORY = (("memory", "gpu_memory_error"), ("pcie", "gpu_fell_off_bus"), ("nvlink", "nvlink_error"),
                   ("thermal", "thermal_throttling"), ("power", "power_fault"), ("inforom", "gpu_firmware_error"))
@@ -20,7 +28,7 @@ def run(ctx: Context) -> None:
     _fuser(ctx)
     _ipmi(ctx)
     _reboots(ctx)
-    _driver_skew(ctx)
+    _version_skew(ctx)
 
 
 def _job_window(ctx: Context) -> tuple[str | None, str | None]:
@@ -66,16 +74,44 @@ def _reboots(ctx: Context) -> None:
                                  "and the previous boot's journal (`journalctl -k -b -1`) for a panic"])
 
 
-def _driver_skew(ctx: Context) -> None:
-    versions: dict[str, set[str]] = defaultdict(set)
-    for file, rec in ctx.records("nvidia_smi_q", "nvidia_smi_xml", "nvidia_smi_table"):
-        if getattr(rec, "driver_version", None) and (rec.host or file.host):
-            versions[rec.host or file.host].add(rec.driver_version)
-    if len({v for vs in versions.values() for v in vs}) > 1:
-        ctx.add("driver-skew", severity="warning", category="driver_mismatch", role="context",
-                title="NVIDIA driver versions differ across nodes: " + "; ".join(
-                    f"{h}: {', '.join(sorted(v))}" for h, v in sorted(versions.items())),
-                actions=["Install one driver version on every node of a job"])
+def _version_skew(ctx: Context) -> None:
+    """Driver / CUDA / NCCL / torch versions that differ across the nodes (facts and majority vote
+    from :mod:`gpulib.fleet`). A skew is context - fix it before the relaunch - unless the job's
+    stack errors (NCCL init/connection errors, driver too old) all involve an odd node (on it, or
+    with it as the peer): then the mismatch is what broke the job, and a soft cause."""
+    configs = node_configs(ctx.inputs)
+    errors = [(fl, e, hosts) for fl, e, hosts in _stack_errors(ctx) if hosts]
+    for d in config_drift(configs, VERSION_FIELDS):
+        odd = set(d.odd)
+        explains = bool(errors) and all(hosts & odd for _, _, hosts in errors)
+        first = min(errors, key=lambda t: t[1].time_utc or "~") if explains else None
+        values = "; ".join(f"{h}: {getattr(c, d.field)}" for h, c in configs.items() if getattr(c, d.field) is not None)
+        ctx.add(f"version-skew-{d.field}", severity="error" if explains else "warning", category="driver_mismatch",
+                role="cause" if explains else "context", interruption="soft" if explains else None,
+                title=f"{d.label} versions differ across nodes" + (", and the job's errors involve only the odd "
+                                                                    "node(s)" if explains else "") + f": {values[:400]}",
+                host=next(iter(odd)) if len(odd) == 1 else None, time=first[1].time_utc if first else None,
+                evidence=[EvidenceLine(configs[h].sources.get(d.field, "?"), None, f"{h}: {d.label} {v}")
+                          for h, v in sorted(d.odd.items())[:8]]
+                + ([evidence(first[0], first[1].line, first[1].text)] if first else []),
+                actions=[f"Install one {d.label} on every node of the job"
+                         + (f" (the majority runs {d.majority})" if d.majority is not None else "")
+                         + f": {WHY[d.field]}"])
+
+
+def _stack_errors(ctx: Context) -> list[tuple]:
+    """(file, event, hosts it involves) of every job error that a software-stack mismatch produces:
+    NCCL errors/WARNs, socket and IB connection errors (with the peer's host), driver too old."""
+    out = []
+    for fl, e in ctx.records("training_log"):
+        if e.kind not in STACK_ERROR_KINDS:
+            continue
+        hosts = {e.host or fl.host} - {None}
+        peer = ctx.ids.host_of_addr(e.details.get("peer") or e.details.get("addr"))
+        if peer:
+            hosts.add(peer)
+        out.append((fl, e, hosts))
+    return out
 
 
 def _sinfo(ctx: Context) -> None:

@@ -7,8 +7,8 @@ or it is the one that hangs. These facts are what a job-scoped diff compares (:m
 Where each fact comes from (first source that has it wins, and ``sources`` says which file):
 
 * driver / CUDA: ``nvidia-smi -q``/``-q -x`` headers, NVML snapshot, ``/proc/driver/nvidia/version``;
-* NCCL / torch: the collector's ``versions/python-stack.json``; NCCL also from the job log's
-  ``NCCL version`` line of that host;
+* NCCL / torch: the collector's ``versions/python-stack.json``; else the job log's ``NCCL version``
+  line and its ``torch X.Y.Z`` print for that host;
 * kernel: ``uname -a``; OS: ``/etc/os-release`` ``PRETTY_NAME``;
 * GPU model, count, ECC mode, MIG mode: the GPU records of the nvidia-smi snapshot;
   VBIOS and persistence mode: the same files (or NVML), per GPU - a node whose GPUs disagree
@@ -178,12 +178,18 @@ def _sniff(cfg: NodeConfig, f: InputFile) -> None:
         cfg.set("driver", m["driver"], src)
 
 
-def _nccl_from_job_logs(configs: dict[str, NodeConfig], inputs: Inputs) -> None:
-    """``host:pid:tid [0] NCCL INFO NCCL version 2.21.5+cuda12.4``: what the job really loaded."""
+def _job_log_facts(configs: dict[str, NodeConfig], inputs: Inputs) -> None:
+    """What the job really loaded, per host: ``host:pid:tid [0] NCCL INFO NCCL version 2.21.5+cuda12.4``
+    and the job's own ``torch 2.3.1+cu121`` print (a node known only from its job log counts too)."""
     for f in inputs.of_kind("training_log"):
         for ev in f.records:
-            if getattr(ev, "kind", None) == "nccl_version" and ev.host in configs:
-                configs[ev.host].set("nccl", ev.details.get("version"), f.display)
+            kind = getattr(ev, "kind", None)
+            if kind not in ("nccl_version", "torch_version"):
+                continue
+            host = ev.host or f.host
+            if host:
+                cfg = configs.setdefault(host, NodeConfig(host))
+                cfg.set("nccl" if kind == "nccl_version" else "torch", ev.details.get("version"), f.display)
 
 
 def node_configs(inputs: Inputs) -> dict[str, NodeConfig]:
@@ -203,8 +209,8 @@ def node_configs(inputs: Inputs) -> dict[str, NodeConfig]:
         _ib_facts(cfg, files)
         if any(v is not None for v in cfg.facts().values()):
             configs[host] = cfg
-    _nccl_from_job_logs(configs, inputs)
-    return configs
+    _job_log_facts(configs, inputs)
+    return dict(sorted(configs.items()))
 
 
 def configs_from_paths(paths: list[str | Path], tz: str | None = None) -> dict[str, NodeConfig]:

@@ -65,9 +65,20 @@ CATALOGUE_KEYWORDS: tuple[bytes, ...] = (
 #: launcher identity, checkpoints and completion, which can be on every other line.
 PROGRESS_KEYWORDS: tuple[bytes, ...] = (
     b"step", b"iteration", b"s/it", b"val batch", b"heckpoint", b"raining complete", b"raining finished",
-    b"raining done", b"successfully finished", b"train_runtime",
-    b"device=cuda:", b"local_rank=", b"distributed init (rank", b"re-looped", b"srun: error", b"slurmstepd: error",
+    b"raining done", b"successfully finished", b"train_runtime", b"torch ", b"torch=", b"torch version",
+    b"orch.__version__", b"PyTorch version", b"device=cuda:", b"local_rank=", b"distributed init (rank", b"re-looped", b"srun: error", b"slurmstepd: error",
 )
+
+#: Event kinds that are not failures: identity, transport, versions, progress, and lines that only
+#: accompany a failure reported by another kind (the traceback header before its exception, the
+#: watchdog's progress line after its timeout, torchrun's SIGTERM to the surviving workers).
+#: "No IB device" is transport identity: normal on a single node, and a socket fallback across
+#: nodes shows up as socket/NCCL errors. ``gpulib watch`` alerts on every other kind.
+INFO_KINDS = frozenset({
+    "nccl_init", "nccl_transport", "nccl_version", "nccl_address", "nccl_no_ib", "rank_device", "torch_version",
+    "benign", "completed", "checkpoint_saved", "checkpoint_save_start", "step", "eval_progress", "traceback",
+    "watchdog_progress", "sigterm_sent",
+})
 
 # ---------------------------------------------------------------- launcher prefixes
 _MPI_TAG = re.compile(r"^\[(?P<job>\d+),(?P<rank>\d+)\]<std(?:out|err)>:\s?")
@@ -196,6 +207,9 @@ _COMPLETED = re.compile(r"[Tt]raining (?:completed?|finished|done)\b|Process gro
 _CKPT_START = re.compile(r"(?:[Ss]aving|[Ss]ave) (?:the )?checkpoint|async save started|checkpoint: .*save started")
 _CKPT_DONE = re.compile(r"(?:successfully saved|[Ff]inished saving|[Ss]aved) (?:the )?checkpoint|checkpoint.*committed")
 _BENIGN = re.compile(r"is being re-looped|re-looped|process group has NOT been destroyed")
+#: ``torch 2.3.1+cu121``, ``torch==2.1.0``, ``PyTorch version: 2.4.0`` (collect_env), ``torch.__version__ = 2.2.2``.
+_TORCH_VERSION = re.compile(r"\b(?:torch|PyTorch)(?:\.__version__)?(?: version)?\s*(?:==|[:=]|\s)\s*v?"
+                            r"(?P<ver>\d+\.\d+\.\d+(?:[+.][\w.]*\w)?)")
 
 # progress lines (head/tail pass)
 _STEP = re.compile(r"\b(?:step|iteration|iter|global_step)[:= ]\s*(?P<step>\d+)\b|\b(?P<tq>\d+)/(?P<total>\d+) \[")
@@ -358,6 +372,10 @@ class _Classifier:
             m = _STORE_ERR.search(body)
             if m:
                 return JobEvent(lineno, "store_error", body, rank=rank, details={"class": m["cls"]})
+        if "orch" in body:
+            m = _TORCH_VERSION.search(body)
+            if m:
+                return JobEvent(lineno, "torch_version", body, rank=rank, details={"version": m["ver"]})
         if "cuda:" in body or "env://" in body:
             m = _RANK_DEVICE.search(body)
             if m:

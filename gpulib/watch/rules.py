@@ -11,7 +11,8 @@
   completed``, ``PyTorchJob ... Succeeded``), silence is expected and no longer alerts.
 * **Error signatures.** Lines go through the diagnosis's own catalogue
   (:class:`gpulib.parsers.training_log.JobLogScanner`, the same regexes ``gpulib diagnose``
-  uses); every event kind except identity/progress bookkeeping (:data:`QUIET_KINDS`) is an alert,
+  uses); every event kind except identity/progress bookkeeping
+  (:data:`gpulib.parsers.training_log.INFO_KINDS`) is an alert,
   so a signature added to the catalogue is watched without touching this module.
 * **Step time.** Each rank's seconds per step (printed ``s/it``/``s/step``, else the time between
   two step lines divided by the steps advanced) is compared with that rank's median of the last
@@ -32,19 +33,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from statistics import median
 
-from gpulib.parsers.training_log import JobEvent, JobLogScanner, strip_prefixes
+from gpulib.parsers.training_log import INFO_KINDS, JobEvent, JobLogScanner, strip_prefixes
 from gpulib.parsers.training_log import parse as parse_job_log
 
-#: Event kinds of the job-log catalogue that are not failures: identity, transport, progress,
-#: and lines that only accompany a failure reported by another kind (the traceback header before
-#: its exception, the watchdog's progress line after its timeout, torchrun's SIGTERM to the
-#: survivors). "No IB device" is transport identity: normal on a single node, and a socket
-#: fallback across nodes shows up as socket/NCCL errors.
-QUIET_KINDS = frozenset({
-    "nccl_init", "nccl_transport", "nccl_version", "nccl_address", "nccl_no_ib", "rank_device", "benign",
-    "completed", "checkpoint_saved", "checkpoint_save_start", "step", "eval_progress", "traceback",
-    "watchdog_progress", "sigterm_sent",
-})
 #: Signatures worth a look that do not stop a job by themselves.
 WARNING_KINDS = frozenset({"nccl_warn"})
 #: Exceptions that are an operator's or a launcher's doing, not a failure.
@@ -238,7 +229,7 @@ class WatchRules:
             self.completed = True
             self.notices.append(f"{file}:{ev.line}: the job reports completion ({ev.text.strip()[:80]}); "
                                 "its silence from now on is expected, not an alert")
-        if ev.kind in QUIET_KINDS or (ev.kind == "exception" and ev.details.get("class") in IGNORED_EXCEPTIONS):
+        if ev.kind in INFO_KINDS or (ev.kind == "exception" and ev.details.get("class") in IGNORED_EXCEPTIONS):
             return []
         key = (file, rank, ev.kind)
         if key in self._signatures_seen:

@@ -291,3 +291,66 @@ def test_nccl_version_skew(tmp_path):
             "2026-05-04 10:00:00,000 [rank0] INFO Training completed\n")
     titles = [f.title for f in diagnose([tmp_path]).findings if f.id.startswith("version-skew")]
     assert titles == ["NCCL versions differ across nodes: sk-1: 2.21.5; sk-2: 2.20.5"]
+
+
+def skew_job(tmp_path, versions: dict[str, tuple[str, str]], errors: dict[str, str] | None = None) -> None:
+    """One log per host of a 2-GPU-per-node job: its torch and NCCL banners and a step; then a
+    normal end, or (``errors`` given) ``errors[host]`` (an NCCL WARN line) and the rank's error."""
+    hosts = list(versions)
+    for n, (host, (torch_v, nccl_v)) in enumerate(versions.items()):
+        lines = [f"2026-07-02 08:00:00,000 [rank{2 * n}] INFO torch {torch_v} on {host}",
+                 *(f"{host}:40{i}:40{i} [{i}] NCCL INFO NCCL version {nccl_v}+cuda12.4" for i in range(2)),
+                 *(f"{host}:40{i}:40{i} [{i}] NCCL INFO comm 0x{i} rank {2 * n + i} nranks {2 * len(hosts)} cudaDev "
+                   f"{i} busId {BUS[i]} commId 0x77 - Init COMPLETE" for i in range(2)),
+                 f"2026-07-02 08:01:00,000 [rank{2 * n}] INFO step 10 | loss 3.0 | 1.0 s/step"]
+        if errors is None:
+            lines.append(f"2026-07-02 09:00:00,000 [rank{2 * n}] INFO Training completed")
+        elif host in errors:
+            lines += [errors[host], f"[rank{2 * n + 1}]: torch.distributed.DistBackendError: NCCL error in: "
+                                    "ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO)"]
+        (tmp_path / f"{host}.log").write_text("\n".join(lines) + "\n")
+
+
+def test_torch_skew_on_one_node_is_a_warning_when_it_explains_nothing(tmp_path):
+    skew_job(tmp_path, {"gp-1": ("2.3.1+cu121", "2.21.5"), "gp-2": ("2.3.1+cu121", "2.21.5"),
+                        "gp-3": ("2.1.0+cu118", "2.21.5")})
+    d = diagnose([tmp_path])
+    skew = [f for f in d.findings if f.category == "driver_mismatch"]
+    assert [(f.id, f.severity, f.role, f.host) for f in skew] == [("version-skew-torch-1", "warning", "context", "gp-3")]
+    assert "gp-3: 2.1.0+cu118" in skew[0].title and d.category == "none"
+
+
+def test_nccl_skew_is_the_cause_when_the_nccl_errors_involve_only_the_odd_node(tmp_path):
+    warn = ("gp-3:401:455 [1] misc/socket.cc:538 NCCL WARN socketStartConnect: Connect to 10.8.0.1<43211> failed : "
+            "Connection refused")
+    skew_job(tmp_path, {"gp-1": ("2.3.1", "2.21.5"), "gp-2": ("2.3.1", "2.21.5"), "gp-3": ("2.3.1", "2.18.3")},
+             errors={"gp-3": warn})
+    d = diagnose([tmp_path])
+    assert (d.interruption, d.category, d.root_cause.host) == ("soft", "driver_mismatch", "gp-3")
+    assert d.root_cause.severity == "error" and "gp-3: 2.18.3" in d.root_cause.title
+
+
+def test_bundle_versions_and_nvml_driver_feed_the_skew(tmp_path):
+    """Two bundles whose versions/python-stack.json name different torch builds and whose NVML
+    snapshots name different drivers: both skews are reported, from the bundle files."""
+    from gpulib.evidence import BundleWriter
+
+    for host, torch_v, driver in (("bx-1", "2.4.0+cu124", "550.90.07"), ("bx-2", "2.4.0+cu121", "535.161.08")):
+        with BundleWriter(tmp_path / host, host=host) as bundle:
+            bundle.write_json("versions/python-stack.json", {"torch": torch_v, "torch_cuda": "12.4"})
+            bundle.write_json("nvml/snapshot.json", {"schema": "gpulib.nvml-snapshot/1", "driver_version": driver,
+                                                     "cuda_driver_version": "12.4", "gpu_count": 0, "gpus": []})
+    found = {f.id: f for f in diagnose([tmp_path]).findings if f.category == "driver_mismatch"}
+    assert set(found) == {"version-skew-driver-1", "version-skew-torch-1"}
+    assert found["version-skew-driver-1"].title.endswith("bx-1: 550.90.07; bx-2: 535.161.08")
+    assert found["version-skew-torch-1"].evidence[0].file == "bx-1/versions/python-stack.json"
+
+
+def test_nccl_skew_stays_a_warning_when_a_majority_node_fails_on_its_own(tmp_path):
+    warn = ("gp-1:400:455 [0] misc/socket.cc:538 NCCL WARN socketStartConnect: Connect to 10.8.0.9<43211> failed : "
+            "Connection refused")
+    skew_job(tmp_path, {"gp-1": ("2.3.1", "2.21.5"), "gp-2": ("2.3.1", "2.21.5"), "gp-3": ("2.3.1", "2.18.3")},
+             errors={"gp-1": warn})
+    d = diagnose([tmp_path])
+    skew = next(f for f in d.findings if f.id.startswith("version-skew-nccl"))
+    assert (skew.severity, skew.role, d.category == "driver_mismatch") == ("warning", "context", False)

@@ -58,6 +58,7 @@ def test_cuda_oom_names_the_rank_and_is_raised_once():
 def test_benign_lines_and_keyboard_interrupt_raise_nothing():
     rules = WatchRules(WatchConfig(), [LOG], now=0)
     lines = [b"host-1:100:100 [0] NCCL INFO NET/IB : No device found.",
+             b"[rank0]: torch 2.3.1+cu121 starting", b"host-1:100:100 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
              b"[rank0]: Saving checkpoint to /ckpt/step_100.pt", b"[rank0]: Training completed",
              b"Traceback (most recent call last):", b"KeyboardInterrupt"]
     assert rules.feed(LOG, lines, now=1) == []
