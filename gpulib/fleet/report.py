@@ -78,9 +78,10 @@ def node_summary(inputs, findings: list[Finding], root: Finding | None,
         if f.host and not f.id.startswith("config-drift-"):
             severities.setdefault(f.host, Counter())[f.severity] += 1
     odd = odd_nodes(drifts)
+    minority = odd_nodes([d for d in drifts if not d.split])  # with no majority, no side is "the odd one"
     out = []
     for host in sorted(set(files) | set(configs)):
-        role = ("culprit" if root is not None and host == root.host else "odd" if host in odd
+        role = ("culprit" if root is not None and host == root.host else "odd" if host in minority
                 else "findings" if severities.get(host, Counter())["critical"] + severities.get(host, Counter())[
                     "error"] else "ok")
         cfg = configs.get(host)
@@ -100,8 +101,10 @@ def attach(diagnosis, inputs) -> None:
         if len(hosts | set(configs)) < 2:
             return  # one node: nothing to compare, no summary to make
         drifts = config_drift(configs)
-        diagnosis.findings.extend(drift_findings(drifts, configs, diagnosis.root_cause,
-                                                 failed=diagnosis.interruption != "none"))
+        # the diagnosis's own rules already judged version skew (``version-skew-<field>-N``): not twice
+        judged = {f.id.split("-")[2] for f in diagnosis.findings if f.id.startswith("version-skew-")}
+        diagnosis.findings.extend(drift_findings([d for d in drifts if d.field not in judged], configs,
+                                                 diagnosis.root_cause, failed=diagnosis.interruption != "none"))
         diagnosis.nodes = node_summary(inputs, diagnosis.findings, diagnosis.root_cause, configs, drifts)
     except Exception:  # noqa: BLE001
         log.exception("per-node summary / config diff failed; the diagnosis is reported without them")
