@@ -56,3 +56,22 @@ def test_nodes_text_lists_the_nodes_that_matter():
     drift = drift_findings(config_drift(configs), configs, _root("n2"))
     text = "\n".join(nodes_text(nodes, drift))
     assert "CONFIG DIFF (odd nodes)\n  [warning] NCCL: 1 of 5 node(s) differ from 2.21.5 (4 nodes): n1 2.18.3" in text
+
+
+def test_attach_leaves_version_skew_to_the_diagnosis_rule_and_adds_the_other_fields(tmp_path):
+    """diagnose() judges driver/CUDA/NCCL/torch skew itself (``version-skew-*``); attach() adds
+    config-drift findings only for the fields it did not judge (here: the kernel)."""
+    from gpulib.diagnose import diagnose
+    from gpulib.diagnose.inputs import gather
+    from gpulib.evidence import BundleWriter
+    from gpulib.fleet.report import attach
+
+    for host, torch_v, kernel in (("kx-1", "2.4.0", "6.8.0-45"), ("kx-2", "2.4.0", "6.8.0-45"),
+                                  ("kx-3", "2.5.1", "6.8.0-31")):
+        with BundleWriter(tmp_path / host, host=host) as bundle:
+            bundle.write_json("versions/python-stack.json", {"torch": torch_v})
+            bundle.write_text("versions/uname.txt", f"Linux {host} {kernel}-generic #1 SMP x86_64 GNU/Linux\n")
+    d = diagnose([tmp_path])
+    attach(d, gather([tmp_path]))
+    ids = sorted(f.id for f in d.findings if f.category == "driver_mismatch")
+    assert ids == ["config-drift-kernel", "version-skew-torch-1"]
