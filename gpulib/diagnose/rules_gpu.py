@@ -217,7 +217,7 @@ def _series(ctx: Context) -> None:
                 + (f", up to {hottest:.0f} C" if hottest is not None else "")
                 + (f", SM clock down to {min(clocks):.0f}/{cmax:.0f} MHz" if clocks and cmax else ""))
         f = ctx.add("throttle", severity="error", category=_throttle_category(reasons), interruption="soft",
-                    hardware=True, title=f"GPU {first.index} ({first.pci_bus_id}) on {host}: {what}", host=host,
+                    hardware=True, title=f"GPU {first.index} ({first.pci_bus_id or first.uuid}) on {host}: {what}", host=host,
                     time=ctx.utc(first.time_utc, file),
                     evidence=[evidence(file, first.line, f"first throttled sample: mask "
                                                          f"{first.throttle_bitmask:#x} "

@@ -133,3 +133,22 @@ def test_a_real_collect_bundle_raises_no_unknown_input(tmp_path):
     journal = next(i for i in inputs if i["path"].endswith("gx-a800-102/journal-kernel.txt"))
     assert journal["host"] == "gx-a800-102"  # named by its folder, not by the bundle that copied it
     assert (d.category, d.root_cause.host, d.root_cause.gpu_index) == ("gpu_fell_off_bus", "gx-a800-102", 2)
+
+
+def test_prometheus_clock_event_reasons_show_the_throttled_gpu(tmp_path):
+    start = 1781217600.0
+
+    def series(metric: str, hot: str, cool: str) -> str:
+        return query_range(metric, [({"gpu": str(g), "UUID": f"GPU-9c-{g}", "Hostname": "trn-09"},
+                                     [(start + 15 * k, hot if g == 2 and k > 3 else cool) for k in range(10)])
+                                    for g in range(4)])
+
+    write_bundle(tmp_path / "ops-2", "ops-2", {
+        "prometheus/DCGM_FI_DEV_CLOCKS_EVENT_REASONS.json": series("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "72", "0"),
+        "prometheus/DCGM_FI_DEV_SM_CLOCK.json": series("DCGM_FI_DEV_SM_CLOCK", "900", "1980"),
+        "prometheus/DCGM_FI_DEV_GPU_TEMP.json": series("DCGM_FI_DEV_GPU_TEMP", "91", "60"),
+    }, {"prometheus": "ok"})
+    hot = [f for f in diagnose([tmp_path]).findings if f.category == "thermal_throttling"]
+    assert [(f.host, f.gpu_index, f.time) for f in hot] == [("trn-09", 2, "2026-06-11T22:41:00.000Z")]
+    assert "GPU 2 (GPU-9c-2)" in hot[0].title and "6 of 10 samples throttled" in hot[0].title
+    assert "up to 91 C" in hot[0].title  # 0x48 = hw_slowdown + hw_thermal_slowdown, temperature from its own file
