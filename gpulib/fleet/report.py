@@ -22,6 +22,8 @@ from gpulib.fleet.drift import WHY, FieldDrift, config_drift, odd_nodes
 
 log = logging.getLogger(__name__)
 
+#: Finding ids of config drift: ours, and the diagnosis rules' version skew.
+DRIFT_IDS = ("config-drift-", "version-skew-")
 STATE_FIELDS = frozenset({"gpu_count", "ib_ports_active", "ib_rate_gbps"})
 #: Nodes listed by name in the text summary (the rest are counted).
 TEXT_NODES = 12
@@ -75,7 +77,7 @@ def node_summary(inputs, findings: list[Finding], root: Finding | None,
             kinds.setdefault(f.host, set()).add(f.kind)
     severities: dict[str, Counter] = {}
     for f in findings:
-        if f.host and not f.id.startswith("config-drift-"):
+        if f.host and not f.id.startswith(DRIFT_IDS):
             severities.setdefault(f.host, Counter())[f.severity] += 1
     odd = odd_nodes(drifts)
     minority = odd_nodes([d for d in drifts if not d.split])  # with no majority, no side is "the odd one"
@@ -112,7 +114,7 @@ def attach(diagnosis, inputs) -> None:
 
 def nodes_text(nodes: list[dict], findings: list[Finding] = ()) -> list[str]:
     """The NODES section of the text report: counts, the nodes that matter by name, then the
-    config diff (the ``config-drift-*`` findings among ``findings``)."""
+    config diff (the drift findings among ``findings``)."""
     if not nodes:
         return []
     roles = Counter(n["role"] for n in nodes)
@@ -127,8 +129,21 @@ def nodes_text(nodes: list[dict], findings: list[Finding] = ()) -> list[str]:
     rest = sum(1 for n in nodes if n["role"] != "ok") - TEXT_NODES
     if rest > 0:
         lines.append(f"  ... {rest} more (see --format json)")
-    drift = [f for f in findings if f.id.startswith("config-drift-")]
+    drift = [f for f in findings if f.id.startswith(DRIFT_IDS)]
     if drift:
         lines += ["", "CONFIG DIFF (odd nodes)"]
-        lines += [f"  [{f.severity}] {f.title.removeprefix('Config drift: ')}" for f in drift]
+        lines += [f"  [{f.severity}] {_clip(_drift_line(f), 200)}" for f in drift]
     return lines
+
+
+def _drift_line(f: Finding) -> str:
+    """One line per drifting field naming the odd nodes (a version-skew title lists every node;
+    its evidence lines without a line number are the odd nodes' values)."""
+    if f.id.startswith("version-skew-"):
+        odd = ", ".join(e.text for e in f.evidence if e.line is None)
+        return f"{f.title.split(': ', 1)[0]}; odd: {odd}"
+    return f.title.removeprefix("Config drift: ")
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
