@@ -39,6 +39,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from IPython.display import Markdown, display
 
+from gpulib import kernel_env
 from gpulib.errors import GpulibError
 from gpulib.notebook_checks import FINDING_MIME, Command, normalize_findings, summarize_findings
 from gpulib.notebook_data import Evidence
@@ -49,9 +50,15 @@ from gpulib.notebook_data import Evidence
 PLOTLY_RENDERER = "plotly_mimetype+notebook"
 
 
+def figures_as_json() -> bool:
+    """True under ``gpulib run`` (:data:`gpulib.kernel_env.FIGURES_AS_JSON`)."""
+    return os.environ.get(kernel_env.FIGURES_AS_JSON, "") not in ("", "0")
+
+
 def setup() -> None:
     """Prepare a runbook notebook: the plotly renderer that survives HTML export, readable tables."""
-    pio.renderers.default = PLOTLY_RENDERER
+    if not figures_as_json():
+        pio.renderers.default = PLOTLY_RENDERER
     pd.set_option("display.max_rows", 200)
     pd.set_option("display.max_colwidth", 160)
     pd.set_option("display.width", 200)
@@ -202,10 +209,20 @@ def fabric_test(*, nproc: int = 2, timeout_s: float = 240, backend: str | None =
 
 def show(item: Any, interactive: bool) -> None:
     """Display a :class:`FigurePanel` (widgets when interactive, plain figure headless) or anything."""
-    if isinstance(item, FigurePanel):
-        display(item.widget() if interactive else item.figure)
+    if isinstance(item, FigurePanel) and interactive:
+        display(item.widget())
+        return
+    item = item.figure if isinstance(item, FigurePanel) else item
+    if isinstance(item, go.Figure) and figures_as_json():
+        display(figure_bundle(item), raw=True)
     else:
         display(item)
+
+
+def figure_bundle(figure: go.Figure) -> dict:
+    """The figure as plotly's JSON mime part (what JupyterLab and the offline report draw)."""
+    return {"application/vnd.plotly.v1+json": json.loads(pio.to_json(figure, validate=False)),
+            "text/plain": f"<figure: {figure.layout.title.text or ''}>"}
 
 
 def table(frame: pd.DataFrame, empty: str = "nothing found") -> None:
@@ -288,8 +305,7 @@ class FigurePanel:
         # Inside a widget only a live frontend shows the figure, so the plotly mime part is enough;
         # the embedded-JS part (~5 MB) would stall nbclient's Output emulation (papermill P1).
         with self._output:
-            display({"application/vnd.plotly.v1+json": json.loads(pio.to_json(self.figure, validate=False)),
-                     "text/plain": f"<figure: {self.figure.layout.title.text or ''}>"}, raw=True)
+            display(figure_bundle(self.figure), raw=True)
 
     def widget(self) -> widgets.Widget:
         """Controls above an output area that always shows the current figure."""

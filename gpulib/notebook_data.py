@@ -9,7 +9,9 @@ of :mod:`gpulib.plots` and the checks of :mod:`gpulib.notebook_checks` expect:
 - ``time`` (UTC ``Timestamp`` or NaT), ``host``, ``gpu`` (index as text, else the PCI id),
   ``gpu_index``, ``pci_bus_id``, and ``file``/``line``/``text`` pointing at the evidence line.
 
-Nothing here runs a command on the machine; analysis reads files only.
+Nothing here runs a command on the machine; analysis reads files only. Under ``gpulib run``
+the evidence is read once for all steps (:mod:`gpulib.evidence_cache`); a notebook opened by
+hand reads it itself.
 """
 
 from __future__ import annotations
@@ -17,41 +19,18 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import asdict
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
-import gpulib
 from gpulib.errors import InputError
 from gpulib.evidence import is_bundle
+from gpulib.evidence_cache import EvidenceFiles, load_cached, read_evidence, resolve_evidence
+from gpulib.evidence_cache import repo_root as repo_root  # re-exported: notebooks and tests use it here
 
 #: The bundled example incident the notebooks analyse by default.
 DEFAULT_EVIDENCE = "examples/incident-gpu-fell-off-bus"
-
-
-def repo_root() -> Path:
-    """The checkout (or installed tree) that holds ``gpulib/``, ``examples/`` and ``notebooks/``."""
-    return Path(gpulib.__file__).resolve().parent.parent
-
-
-def resolve_evidence(evidence: str | Path) -> Path:
-    """Find the evidence path, trying it as given, then relative to the repo and ``notebooks/``."""
-    text = str(evidence).strip()
-    if not text:
-        raise InputError("no evidence given",
-                         hint="set the `evidence` parameter to an evidence bundle, an incident folder or a log file")
-    given = Path(text).expanduser()
-    tried = [given] if given.is_absolute() else [Path.cwd() / given, repo_root() / given,
-                                                   repo_root() / "notebooks" / given]
-    for candidate in tried:
-        if candidate.exists():
-            return candidate.resolve()
-    raise InputError("evidence path not found", path=text,
-                     hint="looked in " + ", ".join(str(t.parent) for t in tried)
-                     + "; give the path of an evidence bundle (gpulib collect), an incident folder or a log file")
 
 
 def open_evidence(evidence: str | Path) -> Evidence:
@@ -91,23 +70,23 @@ class Evidence:
 
     # ---------------------------------------------------------------- what is in it
     @cached_property
+    def _read(self) -> tuple[EvidenceFiles, dict]:
+        return load_cached(self.path) or read_evidence(self.path)
+
+    @property
     def diagnosis(self) -> dict:
         """The ``gpulib.diagnosis/1`` dict for the whole evidence path."""
-        from gpulib.diagnose import diagnose
+        return self._read[1]
 
-        return diagnose([self.path]).to_dict()
-
-    @cached_property
-    def gathered(self):
-        """Every file walked, detected, parsed and assigned a host (:func:`gpulib.diagnose.inputs.gather`)."""
-        from gpulib.diagnose.inputs import gather
-
-        return gather([self.path])
+    @property
+    def gathered(self) -> EvidenceFiles:
+        """Every file walked, detected, parsed (records as dicts) and assigned a host."""
+        return self._read[0]
 
     def inputs(self) -> pd.DataFrame:
         """Each file read, as what kind, for which host (and how that was decided), and its problems."""
         rows = [{"file": f.display, "kind": f.kind, "host": f.host, "host_from": f.host_basis,
-                 "records": len(f.records), "problems": "; ".join(p.message for p in f.problems[:3]) or None}
+                 "records": len(f.records), "problems": "; ".join(f.problems[:3]) or None}
                 for f in self.gathered.files]
         return pd.DataFrame(rows, columns=["file", "kind", "host", "host_from", "records", "problems"])
 
@@ -117,8 +96,8 @@ class Evidence:
         known = sum(1 for f in files if f.records)
         return f"Evidence: `{self.path}` ({kind}, {len(files)} files, {known} with readable records)"
 
-    def _parse(self, kind: str) -> list[tuple[Any, Path, str | None]]:
-        """Records of every file of ``kind`` with their file and host."""
+    def _parse(self, kind: str) -> list[tuple[dict, Path, str | None]]:
+        """Records (as dicts) of every file of ``kind`` with their file and host."""
         return [(record, f.path, f.host) for f in self.gathered.of_kind(kind) for record in f.records]
 
     def _rel(self, path: Path) -> str:
@@ -135,10 +114,10 @@ class Evidence:
 
         rows = []
         for event, path, host in self._parse("kernel_log"):
-            row = asdict(event)
+            row = dict(event)
             row["host"] = row.get("host") or host
             row["file"] = self._rel(path)
-            info = xid_info(event.xid) if event.xid is not None else None
+            info = xid_info(event["xid"]) if event.get("xid") is not None else None
             row.update({"name": info.name if info else None, "interruption": info.interruption if info else None,
                         "category": info.category if info else None, "action": info.action if info else None})
             rows.append(row)
@@ -170,9 +149,9 @@ class Evidence:
         kinds = ("nvidia_smi_xml", "nvidia_smi_q", "nvidia_smi_table", "nvidia_smi_csv")
         for kind in kinds:
             for state, path, host in self._parse(kind):
-                if not hasattr(state, "lost"):  # CSV time series rows are samples, not snapshots
+                if "lost" not in state:  # CSV time series rows are samples, not snapshots
                     continue
-                row = asdict(state)
+                row = dict(state)
                 row["host"] = row.get("host") or host
                 row["file"] = self._rel(path)
                 rows.append(row)
@@ -195,9 +174,9 @@ class Evidence:
         rows = []
         for kind in ("nvidia_smi_csv", "nvidia_smi_dmon"):
             for sample, path, host in self._parse(kind):
-                if hasattr(sample, "lost"):
+                if "lost" in sample:
                     continue
-                row = asdict(sample)
+                row = dict(sample)
                 row["host"] = row.get("host") or host
                 row["file"] = self._rel(path)
                 rows.append(row)
@@ -216,7 +195,7 @@ class Evidence:
         """Training/launcher log events (NCCL init and transport, timeouts, errors, steps)."""
         rows = []
         for event, path, host in self._parse("training_log"):
-            row = asdict(event)
+            row = dict(event)
             row["host"] = row.get("host") or host
             row["file"] = self._rel(path)
             rows.append(row)
@@ -284,10 +263,10 @@ class Evidence:
     def topology(self) -> pd.DataFrame:
         """The GPU-to-GPU link matrix of the first ``nvidia-smi topo -m`` (rows/columns GPU0..N)."""
         for f in self.gathered.of_kind("nvidia_smi_topo"):
-            gpus = [d for d in f.records if d.kind == "gpu"]
+            gpus = [d for d in f.records if d.get("kind") == "gpu"]
             if gpus:
-                names = [d.name for d in gpus]
-                return pd.DataFrame([[d.links.get(n, "X") for n in names] for d in gpus], index=names, columns=names)
+                names = [d["name"] for d in gpus]
+                return pd.DataFrame([[d["links"].get(n, "X") for n in names] for d in gpus], index=names, columns=names)
         return pd.DataFrame()
 
     def software_versions(self) -> pd.DataFrame:
@@ -331,7 +310,7 @@ class Evidence:
         from gpulib.checkpoints.latest import find_latest
 
         roots = [resolve_evidence(p) for p in checkpoint_dirs.split(",") if p.strip()]
-        roots = roots or list(dict.fromkeys(folder for _root, folder in self.gathered.checkpoint_dirs)) or [self.path]
+        roots = roots or self.gathered.checkpoint_dirs or [self.path]
         return find_latest(roots)
 
     def timeline(self) -> pd.DataFrame:

@@ -24,13 +24,14 @@ log = logging.getLogger(__name__)
 __all__ = ["Diagnosis", "diagnose"]
 
 
-def diagnose(paths: list[str | Path], tz: str | None = None) -> Diagnosis:
+def diagnose(paths: list[str | Path], tz: str | None = None, *, inputs: Inputs | None = None) -> Diagnosis:
     """Diagnose the incident whose evidence lies in ``paths`` (bundles, folders or files).
 
     ``tz`` is the zone of timestamps printed without one (``dmesg -T``, nvidia-smi, Python logs)
-    when no bundle manifest says it; default UTC.
+    when no bundle manifest says it; default UTC. ``inputs``: what :func:`gather` already read
+    from ``paths`` (a caller that also shows the records reads the evidence once).
     """
-    inputs = gather([Path(p) for p in paths], tz)
+    inputs = gather([Path(p) for p in paths], tz) if inputs is None else inputs
     ctx = Context(inputs, IdentityMap(inputs), tz)
     for rules in (rules_kernel, rules_gpu, rules_job, rules_other):
         try:

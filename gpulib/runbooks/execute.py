@@ -136,9 +136,10 @@ class RunKernels:
     the notebooks showed so far.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, env: dict[str, str] | None = None) -> None:
         from jupyter_client.manager import AsyncKernelManager
 
+        self.env = dict(env or {})
         self._lock = threading.Lock()
         self._managers: list = []
         self.stopping = False
@@ -146,6 +147,8 @@ class RunKernels:
 
         class TrackedKernelManager(AsyncKernelManager):
             async def start_kernel(self, **kw):
+                if run.env:
+                    kw["env"] = {**kw.get("env", os.environ), **run.env}
                 await super().start_kernel(**kw)
                 run._started(self)
 
@@ -226,16 +229,17 @@ def execute_step(step: StepSpec, parameters: dict, output: Path, findings_path: 
 
 def execute_runbook(spec: RunbookSpec, plan: dict[str, dict], outputs: Path, scratch: Path, *, cwd: Path,
                     jobs: int, cell_timeout_s: float | None = None, progress=None,
-                    after_step=None) -> list[StepResult]:
+                    after_step=None, env: dict[str, str] | None = None) -> list[StepResult]:
     """Run every stage in order and the steps of a stage ``jobs`` at a time.
 
-    ``outputs`` receives ``<step>.ipynb``; ``scratch`` the findings sidecars. ``after_step`` (if
+    ``outputs`` receives ``<step>.ipynb``; ``scratch`` the findings sidecars; ``env`` is added to
+    the kernels' environment (:func:`kernel_environment`). ``after_step`` (if
     given) is called with each :class:`StepResult` in the worker thread that ran it (while other
     kernels still run); ``progress`` with each finished result and its position, in this thread.
     """
     done: list[StepResult] = []
     total = len(spec.steps)
-    kernels = RunKernels()
+    kernels = RunKernels(env)
 
     def run(step: StepSpec) -> StepResult:
         result = execute_step(

@@ -8,22 +8,28 @@ others because an incomplete run cannot vouch for anything: look at its report f
 
 from __future__ import annotations
 
+import logging
 import os
 import platform
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from gpulib import __version__
+from gpulib import __version__, kernel_env
+from gpulib.errors import GpulibError
 from gpulib.evidence import sha256_file
+from gpulib.evidence_cache import resolve_evidence, write_cache
 from gpulib.identity import to_utc_iso, utc_now_iso
 from gpulib.runbooks.archive import FINDINGS, FINDINGS_FORMAT, REPORT, RUN_FORMAT, ArchiveWriter
 from gpulib.runbooks.execute import KERNEL_NAME, SEVERITIES, StepResult, check_kernel, execute_runbook
 from gpulib.runbooks.report import RenderedStep, build_report, render_step
 from gpulib.runbooks.spec import RunbookSpec, find_runbook, load_runbook, resolve_parameters
+
+log = logging.getLogger(__name__)
 
 EXIT_MEANINGS = {
     0: "healthy: no finding above info",
@@ -75,6 +81,31 @@ def prepare(name: str, cli: dict[str, str] | None = None, values: dict | None = 
     return spec, resolve_parameters(spec, cli, values)
 
 
+def kernel_environment(plan: dict[str, dict], cwd: Path, scratch: Path) -> dict[str, str]:
+    """What the runner adds to its kernels' environment (:mod:`gpulib.kernel_env`): figures as
+    plotly JSON only (the report redraws them with one copy of plotly.js) and, when two or more
+    steps analyse the same evidence, the evidence read once (:mod:`gpulib.evidence_cache`).
+
+    The cache is only a shortcut: a step whose evidence it does not describe (another path,
+    files changed since, a live capture) reads the evidence itself, and unusable evidence is
+    left to the steps, which report it in their notebooks.
+    """
+    env = {kernel_env.FIGURES_AS_JSON: "1"}
+    uses = Counter(str(values["evidence"]) for values in plan.values() if values.get("evidence"))
+    paths = []
+    for value in (v for v, n in uses.items() if n > 1):
+        try:
+            paths.append(resolve_evidence(value, cwd))
+        except GpulibError:
+            continue
+    if paths:
+        try:
+            env[kernel_env.EVIDENCE_CACHE] = str(write_cache(paths, scratch / "evidence-cache.json"))
+        except Exception as exc:  # noqa: BLE001 - a shortcut that fails must not fail the run
+            log.warning("evidence not pre-read (%s: %s); each step reads it itself", type(exc).__name__, exc)
+    return env
+
+
 def run_runbook(name: str, *, cli: dict[str, str] | None = None, values: dict | None = None,
                 archive_root: Path, jobs: int | None = None, cwd: Path | None = None,
                 cell_timeout_s: float | None = None, progress=None) -> RunOutcome:
@@ -91,8 +122,9 @@ def run_runbook(name: str, *, cli: dict[str, str] | None = None, values: dict | 
     outputs.mkdir()
     rendered: dict[str, RenderedStep] = {}
     with tempfile.TemporaryDirectory(prefix="gpulib-findings-") as scratch:
+        env = kernel_environment(plan, cwd, Path(scratch))
         steps = execute_runbook(spec, plan, outputs, Path(scratch), cwd=cwd, jobs=jobs,
-                                cell_timeout_s=cell_timeout_s, progress=progress,
+                                cell_timeout_s=cell_timeout_s, progress=progress, env=env,
                                 after_step=lambda r: rendered.__setitem__(r.id, render_step(r.output, r.id)))
     for step in steps:  # steps that never ran (interrupted) still get their section
         if step.id not in rendered:
@@ -112,7 +144,8 @@ def run_runbook(name: str, *, cli: dict[str, str] | None = None, values: dict | 
         "duration_s": round(time.monotonic() - started, 3),
         "command_line": list(sys.argv),
         "cwd": str(cwd),
-        "kernel": {"name": KERNEL_NAME, "argv": kernel_argv},
+        "kernel": {"name": KERNEL_NAME, "argv": kernel_argv,
+                   "environment": {k: ("<run scratch>" if k == kernel_env.EVIDENCE_CACHE else v) for k, v in env.items()}},
         "jobs": jobs,
         "parameters": {"runbook": spec.parameters, "values": values or {}, "cli": cli or {}},
         "steps": [{**s.to_dict(writer.tmp_dir), "notebook_sha256": sha256_file(Path(s.notebook))} for s in steps],

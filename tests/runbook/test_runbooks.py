@@ -52,6 +52,18 @@ def test_incident_archive_is_complete_and_offline(incident_run):
     assert {f["step"] for f in findings} <= {s.id for s in incident_run.steps}
 
 
+def test_archived_notebooks_hold_figures_as_json_without_plotly_js(incident_run):
+    """The report draws the figures; each archived notebook keeps only their JSON (no 4.8 MB copy
+    of plotly.js per step), and every step read the evidence from the runner's one reading."""
+    for path in (incident_run.path / "notebooks").iterdir():
+        text = path.read_text(encoding="utf-8")
+        assert "window.PlotlyConfig" not in text and len(text) < 1_000_000, path.name
+    xid = (incident_run.path / "notebooks" / "01_kernel_xid.ipynb").read_text(encoding="utf-8")
+    assert "application/vnd.plotly.v1+json" in xid
+    manifest = json.loads((incident_run.path / "manifest.json").read_text())
+    assert manifest["kernel"]["environment"] == {"GPULIB_FIGURES_AS_JSON": "1", "GPULIB_EVIDENCE_CACHE": "<run scratch>"}
+
+
 def test_preflight_is_no_go_on_a_gpu_with_uncorrectable_ecc(incidents, tmp_path):
     evidence = incidents / "case-06-ecc-dbe-truncated-ckpt" / "input"
     outcome = run_runbook("preflight", values={"evidence": str(evidence)}, cli={"run_fabric_test": "false"},

@@ -1,0 +1,146 @@
+"""Evidence read once per runbook run: the parsed records and the diagnosis as one JSON file.
+
+Why: every step of the incident runbook analyses the *same* evidence in its own kernel. Without
+a cache each kernel imports every parser and the diagnosis rules, walks the folder, parses each
+file and diagnoses the incident again: eight times the same work on the cores the kernels share.
+``gpulib run`` therefore reads the evidence once (:func:`write_cache`) and names the file in the
+kernels' environment (:data:`gpulib.kernel_env.EVIDENCE_CACHE`); :func:`gpulib.notebook_data.open_evidence` uses it only when
+it describes the very path the notebook opens **and** the files there are unchanged (same names,
+sizes and modification times, :func:`fingerprint`); otherwise it reads the evidence itself.
+
+The cache is JSON (records as the dicts of their dataclasses), never pickle: a notebook must not
+run code from a file it is handed. It lives in the run's scratch folder and is not archived.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import gpulib
+from gpulib import kernel_env
+from gpulib.errors import InputError
+
+log = logging.getLogger(__name__)
+
+FORMAT = "gpulib.evidence-cache/1"
+
+
+@dataclass
+class EvidenceFile:
+    """One file of the evidence as the notebooks use it: records as plain dicts."""
+
+    path: Path
+    display: str
+    kind: str
+    host: str | None
+    host_basis: str | None
+    records: list[dict] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "path": str(self.path)}
+
+
+@dataclass
+class EvidenceFiles:
+    """Every file of one evidence path, and the checkpoint folders found in it."""
+
+    files: list[EvidenceFile] = field(default_factory=list)
+    checkpoint_dirs: list[Path] = field(default_factory=list)
+
+    def of_kind(self, *kinds: str) -> list[EvidenceFile]:
+        return [f for f in self.files if f.kind in kinds]
+
+
+def repo_root() -> Path:
+    """The checkout (or installed tree) that holds ``gpulib/``, ``examples/`` and ``notebooks/``."""
+    return Path(gpulib.__file__).resolve().parent.parent
+
+
+def resolve_evidence(evidence: str | Path, cwd: Path | None = None) -> Path:
+    """Find the evidence path, trying it as given (relative to ``cwd``, default the current
+    directory), then relative to the repo and ``notebooks/``."""
+    text = str(evidence).strip()
+    if not text:
+        raise InputError("no evidence given",
+                         hint="set the `evidence` parameter to an evidence bundle, an incident folder or a log file")
+    given = Path(text).expanduser()
+    tried = [given] if given.is_absolute() else [(cwd or Path.cwd()) / given, repo_root() / given,
+                                                   repo_root() / "notebooks" / given]
+    for candidate in tried:
+        if candidate.exists():
+            return candidate.resolve()
+    raise InputError("evidence path not found", path=text,
+                     hint="looked in " + ", ".join(str(t.parent) for t in tried)
+                     + "; give the path of an evidence bundle (gpulib collect), an incident folder or a log file")
+
+
+def read_evidence(path: Path) -> tuple[EvidenceFiles, dict]:
+    """Walk, detect and parse ``path`` once; return its files and its ``gpulib.diagnosis/1`` dict."""
+    from gpulib.diagnose import diagnose
+    from gpulib.diagnose.inputs import gather
+
+    inputs = gather([path])
+    files = EvidenceFiles(
+        [EvidenceFile(f.path, f.display, f.kind, f.host, f.host_basis, [asdict(r) for r in f.records],
+                      [p.message for p in f.problems]) for f in inputs.files],
+        list(dict.fromkeys(folder for _root, folder in inputs.checkpoint_dirs)))
+    return files, diagnose([path], inputs=inputs).to_dict()
+
+
+def fingerprint(path: Path) -> list[list]:
+    """``[relative path, bytes, mtime_ns]`` of every file under ``path`` (or of ``path`` itself)."""
+    if path.is_file():
+        st = path.stat()
+        return [[path.name, st.st_size, st.st_mtime_ns]]
+    out = []
+    for folder, dirs, names in os.walk(path):
+        dirs.sort()
+        for name in sorted(names):
+            full = Path(folder, name)
+            try:
+                st = full.stat()
+            except OSError:
+                out.append([full.relative_to(path).as_posix(), None, None])
+                continue
+            out.append([full.relative_to(path).as_posix(), st.st_size, st.st_mtime_ns])
+    return out
+
+
+def write_cache(paths: list[Path], out: Path) -> Path:
+    """Read each evidence path once and write them all to ``out`` (JSON); returns ``out``."""
+    entries = []
+    for path in dict.fromkeys(p.resolve() for p in paths):
+        stamp = fingerprint(path)  # before reading: a file changed meanwhile invalidates the entry
+        files, diagnosis = read_evidence(path)
+        entries.append({"path": str(path), "fingerprint": stamp, "diagnosis": diagnosis,
+                        "files": [f.to_json() for f in files.files],
+                        "checkpoint_dirs": [str(d) for d in files.checkpoint_dirs]})
+    out.write_text(json.dumps({"format": FORMAT, "entries": entries}), encoding="utf-8")
+    return out
+
+
+def load_cached(path: Path, cache: str | Path | None = None) -> tuple[EvidenceFiles, dict] | None:
+    """The cached files and diagnosis of ``path`` from ``cache`` (default: the one ``gpulib run`` names),
+    or None when there is no cache, it is unreadable, or it does not match ``path`` as it is now."""
+    cache = cache or os.environ.get(kernel_env.EVIDENCE_CACHE)
+    if not cache:
+        return None
+    try:
+        data = json.loads(Path(cache).read_text(encoding="utf-8"))
+        if data.get("format") != FORMAT:
+            raise ValueError(f"format {data.get('format')!r}")
+        entry = next((e for e in data["entries"] if e["path"] == str(path)), None)
+        if entry is None or entry["fingerprint"] != fingerprint(path):
+            log.debug("evidence cache %s does not describe %s as it is now", cache, path)
+            return None
+        files = EvidenceFiles([EvidenceFile(**{**f, "path": Path(f["path"])}) for f in entry["files"]],
+                              [Path(d) for d in entry["checkpoint_dirs"]])
+        return files, entry["diagnosis"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("evidence cache %s unusable (%s); reading the evidence instead", cache, exc)
+        return None

@@ -1,0 +1,15 @@
+"""Environment variables that ``gpulib run`` sets in the kernels of its notebooks.
+
+They change *how* a step works, never *what* it finds: a notebook opened by hand, or run with
+plain papermill, sees none of them and does everything itself. Kept here, apart from the heavy
+modules on either side, so that the runner does not import pandas or plotly to name them.
+"""
+
+#: Path of the evidence the runner read once for all steps (:mod:`gpulib.evidence_cache`).
+EVIDENCE_CACHE = "GPULIB_EVIDENCE_CACHE"
+#: "1": record figures as plotly JSON only. The run's offline report redraws every figure from
+#: that JSON with one shared copy of plotly.js (:mod:`gpulib.runbooks.report`), and JupyterLab
+#: shows it as it is; plotly's ``notebook`` renderer would put 4.8 MB of plotly.js into every
+#: archived notebook (sent by the kernel, parsed and saved by the runner, dropped by the report)
+#: and its renderer machinery imports nbformat and jsonschema in every kernel.
+FIGURES_AS_JSON = "GPULIB_FIGURES_AS_JSON"
