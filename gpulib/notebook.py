@@ -226,11 +226,12 @@ def figure_bundle(figure: go.Figure) -> dict:
 
 
 def table(frame: pd.DataFrame, empty: str = "nothing found") -> None:
-    """Show a table, or one line saying it is empty (an empty table reads like a rendering bug)."""
+    """Show a table, or one line saying it is empty (an empty table reads like a rendering bug).
+    A missing value shows as an empty cell: "NaN" or "None" in a host column reads as a name."""
     if frame is None or frame.empty:
         display(Markdown(f"*{empty}*"))
     else:
-        display(frame)
+        display(frame.astype(object).where(frame.notna(), ""))
 
 
 def say(text: str) -> None:

@@ -378,7 +378,11 @@ def step_findings(steps: pd.DataFrame, stall_factor: float = 2.0) -> list[dict]:
 
 
 def hardware_findings(states: pd.DataFrame) -> list[dict]:
-    """ECC and row-remap state, lost GPUs, PCIe links below their maximum, driver skew."""
+    """ECC and row-remap state, lost GPUs, PCIe links below their maximum, per GPU.
+
+    Driver/NCCL version skew across nodes is the diagnosis's finding (rule ``version-skew``,
+    from :mod:`gpulib.fleet`): take it with ``from_diagnosis(diagnosis, ["driver_mismatch"])``.
+    """
     if states is None or states.empty:
         return []
     out = []
@@ -386,11 +390,13 @@ def hardware_findings(states: pd.DataFrame) -> list[dict]:
         label = _labels(pd.DataFrame([row])).iloc[0]
         host = row.get("host") if isinstance(row.get("host"), str) else None
         common = {"host": host, "gpu_index": row.get("gpu_index"), "time": row.get("time"),
-                  "evidence": _evidence_rows(pd.DataFrame([row]))}
+                  "evidence": _evidence_rows(pd.DataFrame([row])),
+                  "pci_bus_id": row.get("pci_bus_id") if isinstance(row.get("pci_bus_id"), str) else None}
         if row.get("lost"):
             out.append(finding(_slug("lost", label), "critical", "gpu_fell_off_bus",
                                f"{label} is lost: {row.get('lost_reason') or 'no readings'}",
-                               actions=["Drain the node; a lost GPU needs a reset or reboot and an RMA if it repeats."],
+                               actions=["Drain the node and power-cycle it: a lost GPU has left the PCIe bus and a GPU "
+                                        "reset cannot reach it; RMA it if it repeats."],
                                **common))
             continue
         dbe = _num(row.get("ecc_volatile_dbe")) + _num(row.get("remapped_rows_uncorrectable"))
@@ -414,15 +420,6 @@ def hardware_findings(states: pd.DataFrame) -> list[dict]:
                                f"{label}: PCIe link at Gen{gen} x{width} while busy (max Gen{gen_max} x{width_max})",
                                actions=["Reseat or check the riser/switch; a degraded link precedes Xid 79."],
                                **common))
-    if "driver_version" in states.columns:
-        versions = states.dropna(subset=["driver_version"]).groupby(states["host"].fillna(""))["driver_version"]
-        per_host = {h: sorted(set(v)) for h, v in versions}
-        distinct = sorted({v for vs in per_host.values() for v in vs})
-        if len(distinct) > 1:
-            out.append(finding("driver-skew", "error", "driver_mismatch",
-                               "different NVIDIA driver versions in one job: "
-                               + "; ".join(f"{h or '?'}: {', '.join(v)}" for h, v in per_host.items()),
-                               actions=["Run every node of a job on the same driver (and NCCL) version."]))
     return out
 
 
@@ -507,6 +504,49 @@ def other_kernel_events(events: pd.DataFrame) -> pd.DataFrame:
                                                                     "file", "line"])
 
 
+#: How a file kind reads in a legend (other kinds: their name with spaces).
+SOURCE_LABELS = {"kernel_log": "kernel log", "training_log": "training log", "nccl_tests": "nccl-tests",
+                 "dcgm_exporter": "DCGM exporter", "dcgmi_diag": "DCGM diag", "flight_recorder": "NCCL flight recorder",
+                 "slurm_sinfo": "Slurm sinfo", "ipmitool_sdr": "IPMI sensors", "ibstat": "InfiniBand",
+                 "ibstatus": "InfiniBand", "fuser": "fuser"}
+
+
+def source_label(kind: str | None) -> str:
+    """``kernel_log`` -> ``kernel log``; every ``nvidia_smi_*`` kind -> ``nvidia-smi``."""
+    if not kind or kind == "unknown":
+        return "other"
+    return "nvidia-smi" if kind.startswith("nvidia_smi") else SOURCE_LABELS.get(kind, kind.replace("_", " "))
+
+
+def timeline_table(timeline: pd.DataFrame, inputs: Sequence[dict]) -> pd.DataFrame:
+    """The diagnosis timeline with ``source_kind`` (what kind of file said it) and the host filled
+    in from the file when the event names none.
+
+    A summary event (``NCCL watchdog timeout on 15 ranks``) has no host of its own, but it was
+    read from a file that belongs to one; only an event whose file has no host either stays
+    without one. ``inputs`` is the diagnosis's ``inputs`` list (``path``, ``kind``, ``host``).
+    """
+    frame = timeline.copy()
+    if frame.empty:
+        return frame.assign(source_kind=pd.Series(dtype=object))
+    by_path = {str(i.get("path")): i for i in inputs or []}
+    by_name: dict[str, list[dict]] = {}
+    for item in inputs or []:
+        by_name.setdefault(Path(str(item.get("path"))).name, []).append(item)
+
+    def owner(source: object) -> dict:
+        path = re.sub(r":\d+$", "", str(source or ""))
+        if path in by_path:
+            return by_path[path]
+        same_name = by_name.get(Path(path).name, [])
+        return same_name[0] if len(same_name) == 1 else {}
+
+    files = [owner(s) for s in frame["source"]]
+    frame["source_kind"] = [source_label(f.get("kind")) for f in files]
+    frame["host"] = [h if isinstance(h, str) and h else f.get("host") for h, f in zip(frame["host"], files, strict=True)]
+    return frame
+
+
 def memory_table(states: pd.DataFrame) -> pd.DataFrame:
     data = _columns(states, ["time", "host", "gpu", "pci_bus_id", "mem_used_mib", "mem_total_mib",
                              "util_gpu_pct", "processes", "file"])
@@ -556,10 +596,11 @@ def ecc_table(states: pd.DataFrame) -> pd.DataFrame:
 
 
 def nccl_findings(ranks: pd.DataFrame, diagnosis: dict) -> list[dict]:
-    """Transport mismatch and NCCL version skew between ranks, and the timeout cascade.
+    """Transport mismatch between ranks, and the timeout cascade.
 
-    Ranks on IB next to ranks on sockets cannot connect reliably; different NCCL versions in
-    one job can hang at init. The timeout count is *info*: it says how far the cascade went.
+    Ranks on IB next to ranks on sockets cannot connect reliably. The timeout count is *info*:
+    it says how far the cascade went. NCCL version skew between nodes is the diagnosis's
+    ``driver_mismatch`` finding (``from_diagnosis``), not repeated here.
     """
     out = []
     if ranks is None or ranks.empty:
@@ -576,11 +617,6 @@ def nccl_findings(ranks: pd.DataFrame, diagnosis: dict) -> list[dict]:
             actions=["Check ibstat on the socket-fallback hosts (State Active, LinkUp); pin NCCL_IB_HCA and "
                      "NCCL_SOCKET_IFNAME; never run a job with mixed IB/socket transports."],
         ))
-    versions = sorted({v for v in ranks.get("nccl_version", pd.Series(dtype=object)).dropna()})
-    if len(versions) > 1:
-        out.append(finding("nccl-version-skew", "error", "driver_mismatch",
-                           f"NCCL versions differ between hosts: {', '.join(versions)}",
-                           actions=["Use one container image / NCCL build for every node of the job."]))
     timeouts = ranks[ranks["first_problem"].fillna("").str.startswith("watchdog")]
     if len(timeouts):
         root = (diagnosis.get("root_cause") or {})
@@ -769,28 +805,97 @@ class Command:
         return f"{where}{shlex.join(self.argv)}    # {self.why}"
 
 
-def remediation_commands(items: Sequence[dict], states: pd.DataFrame | None = None) -> list[Command]:
-    """Commands that address findings: reset a failed GPU, stop leftover processes, cap power.
+#: The verbs of a catalog action, in the order they are looked for: the *first* machine step the
+#: action names is the one to take now (``reset it; if it persists reboot the node`` -> reset).
+#: Draining is not in the list: every hard failure drains the node first.
+_RECOVERY_VERBS = (("power_cycle", re.compile(r"\bpower[- ]cycle", re.I)),
+                   ("reboot", re.compile(r"\breboot|\brestart the (?:vm|instance|node)", re.I)),
+                   ("reset_gpu", re.compile(r"\breset\b", re.I)))
+_RECOVERY_RANK = {"drain": 0, "reset_gpu": 1, "reboot": 2, "power_cycle": 3}
 
-    Built as argument lists from parsed values only (a PID is an int, a PCI id is normalised),
-    so no evidence text can inject a shell command. ``states`` supplies the power limit of a
-    throttled GPU when the finding does not carry it.
+
+def recovery_from_action(action: str) -> str:
+    """``power_cycle``, ``reboot``, ``reset_gpu`` or ``drain``: the first machine step a catalog
+    action names (``Power-cycle the node (a GPU reset cannot reach it)`` -> ``power_cycle``;
+    ``Stop the GPU's processes and reset it; if it persists reboot`` -> ``reset_gpu``; ``Drain the
+    GPU, contact NVIDIA`` -> ``drain``)."""
+    hits = [(m.start(), name) for name, pattern in _RECOVERY_VERBS if (m := pattern.search(action or ""))]
+    return min(hits)[1] if hits else "drain"
+
+
+def xid_recovery(code: int) -> tuple[str, str] | None:
+    """(recovery, the catalog's action) for a hard Xid; None when the catalog calls the code soft
+    or informational (restart the job: nothing to do to the machine) or does not know it."""
+    from gpulib.catalog import xid_info
+
+    info = xid_info(code)
+    if info is None or not info.hard:
+        return None
+    return recovery_from_action(info.action), info.action
+
+
+def category_recovery(category: str) -> tuple[str, str] | None:
+    """(recovery, why) for a hard finding that carries no Xid code (a "fallen off the bus" line,
+    a GPU nvidia-smi calls lost, a pending row remap): the most disruptive first step the
+    catalog's hard codes of the same category ask for (``gpu_fell_off_bus`` -> power-cycle, as
+    Xid 79 says; ``gpu_memory_error`` -> GPU reset). None when the catalog has no hard code there."""
+    from gpulib.catalog import load_catalog
+
+    steps = [(recovery_from_action(i.action), i.code, i.action) for i in load_catalog().values()
+             if i.hard and i.category == category]
+    if not steps:
+        return None
+    recovery, code, action = max(steps, key=lambda s: (_RECOVERY_RANK[s[0]], -s[1]))
+    return recovery, f"as for Xid {code}: {action}"
+
+
+def finding_recovery(f: dict) -> tuple[str, str] | None:
+    """What a finding asks of the machine, from the Xid catalog (see :func:`xid_recovery`)."""
+    if f.get("xid") is not None:
+        return xid_recovery(int(f["xid"]))
+    if f["severity"] == "critical" and f["category"] not in ("none", "application_error"):
+        return category_recovery(f["category"])
+    return None
+
+
+def remediation_commands(items: Sequence[dict], states: pd.DataFrame | None = None) -> list[Command]:
+    """Commands that address findings, as the Xid catalog says: drain the node of every hard
+    failure (so the scheduler places nothing new on it), then power-cycle or reboot it, or reset
+    the GPU only where the catalog's action says reset (a GPU that fell off the bus cannot be
+    reset); stop leftover processes; cap power of a throttled GPU.
+
+    Built as argument lists from parsed values only (a PID is an int, a PCI id is normalised, a
+    host a plain name), so no evidence text can inject a shell command. Machine-wide commands
+    need the host (which node to drain). ``states`` supplies the power limit of a throttled GPU
+    when the finding does not carry it.
     """
     limits = {}
     if states is not None and not states.empty and "power_limit_w" in states.columns:
         for _, s in states.dropna(subset=["power_limit_w", "gpu_index"]).iterrows():
             limits[(s["host"] if isinstance(s["host"], str) else None, int(s["gpu_index"]))] = float(s["power_limit_w"])
+    drains: list[Command] = []
     out: list[Command] = []
     for f in items:
-        host = f.get("host")
+        host = f.get("host") if isinstance(f.get("host"), str) and _HOST.fullmatch(f["host"]) else None
         pci = f.get("pci_bus_id") or f.get("gpu_pci")
         target = pci if isinstance(pci, str) and re.fullmatch(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", pci) else (
             str(int(f["gpu_index"])) if f.get("gpu_index") is not None else None)
-        if f["severity"] == "critical" and f["category"] in ("gpu_fell_off_bus", "gpu_memory_error",
-                                                              "gpu_firmware_error") and target:
-            out.append(Command(("nvidia-smi", "-r", "-i", target),
-                               f"reset the GPU after {f['category']} (stop its processes first; reboot if it fails)",
-                               host))
+        recovery = finding_recovery(f)
+        if recovery:
+            step, action = recovery
+            what = f"Xid {int(f['xid'])}" if f.get("xid") is not None else f["category"]
+            if host:
+                drains.append(Command(("scontrol", "update", f"nodename={host}", "state=drain",
+                                       f"reason=gpulib: {what}" + (f" on GPU {target}" if target else "")),
+                                      f"drain the node first: {what} is a hard failure", host))
+            if step == "reset_gpu" and target:
+                out.append(Command(("nvidia-smi", "-r", "-i", target),
+                                   f"reset the GPU once its processes are stopped; catalog: {_clause(action)}", host))
+            elif step == "power_cycle" and host:
+                out.append(Command(("ipmitool", "chassis", "power", "cycle"),
+                                   f"power-cycle the node; catalog: {_clause(action)}", host))
+            elif step == "reboot" and host:
+                out.append(Command(("systemctl", "reboot"), f"reboot the node; catalog: {_clause(action)}", host))
         for pid in f.get("pids") or []:
             out.append(Command(("kill", "-TERM", str(int(pid))), f"leftover process on GPU {f.get('gpu_index')}", host))
         limit = f.get("power_limit_w") or (limits.get((host, int(f["gpu_index"])))
@@ -800,4 +905,13 @@ def remediation_commands(items: Sequence[dict], states: pd.DataFrame | None = No
             watts = str(int(float(limit) * 0.85))
             out.append(Command(("nvidia-smi", "-i", str(int(f["gpu_index"])), "-pl", watts),
                                "temporary 15% lower power cap until cooling is fixed", host))
-    return list(dict.fromkeys(out))
+    first_drain = {c.host: c for c in reversed(drains)}  # one drain per node, the first reason
+    return list(dict.fromkeys([c for c in drains if first_drain[c.host] is c] + out))
+
+
+_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _clause(action: str) -> str:
+    """The catalog action up to its first sentence end (the comment after a command stays short)."""
+    return re.split(r"(?<=[.;])\s", action, maxsplit=1)[0].rstrip(".;")

@@ -20,6 +20,10 @@ TOPO_RANK = {"SYS": 1, "NODE": 2, "PHB": 3, "PXB": 4, "PIX": 5, "NV": 6}
 
 SEVERITY_LEVEL = {"ok": 0, "info": 0, "warning": 1, "error": 2, "critical": 3}
 
+#: Half the time axis shown around events that all happened at one instant (one Xid, one
+#: snapshot): plotly's autorange would zoom to +-1 ms and label the axis in microseconds.
+ONE_INSTANT_PAD = pd.Timedelta(minutes=10)
+
 
 def _empty(title: str, message: str) -> go.Figure:
     fig = go.Figure()
@@ -31,6 +35,14 @@ def _empty(title: str, message: str) -> go.Figure:
 
 def _has(frame: pd.DataFrame | None, *columns: str) -> bool:
     return frame is not None and not frame.empty and all(c in frame.columns for c in columns)
+
+
+def _time_axis(fig: go.Figure, times: pd.Series) -> None:
+    """Give a time axis whose points all share one instant a readable window around it."""
+    stamps = pd.to_datetime(pd.Series(times), utc=True, errors="coerce").dropna()
+    if len(stamps) and stamps.min() == stamps.max():
+        moment = stamps.iloc[0].tz_localize(None)  # plotly.js draws data times as naive UTC: match them
+        fig.update_xaxes(range=[(moment - ONE_INSTANT_PAD).isoformat(), (moment + ONE_INSTANT_PAD).isoformat()])
 
 
 def _actor(frame: pd.DataFrame) -> pd.Series:
@@ -66,6 +78,7 @@ def xid_events(frame: pd.DataFrame) -> go.Figure:
     fig.update_layout(title=title + (f" ({missing} without time not drawn)" if missing else ""),
                       template="plotly_white", xaxis_title="time (UTC)", yaxis_title="GPU",
                       yaxis={"categoryorder": "category ascending"})
+    _time_axis(fig, timed["time"])
     return fig
 
 
@@ -133,6 +146,7 @@ def thermal_power(frame: pd.DataFrame, temp_limit_c: float = 85.0) -> go.Figure:
                       annotation_text=f"{period['label']}: {', '.join(period['reasons'])}",
                       annotation_position="top left", annotation_font_size=9)
     fig.update_layout(title=title, template="plotly_white", height=720, hovermode="x unified")
+    _time_axis(fig, data["time"])
     return fig
 
 
@@ -226,7 +240,8 @@ def loss_curve(frame: pd.DataFrame, resume_step: int | None = None) -> go.Figure
 
 
 def timeline(frame: pd.DataFrame) -> go.Figure:
-    """Every timed event of the incident per host, coloured by source (kernel, NCCL, trainer).
+    """Every timed event of the incident per host, coloured by the kind of source that reported
+    it (kernel log, training log, nvidia-smi, ...; see ``notebook_checks.timeline_table``).
 
     Read it left to right: the *first* abnormal event is the root-cause candidate; the wall
     of NCCL timeouts minutes later on every host is the cascade.
@@ -237,16 +252,27 @@ def timeline(frame: pd.DataFrame) -> go.Figure:
     data = frame[frame["time"].notna()]
     if data.empty:
         return _empty(title, "no timed events in this evidence")
-    hosts = data["host"].fillna("(unknown host)") if "host" in data.columns else "(unknown host)"
+    hosts = (data["host"].fillna(UNKNOWN_HOST) if "host" in data.columns
+             else pd.Series(UNKNOWN_HOST, index=data.index))
+    files = (data["source"].fillna("").astype(str) if "source" in data.columns
+             else pd.Series("", index=data.index))
+    if "source_kind" in data.columns:
+        kinds = data["source_kind"].fillna("other").astype(str)
+    else:  # a bare timeline: one colour per file ("train.log:54" and "train.log:99" are one source)
+        kinds = files.str.replace(r":\d+$", "", regex=True).replace("", "other")
     fig = go.Figure()
-    # one colour per file: "logs/train.log:54" and "logs/train.log:99" are the same source
-    sources = (data["source"].fillna("other").astype(str).str.replace(r":\d+$", "", regex=True)
-               if "source" in data.columns else pd.Series("event", index=data.index))
-    for source, rows in data.groupby(sources, sort=True):
-        fig.add_trace(go.Scatter(x=rows["time"], y=hosts[rows.index], mode="markers", name=str(source),
-                                 hovertext=rows["event"], marker={"size": 10}))
+    for kind, rows in data.groupby(kinds, sort=True):
+        fig.add_trace(go.Scatter(x=rows["time"], y=hosts[rows.index], mode="markers", name=str(kind),
+                                 customdata=files[rows.index], hovertext=rows["event"], marker={"size": 10},
+                                 hovertemplate="%{x}<br>%{y}<br>%{hovertext}<br>%{customdata}<extra>%{fullData.name}"
+                                               "</extra>"))
     fig.update_layout(title=title, template="plotly_white", xaxis_title="time (UTC)", yaxis_title="host")
+    _time_axis(fig, data["time"])
     return fig
+
+
+#: The row of events whose file belongs to no known host either.
+UNKNOWN_HOST = "(unknown host)"
 
 
 def rank_events(frame: pd.DataFrame) -> go.Figure:
@@ -268,6 +294,7 @@ def rank_events(frame: pd.DataFrame) -> go.Figure:
                                  marker={"size": 10}))
     fig.update_layout(title=title, template="plotly_white", xaxis_title="time (UTC)", yaxis_title="rank",
                       yaxis={"dtick": 1})
+    _time_axis(fig, data["time"])
     return fig
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+from datetime import datetime
 
 import pytest
 from playwright.sync_api import expect
@@ -92,7 +93,8 @@ def test_triage_notebook_runs_renders_and_reacts_to_its_pickers(lab, page):
         graph = plot_in(page, panel)
         before = graph.evaluate(FIGURE_DATA)
         hosts_before = {y for trace in before for y in trace["y"]}
-        assert {EXAMPLE_ANSWER["host"], "gx-a800-101"} <= hosts_before, hosts_before
+        assert hosts_before == {EXAMPLE_ANSWER["host"], "gx-a800-101"}, hosts_before  # no "(unknown host)" row
+        assert {t["name"] for t in before} == {"kernel log", "training log"}, before  # kinds, not file names
 
     with screenshot_check(page, "00-triage-5-host-picked"):
         pick(host, EXAMPLE_ANSWER["host"])
@@ -215,6 +217,9 @@ def test_every_step_notebook_runs_clean_and_draws_its_figures(lab, page, name, p
         panels = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .widget-vbox", has=page.locator(".js-plotly-plot"))
         if "FigurePanel(" in "".join(c["source"] for c in nb.cells()):
             assert panels.count() >= 1, "the notebook builds a FigurePanel but no widget box with a figure is on screen"
+        if name.startswith("01"):  # the example's single Xid: a window of minutes around it, not +-1 ms
+            low, high = graphs.first.evaluate("el => el._fullLayout.xaxis.range")
+            assert (datetime.fromisoformat(high) - datetime.fromisoformat(low)).total_seconds() >= 600, (low, high)
         assert nb.errors() == []
 
 
@@ -230,7 +235,10 @@ def test_remediation_runs_only_after_the_confirmation_and_only_on_its_own_host(l
     with screenshot_check(page, "01-remediation-3-shown"):
         box.scroll_into_view_if_needed()
         listed = [line.strip() for line in shown.inner_text().splitlines() if line.strip().startswith("[on ")]
-        assert any("nvidia-smi -r" in line for line in listed), listed
+        # Xid 79: the Xid catalog says power-cycle (a GPU off the bus cannot be reset), after draining
+        assert not any("nvidia-smi -r" in line for line in listed), listed
+        assert any(f"scontrol update nodename={EXAMPLE_ANSWER['host']} state=drain" in line for line in listed), listed
+        assert any("ipmitool chassis power cycle" in line for line in listed), listed
         assert listed and all(line.startswith(f"[on {EXAMPLE_ANSWER['host']}]") for line in listed), listed
         assert EXAMPLE_ANSWER["host"] != socket.gethostname()  # so pressing the button cannot touch this machine
         expect(button).to_be_disabled()

@@ -49,12 +49,67 @@ def test_leftover_processes_become_kill_commands_with_integer_pids_only():
         checks.remediation_commands([{**held, "pids": ["1; reboot"]}])
 
 
-def test_reset_command_only_for_critical_hardware_findings_with_a_valid_pci_id():
-    hard = checks.finding("x", "critical", "gpu_fell_off_bus", "gone", host="h", gpu_index=5, pci_bus_id="0000:ab:00.0")
-    soft = checks.finding("y", "error", "gpu_fell_off_bus", "aer", host="h", gpu_index=5, pci_bus_id="0000:ab:00.0")
-    forged = {**hard, "pci_bus_id": "0000:ab:00.0 && reboot"}
-    assert [c.argv for c in checks.remediation_commands([hard, soft])] == [("nvidia-smi", "-r", "-i", "0000:ab:00.0")]
+def _xid_events(*rows: tuple[str, str, str, int]) -> pd.DataFrame:
+    """Kernel Xid events (host, gpu, PCI id, code) joined to the shipped catalog, as
+    ``Evidence.kernel_events`` joins them."""
+    from gpulib.catalog import xid_info
+
+    return pd.DataFrame([{"time": pd.Timestamp("2025-03-11T03:12:07Z"), "host": host, "gpu": gpu, "gpu_index": int(gpu),
+                          "pci_bus_id": pci, "kind": "xid", "xid": code, "name": xid_info(code).name,
+                          "interruption": xid_info(code).interruption, "category": xid_info(code).category,
+                          "action": xid_info(code).action, "text": f"NVRM: Xid (PCI:{pci[:-2]}): {code}",
+                          "file": f"{host}/dmesg.txt", "line": n + 1} for n, (host, gpu, pci, code) in enumerate(rows)])
+
+
+def test_remediation_follows_the_xid_catalog_a_gpu_off_the_bus_is_never_reset():
+    events = _xid_events(("hgx-018", "5", "0000:ab:00.0", 79), ("hgx-019", "2", "0000:bb:00.0", 48),
+                         ("hgx-020", "1", "0000:1b:00.0", 13))
+    commands = [c.argv for c in checks.remediation_commands(checks.kernel_findings(events))]
+    assert ("nvidia-smi", "-r", "-i", "0000:ab:00.0") not in commands  # Xid 79: a reset cannot reach it
+    assert commands[:2] == [("scontrol", "update", "nodename=hgx-018", "state=drain", "reason=gpulib: Xid 79 on GPU 0000:ab:00.0"),
+                            ("scontrol", "update", "nodename=hgx-019", "state=drain", "reason=gpulib: Xid 48 on GPU 0000:bb:00.0")]
+    assert ("ipmitool", "chassis", "power", "cycle") in commands  # the catalog: power-cycle the node
+    assert ("nvidia-smi", "-r", "-i", "0000:bb:00.0") in commands  # Xid 48: the row remap activates on reset
+    assert not [c for c in commands if "hgx-020" in " ".join(c) or "0000:1b:00.0" in c]  # soft Xid 13: the job's
+
+
+def test_each_hard_xid_gets_the_first_step_its_catalog_action_names():
+    """Cross-check against NVIDIA's own resolution bucket of each code (a separate catalog column)."""
+    from gpulib.catalog import load_catalog
+
+    expected = {"RESTART_BM": "power_cycle", "RESTART_VM": "reboot", "RESET_GPU": "reset_gpu",
+                "WORKFLOW_XID_48": "reset_gpu", "CONTACT_SUPPORT": "drain", "CHECK_MECHANICALS": "drain"}
+    for info in load_catalog().values():
+        got = checks.xid_recovery(info.code)
+        if not info.hard:
+            assert got is None, info.code
+        elif info.nvidia_immediate in expected:
+            assert got[0] == expected[info.nvidia_immediate], (info.code, info.action, got)
+
+
+def test_hard_findings_without_an_xid_code_take_the_catalog_step_of_their_category():
+    root = checks.finding("xid79-1", "critical", "gpu_fell_off_bus", "Xid 79 on GPU 0000:4f:00.0", host="gx-102",
+                          gpu_index=2, gpu_pci="0000:4f:00.0")  # a diagnosis finding: no `xid` key
+    remap = checks.finding("ecc", "critical", "gpu_memory_error", "remap pending", host="gx-103", gpu_index=5,
+                           pci_bus_id="0000:9b:00.0")
+    forged = {**remap, "pci_bus_id": "0000:9b:00.0 && reboot", "host": "gx-103; reboot"}
+    symptom = checks.finding("aer", "error", "gpu_fell_off_bus", "aer", host="gx-102", gpu_index=2)
+    commands = [c.argv for c in checks.remediation_commands([root, remap, symptom])]
+    assert commands == [("scontrol", "update", "nodename=gx-102", "state=drain",
+                         "reason=gpulib: gpu_fell_off_bus on GPU 0000:4f:00.0"),
+                        ("scontrol", "update", "nodename=gx-103", "state=drain",
+                         "reason=gpulib: gpu_memory_error on GPU 0000:9b:00.0"),
+                        ("ipmitool", "chassis", "power", "cycle"), ("nvidia-smi", "-r", "-i", "0000:9b:00.0")]
+    # a malformed PCI id falls back to the index; a host that is not a plain name gets no node command
     assert [c.argv for c in checks.remediation_commands([forged])] == [("nvidia-smi", "-r", "-i", "5")]
+
+
+def test_lost_gpu_finding_leads_to_drain_and_power_cycle_not_reset():
+    states = _states(lost=[False, True], lost_reason=[None, "GPU is lost"])
+    [lost] = checks.hardware_findings(states)
+    commands = [c.argv for c in checks.remediation_commands([lost])]
+    assert commands == [("scontrol", "update", "nodename=n1", "state=drain", "reason=gpulib: gpu_fell_off_bus on GPU 0000:0f:00.0"),
+                        ("ipmitool", "chassis", "power", "cycle")]
 
 
 def test_thermal_findings_need_min_samples_and_warn_when_hot_but_not_throttled():
@@ -67,7 +122,7 @@ def test_thermal_findings_need_min_samples_and_warn_when_hot_but_not_throttled()
     assert hot["severity"] == "warning" and "88 C" in hot["title"]
 
 
-def test_hardware_findings_pending_remap_lost_gpu_pcie_and_driver_skew():
+def test_hardware_findings_pending_remap_lost_gpu_pcie_but_not_driver_skew():
     states = _states(remapped_rows_pending=[True, None], lost=[False, True], lost_reason=[None, "GPU is lost"],
                      driver_version=["550.54", "535.104"], util_gpu_pct=[90.0, 0.0], pcie_width_current=[8, None],
                      pcie_width_max=[16, None], pcie_gen_current=[4, None], pcie_gen_max=[4, None])
@@ -75,7 +130,29 @@ def test_hardware_findings_pending_remap_lost_gpu_pcie_and_driver_skew():
     assert found["ecc-n1_gpu_0"]["severity"] == "critical"
     assert found["lost-n1_gpu_1"]["category"] == "gpu_fell_off_bus"
     assert "x8" in found["pcie-n1_gpu_0"]["title"]
-    assert found["driver-skew"]["category"] == "driver_mismatch"
+    # version skew across nodes is the diagnosis's finding (rule version-skew), not repeated here
+    assert not [f for f in found.values() if f["category"] == "driver_mismatch"], found
+
+
+def test_nccl_findings_leave_version_skew_to_the_diagnosis():
+    ranks = pd.DataFrame({"rank": [0, 1], "host": ["a", "b"], "transport": ["IB", "IB"],
+                          "nccl_version": ["2.21.5", "2.18.3"], "first_problem": [None, None]})
+    assert checks.nccl_findings(ranks, {}) == []
+
+
+def test_timeline_table_names_the_source_kind_and_puts_hostless_events_on_their_files_host():
+    timeline = pd.DataFrame({"time": pd.to_datetime(["2026-01-17T04:51:12Z", "2026-01-17T05:01:13Z",
+                                                     "2026-01-17T05:01:20Z", "2026-01-17T05:02:00Z"]),
+                             "host": ["gx-102", None, None, None],
+                             "source": ["gx-102/journal-kernel.txt", "logs/train-gx-101.log:54", "notes/misc.txt",
+                                        "gx-102/nvidia-smi.txt"],
+                             "event": ["Xid 79", "NCCL watchdog timeout on 15 rank(s)", "?", "GPU lost"]})
+    inputs = [{"path": "gx-102/journal-kernel.txt", "kind": "kernel_log", "host": "gx-102"},
+              {"path": "logs/train-gx-101.log", "kind": "training_log", "host": "gx-101"},
+              {"path": "gx-102/nvidia-smi.txt", "kind": "nvidia_smi_table", "host": "gx-102"}]
+    table = checks.timeline_table(timeline, inputs)
+    assert list(table["source_kind"]) == ["kernel log", "training log", "other", "nvidia-smi"]
+    assert list(table["host"].fillna("-")) == ["gx-102", "gx-101", "-", "gx-102"]
 
 
 def test_steps_compared_per_measure_and_rank():

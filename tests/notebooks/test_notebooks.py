@@ -123,13 +123,16 @@ def test_00_drill_mode_hides_the_answer_headless(kernel, tmp_path):
     assert one(findings, category="gpu_fell_off_bus")  # but recorded for the archive
 
 
-def test_01_finds_xid79_on_ab_and_only_shows_the_reset(kernel, tmp_path):
+def test_01_finds_xid79_on_ab_and_shows_drain_and_power_cycle_never_a_reset(kernel, tmp_path):
     nb, findings = kernel.run("01_kernel_xid.ipynb", tmp_path, evidence=case("case-01-xid79-fell-off-bus"))
     xid = one(findings, xid=79)
     assert xid["pci_bus_id"] == "0000:ab:00.0" and xid["host"] == "hgx-h100-018" and xid["gpu_index"] == 5
     assert xid["severity"] == "critical" and xid["category"] == "gpu_fell_off_bus"
     text = outputs_text(nb)
-    assert "nvidia-smi -r -i 0000:ab:00.0" in text
+    # the catalog: a GPU off the bus is gone from PCIe, a reset cannot reach it; drain, then power-cycle
+    assert "nvidia-smi -r" not in text
+    assert "[on hgx-h100-018] scontrol update nodename=hgx-h100-018 state=drain" in text
+    assert "[on hgx-h100-018] ipmitool chassis power cycle" in text
     assert "Headless run: nothing was executed" in text
     states = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
     assert not [m for m in states.values() if m.get("model_name") == "ButtonModel"]
@@ -158,6 +161,32 @@ def test_03_socket_fallback_on_node08(kernel, tmp_path):
     assert fallback and fallback[0]["severity"] in ("critical", "error"), findings
     assert not [f for f in findings if f["category"] == "network_fabric" and f["host"] == "v100-node-07"
                 and f["severity"] == "critical"]
+
+
+def test_00_timeline_traces_are_source_kinds_and_every_event_has_a_host(kernel, tmp_path):
+    if not EXAMPLE.is_dir():
+        pytest.skip(f"bundled example not found at {EXAMPLE}")
+    nb, _ = kernel.run("00_triage.ipynb", tmp_path)
+    [timeline] = [o["data"]["application/vnd.plotly.v1+json"] for c in nb.cells for o in c.get("outputs", [])
+                  if "Incident timeline" in str(o.get("data", {}).get("application/vnd.plotly.v1+json", {}))]
+    traces = {t["name"]: t["y"] for t in timeline["data"]}
+    assert set(traces) == {"kernel log", "training log"}, traces
+    # the NCCL timeout summary names no host, but its file is gx-a800-101's training log
+    assert {y for ys in traces.values() for y in ys} == {"gx-a800-101", "gx-a800-102"}, traces
+
+
+def test_03_reports_nccl_version_skew_from_the_diagnosis(kernel, tmp_path):
+    evidence = tmp_path / "skew"
+    evidence.mkdir()
+    for n, (host, version) in enumerate((("sk-1", "2.21.5"), ("sk-2", "2.21.5"), ("sk-3", "2.18.3"))):
+        (evidence / f"{host}.log").write_text(
+            f"{host}:10:10 [0] NCCL INFO NCCL version {version}+cuda12.4\n"
+            f"{host}:10:10 [0] NCCL INFO comm 0x1 rank {n} nranks 3 cudaDev 0 busId 1b000 commId 0x77 - Init COMPLETE\n"
+            f"2026-05-04 10:00:00,000 [rank{n}] INFO Training completed\n")
+    _, findings = kernel.run("03_nccl_network.ipynb", tmp_path / "run", evidence=str(evidence))
+    skew = one(findings, category="driver_mismatch")
+    assert skew["id"].startswith("version-skew-nccl") and "sk-3: 2.18.3" in skew["title"], skew
+    assert [f["id"] for f in findings if f["category"] == "driver_mismatch"] == [skew["id"]]  # said once
 
 
 def test_03_thermal_case_is_a_cascade_with_rank3_silent(kernel, tmp_path):

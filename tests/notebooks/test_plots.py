@@ -105,7 +105,42 @@ def test_loss_curve_marks_the_resume_step():
     assert [s for s in fig.layout.shapes if s.type == "line"][0].x0 == 4000
 
 
-def test_timeline_colours_by_file_not_by_line():
+def test_timeline_one_trace_per_source_kind_and_an_unknown_host_row_only_for_hostless_files():
+    frame = pd.DataFrame({"time": pd.to_datetime(["2026-01-17T04:51:12Z", "2026-01-17T05:01:13Z",
+                                                  "2026-01-17T05:01:15Z", "2026-01-17T05:01:16Z"]),
+                          "host": ["b", "a", "a", None],
+                          "source": ["b/journal.txt:20", "logs/train-a.log:54", "logs/train-b.log:99", "x.txt"],
+                          "source_kind": ["kernel log", "training log", "training log", "other"],
+                          "event": ["Xid 79", "watchdog timeout", "torchrun exit", "?"]})
+    fig = plots.timeline(frame)
+    assert [t.name for t in fig.data] == ["kernel log", "other", "training log"]
+    assert list(fig.data[2].y) == ["a", "a"] and list(fig.data[1].y) == [plots.UNKNOWN_HOST]
+    assert list(fig.data[2].customdata) == ["logs/train-a.log:54", "logs/train-b.log:99"]  # the file, on hover
+
+
+def _span_minutes(fig) -> float:
+    low, high = (pd.Timestamp(v) for v in fig.layout.xaxis.range)
+    return (high - low).total_seconds() / 60
+
+
+def test_time_plots_of_one_instant_get_a_readable_window_around_it():
+    """One Xid (or every event at the same second): plotly would zoom to +-1 ms."""
+    moment = pd.Timestamp("2026-01-17T04:51:12Z")
+    xid = pd.DataFrame([{"time": moment, "host": "gx-102", "gpu": "2", "xid": 79, "name": "fell off the bus",
+                         "interruption": "hard", "text": "NVRM: Xid 79"}])
+    one_sample = _samples().iloc[:1]
+    ranks = pd.DataFrame({"time": [moment, moment], "rank": [3, 4], "kind": ["watchdog_timeout"] * 2, "text": ["t"] * 2})
+    events = pd.DataFrame({"time": [moment], "host": ["gx-102"], "source": ["k.log"], "event": ["Xid 79"]})
+    for fig in (plots.xid_events(xid), plots.rank_events(ranks), plots.timeline(events)):
+        assert _span_minutes(fig) == 20
+        assert pd.Timestamp(fig.layout.xaxis.range[0]) == moment.tz_localize(None) - pd.Timedelta(minutes=10)
+    thermal = plots.thermal_power(one_sample)
+    assert all(axis.range is not None for axis in (thermal.layout.xaxis, thermal.layout.xaxis2, thermal.layout.xaxis3))
+    two = pd.concat([xid, xid.assign(time=moment + pd.Timedelta(minutes=2))], ignore_index=True)
+    assert plots.xid_events(two).layout.xaxis.range is None  # several instants: plotly's own range
+
+
+def test_timeline_without_source_kind_colours_by_file_not_by_line():
     frame = pd.DataFrame({"time": pd.to_datetime(["2026-01-17T04:51:12Z", "2026-01-17T05:01:13Z",
                                                   "2026-01-17T05:01:15Z"]),
                           "host": ["b", "a", "a"], "source": ["b/journal.txt:20", "train-a.log:54", "train-a.log:99"],

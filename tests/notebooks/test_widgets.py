@@ -59,6 +59,16 @@ def test_widget_view_holds_controls_and_current_figure():
     assert {t.name for t in panel.figure.data} == {"dgx-09 gpu 3"}
 
 
+def test_tables_show_missing_values_as_empty_cells(monkeypatch):
+    shown = []
+    monkeypatch.setattr(nbk, "display", shown.append)
+    frame = pd.DataFrame({"file": ["README.md", "n1/dmesg.txt"], "host": [None, "n1"], "records": [0, 6],
+                          "problems": [None, "truncated"], "gpu_index": [float("nan"), 2.0]})
+    nbk.table(frame)
+    html = shown[0]._repr_html_()
+    assert "NaN" not in html and "None" not in html and "n1/dmesg.txt" in html and "truncated" in html
+
+
 def test_record_writes_the_json_sidecar_and_returns_normalised_findings(tmp_path, capsys):
     path = tmp_path / "out" / "findings-04.json"
     items = nbk.record([finding("b", "warning", "thermal_throttling", "hot", host="n1", gpu_index=3),
