@@ -18,6 +18,7 @@ from gpulib.diagnose.inputs import Inputs, gather
 from gpulib.diagnose.joins import IdentityMap
 from gpulib.diagnose.model import Finding, TimelineEntry
 from gpulib.diagnose.report import Diagnosis
+from gpulib.fleet import report as fleet_report
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ def diagnose(paths: list[str | Path], tz: str | None = None, *, inputs: Inputs |
         {"path": p.source, "kind": "missing", "host": None, "problems": [p.message]} for p in inputs.problems] + [
         {"path": n.source, "kind": "skipped", "host": None, "notes": [n.message]} for n in inputs.notes]
     diagnosis.timeline = _timeline(ctx)
+    fleet_report.attach(diagnosis, inputs)  # many nodes: per-node summary and config drift (never raises)
     return diagnosis
 
 
