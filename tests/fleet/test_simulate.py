@@ -46,3 +46,20 @@ def test_bad_arguments_are_refused(tmp_path):
         simulate_incident(tmp_path, 4, "xid79", drift_nodes=1, drift_fields=("bios_colour",))
     with pytest.raises(ValueError, match="nodes must be"):
         simulate_incident(tmp_path, 1, "xid79")
+
+
+def test_diagnosis_of_many_nodes_names_culprit_and_odd_nodes(tmp_path):
+    incident = simulate_incident(tmp_path, 12, "ecc_dbe", seed=21, drift_nodes=2, drift_fields=("kernel", "nccl"))
+    result = diagnose([incident.root])
+    nodes = result.to_dict()["nodes"]
+    assert len(nodes) == 12 and nodes[0]["host"] == incident.host and nodes[0]["role"] == "culprit"
+    odd = {n["host"]: n["odd_config"] for n in nodes if n["role"] == "odd"}
+    assert odd == {h: {"kernel": "5.15.0-119-generic", "nccl": "2.18.3"} for h in incident.drift}
+    drift = {f.id.rsplit("-", 1)[0] if f.id.startswith("version-skew") else f.id: f for f in result.findings
+             if f.category == "driver_mismatch"}
+    assert drift["config-drift-kernel"].severity == "warning"  # not the culprit's: fix before relaunch
+    assert "version-skew-nccl" in drift and "config-drift-nccl" not in drift  # judged once, by the rules
+    text = result.to_text()
+    assert "NODES: 12 (1 culprit, 2 odd config" in text
+    for host in incident.drift:
+        assert f"{host} 5.15.0-119-generic" in text
