@@ -129,12 +129,10 @@ def simulate_incident(out: str | Path, nodes: int, kind: str = "xid79", *, seed:
     others = [n for n in range(nodes) if n != culprit]
     drifted = sorted(rng.sample(others, min(drift_nodes, len(others))))
     drift = {host_name(n): {f: DRIFT_FIELDS[f] for f in drift_fields} for n in drifted}
-    incident = SyntheticIncident(root, kind, KINDS[kind], host_name(culprit),
-                                 None if kind in ("host_oom", "ib_down") else gpu,
-                                 None if kind in ("host_oom", "ib_down") else _pci(GPU_BUSES[gpu]),
-                                 None if kind == "ib_down" else job.rank(culprit, gpu), nodes, drift)
-    if kind == "host_oom":
-        incident.gpu_index, incident.gpu_pci = gpu, _pci(GPU_BUSES[gpu])
+    on_gpu = kind != "ib_down"  # a lost IB link belongs to the node, every other kind to one GPU/rank
+    incident = SyntheticIncident(root, kind, KINDS[kind], host_name(culprit), gpu if on_gpu else None,
+                                 _pci(GPU_BUSES[gpu]) if on_gpu else None,
+                                 job.rank(culprit, gpu) if on_gpu else None, nodes, drift)
     for n in range(nodes):
         config = {**BASELINE, **drift.get(host_name(n), {})}
         fault = kind if n == culprit else None
