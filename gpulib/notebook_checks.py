@@ -423,6 +423,67 @@ def hardware_findings(states: pd.DataFrame) -> list[dict]:
     return out
 
 
+def presence_findings(states: pd.DataFrame) -> list[dict]:
+    """Preflight: evidence with no GPU in any snapshot is a no-go, not an empty (healthy) check.
+
+    On a live capture this means nvidia-smi and NVML saw nothing: the driver is not loaded, the
+    GPUs are off the bus, or this is not a GPU node. Relaunching there fails at the first CUDA call.
+    """
+    if states is not None and not states.empty:
+        return []
+    return [finding("no-gpu-visible", "critical", "none", "no GPU visible: no nvidia-smi or NVML snapshot lists one",
+                    actions=["Run nvidia-smi on the node; check the driver (lsmod | grep nvidia) and the bus "
+                             "(lspci | grep -i nvidia); the evidence's collectors say why each tool was unavailable."])]
+
+
+#: Per-GPU error counters of the health report's inventory (compared night to night by
+#: ``gpulib archive diff``: a counter that grew is a GPU getting worse).
+INVENTORY_COUNTERS = ("ecc_volatile_sbe", "ecc_volatile_dbe", "ecc_aggregate_sbe", "ecc_aggregate_dbe",
+                      "retired_pages_sbe", "retired_pages_dbe", "remapped_rows_correctable",
+                      "remapped_rows_uncorrectable", "pcie_replay_count")
+
+
+def gpu_inventory(states: pd.DataFrame) -> list[dict]:
+    """Every GPU in the evidence (its newest snapshot): identity, lost or not, error counters."""
+    if states is None or states.empty:
+        return []
+    frame = states.copy()
+    frame["_key"] = [u if isinstance(u, str) and u else f"{h}|{p if isinstance(p, str) else i}"
+                     for u, h, p, i in zip(_col(frame, "uuid"), _col(frame, "host"), _col(frame, "pci_bus_id"),
+                                           _col(frame, "gpu_index"), strict=True)]
+    frame = frame.sort_values("time", na_position="first", kind="stable").drop_duplicates("_key", keep="last")
+
+    def plain(value: Any) -> Any:
+        if value is None or (not isinstance(value, (list, dict, str)) and pd.isna(value)):
+            return None
+        return value.item() if hasattr(value, "item") else value
+
+    gpus = []
+    for _, row in frame.iterrows():
+        gpu = {"host": plain(row.get("host")), "uuid": plain(row.get("uuid")),
+               "pci_bus_id": plain(row.get("pci_bus_id")), "index": plain(row.get("gpu_index")),
+               "name": plain(row.get("name")), "lost": bool(row.get("lost"))}
+        gpu.update({c: None if plain(row.get(c)) is None else int(row.get(c)) for c in INVENTORY_COUNTERS})
+        gpu["index"] = None if gpu["index"] is None else int(gpu["index"])
+        gpus.append(gpu)
+    return sorted(gpus, key=lambda g: (str(g["host"]), g["index"] if g["index"] is not None else -1,
+                                       str(g["pci_bus_id"])))
+
+
+def _col(frame: pd.DataFrame, column: str) -> pd.Series:
+    return frame[column] if column in frame.columns else pd.Series(None, index=frame.index, dtype=object)
+
+
+def inventory_finding(states: pd.DataFrame) -> dict:
+    """The health report's GPU inventory as one ``info`` finding (``gpus``: :func:`gpu_inventory`),
+    which ``gpulib archive diff`` compares between two nights: vanished GPUs, grown counters."""
+    gpus = gpu_inventory(states)
+    hosts = sorted({str(g["host"]) for g in gpus})
+    lost = sum(g["lost"] for g in gpus)
+    title = f"inventory: {len(gpus)} GPU(s) on {len(hosts)} host(s)" + (f", {lost} lost" if lost else "")
+    return finding("gpu-inventory", "info", "none", title, gpus=gpus)
+
+
 def version_findings(versions: pd.DataFrame) -> list[dict]:
     """PyTorch or the CUDA toolkit built for a newer CUDA than the driver supports.
 
@@ -890,12 +951,12 @@ def remediation_commands(items: Sequence[dict], states: pd.DataFrame | None = No
                                       f"drain the node first: {what} is a hard failure", host))
             if step == "reset_gpu" and target:
                 out.append(Command(("nvidia-smi", "-r", "-i", target),
-                                   f"reset the GPU once its processes are stopped; catalog: {_clause(action)}", host))
+                                   f"Xid catalog: {_clause(action)} (stop the GPU's processes first)", host))
             elif step == "power_cycle" and host:
                 out.append(Command(("ipmitool", "chassis", "power", "cycle"),
-                                   f"power-cycle the node; catalog: {_clause(action)}", host))
+                                   f"Xid catalog: {_clause(action)}", host))
             elif step == "reboot" and host:
-                out.append(Command(("systemctl", "reboot"), f"reboot the node; catalog: {_clause(action)}", host))
+                out.append(Command(("systemctl", "reboot"), f"Xid catalog: {_clause(action)}", host))
         for pid in f.get("pids") or []:
             out.append(Command(("kill", "-TERM", str(int(pid))), f"leftover process on GPU {f.get('gpu_index')}", host))
         limit = f.get("power_limit_w") or (limits.get((host, int(f["gpu_index"])))
@@ -905,13 +966,25 @@ def remediation_commands(items: Sequence[dict], states: pd.DataFrame | None = No
             watts = str(int(float(limit) * 0.85))
             out.append(Command(("nvidia-smi", "-i", str(int(f["gpu_index"])), "-pl", watts),
                                "temporary 15% lower power cap until cooling is fixed", host))
-    first_drain = {c.host: c for c in reversed(drains)}  # one drain per node, the first reason
-    return list(dict.fromkeys([c for c in drains if first_drain[c.host] is c] + out))
+    # one drain per node and each command once (two findings of one failure ask for the same
+    # power-cycle), the first reason kept
+    once: dict[tuple, Command] = {}
+    for command in drains:
+        once.setdefault(("drain", command.host), command)
+    for command in out:
+        once.setdefault((command.argv, command.host), command)
+    return list(once.values())
 
 
 _HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def _clause(action: str) -> str:
-    """The catalog action up to its first sentence end (the comment after a command stays short)."""
-    return re.split(r"(?<=[.;])\s", action, maxsplit=1)[0].rstrip(".;")
+    """The catalog action up to its first ``.`` or ``;`` outside parentheses (the comment after a
+    command stays short, and keeps a parenthesised reason whole)."""
+    depth = 0
+    for n, char in enumerate(action):
+        depth += (char == "(") - (char == ")")
+        if depth == 0 and char in ".;" and action[n + 1:n + 2] in ("", " "):
+            return action[:n]
+    return action

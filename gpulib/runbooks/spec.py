@@ -37,7 +37,7 @@ from gpulib.errors import InputError
 RUNNER_PARAMETERS = ("interactive", "findings_path")
 DEFAULT_START_TIMEOUT_S = 60.0
 DEFAULT_CELL_TIMEOUT_S = 600.0
-_TOP_KEYS = {"name", "description", "notebook_dir", "timeouts", "parameters", "steps"}
+_TOP_KEYS = {"name", "description", "notebook_dir", "timeouts", "parameters", "steps", "with_evidence"}
 _STEP_KEYS = {"notebook", "id", "parameters", "cell_timeout_s"}
 
 
@@ -63,6 +63,9 @@ class RunbookSpec:
     stages: list[list[StepSpec]]  # stages run in order; the steps of one stage run in parallel
     parameters: dict
     start_timeout_s: float = DEFAULT_START_TIMEOUT_S
+    #: parameters that also apply when the run is given evidence (``--evidence`` / ``-p evidence=``),
+    #: e.g. a preflight that checks this host live unless it is told what to check
+    with_evidence: dict = field(default_factory=dict)
     cell_timeout_s: float = DEFAULT_CELL_TIMEOUT_S
 
     @property
@@ -128,14 +131,16 @@ def load_runbook(path: str | Path) -> RunbookSpec:
         raise RunbookError(f"step ids {duplicates} repeat; give repeated notebooks an 'id'", path=str(path))
     timeouts = doc.get("timeouts") or {}
     parameters = doc.get("parameters") or {}
-    if not isinstance(parameters, dict) or not isinstance(timeouts, dict):
-        raise RunbookError("'parameters' and 'timeouts' must be mappings", path=str(path))
+    with_evidence = doc.get("with_evidence") or {}
+    if not all(isinstance(d, dict) for d in (parameters, timeouts, with_evidence)):
+        raise RunbookError("'parameters', 'with_evidence' and 'timeouts' must be mappings", path=str(path))
     return RunbookSpec(
         name=str(doc.get("name") or path.stem),
         path=path.resolve(),
         description=str(doc.get("description") or "").strip(),
         stages=stages,
         parameters=dict(parameters),
+        with_evidence=dict(with_evidence),
         start_timeout_s=_seconds(timeouts.get("start_s", DEFAULT_START_TIMEOUT_S), "timeouts.start_s", path),
         cell_timeout_s=_seconds(timeouts.get("cell_s", DEFAULT_CELL_TIMEOUT_S), "timeouts.cell_s", path),
     )
@@ -316,11 +321,14 @@ def resolve_parameters(spec: RunbookSpec, cli: dict[str, str] | None = None,
     """Return ``{step_id: parameters}`` to inject, or raise :class:`RunbookError` naming the problem.
 
     Precedence (later wins): notebook defaults < runbook ``parameters`` < step ``parameters`` <
+    runbook ``with_evidence`` (only when ``values`` or ``cli`` set ``evidence``) <
     ``values`` (typed, e.g. ``--evidence``) < ``cli`` (``-p key=value`` strings, converted to the
     type each notebook declares). A name no notebook of the runbook declares is an error, as is
     a value of the wrong type, or an attempt to set a parameter the runner owns.
     """
     cli, values = cli or {}, values or {}
+    if "evidence" in values or "evidence" in cli:
+        values = {**spec.with_evidence, **values}
     declared = {step.id: inspect_parameters(step.notebook) for step in spec.steps}
     for step in spec.steps:
         missing = [p for p in RUNNER_PARAMETERS if p not in declared[step.id]]
@@ -331,7 +339,8 @@ def resolve_parameters(spec: RunbookSpec, cli: dict[str, str] | None = None,
                 hint="every runbook notebook takes 'interactive: bool = True' and 'findings_path: str'",
             )
     known = sorted({name for params in declared.values() for name in params} - set(RUNNER_PARAMETERS))
-    for source, names in (("runbook parameters", spec.parameters), ("value", values), ("-p", cli)):
+    for source, names in (("runbook parameters", spec.parameters), ("runbook with_evidence", spec.with_evidence),
+                          ("value", values), ("-p", cli)):
         for name in names:
             if name in RUNNER_PARAMETERS:
                 raise RunbookError(f"{source}: '{name}' is set by the runner, not by you", path=str(spec.path))

@@ -268,10 +268,13 @@ def test_08_preflight_runs_the_gloo_fabric_test_on_a_healthy_node(kernel, tmp_pa
 
 
 def test_08_preflight_on_a_live_capture_of_this_gpu_less_host(kernel, tmp_path):
-    """capture_live: collect this host now; without GPUs nothing hardware-critical is found."""
+    """capture_live: collect this host now. No GPU is visible here, which is a no-go (a relaunch
+    would fail at the first CUDA call), and the only blocking finding: no hardware fault is invented."""
     nb, findings = kernel.run("08_preflight.ipynb", tmp_path, capture_live=True, run_fabric_test=False)
     assert "Captured this host into" in outputs_text(nb)
-    assert not [f for f in findings if f["severity"] == "critical" and f["id"] != "preflight-verdict"], findings
+    blocking = [f["id"] for f in findings if f["severity"] == "critical" and f["id"] != "preflight-verdict"]
+    assert blocking == ["no-gpu-visible"], findings
+    assert one(findings, id="preflight-verdict")["verdict"] == "NO-GO"
 
 
 def test_09_health_report_flags_the_fallen_host_and_the_hot_gpu(kernel, tmp_path):
