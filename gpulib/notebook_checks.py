@@ -724,7 +724,8 @@ def checkpoint_step(report: Any) -> int | None:
 
 
 def checkpoint_findings(report: Any) -> list[dict]:
-    """The resume decision from ``find_latest``: resume-from (info) or no valid checkpoint (critical)."""
+    """The resume decision from ``find_latest``: resume-from (info), no valid checkpoint among those
+    found (critical), or no checkpoint in the evidence at all (warning: not checked, not lost)."""
     data = _report_dict(report)
     out = []
     resume = data.get("resume_from")
@@ -734,10 +735,15 @@ def checkpoint_findings(report: Any) -> list[dict]:
             actions += [f"not in the checkpoint: {lack}" for lack in data["lacks"]]
         out.append(finding("resume-from", "info", "none", f"resume from {resume}", actions=actions,
                            resume_from=str(resume)))
-    else:
+    elif data.get("checkpoints") or data.get("rejected"):
         out.append(finding("no-valid-checkpoint", "critical", "none",
                            "no valid checkpoint found: the job would restart from scratch",
                            actions=["Look for checkpoints on other storage (object store, other nodes)."]))
+    else:  # nothing looked like a checkpoint: the evidence simply does not include them
+        out.append(finding("no-checkpoints-in-evidence", "warning", "none",
+                           "no checkpoint folder in the evidence: the resume point is not checked",
+                           actions=["Run this step with checkpoint_dirs=<the job's checkpoint folder(s), one per node>.",
+                                    "Or: gpulib ckpt latest DIR... before relaunching."]))
     for item in data.get("rejected") or []:
         path, reason = (item.get("path"), item.get("reason")) if isinstance(item, dict) else item
         out.append(finding(_slug("rejected", Path(str(path)).name), "warning", "none",

@@ -246,9 +246,21 @@ def test_07_resume_from_step_4000(kernel, tmp_path):
     assert rejected and "ckpt_step_006000.pt" in rejected[0]["title"] and "truncated" in rejected[0]["title"]
 
 
-def test_07_no_checkpoint_is_critical(kernel, tmp_path):
+def test_07_evidence_without_checkpoints_is_a_warning_not_a_lost_job(kernel, tmp_path):
     _, findings = kernel.run("07_checkpoint_resume.ipynb", tmp_path, evidence=case("case-07-healthy-run"))
+    missing = one(findings, id="no-checkpoints-in-evidence")
+    assert missing["severity"] == "warning" and any("checkpoint_dirs" in a for a in missing["actions"])
+    assert not [f for f in findings if f["id"] == "no-valid-checkpoint"]
+
+
+def test_07_only_broken_checkpoints_is_critical(tmp_path):
+    from gpulib import notebook_checks as checks
+    from gpulib.checkpoints import find_latest
+
+    (tmp_path / "ckpt_step_000100.pt").write_bytes(b"PK\x03\x04" + b"\0" * 200)  # a save cut after 204 bytes
+    findings = checks.checkpoint_findings(find_latest([tmp_path]))
     assert one(findings, id="no-valid-checkpoint")["severity"] == "critical"
+    assert any(f["id"].startswith("rejected") and "ckpt_step_000100.pt" in f["title"] for f in findings)
 
 
 def test_08_preflight_no_go_on_the_fallen_node(kernel, tmp_path):
