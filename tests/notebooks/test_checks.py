@@ -64,8 +64,12 @@ def _xid_events(*rows: tuple[str, str, str, int]) -> pd.DataFrame:
 def test_remediation_follows_the_xid_catalog_a_gpu_off_the_bus_is_never_reset():
     events = _xid_events(("hgx-018", "5", "0000:ab:00.0", 79), ("hgx-019", "2", "0000:bb:00.0", 48),
                          ("hgx-020", "1", "0000:1b:00.0", 13))
+    off_bus_line = {**events.iloc[0].to_dict(), "kind": "fell_off_bus", "xid": None, "line": 9,
+                    "text": "NVRM: GPU 0000:ab:00.0: GPU has fallen off the bus."}
+    events = pd.concat([events, pd.DataFrame([off_bus_line])], ignore_index=True)
     commands = [c.argv for c in checks.remediation_commands(checks.kernel_findings(events))]
     assert ("nvidia-smi", "-r", "-i", "0000:ab:00.0") not in commands  # Xid 79: a reset cannot reach it
+    assert commands.count(("ipmitool", "chassis", "power", "cycle")) == 1  # the Xid and its "fallen off" line
     assert commands[:2] == [("scontrol", "update", "nodename=hgx-018", "state=drain", "reason=gpulib: Xid 79 on GPU 0000:ab:00.0"),
                             ("scontrol", "update", "nodename=hgx-019", "state=drain", "reason=gpulib: Xid 48 on GPU 0000:bb:00.0")]
     assert ("ipmitool", "chassis", "power", "cycle") in commands  # the catalog: power-cycle the node
