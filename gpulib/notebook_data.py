@@ -208,9 +208,9 @@ class Evidence:
     def ranks(self) -> pd.DataFrame:
         """One row per rank: host, GPU, transport, NCCL version, first problem it reported."""
         events = self.job_events()
-        if events.empty:
+        init = events[events["kind"] == "nccl_init"] if not events.empty else events
+        if init.empty:  # no NCCL init lines (NCCL_DEBUG was off): ranks cannot be placed
             return pd.DataFrame(columns=["rank", "host", "gpu_index", "pci_bus_id", "transport", "first_problem"])
-        init = events[events["kind"] == "nccl_init"]
         rows: dict[int, dict] = {}
         for _, e in init.iterrows():
             d = e["details"]

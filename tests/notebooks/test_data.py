@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from gpulib import notebook_checks as checks
@@ -71,3 +69,14 @@ def test_software_versions_of_a_fresh_capture_of_this_host(tmp_path):
     bundle = collect(tmp_path / "scene")
     versions = data.open_evidence(str(bundle)).software_versions()
     assert versions.loc[0, "torch"] == expected
+
+
+def test_ranks_without_nccl_init_lines_is_an_empty_table(tmp_path):
+    """NCCL_DEBUG=INFO off: version and transport lines but no rank placement."""
+    (tmp_path / "train.log").write_text(
+        "node-a:1234:1234 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+        "node-a:1234:1300 [0] NCCL INFO NET/IB : No device found.\n"
+        "[rank0]: step 10 loss 2.0\n"
+    )
+    ranks = data.open_evidence(str(tmp_path)).ranks()
+    assert ranks.empty and {"rank", "host", "transport"} <= set(ranks.columns)
