@@ -96,7 +96,10 @@ def node_summary(inputs, findings: list[Finding], root: Finding | None,
 
 def attach(diagnosis, inputs) -> None:
     """Add the config-drift findings and ``nodes`` to a diagnosis of more than one node.
-    Never raises: a bug here must not cost the diagnosis it decorates."""
+    Never raises: a bug here must not cost the diagnosis it decorates. Idempotent:
+    :func:`gpulib.diagnose.diagnose` calls it, a second call changes nothing."""
+    if getattr(diagnosis, "nodes", None):
+        return
     try:
         configs = node_configs(inputs)
         hosts = {f.host for f in inputs.files if f.host}
