@@ -13,6 +13,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet "$(TORCH_REQ)"
 	$(BIN)/pip install --quiet -e ".[test]"
+	# an editable install leaves gpulib uncompiled; byte-compile it once as a wheel install would
+	$(BIN)/python -m compileall -q gpulib >/dev/null
 	$(BIN)/python -m ipykernel install --prefix $(VENV) --name python3 >/dev/null
 	touch $(STAMP)
 
