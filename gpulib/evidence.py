@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from gpulib import __version__
-from gpulib.errors import BundleError
+from gpulib.errors import BundleError, GpulibError
 from gpulib.identity import to_utc_iso, utc_now_iso
 
 FORMAT = "gpulib-evidence/1"
@@ -160,6 +160,25 @@ class BundleWriter:
         return self.final_dir
 
 
+def read_manifest(root: Path, expected_format: str, *, what: str, unfinished: str,
+                  error: type[GpulibError] = BundleError) -> dict:
+    """The parsed ``manifest.json`` of a sealed directory (evidence bundle or run archive).
+
+    Raises ``error`` naming ``root`` when the manifest is missing (``unfinished`` says why that
+    happens), unreadable, or of another ``format`` than ``expected_format``.
+    """
+    try:
+        manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise error(f"no manifest.json: not a {what}, or {unfinished}", path=str(root)) from None
+    except (OSError, ValueError) as exc:
+        raise error(f"manifest.json is unreadable: {exc}", path=str(root)) from None
+    if not isinstance(manifest, dict) or manifest.get("format") != expected_format:
+        found = manifest.get("format") if isinstance(manifest, dict) else None
+        raise error(f"unknown {what} format {found!r}, expected {expected_format}", path=str(root))
+    return manifest
+
+
 @dataclass
 class Bundle:
     """A complete bundle opened for reading. ``manifest`` is the parsed ``manifest.json``."""
@@ -170,16 +189,7 @@ class Bundle:
     @classmethod
     def open(cls, root: str | Path) -> Bundle:
         root = Path(root)
-        manifest_path = root / MANIFEST
-        try:
-            manifest = json.loads(manifest_path.read_text())
-        except FileNotFoundError as exc:
-            raise BundleError("no manifest.json: not a bundle, or an interrupted capture", path=str(root)) from exc
-        except (OSError, ValueError) as exc:
-            raise BundleError(f"manifest.json is unreadable: {exc}", path=str(root)) from exc
-        if manifest.get("format") != FORMAT:
-            raise BundleError(f"unknown bundle format {manifest.get('format')!r}, expected {FORMAT}", path=str(root))
-        return cls(root, manifest)
+        return cls(root, read_manifest(root, FORMAT, what="bundle", unfinished="an interrupted capture"))
 
     @property
     def host(self) -> str:
@@ -228,22 +238,26 @@ class VerifyReport:
         return out
 
 
-def verify(root: str | Path) -> VerifyReport:
-    """Re-hash every file of a bundle against its manifest."""
-    bundle = Bundle.open(root)
+def verify_files(root: Path, listed: dict) -> VerifyReport:
+    """Re-hash the files ``listed`` in a manifest (``{relpath: {sha256, bytes}}``) under ``root``."""
     report = VerifyReport(str(root))
-    listed = bundle.manifest.get("files", {})
     for rel, meta in listed.items():
-        path = bundle.root / rel
+        path = root / rel
         if not path.is_file():
             report.missing.append(rel)
         elif path.stat().st_size != meta.get("bytes") or sha256_file(path) != meta.get("sha256"):
             report.changed.append(rel)
-    for path in bundle.root.rglob("*"):
-        rel = path.relative_to(bundle.root).as_posix()
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
         if path.is_file() and rel != MANIFEST and rel not in listed:
             report.unexpected.append(rel)
     return report
+
+
+def verify(root: str | Path) -> VerifyReport:
+    """Re-hash every file of a bundle against its manifest."""
+    bundle = Bundle.open(root)
+    return verify_files(bundle.root, bundle.manifest.get("files", {}))
 
 
 def copy_capped(source: Path, target: Path, cap_bytes: int) -> bool:

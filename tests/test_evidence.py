@@ -63,3 +63,22 @@ def test_failed_capture_keeps_partial_data_under_temporary_name(tmp_path):
 def test_open_rejects_non_bundle(tmp_path):
     with pytest.raises(BundleError, match="no manifest.json"):
         Bundle.open(tmp_path)
+
+
+def test_open_names_the_wrong_format_and_the_folder(tmp_path):
+    (tmp_path / "manifest.json").write_text('{"format": "gpulib.runbook-run/1"}')
+    with pytest.raises(BundleError, match="unknown bundle format 'gpulib.runbook-run/1', expected gpulib-evidence/1") as err:
+        Bundle.open(tmp_path)
+    assert err.value.path == str(tmp_path)
+    (tmp_path / "manifest.json").write_text("[1, 2]")  # valid JSON, not an object
+    with pytest.raises(BundleError, match="unknown bundle format None"):
+        Bundle.open(tmp_path)
+
+
+def test_a_bundle_is_not_a_run_archive(tmp_path):
+    from gpulib.runbooks.archive import ArchivedRun
+    from gpulib.runbooks.spec import RunbookError
+
+    root = _bundle(tmp_path)
+    with pytest.raises(RunbookError, match="unknown run archive format 'gpulib-evidence/1'"):
+        ArchivedRun.open(root)

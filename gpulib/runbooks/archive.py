@@ -26,12 +26,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from gpulib.evidence import VerifyReport, sha256_file
+from gpulib.evidence import MANIFEST, VerifyReport, read_manifest, sha256_file, verify_files
 from gpulib.runbooks.spec import RunbookError
 
 RUN_FORMAT = "gpulib.runbook-run/1"
 FINDINGS_FORMAT = "gpulib.runbook-findings/1"
-MANIFEST = "manifest.json"
 FINDINGS = "findings.json"
 REPORT = "report.html"
 
@@ -91,15 +90,8 @@ class ArchivedRun:
 
     @classmethod
     def open(cls, path: Path) -> ArchivedRun:
-        try:
-            manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise RunbookError("no manifest.json: not a run archive, or an interrupted run", path=str(path)) from None
-        except (OSError, ValueError) as exc:
-            raise RunbookError(f"manifest.json is unreadable: {exc}", path=str(path)) from None
-        if manifest.get("format") != RUN_FORMAT:
-            raise RunbookError(f"unknown run format {manifest.get('format')!r}, expected {RUN_FORMAT}", path=str(path))
-        return cls(path, manifest)
+        return cls(path, read_manifest(path, RUN_FORMAT, what="run archive", unfinished="an interrupted run",
+                                       error=RunbookError))
 
     @property
     def runbook(self) -> str:
@@ -115,19 +107,7 @@ class ArchivedRun:
 
     def verify(self) -> VerifyReport:
         """Re-hash every file against the manifest (the archive's proof of immutability)."""
-        report = VerifyReport(str(self.path))
-        listed = self.manifest.get("files", {})
-        for rel, meta in listed.items():
-            path = self.path / rel
-            if not path.is_file():
-                report.missing.append(rel)
-            elif path.stat().st_size != meta.get("bytes") or sha256_file(path) != meta.get("sha256"):
-                report.changed.append(rel)
-        report.unexpected += [
-            p.relative_to(self.path).as_posix() for p in sorted(self.path.rglob("*"))
-            if p.is_file() and p.relative_to(self.path).as_posix() not in listed and p.name != MANIFEST
-        ]
-        return report
+        return verify_files(self.path, self.manifest.get("files", {}))
 
 
 def list_runs(root: Path, runbook: str | None = None) -> list[ArchivedRun]:
