@@ -1,5 +1,6 @@
 """A real Prometheus (Debian's /usr/bin/prometheus) and tiny exporters for tests, shared by the
-collect and monitoring tests.
+collect and monitoring tests; ``free_port`` and ``stop_process`` are the one home of those helpers
+for every test that starts a server or a child process.
 
 Everything listens on 127.0.0.1 on free ports, stores its TSDB in a temporary folder, and is
 stopped when its ``with`` block ends, whatever happens inside it.
@@ -30,6 +31,17 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def stop_process(proc: subprocess.Popen, wait_s: float = 10) -> None:
+    """SIGTERM a child still running, SIGKILL it if it has not exited within ``wait_s``; reap it."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 @contextlib.contextmanager
@@ -112,9 +124,4 @@ def running_prometheus(tmp_path: Path, targets: dict[str, list[str]], rule_files
             time.sleep(0.5)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)

@@ -15,7 +15,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,8 @@ from pathlib import Path
 
 from ipykernel.kernelspec import write_kernel_spec
 
+from tests.prometheus_server import free_port
+
 #: Settings written to the temporary JupyterLab user-settings folder.
 LAB_SETTINGS = {
     # No news feed / update check: no request to jupyter.org, no toast over the notebook.
@@ -35,12 +36,6 @@ LAB_SETTINGS = {
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
 }
 START_TIMEOUT_S = 120
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass

@@ -34,7 +34,7 @@ from gpulib.parsers.prom_text import parse_counters
 from gpulib.watch.actions import IncidentCapture
 from gpulib.watch.rules import Alert
 from tests.conftest import REPO
-from tests.prometheus_server import api, free_port, query, running_prometheus, serve_text
+from tests.prometheus_server import api, free_port, query, running_prometheus, serve_text, stop_process
 
 pytestmark = pytest.mark.prometheus
 
@@ -166,12 +166,7 @@ def live(recorded, tmp_path_factory):
     finally:
         stop_writing.set()
         writer.join(5)
-        watch.terminate()
-        try:
-            watch.wait(10)
-        except subprocess.TimeoutExpired:
-            watch.kill()
-            watch.wait()
+        stop_process(watch)
 
 
 def _firing(url: str) -> dict[tuple[str, str], dict]:

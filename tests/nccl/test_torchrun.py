@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,17 +14,12 @@ import pytest
 from gpulib.evidence import Bundle, verify
 from gpulib.nccl.bandwidth import bus_factor
 from gpulib.parsers import nccl_tests
+from tests.prometheus_server import free_port
 
 pytestmark = pytest.mark.torchrun
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 SMALL = ["-b", "1K", "-e", "64K", "-f", "4", "-n", "3", "-w", "1", "-c", "1"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def env(**extra: str) -> dict[str, str]:
@@ -34,9 +28,11 @@ def env(**extra: str) -> dict[str, str]:
     return out
 
 
-def torchrun(nproc: int, args: list[str], *, timeout: float = 90, **inject: str) -> subprocess.CompletedProcess:
+def torchrun(nproc: int, args: list[str], *, timeout: float = 90, module: str = "gpulib.nccl",
+             **inject: str) -> subprocess.CompletedProcess:
+    """``python -m <module> args`` on ``nproc`` local processes under one torchrun agent."""
     cmd = [*TORCHRUN, "--nproc-per-node", str(nproc), "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
-           "-m", "gpulib.nccl", *args]
+           "-m", module, *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env(**inject))
 
 
@@ -156,10 +152,8 @@ def test_gpulib_nccl_test_starts_torchrun_and_writes_a_bundle(tmp_path):
 
 def test_gpulib_nccl_test_inside_an_existing_torchrun(tmp_path):
     out = tmp_path / "out.json"
-    cmd = [*TORCHRUN, "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
-           "-m", "gpulib", "nccl-test", "--collective", "broadcast", "-r", "1", *SMALL, "--expect-busbw", "0.000001",
-           "--json", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=90, env=env())
+    proc = torchrun(2, ["nccl-test", "--collective", "broadcast", "-r", "1", *SMALL, "--expect-busbw", "0.000001",
+                        "--json", str(out)], module="gpulib")
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text())
     check_rows(data, "broadcast", 2)

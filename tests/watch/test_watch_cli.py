@@ -22,19 +22,10 @@ from pathlib import Path
 import pytest
 
 from gpulib.evidence import Bundle, verify
+from tests.prometheus_server import stop_process
 
 OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 2 has a total capacity of "
        "79.15 GiB of which 1.02 GiB is free. Including non-PyTorch memory, this process has 78.10 GiB memory in use.")
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 class Watch:
@@ -83,7 +74,7 @@ def children():
         yield procs
     finally:
         for p in procs:
-            _stop(p.proc if isinstance(p, Watch) else p)
+            stop_process(p.proc if isinstance(p, Watch) else p)
 
 
 def trainer(log: Path, ranks: int, steps: int, then: str) -> subprocess.Popen:
