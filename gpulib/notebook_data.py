@@ -96,9 +96,11 @@ class Evidence:
         known = sum(1 for f in files if f.records)
         return f"Evidence: `{self.path}` ({kind}, {len(files)} files, {known} with readable records)"
 
-    def _parse(self, kind: str) -> list[tuple[dict, Path, str | None]]:
-        """Records (as dicts) of every file of ``kind`` with their file and host."""
-        return [(record, f.path, f.host) for f in self.gathered.of_kind(kind) for record in f.records]
+    def _rows(self, kind: str) -> list[dict]:
+        """Records (as new dicts) of every file of ``kind``; ``host`` falls back to the file's host,
+        ``file`` is the path relative to the evidence."""
+        return [{**record, "host": record.get("host") or f.host, "file": self._rel(f.path)}
+                for f in self.gathered.of_kind(kind) for record in f.records]
 
     def _rel(self, path: Path) -> str:
         base = self.path if self.path.is_dir() else self.path.parent
@@ -112,15 +114,11 @@ class Evidence:
         """Kernel events with the Xid catalog's meaning, interruption class and action."""
         from gpulib.catalog import xid_info
 
-        rows = []
-        for event, path, host in self._parse("kernel_log"):
-            row = dict(event)
-            row["host"] = row.get("host") or host
-            row["file"] = self._rel(path)
-            info = xid_info(event["xid"]) if event.get("xid") is not None else None
+        rows = self._rows("kernel_log")
+        for row in rows:
+            info = xid_info(row["xid"]) if row.get("xid") is not None else None
             row.update({"name": info.name if info else None, "interruption": info.interruption if info else None,
                         "category": info.category if info else None, "action": info.action if info else None})
-            rows.append(row)
         columns = ["time", "host", "gpu", "gpu_index", "pci_bus_id", "kind", "xid", "name", "interruption",
                    "category", "action", "pid", "process", "text", "file", "line"]
         if not rows:
@@ -145,16 +143,9 @@ class Evidence:
 
     @cached_property
     def _states(self) -> pd.DataFrame:
-        rows = []
         kinds = ("nvidia_smi_xml", "nvidia_smi_q", "nvidia_smi_table", "nvidia_smi_csv")
-        for kind in kinds:
-            for state, path, host in self._parse(kind):
-                if "lost" not in state:  # CSV time series rows are samples, not snapshots
-                    continue
-                row = dict(state)
-                row["host"] = row.get("host") or host
-                row["file"] = self._rel(path)
-                rows.append(row)
+        # CSV time series rows are samples, not snapshots: only records with "lost" are states
+        rows = [row for kind in kinds for row in self._rows(kind) if "lost" in row]
         if not rows:
             return pd.DataFrame(columns=["time", "host", "gpu", "gpu_index", "pci_bus_id", "mem_used_mib",
                                          "mem_total_mib", "processes", "throttle_reasons", "file", "line", "text"])
@@ -171,15 +162,7 @@ class Evidence:
 
     def gpu_samples(self) -> pd.DataFrame:
         """GPU time series (CSV sampling, dmon, NVML sampling), one row per GPU per sample."""
-        rows = []
-        for kind in ("nvidia_smi_csv", "nvidia_smi_dmon"):
-            for sample, path, host in self._parse(kind):
-                if "lost" in sample:
-                    continue
-                row = dict(sample)
-                row["host"] = row.get("host") or host
-                row["file"] = self._rel(path)
-                rows.append(row)
+        rows = [row for kind in ("nvidia_smi_csv", "nvidia_smi_dmon") for row in self._rows(kind) if "lost" not in row]
         if not rows:
             return pd.DataFrame(columns=["time", "host", "gpu", "gpu_index", "pci_bus_id", "temp_c", "sm_clock_mhz",
                                          "sm_clock_max_mhz", "power_draw_w", "throttle_reasons", "file", "line"])
@@ -193,12 +176,7 @@ class Evidence:
 
     def job_events(self) -> pd.DataFrame:
         """Training/launcher log events (NCCL init and transport, timeouts, errors, steps)."""
-        rows = []
-        for event, path, host in self._parse("training_log"):
-            row = dict(event)
-            row["host"] = row.get("host") or host
-            row["file"] = self._rel(path)
-            rows.append(row)
+        rows = self._rows("training_log")
         frame = pd.DataFrame(rows, columns=["line", "kind", "text", "time_utc", "rank", "host", "pid",
                                             "local_device", "details", "file"])
         frame["time"] = _utc(frame["time_utc"])
