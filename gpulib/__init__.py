@@ -2,7 +2,7 @@
 
 Freeze the scene (``gpulib.collect``), name the first failure (``gpulib.diagnose``), find the
 newest valid checkpoint (``gpulib.checkpoints``), test the fabric before relaunch
-(``gpulib.nccl``), and run it all as archived notebooks (``gpulib.runbook``).
+(``gpulib.nccl``), and run it all as archived notebooks (``gpulib.runbooks``).
 """
 
 import logging
