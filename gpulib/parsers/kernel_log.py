@@ -50,7 +50,8 @@ from pathlib import Path
 from gpulib.catalog import xid_info
 from gpulib.identity import normalize_pci, to_utc_iso
 from gpulib.parsers.base import DEFAULT_READ_CAP_BYTES, ParseResult, Problem, looks_binary
-from gpulib.parsers.kernel_prefix import Prefix, journal_header, parse_instant, parse_zone, split_prefix
+from gpulib.parsers.kernel_prefix import Prefix, journal_header, parse_instant, split_prefix
+from gpulib.parsers.logtime import parse_zone
 
 log = logging.getLogger(__name__)
 

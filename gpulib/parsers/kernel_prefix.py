@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone, tzinfo
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from datetime import datetime, timezone
+
+from gpulib.parsers.logtime import fixed_offset
 
 MONTHS = {m: i for i, m in enumerate(
     ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), start=1)}
@@ -71,14 +72,6 @@ class Prefix:
     fmt: str = "unknown"
 
 
-def _offset(text: str) -> timezone:
-    if text == "Z":
-        return timezone.utc
-    sign = -1 if text[0] == "-" else 1
-    digits = text[1:].replace(":", "")
-    return timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:4])))
-
-
 def split_prefix(line: str) -> Prefix:
     """Recognise the capture format of one line and split its prefix from the message."""
     pos = 0
@@ -118,7 +111,7 @@ def split_prefix(line: str) -> Prefix:
             except ValueError:
                 return Prefix("none", line)
             if off:
-                wall = wall.replace(tzinfo=_offset(off))
+                wall = wall.replace(tzinfo=fixed_offset(off))
             rest = line[m.end():]
             if _DMESG_ISO.match(line, pos):  # no host field in dmesg output
                 return Prefix("wall", rest, wall=wall, fmt=fmt_outer + "dmesg --time-format=iso")
@@ -170,21 +163,6 @@ def _strip_mono(message: str) -> str:
     return message
 
 
-def parse_zone(name: str | None) -> tzinfo | None:
-    """An IANA zone name, 'UTC'/'Z', or a fixed offset ('+02:00', '-0500'); None if unknown."""
-    if not name:
-        return None
-    text = name.strip()
-    if text.upper() in ("UTC", "Z", "GMT", "ETC/UTC"):
-        return timezone.utc
-    if re.fullmatch(r"(?:UTC)?[+-]\d\d:?\d\d", text):
-        return _offset(text.removeprefix("UTC"))
-    try:
-        return ZoneInfo(text)
-    except (ZoneInfoNotFoundError, ValueError, OSError):
-        return None
-
-
 def parse_instant(value: str | float | int | None) -> datetime | None:
     """ISO-8601 (with or without zone; naive means UTC) or epoch seconds -> aware UTC datetime."""
     if value is None or value == "":
@@ -204,7 +182,7 @@ def parse_instant(value: str | float | int | None) -> datetime | None:
         moment = datetime(int(y), int(mo), int(d), int(hh), int(mi), int(ss), int((frac or "0")[:6].ljust(6, "0")))
     except ValueError:
         return None
-    return moment.replace(tzinfo=_offset(off) if off else timezone.utc).astimezone(timezone.utc)
+    return moment.replace(tzinfo=fixed_offset(off) if off else timezone.utc).astimezone(timezone.utc)
 
 
 def journal_header(line: str) -> tuple[int, str] | None:

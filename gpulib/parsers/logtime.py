@@ -32,14 +32,36 @@ DATE_STAMP = re.compile(
 YEAR_HINT = re.compile(rb"(20\d\d)[-/]\d\d[-/]\d\d[ T_]\d\d:\d\d")
 
 
-def zone_of(name: str | None) -> tzinfo:
-    """The zone naive stamps are read in: ``name`` (IANA, e.g. ``Europe/Berlin``) or UTC."""
-    if not name or name.upper() in ("UTC", "Z", "GMT"):
+def fixed_offset(text: str) -> timezone:
+    """``Z``, ``+02:00``, ``-0500`` -> a fixed-offset zone."""
+    if text == "Z":
         return timezone.utc
+    sign = -1 if text[0] == "-" else 1
+    digits = text[1:].replace(":", "")
+    return timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:4])))
+
+
+def parse_zone(name: str | None) -> tzinfo | None:
+    """An IANA zone name, 'UTC'/'Z', or a fixed offset ('+02:00', '-0500'); None if unknown.
+
+    Bundles record the zone as ``date +%Z``/``%z`` gave it, so both forms occur.
+    """
+    if not name:
+        return None
+    text = name.strip()
+    if text.upper() in ("UTC", "Z", "GMT", "ETC/UTC"):
+        return timezone.utc
+    if re.fullmatch(r"(?:UTC)?[+-]\d\d:?\d\d", text):
+        return fixed_offset(text.removeprefix("UTC"))
     try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        return timezone.utc
+        return ZoneInfo(text)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        return None
+
+
+def zone_of(name: str | None) -> tzinfo:
+    """The zone naive stamps are read in: ``name`` (see :func:`parse_zone`), else UTC."""
+    return parse_zone(name) or timezone.utc
 
 
 def _finish(moment: datetime, zone_text: str | None, tz: tzinfo) -> str:
@@ -47,10 +69,7 @@ def _finish(moment: datetime, zone_text: str | None, tz: tzinfo) -> str:
     if zone_text in ("Z", "UTC", "GMT"):
         moment = moment.replace(tzinfo=timezone.utc)
     elif zone_text:
-        sign = 1 if zone_text[0] == "+" else -1
-        digits = zone_text[1:].replace(":", "")
-        offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:4]))
-        moment = moment.replace(tzinfo=timezone(sign * offset))
+        moment = moment.replace(tzinfo=fixed_offset(zone_text))
     else:
         moment = moment.replace(tzinfo=tz)
     return to_utc_iso(moment)

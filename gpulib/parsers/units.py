@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from gpulib.parsers.logtime import parse_zone
 
 _PLACEHOLDERS = {
     "",
@@ -138,9 +139,8 @@ def parse_time(value: str | None, tz: str | None = None) -> tuple[str | None, st
             return None, f"unreadable timestamp {value.strip()!r}"
     if tz is None:
         return moment.isoformat(timespec="milliseconds" if moment.microsecond else "seconds"), NAIVE_TIME_NOTE
-    try:
-        zone = ZoneInfo(tz)
-    except (ZoneInfoNotFoundError, ValueError):
+    zone = parse_zone(tz)
+    if zone is None:
         return moment.isoformat(), f"unknown time zone {tz!r}; kept as written"
     utc = moment.replace(tzinfo=zone).astimezone(timezone.utc)
     spec = "milliseconds" if utc.microsecond else "seconds"

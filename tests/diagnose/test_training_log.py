@@ -250,3 +250,9 @@ def test_tqdm_bars_and_glued_rank_prefixes():
     assert (oom.kind, oom.rank, oom.details["req"]) == ("cuda_oom", 5, "96.00 MiB")
     assert (timeout.kind, timeout.rank, timeout.details["seq"]) == ("watchdog_timeout", 1, 7)
     assert (mpi.kind, mpi.rank) == ("cuda_error", 3)
+
+
+def test_naive_stamps_read_in_a_fixed_offset_zone():
+    line = "[rank2]: 2025-04-22 11:02:24,583 ERROR RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    (ev,) = events(line, "cuda_error", tz="-0500")
+    assert ev.time_utc == "2025-04-22T16:02:24Z"

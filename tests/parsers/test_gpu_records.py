@@ -71,4 +71,6 @@ def test_time_naive_and_with_zone():
     assert iso == "2024-07-31T11:22:39" and "zone" in note
     iso, note = units.parse_time("2025/04/22 12:48:30.154", tz="Europe/Berlin")
     assert iso == "2025-04-22T10:48:30.154Z" and note is None
+    # a bundle records `date +%z` when the zone has no IANA name: a fixed offset
+    assert units.parse_time("2025/04/22 12:48:30", tz="+0200") == ("2025-04-22T10:48:30Z", None)
     assert units.parse_time("yesterday")[0] is None
