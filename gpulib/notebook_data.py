@@ -167,6 +167,9 @@ class Evidence:
             return pd.DataFrame(columns=["time", "host", "gpu", "gpu_index", "pci_bus_id", "temp_c", "sm_clock_mhz",
                                          "sm_clock_max_mhz", "power_draw_w", "throttle_reasons", "file", "line"])
         frame = pd.DataFrame(rows)
+        for column in ("temp_c", "sm_clock_mhz", "sm_clock_max_mhz", "power_draw_w", "throttle_reasons"):
+            if column not in frame:  # a sampling without that field (e.g. no clocks queried): empty, not a KeyError
+                frame[column] = None
         frame["time"] = _utc(frame["time_utc"])
         frame["gpu_index"] = frame["index"]
         frame["gpu"] = _gpu_label(frame)
