@@ -1,7 +1,7 @@
 """Plotly figures for the notebooks: busbw against message size, and the pairwise heat map.
 
-Both take plain data (a ``gpulib.nccl-test/1`` dict, or runs parsed from nccl-tests files), so
-a notebook can plot last night's ``all_reduce_perf`` log beside a fresh gpulib run.
+Both take plain data: busbw curves (``series_from_result`` makes them from a ``gpulib.nccl-test/1``
+dict) and the ``pairwise`` part of that dict.
 """
 
 from __future__ import annotations
@@ -29,17 +29,6 @@ def series_from_result(result: dict) -> dict[str, list[tuple[int, float]]]:
         for key, label in (("out_of_place", "out-of-place"), ("in_place", "in-place")):
             if row.get(key):
                 out.setdefault(label, []).append((row["size_bytes"], row[key]["busbw_gbps"]))
-    return out
-
-
-def series_from_run(run, name: str = "nccl-tests") -> dict[str, list[tuple[int, float]]]:
-    """Curves from a parsed :class:`gpulib.parsers.nccl_tests.NcclTestsRun`."""
-    out: dict[str, list[tuple[int, float]]] = {}
-    for r in run.rows:
-        if r.oop_busbw_gbps is not None:
-            out.setdefault(f"{name} out-of-place", []).append((r.size_bytes, r.oop_busbw_gbps))
-        if r.ip_busbw_gbps is not None:
-            out.setdefault(f"{name} in-place", []).append((r.size_bytes, r.ip_busbw_gbps))
     return out
 
 

@@ -20,8 +20,6 @@ import torch.distributed as dist
 
 from gpulib.nccl.collectives import all_gather_single
 
-AVERAGE_MODES = {0: "rank0", 1: "mean", 2: "min", 3: "max"}
-
 
 def measure_seconds(fn: Callable[[], None], iters: int, agg_iters: int, device: torch.device) -> float:
     """Local seconds per collective: ``iters`` x ``agg_iters`` calls of ``fn`` after a barrier."""
@@ -58,7 +56,7 @@ def sum_ints(value: int, device: torch.device) -> int:
 
 
 def combine(times: list[float], mode: int = 1) -> float:
-    """nccl-tests ``-a``: how per-rank times become the printed one."""
+    """nccl-tests ``-a``: how per-rank times become the printed one (0 rank 0, 1 mean, 2 min, 3 max)."""
     if mode == 0:
         return times[0]
     if mode == 2:
