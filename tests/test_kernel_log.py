@@ -256,6 +256,25 @@ def test_wrong_kind_of_file_is_a_problem_not_an_exception(recorded, incidents, t
     assert "empty" in parse_file(empty).problems[0].message
 
 
+def test_a_log_over_the_cap_keeps_its_first_chunk_and_says_so(tmp_path):
+    path = tmp_path / "dmesg.txt"
+    path.write_text("[ 10.5] NVRM: Xid (PCI:0000:9b:00): 79, pid=1, name=python, GPU has fallen off the bus.\n"
+                    "[ 11.0] eth0: Link is Down\n")
+    result = parse_file(path, cap_bytes=64)
+    assert [(e.kind, e.line) for e in result.records] == [("xid", 1), ("eth_link_down", 2)]
+    assert [p.message for p in result.problems] == ["larger than 64 bytes: only the first part was read"]
+
+
+def test_line_chunks_end_on_newlines_and_grow_for_a_long_line(tmp_path):
+    from gpulib.parsers.base import line_chunks
+
+    path = tmp_path / "log"
+    path.write_bytes(b"ab\ncdefghijklmn\nxy")
+    with open(path, "rb", buffering=0) as handle:
+        got = [(offset, bytes(buf[:limit])) for offset, buf, limit in line_chunks(handle, 8)]
+    assert got == [(0, b"ab\n"), (3, b"cdefghijklmn\n"), (16, b"xy")]
+
+
 def test_looks_like_every_kernel_format(recorded, incidents):
     for path in kernel_files(recorded, incidents):
         if "fabric" in path.name or path.name == "0flap_syslog":

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import BinaryIO, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -78,3 +79,35 @@ def read_text(path: str | Path, cap_bytes: int = DEFAULT_READ_CAP_BYTES) -> tupl
     if looks_binary(data):
         return "", problems + [Problem(source, "binary data, not a text log or tool output")]
     return data.decode("utf-8", errors="replace"), problems
+
+
+def line_chunks(handle: BinaryIO, chunk_bytes: int) -> Iterator[tuple[int, bytearray, int]]:
+    """Stream a binary file as chunks of whole lines, for logs too big to hold in memory.
+
+    Yields ``(offset, buf, limit)``: ``buf[:limit]`` holds whole lines starting at file offset
+    ``offset`` (at the end of the file the last line may lack its newline). One buffer is reused
+    for the whole file (``readinto``): the partial line after the last newline is moved to the
+    front for the next read, so no multi-MB string is allocated per chunk. Use ``buf`` before
+    asking for the next chunk. A line longer than the buffer grows it.
+    """
+    buf = bytearray(chunk_bytes)
+    offset, filled = 0, 0  # file offset of buf[0]; bytes carried over at the front of buf
+    while True:
+        view = memoryview(buf)
+        got = handle.readinto(view[filled:])
+        view.release()
+        total = filled + (got or 0)
+        if not got:
+            if filled:
+                yield offset, buf, filled
+            return
+        cut = buf.rfind(b"\n", 0, total)
+        if cut == -1:  # one line longer than the buffer: grow it
+            filled = total
+            if total == len(buf):
+                buf.extend(bytes(len(buf)))
+            continue
+        yield offset, buf, cut + 1
+        tail = bytes(buf[cut + 1:total])
+        buf[:len(tail)] = tail
+        offset, filled = offset + cut + 1, len(tail)

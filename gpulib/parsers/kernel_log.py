@@ -49,7 +49,7 @@ from pathlib import Path
 
 from gpulib.catalog import xid_info
 from gpulib.identity import normalize_pci, to_utc_iso
-from gpulib.parsers.base import DEFAULT_READ_CAP_BYTES, ParseResult, Problem, looks_binary
+from gpulib.parsers.base import DEFAULT_READ_CAP_BYTES, ParseResult, Problem, line_chunks, looks_binary
 from gpulib.parsers.kernel_prefix import Prefix, journal_header, parse_instant, split_prefix
 from gpulib.parsers.logtime import parse_zone
 
@@ -724,33 +724,21 @@ def parse_file(path: str | Path, *, tz: str | None = None, boot_time: str | None
         written_at = None
     scanner = _Scanner(source, tz, boot_time, year, written_at)
     with handle:
-        carry, line_no, total = b"", 1, 0
-        while True:
-            block = handle.read(_CHUNK_BYTES)
-            total += len(block)
-            if not block and not carry:
-                break
-            if total == len(block) and block:
-                if looks_binary(block[:8192]):
-                    result.problems.append(Problem(source, "binary data, not a kernel log"))
-                    return result
-            data = carry + block
-            cut = data.rfind(b"\n") + 1 if block else len(data)
-            if cut == 0 and block:
-                carry = data
-                continue
-            chunk, carry = data[:cut], data[cut:]
-            text = chunk.decode("utf-8", errors="replace")
-            scanner.feed(text, line_no)
-            line_no += text.count("\n")
-            if total >= cap_bytes:
-                result.problems.append(Problem(source, f"larger than {cap_bytes} bytes: only the first part was read"))
-                break
-            if not block:
-                break
-        if total == 0:
+        head = handle.peek(8192)[:8192]  # not consumed: the chunks below start at byte 0
+        if not head:
             result.problems.append(Problem(source, "empty file: no kernel log lines"))
             return result
+        if looks_binary(head):
+            result.problems.append(Problem(source, "binary data, not a kernel log"))
+            return result
+        line_no = 1
+        for offset, buf, limit in line_chunks(handle, _CHUNK_BYTES):
+            text = buf[:limit].decode("utf-8", errors="replace")
+            scanner.feed(text, line_no)
+            line_no += text.count("\n")
+            if offset + limit >= cap_bytes:
+                result.problems.append(Problem(source, f"larger than {cap_bytes} bytes: only the first part was read"))
+                break
     return _finish(scanner, result)
 
 

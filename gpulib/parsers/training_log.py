@@ -33,7 +33,7 @@ from datetime import tzinfo
 from pathlib import Path
 
 from gpulib.identity import normalize_pci
-from gpulib.parsers.base import ParseResult, Problem
+from gpulib.parsers.base import ParseResult, Problem, line_chunks
 from gpulib.parsers.logtime import seconds_between, stamp_in, year_hint, zone_of
 from gpulib.parsers.prefilter import KeywordLines
 
@@ -707,38 +707,15 @@ def parse(text: str, source: str = "<text>", *, year: int | None = None, tz: str
 
 def parse_file(path: str | Path, source: str | None = None, *, year: int | None = None,
                tz: str | None = None) -> ParseResult[JobEvent]:
-    """Stream a job log from disk; memory stays flat whatever the file size.
-
-    One buffer is reused for the whole file (``readinto``): a chunk is scanned up to its last
-    newline and the partial line that follows is moved to the front for the next read, so no
-    multi-MB string is ever copied or allocated per chunk.
-    """
+    """Stream a job log from disk (:func:`~gpulib.parsers.base.line_chunks`); memory stays flat
+    whatever the file size."""
     source = source or str(path)
     scanner = JobLogScanner(source, year=year, tz=tz)
     try:
         size = Path(path).stat().st_size
         with open(path, "rb", buffering=0) as handle:
-            buf = bytearray(CHUNK_BYTES)
-            offset, filled = 0, 0  # file offset of buf[0]; bytes carried over at the front of buf
-            while True:
-                view = memoryview(buf)
-                got = handle.readinto(view[filled:])
-                view.release()
-                total = filled + (got or 0)
-                if not got:
-                    if filled:
-                        scanner.feed(buf, limit=filled, progress=_progress_ranges(size, offset, offset + filled))
-                    break
-                cut = buf.rfind(b"\n", 0, total)
-                if cut == -1:  # one line longer than the buffer: grow it
-                    filled = total
-                    if total == len(buf):
-                        buf.extend(bytes(len(buf)))
-                    continue
-                scanner.feed(buf, limit=cut + 1, progress=_progress_ranges(size, offset, offset + cut + 1))
-                tail = bytes(buf[cut + 1:total])
-                buf[:len(tail)] = tail
-                offset, filled = offset + cut + 1, len(tail)
+            for offset, buf, limit in line_chunks(handle, CHUNK_BYTES):
+                scanner.feed(buf, limit=limit, progress=_progress_ranges(size, offset, offset + limit))
     except OSError as exc:
         scanner.problems.append(Problem(source, f"cannot read: {exc.strerror or exc}"))
     return scanner.result()
