@@ -11,7 +11,6 @@ exactly how "resume from latest" loads a broken checkpoint.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,19 +81,13 @@ class LatestReport:
         return "\n".join(lines)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(HASH_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _verify_hard(c: Candidate, deep: bool) -> None:
     """Checks too costly for every candidate: sidecar sha256, and (deep) CRC of every member."""
     if c.sidecar and isinstance(c.sidecar.get("sha256"), str):
+        from gpulib.evidence import sha256_file  # here: hashing is rare, and `ckpt latest` starts lean
+
         try:
-            got = _sha256(c.path)
+            got = sha256_file(c.path, HASH_CHUNK)
         except OSError as exc:
             c.reasons.append(f"cannot hash {c.path.name}: {exc.strerror or exc}")
             return
