@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpulib.identity import to_utc_iso
 from gpulib.parsers.gpu_records import SLOWDOWN_REASONS
 
 FINDING_MIME = "application/vnd.gpulib.finding+json"
@@ -86,9 +87,7 @@ def _iso(value: Any) -> str | None:
         return None
     if isinstance(value, str):
         return value
-    stamp = pd.Timestamp(value)
-    stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
-    return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return to_utc_iso(pd.Timestamp(value).to_pydatetime())  # naive = UTC already
 
 
 def _slug(*parts: Any) -> str:

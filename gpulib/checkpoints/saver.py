@@ -25,8 +25,9 @@ import os
 import re
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import datetime, timezone
 from pathlib import Path
+
+from gpulib.identity import utc_now_iso
 
 NAME = "ckpt_step_{step:09d}.pt"
 NAME_RE = re.compile(r"^ckpt_step_(\d+)\.pt$")
@@ -120,7 +121,7 @@ def save_now(state, directory: str | Path, keep: int = 3, step: int | None = Non
 
     _write_atomic(directory, name, write_data)
     manifest = {"step": step, "file": name, "bytes": (directory / name).stat().st_size, "status": "complete",
-                "committed": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), **digest}
+                "committed": utc_now_iso(), **digest}
     _write_atomic(directory, name[:-3] + ".json", lambda fh: fh.write(json.dumps(manifest, indent=1).encode()))
     _write_atomic(directory, POINTER, lambda fh: fh.write(name.encode() + b"\n"))
     for _step, old in _complete(directory)[:-keep]:

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from statistics import median
 
+from gpulib.identity import to_utc_iso
 from gpulib.parsers.training_log import INFO_KINDS, JobEvent, JobLogScanner, strip_prefixes
 from gpulib.parsers.training_log import parse as parse_job_log
 
@@ -49,7 +50,7 @@ PROGRESS_LOOKBACK = 8
 
 
 def utc_iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return to_utc_iso(datetime.fromtimestamp(seconds, timezone.utc))
 
 
 @dataclass
