@@ -176,6 +176,15 @@ _SEGV = re.compile(r"([^\s\[]+)\[(\d+)\]: segfault at (\S+) ip (\S+) sp \S+ erro
 _GPF = re.compile(r"traps: ([^\s\[]+)\[(\d+)\] general protection fault.*?(?: in ([^\[\s]+))?$")
 _VIRTUAL_IFACE = re.compile(r"^(?:veth|cali|docker|br-|cni|flannel|tunl|vxlan|lo$|virbr|kube|weave|tap)")
 _IB_IFACE = re.compile(r"^(?:ib|mlx\d_|hfi|qib)")
+_SXID_LINK = re.compile(r"\bLink (\d+)")
+_FELL_OFF_GPU = re.compile(r"GPU (?:at )?(?:PCI:)?([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)")
+_AER_STATUS = re.compile(r"error status/mask=([0-9a-fA-F]+)/([0-9a-fA-F]+)")
+_TASK_STATE = re.compile(r"state:(\w)")
+_EDAC = re.compile(r"EDAC MC(\d+): (\d+) ([CU]E)")
+_MCE_SEVERITY = re.compile(r"event severity: (\w+)")
+_MCE_UNCORRECTED = re.compile(r"[Uu]ncorrect|Fatal|fatal")
+_IO_DEVICE = re.compile(r"dev (\w+)|\((\w+)\): .*I/O error|server (\S+) not responding")
+_LINUX_VERSION = re.compile(r"Linux version (\S+)")
 
 
 class _Scanner:
@@ -372,7 +381,7 @@ class _Scanner:
                        "message": (m[5] or "").strip()}
             if m[1]:
                 details["nvswitch"] = int(m[1])
-            link = re.search(r"\bLink (\d+)", m[5] or "")
+            link = _SXID_LINK.search(m[5] or "")
             if link:
                 details["link"] = int(link[1])
             self._emit(p, raw, line_no, "sxid", pci_bus_id=normalize_pci(m[2]), details=details)
@@ -397,8 +406,7 @@ class _Scanner:
         if "fallen off the bus" in msg:
             pci = None
             for candidate in [msg, *self._lines_before(text, start, 2)]:
-                found = re.search(r"GPU (?:at )?(?:PCI:)?([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)",
-                                  candidate)
+                found = _FELL_OFF_GPU.search(candidate)
                 if found:
                     pci = normalize_pci(found[1])
                     break
@@ -467,7 +475,7 @@ class _Scanner:
         bit = _AER_BIT.search(message)
         if bit:
             details["errors"].append(bit[1].strip())
-        status = re.search(r"error status/mask=([0-9a-fA-F]+)/([0-9a-fA-F]+)", message)
+        status = _AER_STATUS.search(message)
         if status:
             details["status"], details["mask"] = status[1], status[2]
 
@@ -518,7 +526,7 @@ class _Scanner:
         for _off, nxt in self._lines_after(text, end, 40):
             if "blocked for more than" in nxt:
                 break
-            state = re.search(r"state:(\w)", nxt)
+            state = _TASK_STATE.search(nxt)
             if state and "state" not in details:
                 details["state"] = state[1]
             if "[nvidia]" in nxt:
@@ -599,7 +607,7 @@ class _Scanner:
 
     def _on_mce(self, p, msg, raw, text, start, end, line_no):
         details: dict = {}
-        edac = re.search(r"EDAC MC(\d+): (\d+) ([CU]E)", msg)
+        edac = _EDAC.search(msg)
         if edac:
             details.update(memory_controller=int(edac[1]), count=int(edac[2]),
                            severity="corrected" if edac[3] == "CE" else "uncorrected")
@@ -612,11 +620,11 @@ class _Scanner:
                 lines.append(nxt)
                 last = off
         joined = " ".join(lines)
-        sev = re.search(r"event severity: (\w+)", joined)
+        sev = _MCE_SEVERITY.search(joined)
         if sev:
             details["severity"] = sev[1]
         elif "severity" not in details:
-            details["severity"] = "uncorrected" if re.search(r"[Uu]ncorrect|Fatal|fatal", joined) else "unknown"
+            details["severity"] = "uncorrected" if _MCE_UNCORRECTED.search(joined) else "unknown"
         self._emit(p, raw, line_no, "mce", details=details)
         return last
 
@@ -634,7 +642,7 @@ class _Scanner:
         if "file-max limit" in msg:
             self._emit(p, raw, line_no, "resource_limit", details={"limit": "file-max"})
             return None
-        dev = re.search(r"dev (\w+)|\((\w+)\): .*I/O error|server (\S+) not responding", msg)
+        dev = _IO_DEVICE.search(msg)
         details = {"device": next((g for g in dev.groups() if g), None)} if dev else {}
         self._emit(p, raw, line_no, "io_error", details=details)
         return None
@@ -654,7 +662,7 @@ class _Scanner:
                                                text=raw, details={"marker": raw.strip("- ")}))
             return None
         if "Linux version" in msg:
-            version = re.search(r"Linux version (\S+)", msg)
+            version = _LINUX_VERSION.search(msg)
             self._emit(p, raw, line_no, "boot", details={"kernel_version": version[1] if version else None})
         elif "temperature above threshold" in msg:
             self._emit(p, raw, line_no, "cpu_thermal_throttle")

@@ -42,6 +42,7 @@ KIND_COUNTERS = "dcgm_counters_csv"
 _SAMPLE = re.compile(r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S.*?)"
                      r"(?:\s+(?P<ts>-?\d+))?\s*$")
 _LABEL = re.compile(r'\s*(?P<key>[A-Za-z_][A-Za-z0-9_]*)\s*=\s*"(?P<value>(?:[^"\\]|\\.)*)"\s*,?')
+_INTEGER = re.compile(r"-?\d+")
 # DCGM_INT64_BLANK (0x7ffffffffffffff0) + 0..3, DCGM_INT32_BLANK + 0..3, DCGM_FP64_BLANK + 0..3
 _BLANKS = {0x7FFFFFFFFFFFFFF0 + i: why for i, why in enumerate(("blank", "not found", "not supported", "no permission"))}
 _BLANKS.update({0x7FFFFFF0 + i: why for i, why in enumerate(("blank", "not found", "not supported", "no permission"))})
@@ -108,7 +109,7 @@ def _value(text: str) -> tuple[float | None, str | None]:
     if text.startswith("ERROR"):
         return None, text
     try:
-        exact = int(text) if re.fullmatch(r"-?\d+", text) else float(text)
+        exact = int(text) if _INTEGER.fullmatch(text) else float(text)
     except ValueError:
         return None, f"not a number: {text!r}"
     if exact in _BLANKS:  # compared before float() rounds 2**63-14 to 2**63

@@ -188,6 +188,10 @@ _TRACEBACK = re.compile(r"^Traceback \(most recent call last\):")
 _ELASTIC_FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lrank>\d+) \(pid: (?P<pid>\d+)\)")
 _ELASTIC_SIGTERM = re.compile(r"Sending process (?P<pid>\d+) closing signal (?P<sig>SIG\w+)")
 _CFE_FIELD = re.compile(r"^\s+(?P<key>time|host|rank|exitcode|error_file|traceback)\s*: (?P<val>.*)$")
+_PEER_IP = re.compile(r"(?:from|to|peer) (\d{1,3}(?:\.\d{1,3}){3})")
+_CFE_ENTRY = re.compile(r"^\[\d+\]:\s*$")
+_CFE_RANK = re.compile(r"(\d+) \(local_rank: (\d+)\)")
+_CFE_EXIT = re.compile(r"(-?\d+) \(pid: (\d+)\)")
 _SRUN_TASK = re.compile(r"srun: error: (?P<host>[\w.-]+): tasks? (?P<tasks>[\d,-]+): (?P<what>.+)")
 _SRUN_NODE_FAIL = re.compile(r"[Nn]ode failure on (?P<host>[\w.-]+)|DUE TO NODE FAILURE")
 _SLURM_CANCEL = re.compile(r"\*\*\* (?P<what>JOB|STEP) (?P<id>[\d.]+) ON (?P<host>[\w.-]+) CANCELLED AT (?P<at>\S+)"
@@ -602,7 +606,7 @@ class JobLogScanner:
             if text.startswith("Last error:"):
                 rest = text[len("Last error:"):].strip() or (following[i + 1].strip() if i + 1 < len(following) else "")
                 ev.details["last_error"] = rest
-                peer = re.search(r"(?:from|to|peer) (\d{1,3}(?:\.\d{1,3}){3})", rest)
+                peer = _PEER_IP.search(rest)
                 if peer:
                     ev.details["peer"] = peer.group(1)
                 break
@@ -618,7 +622,7 @@ class JobLogScanner:
             if text.startswith("Failures:"):
                 section = "failure"
                 continue
-            if re.match(r"^\[\d+\]:\s*$", text.strip()):
+            if _CFE_ENTRY.match(text.strip()):
                 current = {"section": section}
                 failures.append(current)
                 continue
@@ -626,11 +630,11 @@ class JobLogScanner:
             if m and current is not None:
                 key, val = m["key"], m["val"].strip()
                 if key == "rank":
-                    rm = re.match(r"(\d+) \(local_rank: (\d+)\)", val)
+                    rm = _CFE_RANK.match(val)
                     if rm:
                         current["rank"], current["local_rank"] = int(rm.group(1)), int(rm.group(2))
                 elif key == "exitcode":
-                    em = re.match(r"(-?\d+) \(pid: (\d+)\)", val)
+                    em = _CFE_EXIT.match(val)
                     if em:
                         current["exitcode"], current["pid"] = int(em.group(1)), int(em.group(2))
                         current["signal"] = _signal_of(current["exitcode"])
