@@ -191,13 +191,18 @@ def fabric_test(*, nproc: int = 2, timeout_s: float = 240, backend: str | None =
     except OSError as exc:
         tail, code = f"could not start torchrun: {exc}", None
     summary = {"returncode": code, "results_path": str(results), "log_tail": tail}
+    data, problem = None, f"no result written (exit {code})"
     if results.is_file():
-        data = json.loads(results.read_text(encoding="utf-8"))
+        try:
+            data = json.loads(results.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            problem = f"{results} is unreadable ({exc}): was the run killed while writing it?"
+    if isinstance(data, dict):
         verdict = data.get("verdict") or {}
         summary.update(verdict=verdict.get("status", "FAIL"), summary=verdict.get("reason"),
                        avg_busbw_gbps=data.get("avg_busbw_gbps"), backend=(data.get("config") or {}).get("backend"))
     else:
-        summary.update(verdict="FAIL", summary=f"no result written (exit {code})")
+        summary.update(verdict="FAIL", summary=problem)
     display({"text/plain": f"fabric test: {summary['verdict']} - {summary.get('summary') or ''}\n{tail[-1500:]}"},
             raw=True)
     return summary

@@ -28,6 +28,7 @@ from gpulib.errors import InputError
 from gpulib.evidence import is_bundle
 from gpulib.evidence_cache import EvidenceFiles, load_cached, read_evidence, resolve_evidence
 from gpulib.evidence_cache import repo_root as repo_root  # re-exported: notebooks and tests use it here
+from gpulib.parsers.base import read_text
 
 #: The bundled example incident the notebooks analyse by default.
 DEFAULT_EVIDENCE = "examples/incident-gpu-fell-off-bus"
@@ -266,13 +267,13 @@ class Evidence:
         for f in self.gathered.files:
             if f.path.name == "python-stack.json":
                 try:
-                    stack = json.loads(f.path.read_text(encoding="utf-8"))
-                except (OSError, ValueError):
+                    stack = json.loads(read_text(f.path)[0])
+                except ValueError:  # unreadable or empty: the problem is listed with the inputs
                     continue
                 put(f.host, "torch", stack.get("torch"))
                 put(f.host, "torch_cuda", stack.get("torch_cuda"))
             elif f.path.name == "nvcc.txt":
-                m = _NVCC.search(f.path.read_text(encoding="utf-8", errors="replace"))
+                m = _NVCC.search(read_text(f.path)[0])
                 put(f.host, "nvcc", m["ver"] if m else None)
         events = self.job_events()
         for _, e in events.iterrows():

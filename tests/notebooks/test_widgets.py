@@ -185,3 +185,18 @@ def test_record_result_is_not_echoed_again_as_cell_output(tmp_path, monkeypatch)
                        hide=True)
     assert items[0]["id"] == "x"
     assert items._ipython_display_() is None  # IPython shows nothing for the returned list (drill stays hidden)
+
+
+def test_fabric_test_with_a_cut_result_file_is_a_fail_naming_the_file(monkeypatch, capsys):
+    """A torchrun killed while writing its JSON leaves a cut file: a FAIL naming it, not a traceback."""
+    import subprocess
+
+    def killed_while_writing(argv, cwd, **_):
+        (cwd / "nccl-test.json").write_text('{"verdict": {"status": "PA')
+        return subprocess.CompletedProcess(argv, -9, "", "Killed\n")
+
+    monkeypatch.setattr(nbk.subprocess, "run", killed_while_writing)
+    summary = nbk.fabric_test(nproc=2, timeout_s=60)
+    assert summary["verdict"] == "FAIL" and summary["returncode"] == -9
+    assert summary["summary"].startswith(summary["results_path"] + " is unreadable (")
+    assert "killed while writing" in summary["summary"]
