@@ -48,7 +48,8 @@ def test_junk_binary_truncated_unknown_and_empty_files(tmp_path):
     assert "binary data" in notes["core.dump"]
     assert notes["empty.log"] == "empty file"
     assert "format not recognised" in notes["notes.txt"]
-    assert notes["nvsmi.xml"]  # the XML parser says what is wrong with the truncated file
+    assert "format not recognised" in notes["latin1.log"]  # undecodable bytes are text, not "binary data"
+    assert "XML is broken or cut short" in notes["nvsmi.xml"] and "no <gpu> elements" in notes["nvsmi.xml"]
     assert d.interruption == "none"
 
 
