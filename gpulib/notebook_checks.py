@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from gpulib.identity import to_utc_iso
-from gpulib.parsers.gpu_records import SLOWDOWN_REASONS
+from gpulib.parsers.gpu_records import ERROR_COUNTERS, SLOWDOWN_REASONS
 
 FINDING_MIME = "application/vnd.gpulib.finding+json"
 SEVERITIES = ("critical", "error", "warning", "info")
@@ -437,11 +437,6 @@ def presence_findings(states: pd.DataFrame) -> list[dict]:
 
 #: Per-GPU error counters of the health report's inventory (compared night to night by
 #: ``gpulib archive diff``: a counter that grew is a GPU getting worse).
-INVENTORY_COUNTERS = ("ecc_volatile_sbe", "ecc_volatile_dbe", "ecc_aggregate_sbe", "ecc_aggregate_dbe",
-                      "retired_pages_sbe", "retired_pages_dbe", "remapped_rows_correctable",
-                      "remapped_rows_uncorrectable", "pcie_replay_count")
-
-
 def gpu_inventory(states: pd.DataFrame) -> list[dict]:
     """Every GPU in the evidence (its newest snapshot): identity, lost or not, error counters."""
     if states is None or states.empty:
@@ -462,7 +457,7 @@ def gpu_inventory(states: pd.DataFrame) -> list[dict]:
         gpu = {"host": plain(row.get("host")), "uuid": plain(row.get("uuid")),
                "pci_bus_id": plain(row.get("pci_bus_id")), "index": plain(row.get("gpu_index")),
                "name": plain(row.get("name")), "lost": bool(row.get("lost"))}
-        gpu.update({c: None if plain(row.get(c)) is None else int(row.get(c)) for c in INVENTORY_COUNTERS})
+        gpu.update({c: None if plain(row.get(c)) is None else int(row.get(c)) for c in ERROR_COUNTERS})
         gpu["index"] = None if gpu["index"] is None else int(gpu["index"])
         gpus.append(gpu)
     return sorted(gpus, key=lambda g: (str(g["host"]), g["index"] if g["index"] is not None else -1,

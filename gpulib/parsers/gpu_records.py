@@ -113,6 +113,15 @@ class GpuProcess:
     uuid: str | None = None
 
 
+#: :class:`GpuState` error counters that only grow (ECC, retired pages, row remaps, PCIe replays):
+#: the health report records them per GPU and ``gpulib archive diff`` flags any that grew.
+ERROR_COUNTERS = (
+    "ecc_volatile_sbe", "ecc_volatile_dbe", "ecc_aggregate_sbe", "ecc_aggregate_dbe",
+    "retired_pages_sbe", "retired_pages_dbe", "remapped_rows_correctable", "remapped_rows_uncorrectable",
+    "pcie_replay_count",
+)
+
+
 @dataclass
 class GpuState:
     """One GPU in one snapshot. Units are in the field names; None = not reported."""

@@ -29,13 +29,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from gpulib.identity import normalize_pci
+from gpulib.parsers.gpu_records import ERROR_COUNTERS as COUNTERS
 from gpulib.runbooks.archive import ArchivedRun
 
-COUNTERS = (
-    "ecc_volatile_sbe", "ecc_volatile_dbe", "ecc_aggregate_sbe", "ecc_aggregate_dbe",
-    "retired_pages_sbe", "retired_pages_dbe", "remapped_rows_correctable", "remapped_rows_uncorrectable",
-    "pcie_replay_count",
-)
 _WORSE = ("critical", "error", "warning")
 
 
