@@ -15,6 +15,7 @@ the nearest folder name.
 from __future__ import annotations
 
 import importlib
+import logging
 import pkgutil
 import re
 from collections import Counter
@@ -22,6 +23,8 @@ from functools import lru_cache
 from types import ModuleType
 
 import gpulib.parsers as _package
+
+log = logging.getLogger(__name__)
 
 #: Specific formats first, broad ones last. Kinds not listed are tried after these, before
 #: the two catch-all log kinds.
@@ -54,6 +57,7 @@ def parser_modules() -> dict[str, ModuleType]:
         try:
             module = importlib.import_module(f"{_package.__name__}.{info.name}")
         except Exception:  # noqa: BLE001 - one broken parser must not stop detection of the others
+            log.warning("parser module %s cannot be imported; its files go unrecognised", info.name, exc_info=True)
             continue
         kind = getattr(module, "KIND", None)
         if isinstance(kind, str) and callable(getattr(module, "looks_like", None)) and callable(
@@ -62,16 +66,17 @@ def parser_modules() -> dict[str, ModuleType]:
     return found
 
 
-def _ordered_kinds() -> list[str]:
+@lru_cache(maxsize=1)
+def _ordered_kinds() -> tuple[str, ...]:
     kinds = parser_modules()
     ordered = [k for k in PRIORITY if k in kinds]
     ordered += sorted(k for k in kinds if k not in PRIORITY and k not in CATCH_ALL)
     ordered += [k for k in CATCH_ALL if k in kinds]
-    return ordered
+    return tuple(ordered)
 
 
 def detect_kind(name: str, head: str = "", head_bytes: bytes = b"") -> str | None:
-    """The kind of a file from the first KiB of its content (``head``; ``head_bytes`` for binary
+    """The kind of a file from the head of its content (the caller reads the first 8 KiB) (``head``; ``head_bytes`` for binary
     formats such as flight-recorder pickles), else from its ``name``; None when unknown."""
     modules = parser_modules()
     if head_bytes and "flight_recorder" in modules:
@@ -84,6 +89,7 @@ def detect_kind(name: str, head: str = "", head_bytes: bytes = b"") -> str | Non
                 if modules[kind].looks_like(head):
                     return kind
             except Exception:  # noqa: BLE001 - a looks_like bug is a miss, not a crash
+                log.debug("%s.looks_like failed on %s", kind, name, exc_info=True)
                 continue
     base = name.replace("\\", "/").rsplit("/", 1)[-1]
     for pattern, kind in _NAME_HINTS:

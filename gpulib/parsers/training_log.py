@@ -27,6 +27,7 @@ can be every other line, are read only from the head and the tail of a large fil
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
 from datetime import tzinfo
@@ -36,6 +37,8 @@ from gpulib.identity import normalize_pci
 from gpulib.parsers.base import ParseResult, Problem, line_chunks
 from gpulib.parsers.logtime import seconds_between, stamp_in, year_hint, zone_of
 from gpulib.parsers.prefilter import KeywordLines
+
+log = logging.getLogger(__name__)
 
 KIND = "training_log"
 
@@ -705,6 +708,7 @@ def parse(text: str, source: str = "<text>", *, year: int | None = None, tz: str
     try:
         scanner.feed(text.encode("utf-8", "replace"), progress=True)
     except Exception as exc:  # noqa: BLE001 - a parser must report, never raise
+        log.debug("training_log parse failed on %s", source, exc_info=True)
         scanner.problems.append(Problem(source, f"could not be fully parsed: {exc}"))
     return scanner.result()
 
