@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpulib.identity import to_utc_iso
+from gpulib.identity import normalize_pci, to_utc_iso
 from gpulib.parsers.gpu_records import ERROR_COUNTERS, SLOWDOWN_REASONS
 
 FINDING_MIME = "application/vnd.gpulib.finding+json"
@@ -939,7 +939,7 @@ def remediation_commands(items: Sequence[dict], states: pd.DataFrame | None = No
     for f in items:
         host = f.get("host") if isinstance(f.get("host"), str) and _HOST.fullmatch(f["host"]) else None
         pci = f.get("pci_bus_id") or f.get("gpu_pci")
-        target = pci if isinstance(pci, str) and re.fullmatch(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", pci) else (
+        target = (normalize_pci(pci) if isinstance(pci, str) else None) or (
             str(int(f["gpu_index"])) if f.get("gpu_index") is not None else None)
         recovery = finding_recovery(f)
         if recovery:

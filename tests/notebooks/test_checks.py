@@ -106,6 +106,9 @@ def test_hard_findings_without_an_xid_code_take_the_catalog_step_of_their_catego
                         ("ipmitool", "chassis", "power", "cycle"), ("nvidia-smi", "-r", "-i", "0000:9b:00.0")]
     # a malformed PCI id falls back to the index; a host that is not a plain name gets no node command
     assert [c.argv for c in checks.remediation_commands([forged])] == [("nvidia-smi", "-r", "-i", "5")]
+    # nvidia-smi's spelling of the same GPU is normalised, not dropped for the index
+    spelled = {**remap, "host": None, "pci_bus_id": "00000000:9B:00.0"}
+    assert [c.argv for c in checks.remediation_commands([spelled])] == [("nvidia-smi", "-r", "-i", "0000:9b:00.0")]
 
 
 def test_lost_gpu_finding_leads_to_drain_and_power_cycle_not_reset():
