@@ -108,7 +108,8 @@ class BundleWriter:
     def path(self, relpath: str) -> Path:
         target = (self.tmp_dir / relpath).resolve()
         if self.tmp_dir.resolve() not in target.parents:
-            raise BundleError(f"path escapes the bundle: {relpath}")
+            raise BundleError(f"path escapes the bundle: {relpath!r}", path=str(self.final_dir),
+                              hint="a bundle file name is relative and stays inside the bundle (no '..', no leading '/')")
         target.parent.mkdir(parents=True, exist_ok=True)
         return target
 

@@ -82,3 +82,12 @@ def test_a_bundle_is_not_a_run_archive(tmp_path):
     root = _bundle(tmp_path)
     with pytest.raises(RunbookError, match="unknown run archive format 'gpulib-evidence/1'"):
         ArchivedRun.open(root)
+
+
+def test_a_file_name_outside_the_bundle_is_refused_and_named(tmp_path):
+    with BundleWriter(tmp_path / "node-a", host="node-a", command_line=[]) as b:
+        with pytest.raises(BundleError, match=r"path escapes the bundle: '\.\./evil\.txt'") as err:
+            b.write_text("../evil.txt", "x")
+        b.record(CollectorRecord("dmesg", "ok"))
+    assert err.value.path == str(tmp_path / "node-a") and "no '..'" in str(err.value)
+    assert not (tmp_path / "evil.txt").exists()
