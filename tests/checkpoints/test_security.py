@@ -111,6 +111,9 @@ def test_malicious_pickle_as_dcp_metadata(tmp_path, marker):
     report = inspect_path(d)
     assert not marker.exists()
     assert report.unsafe and not report.valid
+    assert [f.message for f in report.findings if f.severity == "unsafe"] == [
+        ".metadata names builtins.eval (builtins.eval can run code or touch files when unpickled); it was NOT run"
+        " - never torch.load this file with weights_only=False"]
 
 
 def test_globals_after_the_failure_point_are_still_reported(marker):

@@ -59,11 +59,19 @@ def test_xid_events_one_trace_per_code_and_hard_codes_marked():
 
 
 def test_empty_tables_give_a_figure_that_says_so():
-    for fig in (plots.xid_events(pd.DataFrame()), plots.thermal_power(pd.DataFrame()),
-                plots.gpu_memory(pd.DataFrame()), plots.step_times(pd.DataFrame()),
-                plots.timeline(pd.DataFrame()), plots.topology(pd.DataFrame()), plots.health_matrix(pd.DataFrame())):
-        assert not fig.data
-        assert fig.layout.annotations and fig.layout.annotations[0].text
+    said = {}
+    for build in (plots.xid_events, plots.thermal_power, plots.gpu_memory, plots.step_times, plots.timeline,
+                  plots.topology, plots.health_matrix):
+        fig = build(pd.DataFrame())
+        assert not fig.data and len(fig.layout.annotations) == 1
+        said[build.__name__] = fig.layout.annotations[0].text
+    assert said == {"xid_events": "no Xid events in this evidence (a healthy reading)",
+                    "thermal_power": "no GPU time series in this evidence (collect with --sample-seconds)",
+                    "gpu_memory": "no GPU memory readings in this evidence",
+                    "step_times": "no step timings in the training logs",
+                    "timeline": "no timed events in this evidence",
+                    "topology": "no topology matrix in this evidence",
+                    "health_matrix": "no GPUs in this evidence"}
 
 
 def test_gpu_memory_threshold_line_sits_at_lowest_plus_imbalance():
