@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from gpulib.diagnose.inputs import InputFile, Inputs
 from gpulib.diagnose.joins import IdentityMap
 from gpulib.diagnose.model import EvidenceLine, Finding
 from gpulib.parsers.logtime import stamp_in, zone_of
-
-_NAIVE_ISO = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?$")
 
 
 @dataclass
@@ -43,10 +40,7 @@ class Context:
             return None
         if stamp.endswith("Z"):
             return stamp
-        zone = zone_of((file.timezone if file else None) or self.tz)
-        if _NAIVE_ISO.match(stamp):
-            return stamp_in(stamp.replace("T", " "), year=None, tz=zone)
-        return stamp_in(stamp, year=None, tz=zone)
+        return stamp_in(stamp, year=None, tz=zone_of((file.timezone if file else None) or self.tz))
 
 
 def evidence(file: InputFile, line: int | None, text: str) -> EvidenceLine:
