@@ -96,6 +96,11 @@ def trainer(log: Path, ranks: int, steps: int, then: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", code])
 
 
+def watch_once(*args: str) -> subprocess.CompletedProcess:
+    """``gpulib watch ARGS`` to its end (bad arguments, or a bounded ``--max-seconds`` run)."""
+    return subprocess.run([sys.executable, "-m", "gpulib", "watch", *args], capture_output=True, text=True, timeout=60)
+
+
 def _metrics(url: str) -> str:
     with urllib.request.urlopen(url, timeout=5) as response:
         return response.read().decode()
@@ -187,28 +192,23 @@ def test_rotation_and_copytruncate_keep_the_watch_following(tmp_path):
 
 
 def test_bad_arguments_are_clear_errors(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "gpulib", "watch", "--log", str(tmp_path), "--max-seconds", "1"],
-                          capture_output=True, text=True, timeout=60)
+    done = watch_once("--log", str(tmp_path), "--max-seconds", "1")
     assert done.returncode == 2 and str(tmp_path) in done.stderr and "is a folder" in done.stderr
-    done = subprocess.run([sys.executable, "-m", "gpulib", "watch", "--log", "x.log", "--silence", "soon"],
-                          capture_output=True, text=True, timeout=60)
+    done = watch_once("--log", "x.log", "--silence", "soon")
     assert done.returncode == 2 and "expected a positive duration" in done.stderr
-    done = subprocess.run([sys.executable, "-m", "gpulib", "watch", "--log", "x.log", "--listen", "localhost"],
-                          capture_output=True, text=True, timeout=60)
+    done = watch_once("--log", "x.log", "--listen", "localhost")
     assert done.returncode == 2 and "expected HOST:PORT" in done.stderr
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        done = subprocess.run([sys.executable, "-m", "gpulib", "watch", "--log", "x.log", "--listen", f"127.0.0.1:{port}",
-                               "--max-seconds", "1"], capture_output=True, text=True, timeout=60)
+        done = watch_once("--log", "x.log", "--listen", f"127.0.0.1:{port}", "--max-seconds", "1")
     assert done.returncode == 2 and f"cannot serve metrics on 127.0.0.1:{port}" in done.stderr, done.stderr
 
 
 def test_no_alert_within_max_seconds_exits_0(tmp_path):
     log = tmp_path / "quiet.log"
     log.write_text("")
-    done = subprocess.run([sys.executable, "-m", "gpulib", "watch", "--log", str(log), "--silence", "1h",
-                           "--max-seconds", "1", "--listen", "off"], capture_output=True, text=True, timeout=60)
+    done = watch_once("--log", str(log), "--silence", "1h", "--max-seconds", "1", "--listen", "off")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ALERT" not in done.stdout
