@@ -134,19 +134,6 @@ def _diff(args) -> int:
     return 1 if diff.regressed else 0
 
 
-def _guard(handler):
-    """Archive commands: a missing or damaged run is a clear message and exit 2, not a traceback."""
-
-    def wrapped(args) -> int:
-        try:
-            return handler(args)
-        except RunbookError as exc:
-            print(f"gpulib archive: error: {exc}", file=sys.stderr)
-            return 2
-
-    return wrapped
-
-
 def register(subparsers) -> None:
     archive_help = "archive root (default: $GPULIB_ARCHIVE or ./archive)"
     p = subparsers.add_parser(
@@ -182,4 +169,4 @@ def register(subparsers) -> None:
                       help="report a bandwidth as fallen when it dropped by more than this (default 10)")
     for parser, handler in ((ls, _list), (show, _show), (diff, _diff)):
         parser.add_argument("--archive", default=str(default_archive_root()), help=archive_help)
-        parser.set_defaults(func=_guard(handler))
+        parser.set_defaults(func=handler)  # a missing or damaged run: gpulib.cli prints the RunbookError, exit 2
