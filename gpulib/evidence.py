@@ -21,6 +21,7 @@ import sys
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 from gpulib import __version__
@@ -71,8 +72,6 @@ def boot_time_iso() -> str | None:
     try:
         for line in Path("/proc/stat").read_text().splitlines():
             if line.startswith("btime "):
-                from datetime import datetime, timezone
-
                 return to_utc_iso(datetime.fromtimestamp(int(line.split()[1]), timezone.utc))
     except OSError:
         return None
