@@ -5,7 +5,8 @@ inspect  lists tensors and state without reading tensor data or executing anythi
 verify   exit 0 valid / 1 invalid, with reasons; ``--deep`` adds the CRC-32 of every zip member.
 latest   the newest complete checkpoint across one directory per node, what it lacks, and the
          resume command (exit 0 when one was found, 1 when none).
-Imports stay light: this module is loaded for every ``gpulib`` invocation.
+Imports stay light: ``gpulib ckpt`` loads this module (and ``gpulib --help`` every command's),
+the checkpoint readers only when a sub-command runs.
 """
 
 from __future__ import annotations
