@@ -703,7 +703,7 @@ def parse(text: str, source: str = "<text>", *, tz: str | None = None, boot_time
     if not text or text.isspace():
         result.problems.append(Problem(source, "empty file: no kernel log lines"))
         return result
-    if "\x00" in text[:8192] or looks_binary(text[:8192].encode("utf-8", "replace")):
+    if looks_binary(text[:8192].encode("utf-8", "replace")):  # NUL bytes included
         result.problems.append(Problem(source, "binary data, not a kernel log"))
         return result
     scanner = _Scanner(source, tz, boot_time, year)

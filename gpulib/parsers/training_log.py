@@ -716,7 +716,7 @@ def parse(text: str, source: str = "<text>", *, year: int | None = None, tz: str
 def parse_file(path: str | Path, source: str | None = None, *, year: int | None = None,
                tz: str | None = None) -> ParseResult[JobEvent]:
     """Stream a job log from disk (:func:`~gpulib.parsers.base.line_chunks`); memory stays flat
-    whatever the file size."""
+    whatever the file size. Never raises."""
     source = source or str(path)
     scanner = JobLogScanner(source, year=year, tz=tz)
     try:
@@ -726,4 +726,7 @@ def parse_file(path: str | Path, source: str | None = None, *, year: int | None 
                 scanner.feed(buf, limit=limit, progress=_progress_ranges(size, offset, offset + limit))
     except OSError as exc:
         scanner.problems.append(Problem(source, f"cannot read: {exc.strerror or exc}"))
+    except Exception as exc:  # noqa: BLE001 - a parser must report, never raise (as parse() does)
+        log.debug("training_log parse failed on %s", source, exc_info=True)
+        scanner.problems.append(Problem(source, f"could not be fully parsed: {exc}"))
     return scanner.result()

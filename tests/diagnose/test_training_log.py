@@ -256,3 +256,15 @@ def test_naive_stamps_read_in_a_fixed_offset_zone():
     line = "[rank2]: 2025-04-22 11:02:24,583 ERROR RuntimeError: CUDA error: an illegal memory access was encountered\n"
     (ev,) = events(line, "cuda_error", tz="-0500")
     assert ev.time_utc == "2025-04-22T16:02:24Z"
+
+
+def test_parse_file_reports_a_scanner_bug_instead_of_raising(tmp_path, monkeypatch):
+    path = tmp_path / "train.log"
+    path.write_text("[rank0]: step 1 loss 2.0\n")
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("classifier bug")
+
+    monkeypatch.setattr(tl.JobLogScanner, "feed", broken)
+    result = tl.parse_file(path)
+    assert [str(p) for p in result.problems] == [f"{path}: could not be fully parsed: classifier bug"]
