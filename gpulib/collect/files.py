@@ -94,8 +94,8 @@ def checkpoint_listing_collector(root: Path) -> Collector:
             return Outcome("failed", f"{root}: not a directory" if root.exists() else f"{root}: not found")
         entries, errors = [], []
         for dirpath, dirnames, filenames in os.walk(root, onerror=lambda exc: errors.append(f"{exc.filename}: {exc.strerror}")):
-            dirnames.sort()
-            for name in sorted(dirnames) + sorted(filenames):
+            dirnames.sort()  # in place: os.walk then descends in this order
+            for name in dirnames + sorted(filenames):
                 path = Path(dirpath) / name
                 try:
                     stat = path.lstat()
