@@ -84,7 +84,7 @@ def read_evidence(path: Path) -> tuple[EvidenceFiles, dict]:
     from gpulib.diagnose import diagnose
     from gpulib.diagnose.inputs import gather
 
-    inputs = gather([path])
+    inputs = gather([path], full_series=True)  # the notebooks plot every sample
     files = EvidenceFiles(
         [EvidenceFile(f.path, f.display, f.kind, f.host, f.host_basis, [asdict(r) for r in f.records],
                       [p.message for p in f.problems]) for f in inputs.files],

@@ -18,8 +18,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from gpulib.evidence import Bundle, is_bundle
-from gpulib.parsers import detect
+from gpulib.parsers import detect, gpu_series
 from gpulib.parsers.base import Problem, looks_binary, read_text
+from gpulib.parsers.gpu_records import GpuSample
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,8 @@ BUNDLE_METADATA = ("commands.json", "logs/index.json", "checkpoints/listing.json
 #: Collector outputs whose kind the bundle layout says (a large NVML snapshot has its schema tag
 #: at its end, beyond the head that content detection sees).
 BUNDLE_KINDS = {"nvml/snapshot.json": "nvml_snapshot", "nvml/samples.csv": "nvml_samples"}
+#: Kinds whose records are GPU time series (:class:`GpuSample` rows), reduced per GPU by :func:`gather`.
+SERIES_KINDS = ("nvidia_smi_csv", "nvidia_smi_dmon", "nvml_samples")
 #: Copies of the operator's files (``gpulib collect --logs``): raw evidence, read like a raw folder.
 BUNDLE_COPIES = "logs/"
 #: Notes for people (an incident's README): expected beside evidence, not an unknown input.
@@ -252,8 +255,13 @@ def _assign_hosts(inputs: Inputs) -> None:
             f.host, f.host_basis = hit, "folder"
 
 
-def gather(paths: list[str | Path], tz: str | None = None) -> Inputs:
-    """Walk, detect, parse and locate every file below ``paths``."""
+def gather(paths: list[str | Path], tz: str | None = None, *, full_series: bool = False) -> Inputs:
+    """Walk, detect, parse and locate every file below ``paths``.
+
+    GPU time series are kept as one :class:`~gpulib.parsers.gpu_series.GpuSeries` per GPU and file
+    (memory flat in the length of the monitoring logs); ``full_series`` keeps every sample, for
+    plotting one evidence folder.
+    """
     _holds_model_files.cache_clear()  # folders may have changed since the last diagnosis
     inputs = Inputs()
     for given in paths:
@@ -274,12 +282,28 @@ def gather(paths: list[str | Path], tz: str | None = None) -> Inputs:
                 _place_in_bundle(f, info)
             inputs.files.append(f)
             _examine(f, tz, inputs)
+            if not full_series:
+                _reduce_series(f)
     year = _incident_year(inputs) if inputs.deferred else None
     for f, head in inputs.deferred:
         _parse_safely(f, tz, head, year)
     inputs.deferred.clear()
     _assign_hosts(inputs)
     return inputs
+
+
+def _reduce_series(f: InputFile) -> None:
+    """A time series' samples -> one summary per GPU. GPUs whose samples carry no throttle reasons
+    (``nvidia-smi dmon``) keep their samples: they are judged against their peers at each moment."""
+    if f.kind not in SERIES_KINDS:
+        return
+    samples = [r for r in f.records if isinstance(r, GpuSample)]
+    if not samples:
+        return
+    series = gpu_series.summarize(samples)
+    blind = {(s.host, s.pci_bus_id or s.index) for s in series if not s.reasons_reported}
+    f.records = [r for r in f.records if not isinstance(r, GpuSample)] + \
+        [s for s in series if s.reasons_reported] + [r for r in samples if (r.host, r.pci_bus_id or r.index) in blind]
 
 
 def _place_in_bundle(f: InputFile, info: dict) -> None:

@@ -18,7 +18,9 @@ from statistics import median
 
 from gpulib.diagnose.context import Context, evidence, place
 from gpulib.diagnose.model import Pointers
-from gpulib.parsers import prom_text
+from gpulib.parsers import gpu_series, prom_text
+from gpulib.parsers.gpu_records import GpuSample
+from gpulib.parsers.gpu_series import GpuSeries
 
 IMBALANCE_MIB = 2048
 LOW_CLOCK_RATIO = 0.6
@@ -193,29 +195,46 @@ def _memory(ctx: Context, host, captured, present, states) -> None:
 
 
 def _series(ctx: Context) -> None:
-    """The first throttled sample of each GPU's time series: when its rank began to straggle."""
-    per_gpu: dict[tuple, list] = defaultdict(list)
+    """The first throttled sample of each GPU's time series: when its rank began to straggle.
+    Samples are folded per GPU and file (:func:`gpu_series.summarize`; :func:`~gpulib.diagnose.inputs.gather`
+    has usually done so already), then the files of one GPU are combined."""
+    raw: dict[int, tuple] = {}  # id(file) -> (file, [samples]) still to fold
+    per_gpu: dict[tuple, list] = defaultdict(list)  # (host, GPU) -> [(file, GpuSeries)]
+    blind: dict[tuple, list] = defaultdict(list)  # (host, GPU) -> [(file, sample)] without reason bits
     for file, rec in ctx.records("nvidia_smi_csv", "nvidia_smi_dmon", "nvml_samples") + prom_text.gpu_samples(
             ctx.records("dcgm_exporter")):
-        if hasattr(rec, "throttle_bitmask") and hasattr(rec, "time_utc") and not hasattr(rec, "lost"):
+        if isinstance(rec, GpuSeries):
             per_gpu[(rec.host or file.host, rec.pci_bus_id or rec.index)].append((file, rec))
-    blind = [key for key, samples in per_gpu.items()
-             if all(s.throttle_bitmask is None and not s.throttle_reasons for _, s in samples)]
+        elif isinstance(rec, GpuSample):
+            raw.setdefault(id(file), (file, []))[1].append(rec)
+    for file, samples in raw.values():
+        gpus: dict[tuple, list] = defaultdict(list)
+        for s in samples:
+            gpus[(s.host or file.host, s.pci_bus_id or s.index)].append(s)
+        for key, mine in gpus.items():
+            (series,) = gpu_series.summarize(mine)
+            if series.reasons_reported:
+                per_gpu[key].append((file, series))
+            else:
+                blind[key].extend((file, s) for s in mine)
+    blind = {key: samples for key, samples in blind.items() if key not in per_gpu}
     if blind:
-        _hot_and_slow(ctx, {key: per_gpu[key] for key in blind})
-    for (host, _gpu), samples in per_gpu.items():
-        samples.sort(key=lambda fr: fr[1].time_utc or "")
-        throttled = [(f, s) for f, s in samples if s.slowed_by]
+        _hot_and_slow(ctx, blind)
+    for (host, _gpu), parts in per_gpu.items():
+        throttled = [(f, s) for f, s in parts if s.first_throttled is not None]
         if not throttled:
             continue
-        file, first = throttled[0]
-        reasons = sorted({r for _, s in throttled for r in s.slowed_by})
-        hottest = max((s.temp_c for _, s in throttled if s.temp_c is not None), default=None)
-        clocks = [s.sm_clock_mhz for _, s in throttled if s.sm_clock_mhz]
+        file, first = min(((f, s.first_throttled) for f, s in throttled), key=lambda fs: fs[1].time_utc or "")
+        worst = min(((f, s.slowest_throttled) for f, s in throttled), key=lambda fs: (fs[1].sm_clock_mhz or 1e9,
+                                                                                        fs[1].time_utc or ""))
+        reasons = sorted(set().union(*(s.reasons for _, s in throttled)))
+        hottest = max((s.hottest_throttled_c for _, s in throttled if s.hottest_throttled_c is not None), default=None)
+        lowest = worst[1].sm_clock_mhz
         cmax = first.sm_clock_max_mhz
-        what = (f"{len(throttled)} of {len(samples)} samples throttled ({', '.join(reasons)})"
+        what = (f"{sum(s.throttled for _, s in throttled)} of {sum(s.samples for _, s in parts)} samples throttled "
+                f"({', '.join(reasons)})"
                 + (f", up to {hottest:.0f} C" if hottest is not None else "")
-                + (f", SM clock down to {min(clocks):.0f}/{cmax:.0f} MHz" if clocks and cmax else ""))
+                + (f", SM clock down to {lowest:.0f}/{cmax:.0f} MHz" if lowest and cmax else ""))
         f = ctx.add("throttle", severity="error", category=_throttle_category(reasons), interruption="soft",
                     hardware=True, title=f"GPU {first.index} ({first.pci_bus_id or first.uuid}) on {host}: {what}", host=host,
                     time=ctx.utc(first.time_utc, file),
@@ -224,7 +243,6 @@ def _series(ctx: Context) -> None:
                                                          f"({', '.join(first.slowed_by)}), {first.temp_c} C, "
                                                          f"SM {first.sm_clock_mhz} MHz")],
                     actions=_throttle_actions(reasons))
-        worst = min(throttled, key=lambda fr: fr[1].sm_clock_mhz or 1e9)
         f.evidence.append(evidence(worst[0], worst[1].line, f"slowest sample: SM {worst[1].sm_clock_mhz} MHz, "
                                                             f"mask {worst[1].throttle_bitmask:#x}"))
         place(ctx, f, host=host, pci=first.pci_bus_id or ctx.ids.index_pci.get((host, first.index)))

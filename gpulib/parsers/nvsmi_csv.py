@@ -22,8 +22,11 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import io
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from gpulib.identity import normalize_pci
 from gpulib.parsers import units
@@ -124,30 +127,67 @@ def looks_like(head: str) -> bool:
     return bool(columns & (set(COLUMNS) | {"pci.bus_id", "gpu_bus_id", "pid"})) and len(columns) >= 2
 
 
-def _convert(convert, cell, source, number, column, problems):
-    try:
-        return convert(cell)
-    except ValueError as exc:
-        problems.append(Problem(source, f"column {column!r}: {exc}", number))
-        return None
+#: Distinct cells remembered per column: readings repeat (a few temperatures, clocks, masks, the
+#: same PCI ids), so a long monitoring log converts each spelling once.
+_MEMO_CELLS = 4096
+_MISSING = object()
 
 
-def _row_values(columns, row, number, source, problems, table, tz) -> dict:
-    values: dict = {"line": number}
-    reasons: list[str] = []
-    for column, cell in zip(columns, row, strict=False):  # a cut row keeps the cells it has
+@dataclass
+class _Reader:
+    """How one column's cells become a record field, decided once from the header."""
+
+    column: str
+    field: str | None  # record field; "time" for the timestamp, None for a single-reason column
+    convert: Callable[[str], object]
+    reason: str | None = None  # ``clocks_event_reasons.<reason>`` columns: the canonical reason
+    memo: dict = dataclasses.field(default_factory=dict)
+
+    def read(self, cell: str, number: int, source: str, problems: list[Problem]):
+        value = self.memo.get(cell, _MISSING)
+        if value is _MISSING:
+            try:
+                value = self.convert(cell)
+            except ValueError as exc:
+                problems.append(Problem(source, f"column {self.column!r}: {exc}", number))
+                return None
+            if len(self.memo) < _MEMO_CELLS:
+                self.memo[cell] = value
+        return value
+
+
+def _readers(columns: list[str], table: dict, tz: str | None) -> list[_Reader | None]:
+    """One reader per header column (None: a column gpulib does not read)."""
+    out: list[_Reader | None] = []
+    for column in columns:
         if column == "timestamp":
-            values["time"], values["time_note"] = units.parse_time(cell, tz)
+            out.append(_Reader(column, "time", functools.partial(units.parse_time, tz=tz)))
         elif column in ("pci.bus_id", "gpu_bus_id"):
-            values["pci_bus_id"] = normalize_pci(cell)
+            out.append(_Reader(column, "pci_bus_id", normalize_pci))
         elif column.startswith(("clocks_event_reasons.", "clocks_throttle_reasons.")) and column not in table:
             reason = canonical_reason(column.split(".", 1)[1])
-            if reason and _convert(_FLAG, cell, source, number, column, problems):
-                reasons.append(reason)
+            out.append(_Reader(column, None, _FLAG, reason) if reason else None)
         elif column in table:
             name, convert = table[column]
-            if values.get(name) is None:
-                values[name] = _convert(convert, cell, source, number, column, problems)
+            out.append(_Reader(column, name, convert))
+        else:
+            out.append(None)
+    return out
+
+
+def _row_values(readers, row, number, source, problems) -> dict:
+    values: dict = {"line": number}
+    reasons: list[str] = []
+    for reader, cell in zip(readers, row, strict=False):  # a cut row keeps the cells it has
+        if reader is None:
+            continue
+        if reader.reason:
+            if reader.read(cell, number, source, problems):
+                reasons.append(reader.reason)
+        elif reader.field == "time":
+            values["time"], values["time_note"] = reader.read(cell, number, source, problems) or (None, None)
+        elif values.get(reader.field) is None:
+            values[reader.field] = reader.read(cell, number, source, problems)
     mask = values.get("throttle_bitmask")
     values["throttle_reasons"] = decode_throttle_bitmask(mask) if mask is not None else reasons
     return values
@@ -179,12 +219,13 @@ def parse(text: str, source: str = "<text>", *, tz: str | None = None) -> ParseR
                                        header_number))
         return result
     parsed = []
+    readers = _readers(columns, table, tz)
     for number, row in rows[1:]:
         if _column(row[0]) == columns[0] and [_column(c) for c in row] == columns:
             continue  # the header again (several runs appended to one file)
         if len(row) != len(columns):
             result.problems.append(Problem(source, f"row has {len(row)} cells, header has {len(columns)}", number))
-        parsed.append(_row_values(columns, row, number, source, result.problems, table, tz))
+        parsed.append(_row_values(readers, row, number, source, result.problems))
     if is_apps:
         result.records = [GpuProcess(**{k: v for k, v in values.items() if k in ("pid", "name", "used_mib", "uuid",
                                                                               "pci_bus_id")})
