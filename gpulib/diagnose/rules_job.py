@@ -89,8 +89,10 @@ def _timeouts(ctx: Context, events) -> None:
 
 
 # ---------------------------------------------------------------- errors
-def _first_per_rank(items):
+def _first_per_rank(events, kind: str):
+    """The earliest event of ``kind`` per (file, rank): a rank repeats its error on many lines."""
     seen, out = set(), []
+    items = [(fl, e) for fl, e in events if e.kind == kind]
     for fl, e in sorted(items, key=lambda fe: (fe[1].time_utc or "~", fe[1].line)):
         key = (fl.display, e.rank) if e.rank is not None else (fl.display, e.line)
         if key not in seen:
@@ -101,7 +103,7 @@ def _first_per_rank(items):
 
 def _errors(ctx: Context, events) -> None:  # noqa: C901 - one branch per error class
     explained_ranks: set = set()
-    for fl, e in _first_per_rank([(f, e) for f, e in events if e.kind == "cuda_oom"]):
+    for fl, e in _first_per_rank(events, "cuda_oom"):
         d = e.details
         numbers = (f"tried {d['req']}, {d.get('free', '?')} free of {d.get('total', '?')}" if "req" in d else "")
         frag = d.get("reserved_unallocated")
@@ -114,7 +116,7 @@ def _errors(ctx: Context, events) -> None:  # noqa: C901 - one branch per error 
                         "to reduce fragmentation"] if frag else []))
         place(ctx, f, rank=e.rank, host=e.host, local_device=d.get("gpu"))
         explained_ranks.add(e.rank)
-    for fl, e in _first_per_rank([(f, e) for f, e in events if e.kind == "cuda_error"]):
+    for fl, e in _first_per_rank(events, "cuda_error"):
         err = e.details.get("error", "")
         if "out of memory" in err:
             continue
@@ -131,7 +133,7 @@ def _errors(ctx: Context, events) -> None:  # noqa: C901 - one branch per error 
                              ["Check dmesg for an Xid on this GPU (unspecified launch failures are often hardware)"]))
         place(ctx, f, rank=e.rank, host=e.host)
         explained_ranks.add(e.rank)
-    for fl, e in _first_per_rank([(f, e) for f, e in events if e.kind == "device_assert"]):
+    for fl, e in _first_per_rank(events, "device_assert"):
         if e.rank in explained_ranks:
             continue
         f = ctx.add("device-assert", severity="critical", category="application_error", interruption="soft",
@@ -140,7 +142,7 @@ def _errors(ctx: Context, events) -> None:  # noqa: C901 - one branch per error 
                     actions=["A data/code bug (index out of range, label >= num_classes): fix the input or the code"])
         place(ctx, f, rank=e.rank, host=e.host)
         explained_ranks.add(e.rank)
-    for fl, e in _first_per_rank([(f, e) for f, e in events if e.kind == "driver_too_old"]):
+    for fl, e in _first_per_rank(events, "driver_too_old"):
         f = ctx.add("driver-old", severity="critical", category="driver_mismatch", interruption="hard",
                     title=f"Rank {e.rank}: the NVIDIA driver is too old for this CUDA runtime", rank=e.rank,
                     host=e.host or fl.host, time=e.time_utc, evidence=[evidence(fl, e.line, e.text)],
@@ -148,7 +150,7 @@ def _errors(ctx: Context, events) -> None:  # noqa: C901 - one branch per error 
                              "check `nvidia-smi` Driver/CUDA Version on every node"])
         place(ctx, f, rank=e.rank, host=e.host)
         explained_ranks.add(e.rank)
-    for fl, e in _first_per_rank([(f, e) for f, e in events if e.kind == "dataloader_error"]):
+    for fl, e in _first_per_rank(events, "dataloader_error"):
         killed = "Killed" in e.details.get("what", "") or "signal: 9" in e.details.get("what", "")
         f = ctx.add("dataloader", severity="error", category="host_oom" if killed else "data_pipeline_stall",
                     interruption="soft",
@@ -157,7 +159,7 @@ def _errors(ctx: Context, events) -> None:  # noqa: C901 - one branch per error 
                     actions=["A worker killed by signal 9 is usually the host OOM killer: check dmesg; a timeout "
                              "means slow storage or a stuck worker - check the file system and num_workers"])
         place(ctx, f, rank=e.rank, host=e.host)
-    for fl, e in _first_per_rank([(f, e) for f, e in events if e.kind == "exception"]):
+    for fl, e in _first_per_rank(events, "exception"):
         cls = e.details.get("class") or ""
         if cls in CASCADE_EXCEPTIONS or e.rank in explained_ranks or "OutOfMemory" in cls:
             continue
