@@ -27,7 +27,6 @@ LOW_CLOCK_RATIO = 0.6
 LOW_PEER_CLOCK = 0.8  # below this share of the peers' median SM clock at the same moment
 HOT_C = 80
 HOTTER_THAN_PEERS_C = 8
-THERMAL = {"sw_thermal_slowdown", "hw_thermal_slowdown", "hw_slowdown"}
 POWER = {"hw_power_brake_slowdown"}
 #: Kinds whose records are :class:`~gpulib.parsers.gpu_records.GpuState` snapshots.
 SNAPSHOT_KINDS = ("nvidia_smi_q", "nvidia_smi_xml", "nvidia_smi_table", "nvml_snapshot")

@@ -98,7 +98,6 @@ _PROCESS_COLUMNS = {"pid": ("pid", _INT), "process_name": ("name", _TEXT),
                     "gpu_bus_id": ("pci_bus_id", _TEXT), "gpu_uuid": ("uuid", _TEXT)}
 _SAMPLE_FIELDS = {f.name for f in dataclasses.fields(GpuSample)}
 _STATE_FIELDS = {f.name for f in dataclasses.fields(GpuState)}
-_KEY_COLUMNS = ("index", "pci.bus_id", "gpu_bus_id", "uuid", "gpu_uuid")
 
 
 def _column(cell: str) -> str:
