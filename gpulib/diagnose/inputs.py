@@ -172,8 +172,8 @@ def _parse(f: InputFile, tz: str | None, year: int | None = None) -> None:
         result = module.parse_file(f.path, **opts)
     elif f.kind == "training_log" and hasattr(module, "parse_file"):
         result = module.parse_file(f.path, source=str(f.path), tz=zone)
-    elif f.kind == "flight_recorder" and f.path.read_bytes()[:1] == b"\x80":
-        result = module.parse_bytes(f.path.read_bytes(), str(f.path))
+    elif f.kind == "flight_recorder" and (data := f.path.read_bytes())[:1] == b"\x80":  # pickle protocol 2+
+        result = module.parse_bytes(data, str(f.path))
     else:
         text, problems = read_text(f.path)
         f.problems.extend(problems)
