@@ -28,6 +28,8 @@ import os
 import shlex
 import socket
 import subprocess
+import sys
+import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +41,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from IPython.display import Markdown, display
 
-from gpulib import kernel_env
+from gpulib import kernel_env, notebook_checks, notebook_data
 from gpulib.errors import GpulibError
 from gpulib.notebook_checks import FINDING_MIME, Command, normalize_findings, summarize_findings
 from gpulib.notebook_data import Evidence
@@ -87,10 +89,8 @@ class NotebookStop(GpulibError):
 
 def open_evidence(evidence: str) -> Evidence:
     """Open the evidence folder named by the ``evidence`` parameter, or stop with a clear message."""
-    from gpulib.notebook_data import open_evidence as _open
-
     try:
-        ev = _open(evidence)
+        ev = notebook_data.open_evidence(evidence)
     except GpulibError as exc:
         raise NotebookStop(exc.message, path=exc.path, hint=exc.hint) from None
     display(Markdown(ev.describe_markdown()))
@@ -104,9 +104,7 @@ def freeze_scene(collect_to: str = "") -> str:
     Collection only reads (nvidia-smi, NVML, kernel log, versions); every command has a timeout,
     and a missing tool is recorded as unavailable, so this is safe on a broken node.
     """
-    import tempfile
-
-    from gpulib.collect import collect
+    from gpulib.collect import collect  # here: only this step runs commands on the machine
 
     target = Path(collect_to) if collect_to else Path(tempfile.mkdtemp(prefix="gpulib-scene-")) / socket.gethostname()
     try:
@@ -124,9 +122,7 @@ def show_diagnosis(diagnosis: dict, *, interactive: bool, drill: bool = False) -
         hosts = [i.get("host") for i in diagnosis.get("inputs") or []] + [root.get("host")]
         gpus = [(f.get("host"), f.get("gpu_index")) for f in diagnosis.get("findings") or []]
         if interactive:
-            from gpulib.notebook_checks import CATEGORIES
-
-            display(Drill(diagnosis, CATEGORIES, culprit_choices(hosts, gpus)).widget())
+            display(Drill(diagnosis, notebook_checks.CATEGORIES, culprit_choices(hosts, gpus)).widget())
         else:
             display(Markdown("*Drill mode: the diagnosis is hidden (run interactively to answer the drill).*"))
         return
@@ -135,9 +131,8 @@ def show_diagnosis(diagnosis: dict, *, interactive: bool, drill: bool = False) -
 
 def next_step(diagnosis: dict, *, drill: bool = False) -> None:
     """Name the notebook to open next (withheld in drill mode: it would give the answer away)."""
-    from gpulib.notebook_checks import next_step as text
-
-    say("*Drill mode: commit your answer above first; the next step follows from it.*" if drill else text(diagnosis))
+    say("*Drill mode: commit your answer above first; the next step follows from it.*" if drill
+        else notebook_checks.next_step(diagnosis))
 
 
 def diagnosis_text(diagnosis: dict) -> str:
@@ -171,9 +166,6 @@ def fabric_test(*, nproc: int = 2, timeout_s: float = 240, backend: str | None =
     Uses NCCL on GPUs and gloo on a machine without CUDA (which exercises the launcher and the
     rendezvous, not the GPU fabric). Never raises: a failed start or a timeout is a FAIL.
     """
-    import sys
-    import tempfile
-
     workdir = Path(tempfile.mkdtemp(prefix="gpulib-fabric-"))
     results = workdir / "nccl-test.json"
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(int(nproc)),

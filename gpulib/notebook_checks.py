@@ -11,6 +11,7 @@ much memory imbalance is suspicious, how slow is a stalled step).
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
@@ -860,8 +861,6 @@ class Command:
     host: str | None = None
 
     def text(self) -> str:
-        import shlex
-
         where = f"[on {self.host}] " if self.host else ""
         return f"{where}{shlex.join(self.argv)}    # {self.why}"
 
