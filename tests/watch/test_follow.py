@@ -4,6 +4,7 @@ missing, junk without newlines."""
 
 from __future__ import annotations
 
+import json
 import os
 
 from gpulib.watch import follow
@@ -109,19 +110,22 @@ def test_binary_junk_without_newlines_is_cut_not_accumulated(tmp_path, monkeypat
     assert _events(f)[-1] == "line_cut"
 
 
-def test_an_unreadable_file_is_reported_not_raised(tmp_path):
+def test_an_unreadable_file_is_reported_not_raised(tmp_path, run_without_root_read):
     log = tmp_path / "secret.log"
     log.write_text("x\n")
     log.chmod(0)
+    code = ("import json; from gpulib.watch.follow import Follower\n"
+            f"f = Follower({str(log)!r})\n"
+            "print(json.dumps([f.poll(), f.poll(), [[n.event, n.detail] for n in f.notes]]))")
     try:
-        if os.access(log, os.R_OK):  # running as root: permissions do not apply
-            return
-        f = Follower(log)
-        assert f.poll() == [] and f.poll() == []
-        (note,) = f.notes  # reported once, not at every poll
-        assert note.event == "unreadable" and "Permission denied" in note.detail
+        done = run_without_root_read(code)
     finally:
         log.chmod(0o644)
+    assert done.returncode == 0, done.stderr
+    first, second, notes = json.loads(done.stdout)
+    assert first == [] and second == []
+    [(event, detail)] = notes  # reported once, not at every poll
+    assert event == "unreadable" and "Permission denied" in detail
 
 
 def test_a_truncation_rewritten_past_the_old_size_before_the_next_poll_is_detected(tmp_path):
