@@ -6,8 +6,6 @@ import os
 import random
 import shutil
 import struct
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -216,24 +214,17 @@ def test_missing_and_directory(tmp_path):
     assert "a directory, not a checkpoint file" in inspect_path(d).reasons()[0]
 
 
-def test_permission_denied(full_ckpt):
-    """Run as an unprivileged user (root reads everything) against an unreadable copy."""
-    if shutil.which("setpriv") is None or os.geteuid() != 0:
-        pytest.skip("needs root + setpriv to drop privileges")
-    import tempfile
-    d = Path(tempfile.mkdtemp(prefix="gpulib-perm-"))
+def test_permission_denied(full_ckpt, tmp_path, run_without_root_read):
+    """``gpulib ckpt verify`` of an unreadable copy, in a child that cannot bypass file permissions."""
+    p = tmp_path / "locked.pt"
+    shutil.copy(full_ckpt, p)
+    p.chmod(0o000)
     try:
-        os.chmod(d, 0o755)
-        p = d / "locked.pt"
-        shutil.copy(full_ckpt, p)
-        os.chmod(p, 0o000)
-        out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m",
-                              "gpulib", "ckpt", "verify", str(p)], capture_output=True, text=True, timeout=60,
-                             cwd=Path(__file__).resolve().parents[2])
-        assert out.returncode == 1, out.stderr
-        assert "cannot open: Permission denied" in out.stdout
+        out = run_without_root_read(f"import sys; from gpulib.cli import main; sys.exit(main(['ckpt', 'verify', {str(p)!r}]))")
     finally:
-        shutil.rmtree(d)
+        p.chmod(0o644)
+    assert out.returncode == 1, out.stderr
+    assert "cannot open: Permission denied" in out.stdout
 
 
 def test_safetensors_valid_and_truncated(tmp_path):
