@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import functools
 import io
 from collections import Counter
 from collections.abc import Callable
@@ -140,6 +139,7 @@ class _Reader:
     field: str | None  # record field; "time" for the timestamp, None for a single-reason column
     convert: Callable[[str], object]
     reason: str | None = None  # ``clocks_event_reasons.<reason>`` columns: the canonical reason
+    memo_cells: int = _MEMO_CELLS  # 0: every cell differs (timestamps)
     memo: dict = dataclasses.field(default_factory=dict)
 
     def read(self, cell: str, number: int, source: str, problems: list[Problem]):
@@ -150,9 +150,36 @@ class _Reader:
             except ValueError as exc:
                 problems.append(Problem(source, f"column {self.column!r}: {exc}", number))
                 return None
-            if len(self.memo) < _MEMO_CELLS:
+            if len(self.memo) < self.memo_cells:
                 self.memo[cell] = value
         return value
+
+
+class _Stamps:
+    """``timestamp`` cells -> ``(iso, note)`` as :func:`units.parse_time` gives them. A monitoring
+    log has a new stamp on every row, but the rows of one moment differ only in milliseconds: the
+    date and the time-zone conversion are worked out once per second, and the fraction appended."""
+
+    def __init__(self, tz: str | None):
+        self.tz = tz
+        self.seconds: dict[str, tuple[str | None, str | None]] = {}
+
+    def __call__(self, cell: str) -> tuple[str | None, str | None]:
+        whole, dot, frac = cell.strip().partition(".")
+        if not (dot and frac.isascii() and frac.isdigit() and len(frac) <= 6):
+            return units.parse_time(cell, self.tz)
+        got = self.seconds.get(whole)
+        if got is None:
+            got = units.parse_time(whole, self.tz)
+            if len(self.seconds) < _MEMO_CELLS:
+                self.seconds[whole] = got
+        iso, note = got
+        if iso is None or note not in (None, units.NAIVE_TIME_NOTE):
+            return units.parse_time(cell, self.tz)  # its own message, or an unknown zone kept as written
+        if int(frac) == 0:
+            return got
+        ms = "." + frac.ljust(6, "0")[:3]  # isoformat(timespec="milliseconds") truncates
+        return (iso[:-1] + ms + "Z" if iso.endswith("Z") else iso + ms), note
 
 
 def _readers(columns: list[str], table: dict, tz: str | None) -> list[_Reader | None]:
@@ -160,7 +187,7 @@ def _readers(columns: list[str], table: dict, tz: str | None) -> list[_Reader | 
     out: list[_Reader | None] = []
     for column in columns:
         if column == "timestamp":
-            out.append(_Reader(column, "time", functools.partial(units.parse_time, tz=tz)))
+            out.append(_Reader(column, "time", _Stamps(tz), memo_cells=0))
         elif column in ("pci.bus_id", "gpu_bus_id"):
             out.append(_Reader(column, "pci_bus_id", normalize_pci))
         elif column.startswith(("clocks_event_reasons.", "clocks_throttle_reasons.")) and column not in table:
