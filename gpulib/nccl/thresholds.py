@@ -10,6 +10,7 @@ import yaml
 
 from gpulib.errors import InputError
 from gpulib.nccl.sizes import parse_size
+from gpulib.parsers.base import read_text
 
 DEFAULT_FILE = "thresholds.yaml"
 
@@ -64,10 +65,9 @@ def load(path: str | Path | None = None) -> ThresholdTable:
         where = f"gpulib/nccl/{DEFAULT_FILE}"
     else:
         where = str(path)
-        try:
-            text = Path(path).read_text()
-        except OSError as exc:
-            raise InputError(f"cannot read thresholds file: {exc.strerror or exc}", path=where) from exc
+        text, problems = read_text(path)
+        if problems and not text:  # missing, no permission, binary junk
+            raise InputError(f"cannot read thresholds file: {problems[0].message}", path=where)
     try:
         data = yaml.safe_load(text) or {}
         latency = data.get("latency") or {}

@@ -123,8 +123,12 @@ def test_thresholds_file_override_and_errors(tmp_path):
     bad.write_text("entries:\n  - {gpu: H100}\n")
     with pytest.raises(InputError, match="bad.yaml: thresholds file is malformed"):
         thresholds.load(bad)
-    with pytest.raises(InputError, match="cannot read"):
+    with pytest.raises(InputError, match="missing.yaml: cannot read thresholds file: file not found"):
         thresholds.load(tmp_path / "missing.yaml")
+    junk = tmp_path / "junk.yaml"
+    junk.write_bytes(b"\x00\xff\xfe" * 200)
+    with pytest.raises(InputError, match="junk.yaml: cannot read thresholds file: binary data"):
+        thresholds.load(junk)
 
 
 def test_round_robin_covers_every_pair_once_with_disjoint_rounds():
