@@ -108,6 +108,9 @@ def load_runbook(path: str | Path) -> RunbookSpec:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise RunbookError(f"cannot read runbook: {exc.strerror}", path=str(path)) from exc
+    except UnicodeDecodeError as exc:
+        raise RunbookError(f"not a UTF-8 text file ({exc.reason} at byte {exc.start})", path=str(path),
+                           hint="a runbook is a YAML file; is this the right path?") from exc
     except yaml.YAMLError as exc:
         raise RunbookError(f"not valid YAML: {exc}", path=str(path)) from exc
     if not isinstance(doc, dict):

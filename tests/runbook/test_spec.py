@@ -107,6 +107,9 @@ def test_yaml_errors_and_unknown_keys(tmp_path):
     bad.write_text("steps: [ok]\nschedule: nightly\n")
     with pytest.raises(RunbookError, match=r"unknown keys \['schedule'\]"):
         load_runbook(bad)
+    bad.write_bytes(b"steps: [ok]\n\xff\xfe\x00junk")
+    with pytest.raises(RunbookError, match="bad.yaml: not a UTF-8 text file .invalid start byte at byte 12."):
+        load_runbook(bad)
 
 
 def test_find_runbook_by_name_and_unknown_name(tmp_path, monkeypatch):
