@@ -143,12 +143,14 @@ def _nccl_test(args) -> int:
 
 
 def _nccl_parse(args) -> int:
+    from gpulib.nccl import thresholds
     from gpulib.nccl.parsed import summarize_file
 
+    table = thresholds.load(args.thresholds)  # once for all files
     worst = 0
     out = []
     for path in args.file:
-        summary = summarize_file(path, thresholds_path=args.thresholds, expect_busbw=args.expect_busbw)
+        summary = summarize_file(path, expect_busbw=args.expect_busbw, table=table)
         out.append(summary)
         status = summary.get("verdict", {}).get("status")
         worst = max(worst, 1 if status == "FAIL" else 0, 2 if summary.get("problems") and not summary.get("runs") else 0)

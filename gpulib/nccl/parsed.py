@@ -69,11 +69,13 @@ def summarize_run(run: nccl_tests.NcclTestsRun, table: thresholds.ThresholdTable
     }
 
 
-def summarize_file(path: str | Path, thresholds_path: str | None = None, expect_busbw: float | None = None) -> dict:
+def summarize_file(path: str | Path, thresholds_path: str | None = None, expect_busbw: float | None = None, *,
+                   table: thresholds.ThresholdTable | None = None) -> dict:
+    """Parse and judge one file; pass ``table`` (from :func:`thresholds.load`) when judging many."""
     text, problems = read_text(path)
     result = nccl_tests.parse(text, source=str(path)) if text else None
     problems = [str(p) for p in problems + (result.problems if result else [])]
-    table = thresholds.load(thresholds_path)
+    table = table or thresholds.load(thresholds_path)
     runs = [summarize_run(r, table, expect_busbw) for r in (result.records if result else [])]
     worst = max((r["verdict"]["status"] for r in runs), key=["PASS", "WARN", "FAIL"].index, default=None)
     out = {"file": str(path), "kind": nccl_tests.KIND, "runs": runs, "problems": problems}
