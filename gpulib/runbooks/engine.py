@@ -1,9 +1,10 @@
 """A papermill engine that saves the output notebook on a clock instead of around every cell.
 
 Why: papermill's execution manager rewrites the whole output notebook when each cell starts and
-when it ends. With plotly's ``notebook`` renderer every executed notebook carries its own
-4.8 MB copy of plotly.js, so an eight-notebook runbook re-serialises hundreds of MB of JSON in
-the runner, on the same cores the kernels need. This engine keeps the saves that matter: when
+when it ends, so the runner re-serialises every growing notebook dozens of times, on the same
+cores the kernels need (hundreds of MB per runbook with plotly's ``notebook`` renderer, 4.8 MB of
+plotly.js per notebook; ``gpulib run`` now records figures as JSON only,
+:data:`gpulib.kernel_env.FIGURES_AS_JSON`). This engine keeps the saves that matter: when
 execution starts, at the end *whatever happened* (a failed, timed-out or killed step still
 leaves everything it showed; papermill saves in a ``finally``), and during a long cell through
 papermill's own autosave; between cells it writes at most every :data:`SAVE_EVERY_S` seconds.
