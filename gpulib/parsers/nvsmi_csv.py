@@ -262,7 +262,8 @@ def parse(text: str, source: str = "<text>", *, tz: str | None = None) -> ParseR
     for values in parsed:
         if series:
             values["time_utc"] = values.pop("time", None)
-            result.records.append(GpuSample(**{k: v for k, v in values.items() if k in _SAMPLE_FIELDS}))
+            fields = values if values.keys() <= _SAMPLE_FIELDS else {k: v for k, v in values.items() if k in _SAMPLE_FIELDS}
+            result.records.append(GpuSample(**fields))
         else:
             values["captured_at"] = values.pop("time", None)
             result.records.append(GpuState(source=source, **{k: v for k, v in values.items() if k in _STATE_FIELDS}))
