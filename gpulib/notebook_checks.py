@@ -268,7 +268,7 @@ def thermal_findings(samples: pd.DataFrame, states: pd.DataFrame | None = None,
     for period in periods:
         by_gpu.setdefault(period["label"], []).append(period)
     for label, gpu_periods in by_gpu.items():
-        rows = samples[_labels(samples) == label]
+        rows = samples[gpu_labels(samples) == label]
         first = gpu_periods[0]
         inside = rows[(rows["time"] >= first["start"]) & (rows["time"] <= gpu_periods[-1]["end"])]
         reasons = sorted({r for p in gpu_periods for r in p["reasons"]})
@@ -295,7 +295,7 @@ def thermal_findings(samples: pd.DataFrame, states: pd.DataFrame | None = None,
         ))
     if samples is not None and not samples.empty and "temp_c" in samples.columns:
         hot = samples[samples["temp_c"] >= temp_limit_c]
-        for label, rows in hot.groupby(_labels(hot), sort=True):
+        for label, rows in hot.groupby(gpu_labels(hot), sort=True):
             if label in by_gpu:
                 continue
             out.append(finding(
@@ -309,7 +309,7 @@ def thermal_findings(samples: pd.DataFrame, states: pd.DataFrame | None = None,
         seen = set(by_gpu)
         for _, row in states.iterrows():
             slow = sorted(set(row["throttle_reasons"] or ()) & SLOWDOWN_REASONS)
-            label = _labels(pd.DataFrame([row])).iloc[0]
+            label = gpu_labels(pd.DataFrame([row])).iloc[0]
             if slow and label not in seen:
                 seen.add(label)
                 out.append(finding(
@@ -324,8 +324,10 @@ def thermal_findings(samples: pd.DataFrame, states: pd.DataFrame | None = None,
     return out
 
 
-def _labels(frame: pd.DataFrame) -> pd.Series:
-    host = frame["host"].fillna("").astype(str) if "host" in frame.columns else ""
+def gpu_labels(frame: pd.DataFrame) -> pd.Series:
+    """``host gpu N`` labels (host omitted when unknown). The figures of :mod:`gpulib.plots` name
+    GPUs with it too, so a throttle period of a plot matches the rows of its GPU here."""
+    host = frame["host"].fillna("").astype(str) if "host" in frame.columns else pd.Series("", index=frame.index)
     return (host + " gpu " + frame["gpu"].fillna("?").astype(str)).str.strip()
 
 
@@ -387,7 +389,7 @@ def hardware_findings(states: pd.DataFrame) -> list[dict]:
         return []
     out = []
     for _, row in states.iterrows():
-        label = _labels(pd.DataFrame([row])).iloc[0]
+        label = gpu_labels(pd.DataFrame([row])).iloc[0]
         host = row.get("host") if isinstance(row.get("host"), str) else None
         common = {"host": host, "gpu_index": row.get("gpu_index"), "time": row.get("time"),
                   "evidence": _evidence_rows(pd.DataFrame([row])),
@@ -630,7 +632,7 @@ def throttle_table(samples: pd.DataFrame, min_samples: int = 2) -> pd.DataFrame:
     for p in throttle_periods(samples):
         if p["samples"] < min_samples:
             continue
-        inside = samples[(_labels(samples) == p["label"]) & (samples["time"] >= p["start"])
+        inside = samples[(gpu_labels(samples) == p["label"]) & (samples["time"] >= p["start"])
                          & (samples["time"] <= p["end"])]
         rows.append({"gpu": p["label"], "start": p["start"], "end": p["end"],
                      "minutes": round((p["end"] - p["start"]).total_seconds() / 60, 1),

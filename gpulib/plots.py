@@ -13,6 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from gpulib.notebook_checks import gpu_labels
 from gpulib.parsers.gpu_records import SLOWDOWN_REASONS
 
 #: ``nvidia-smi topo -m`` link types from slowest to fastest path between two GPUs.
@@ -45,13 +46,6 @@ def _time_axis(fig: go.Figure, times: pd.Series) -> None:
         fig.update_xaxes(range=[(moment - ONE_INSTANT_PAD).isoformat(), (moment + ONE_INSTANT_PAD).isoformat()])
 
 
-def _actor(frame: pd.DataFrame) -> pd.Series:
-    """``host gpu N`` labels (host omitted when unknown)."""
-    host = frame["host"].fillna("").astype(str) if "host" in frame.columns else pd.Series("", index=frame.index)
-    gpu = frame["gpu"].fillna("?").astype(str)
-    return (host + " gpu " + gpu).str.strip()
-
-
 def xid_events(frame: pd.DataFrame) -> go.Figure:
     """Xid (and other GPU kernel) events per GPU over time, one trace per Xid code.
 
@@ -66,7 +60,7 @@ def xid_events(frame: pd.DataFrame) -> go.Figure:
     if timed.empty:
         return _empty(title, f"{len(frame)} Xid events, none with a timestamp (see the table)")
     fig = go.Figure()
-    labels = _actor(timed)
+    labels = gpu_labels(timed)
     for code, rows in timed.groupby("xid", sort=True):
         name = rows["name"].iloc[0] if "name" in rows.columns and pd.notna(rows["name"].iloc[0]) else ""
         fig.add_trace(go.Scatter(
@@ -99,7 +93,7 @@ def gpu_memory(frame: pd.DataFrame, imbalance_gib: float = 2.0) -> go.Figure:
     data = frame[frame["mem_used_mib"].notna()]
     if data.empty:
         return _empty(title, "GPUs seen, but none reported memory use (lost GPU or N/A)")
-    labels = _actor(data)
+    labels = gpu_labels(data)
     fig = go.Figure()
     if "mem_total_mib" in data.columns:
         fig.add_trace(go.Bar(x=labels, y=data["mem_total_mib"] / 1024, name="total GiB",
@@ -126,7 +120,7 @@ def thermal_power(frame: pd.DataFrame, temp_limit_c: float = 85.0) -> go.Figure:
     data = frame[frame["time"].notna()].sort_values("time")
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
                         subplot_titles=("temperature (C)", "SM clock (MHz)", "power (W)"))
-    labels = _actor(data)
+    labels = gpu_labels(data)
     for label, rows in data.groupby(labels, sort=True):
         for row, column in ((1, "temp_c"), (2, "sm_clock_mhz"), (3, "power_draw_w")):
             if column in rows.columns and rows[column].notna().any():
@@ -159,7 +153,7 @@ def throttle_periods(frame: pd.DataFrame) -> list[dict]:
         return []
     data = frame[frame["time"].notna()].sort_values("time")
     periods = []
-    for label, rows in data.groupby(_actor(data), sort=True):
+    for label, rows in data.groupby(gpu_labels(data), sort=True):
         current = None
         for time, reasons in zip(rows["time"], rows["throttle_reasons"], strict=True):
             slow = sorted(set(reasons or ()) & SLOWDOWN_REASONS)
@@ -307,7 +301,7 @@ def health_matrix(frame: pd.DataFrame) -> go.Figure:
     title = "Fleet health (GPU x check)"
     if not _has(frame, "host", "gpu", "check", "severity"):
         return _empty(title, "no GPUs in this evidence")
-    data = frame.assign(actor=_actor(frame), level=frame["severity"].map(SEVERITY_LEVEL).fillna(0))
+    data = frame.assign(actor=gpu_labels(frame), level=frame["severity"].map(SEVERITY_LEVEL).fillna(0))
     grid = data.pivot_table(index="actor", columns="check", values="level", aggfunc="max", fill_value=0)
     fig = go.Figure(go.Heatmap(
         z=grid.values, x=list(grid.columns), y=list(grid.index), zmin=0, zmax=3, showscale=False,
