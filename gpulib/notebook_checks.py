@@ -21,16 +21,10 @@ import pandas as pd
 
 from gpulib.identity import normalize_pci, to_utc_iso
 from gpulib.parsers.gpu_records import ERROR_COUNTERS, SLOWDOWN_REASONS
+from gpulib.vocabulary import CATEGORIES, SEVERITIES
 
 FINDING_MIME = "application/vnd.gpulib.finding+json"
-SEVERITIES = ("critical", "error", "warning", "info")
 FIELDS = ("id", "severity", "category", "title", "host", "gpu_index", "rank", "time", "evidence", "actions")
-
-CATEGORIES = (
-    "gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error", "nvlink_error", "thermal_throttling",
-    "power_fault", "cuda_oom", "host_oom", "network_fabric", "driver_mismatch", "application_error",
-    "data_pipeline_stall", "node_lost", "none",
-)
 
 
 def finding(id: str, severity: str, category: str, title: str, *, host: str | None = None,

@@ -12,13 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-SEVERITIES = ("critical", "error", "warning", "info")
-CATEGORIES = (
-    "gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error", "nvlink_error", "thermal_throttling",
-    "power_fault", "cuda_oom", "host_oom", "network_fabric", "driver_mismatch", "application_error",
-    "data_pipeline_stall", "node_lost", "none",
-)
-
 
 @dataclass
 class EvidenceLine:

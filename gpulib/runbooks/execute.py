@@ -25,10 +25,10 @@ from pathlib import Path
 
 from gpulib.identity import utc_now_iso
 from gpulib.runbooks.spec import RunbookError, RunbookSpec, StepSpec
+from gpulib.vocabulary import SEVERITIES
 
 log = logging.getLogger(__name__)
 
-SEVERITIES = ("critical", "error", "warning", "info")
 KERNEL_NAME = "python3"
 INTERRUPTED = {"type": "Interrupted", "message": "stopped by an interrupt (Ctrl-C or SIGTERM)"}
 #: Optional modules marked absent in the kernels (and in the ``gpulib run`` process). Every

@@ -20,7 +20,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpulib.runbooks.execute import SEVERITIES
+from gpulib.vocabulary import SEVERITIES
 
 log = logging.getLogger(__name__)
 

@@ -25,9 +25,10 @@ from gpulib.evidence import sha256_file
 from gpulib.evidence_cache import resolve_evidence, write_cache
 from gpulib.identity import to_utc_iso, utc_now_iso
 from gpulib.runbooks.archive import FINDINGS, FINDINGS_FORMAT, REPORT, RUN_FORMAT, ArchiveWriter
-from gpulib.runbooks.execute import KERNEL_NAME, SEVERITIES, StepResult, check_kernel, execute_runbook
+from gpulib.runbooks.execute import KERNEL_NAME, StepResult, check_kernel, execute_runbook
 from gpulib.runbooks.report import RenderedStep, build_report, render_step
 from gpulib.runbooks.spec import RunbookSpec, find_runbook, load_runbook, resolve_parameters
+from gpulib.vocabulary import SEVERITIES
 
 log = logging.getLogger(__name__)
 
