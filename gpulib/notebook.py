@@ -192,7 +192,8 @@ def fabric_test(*, nproc: int = 2, timeout_s: float = 240, backend: str | None =
     if isinstance(data, dict):
         verdict = data.get("verdict") or {}
         summary.update(verdict=verdict.get("status", "FAIL"), summary=verdict.get("reason"),
-                       avg_busbw_gbps=data.get("avg_busbw_gbps"), backend=(data.get("config") or {}).get("backend"))
+                       avg_busbw_gbps=data.get("avg_busbw_gbps"), backend=(data.get("config") or {}).get("backend"),
+                       result=data)
     else:
         summary.update(verdict="FAIL", summary=problem)
     display({"text/plain": f"fabric test: {summary['verdict']} - {summary.get('summary') or ''}\n{tail[-1500:]}"},

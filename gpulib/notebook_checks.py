@@ -795,7 +795,7 @@ def fabric_findings(result: dict | None, *, required: bool = True) -> list[dict]
                     evidence=[{"file": result.get("results_path"), "line": None, "text": result.get("summary")}]
                     if result.get("results_path") else [],
                     actions=[] if verdict == "PASS" else ["Read the test log; check ibstat and NCCL_DEBUG=INFO output."],
-                    fabric=result)]
+                    fabric={k: v for k, v in result.items() if k != "result"})]  # the verdict, not every row
 
 
 def go_no_go(items: Sequence[dict]) -> dict:

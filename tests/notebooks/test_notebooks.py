@@ -275,11 +275,16 @@ def test_08_preflight_no_go_on_the_fallen_node(kernel, tmp_path):
 
 def test_08_preflight_runs_the_gloo_fabric_test_on_a_healthy_node(kernel, tmp_path):
     pytest.importorskip("torch")
-    _, findings = kernel.run("08_preflight.ipynb", tmp_path, evidence=case("case-07-healthy-run"), nproc=2)
+    nb, findings = kernel.run("08_preflight.ipynb", tmp_path, evidence=case("case-07-healthy-run"), nproc=2)
     fabric = one(findings, id="fabric-test")
     assert fabric["fabric"]["backend"] == "gloo" or fabric["fabric"]["verdict"] != "FAIL", fabric
     assert fabric["fabric"]["verdict"] in ("PASS", "WARN"), fabric["fabric"]["log_tail"]
     assert one(findings, id="preflight-verdict")["verdict"] == "GO", findings
+    curves = [json.loads(o["data"]["application/vnd.plotly.v1+json"]) if isinstance(o["data"]["application/vnd.plotly.v1+json"], str)
+              else o["data"]["application/vnd.plotly.v1+json"]
+              for cell in nb.cells for o in cell.get("outputs", []) if "application/vnd.plotly.v1+json" in o.get("data", {})]
+    busbw = [c for c in curves if "Bus bandwidth" in str(c.get("layout", {}).get("title"))]
+    assert busbw and {t["name"] for t in busbw[0]["data"]} >= {"out-of-place"}, "busbw curve of the fabric test is shown"
 
 
 def test_08_preflight_on_a_live_capture_of_this_gpu_less_host(kernel, tmp_path):
