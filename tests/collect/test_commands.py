@@ -19,13 +19,20 @@ def _script(path, body: str):
     return path
 
 
-def _gone(pid: int) -> bool:
-    """True when the process no longer runs (absent, or a zombie waiting for its reaper)."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
+def _gone(pid: int, within_s: float = 5.0) -> bool:
+    """True when the process stops running (absent, or a zombie waiting for its reaper) within
+    ``within_s``: SIGKILL is delivered asynchronously, so a busy machine may need a moment."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                if handle.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
 
 
 def test_missing_tool_is_unavailable():
