@@ -11,28 +11,13 @@ from gpulib.collect import files
 from gpulib.collect.core import run_collectors
 from gpulib.collect.runner import run_command
 from gpulib.evidence import Bundle, BundleWriter
+from tests.processes import process_gone
 
 
 def _script(path, body: str):
     path.write_text("#!/bin/sh\n" + body)
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return path
-
-
-def _gone(pid: int, within_s: float = 5.0) -> bool:
-    """True when the process stops running (absent, or a zombie waiting for its reaper) within
-    ``within_s``: SIGKILL is delivered asynchronously, so a busy machine may need a moment."""
-    deadline = time.monotonic() + within_s
-    while True:
-        try:
-            with open(f"/proc/{pid}/stat") as handle:
-                if handle.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return True
-        except FileNotFoundError:
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
 
 
 def test_missing_tool_is_unavailable():
@@ -63,7 +48,7 @@ def test_hang_kills_the_whole_process_group(tmp_path):
     assert result.status == "timeout" and "no answer within 1 s" in result.reason
     assert result.stdout == b"started\n", "output written before the hang is kept"
     assert time.monotonic() - started < 30
-    assert _gone(int(pidfile.read_text())), "the grandchild (sleep) must be killed with its group"
+    assert process_gone(int(pidfile.read_text())), "the grandchild (sleep) must be killed with its group"
 
 
 def test_merged_streams_keep_fuser_style_stderr(tmp_path):
