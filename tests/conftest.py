@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -70,3 +71,16 @@ def run_without_root_read():
         return subprocess.run([*prefix, sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
 
     return run
+
+
+@contextlib.contextmanager
+def locked_folder(path: Path, files: dict[str, str]):
+    """A folder holding ``files`` whose listing is refused (mode 000) while the block runs."""
+    path.mkdir()
+    for name, text in files.items():
+        (path / name).write_text(text)
+    path.chmod(0)
+    try:
+        yield path
+    finally:
+        path.chmod(0o755)

@@ -68,39 +68,21 @@ class Diagnosis:
                 for action in rc.actions:
                     out.append(f"  - {action}")
         others = [f for f in self.findings if f is not rc and f.role == "cause" and not f.caused_by]
-        if others:
-            out.append("")
-            out.append("OTHER PROBLEMS FOUND (not linked to this interruption)")
-            for f in others[:8]:
-                out.append(f"  [{f.severity}] {f.title}")
+        _section(out, "OTHER PROBLEMS FOUND (not linked to this interruption)",
+                 [f"  [{f.severity}] {f.title}" for f in others[:8]])
         seen = [f for f in self.findings if f.role == "context" and not f.caused_by
                 and f.severity in ("critical", "error", "warning")]
-        if seen:
-            out.append("")
-            out.append("ALSO SEEN (worth fixing before the relaunch)")
-            for f in seen[:8]:
-                out.append(f"  [{f.severity}] {_clip(f.title, 120)}")
+        _section(out, "ALSO SEEN (worth fixing before the relaunch)",
+                 [f"  [{f.severity}] {_clip(f.title, 120)}" for f in seen[:8]])
         cascade = [f for f in self.findings if rc is not None and f.caused_by and f.role in ("symptom", "context")]
-        if cascade:
-            out.append("")
-            out.append("DISCOUNTED AS CASCADE (consequences of the root cause)")
-            for f in cascade[:10]:
-                first = f.evidence[0] if f.evidence else None
-                loc = f"  ({first.file}:{first.line})" if first and first.line else ""
-                out.append(f"  - {_clip(f.title, 120)}{loc}")
+        _section(out, "DISCOUNTED AS CASCADE (consequences of the root cause)",
+                 [f"  - {_clip(f.title, 120)}{_first_location(f)}" for f in cascade[:10]])
         from gpulib.fleet.report import nodes_text  # here: gpulib.fleet.report imports gpulib.diagnose
 
         out += nodes_text(self.nodes, self.findings)
-        if self.timeline:
-            out.append("")
-            out.append("TIMELINE (UTC)")
-            for t in self.timeline[:25]:
-                out.append(f"  {t.time or '?':20}  {(t.host or '-'):16}  {_clip(t.event, 90)}")
-        if self.next_steps:
-            out.append("")
-            out.append("NEXT STEPS")
-            for step in self.next_steps:
-                out.append(f"  - {step}")
+        _section(out, "TIMELINE (UTC)",
+                 [f"  {t.time or '?':20}  {(t.host or '-'):16}  {_clip(t.event, 90)}" for t in self.timeline[:25]])
+        _section(out, "NEXT STEPS", [f"  - {step}" for step in self.next_steps])
         ck = self.checkpoints
         if ck.get("resume_from") or ck.get("rejected"):
             out.append("")
@@ -118,6 +100,17 @@ class Diagnosis:
         for i in bad[:15]:
             out.append(f"  {i['path']}: {'; '.join(i['problems'])[:140]}")
         return "\n".join(out) + "\n"
+
+
+def _section(out: list[str], heading: str, lines: list[str]) -> None:
+    """Append a blank line, the heading and its lines, unless there is nothing to say."""
+    if lines:
+        out += ["", heading, *lines]
+
+
+def _first_location(f) -> str:
+    first = f.evidence[0] if f.evidence else None
+    return f"  ({first.file}:{first.line})" if first and first.line else ""
 
 
 def _clip(text: str, width: int) -> str:

@@ -18,6 +18,7 @@ from gpulib.cli import main
 from gpulib.diagnose import diagnose
 from gpulib.parsers import dcgmi_diag, detect, flight_recorder, slurm, torchrun_error
 from gpulib.parsers import training_log as tl
+from tests.conftest import locked_folder
 
 
 def problems_of(d) -> dict[str, str]:
@@ -137,18 +138,12 @@ def test_diagnosis_survives_shuffled_real_fragments(tmp_path_factory, lines, noi
 
 
 def test_unlistable_folder_is_named_not_called_empty(tmp_path, run_without_root_read):
-    locked = tmp_path / "node-b"
-    locked.mkdir()
-    (locked / "dmesg.txt").write_text("x\n")
-    locked.chmod(0)
     code = (
         "import json; from gpulib.diagnose import diagnose;"
         f"print(json.dumps(diagnose([{str(tmp_path)!r}]).to_dict()['inputs']))"
     )
-    try:
+    with locked_folder(tmp_path / "node-b", {"dmesg.txt": "x\n"}):
         done = run_without_root_read(code)
-    finally:
-        locked.chmod(0o755)
     assert done.returncode == 0, done.stderr
     text = done.stdout
     assert "cannot list folder: permission denied" in text and "node-b" in text

@@ -7,6 +7,7 @@ import pytest
 from gpulib import notebook_checks as checks
 from gpulib import notebook_data as data
 from gpulib.errors import InputError
+from tests.conftest import locked_folder
 
 TOPO = """\tGPU0\tGPU1\tGPU2\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID
 GPU0\t X \tNV18\tSYS\tPXB\t0-55\t0\t\tN/A
@@ -42,17 +43,12 @@ def test_evidence_resolves_relative_to_the_repo_from_any_working_directory(tmp_p
 
 def test_unreadable_folder_is_a_clear_error(tmp_path, run_without_root_read):
     locked = tmp_path / "locked"
-    locked.mkdir()
-    (locked / "dmesg.txt").write_text("x")
-    locked.chmod(0)
     code = (
         "from gpulib import notebook_data as data; from gpulib.errors import InputError\n"
         f"try:\n    data.open_evidence({str(locked)!r})\nexcept InputError as exc:\n    print(exc)\n"
     )
-    try:
+    with locked_folder(locked, {"dmesg.txt": "x"}):
         done = run_without_root_read(code)
-    finally:
-        locked.chmod(0o755)
     assert done.returncode == 0, done.stderr
     assert "cannot list" in done.stdout and str(locked) in done.stdout
 
