@@ -121,7 +121,8 @@ def list_runs(root: Path, runbook: str | None = None) -> list[ArchivedRun]:
                     runs.append(ArchivedRun.open(path))
                 except RunbookError:
                     continue
-    return sorted(runs, key=lambda r: (r.manifest.get("started_at") or "", r.path.name))
+    return sorted(runs, key=lambda r: (r.manifest.get("started_at") or "", r.manifest.get("started_unix_s") or 0.0,
+                                       r.path.name))
 
 
 def resolve_run(ref: str, root: Path) -> ArchivedRun:

@@ -141,6 +141,7 @@ def run_runbook(name: str, *, cli: dict[str, str] | None = None, values: dict | 
         "run_id": writer.run_id,
         "host": writer.host,
         "started_at": to_utc_iso(writer.started),
+        "started_unix_s": writer.started.timestamp(),  # orders runs started within the same second
         "finished_at": utc_now_iso(),
         "duration_s": round(time.monotonic() - started, 3),
         "command_line": list(sys.argv),
