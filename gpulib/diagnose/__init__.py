@@ -12,7 +12,7 @@ import logging
 import os
 from pathlib import Path
 
-from gpulib.diagnose import rules_gpu, rules_job, rules_kernel, rules_other, verdict
+from gpulib.diagnose import rules_gpu, rules_job, rules_kernel, rules_other, rules_signatures, verdict
 from gpulib.diagnose.context import Context
 from gpulib.diagnose.inputs import Inputs, gather
 from gpulib.diagnose.joins import IdentityMap
@@ -34,7 +34,7 @@ def diagnose(paths: list[str | Path], tz: str | None = None, *, inputs: Inputs |
     """
     inputs = gather([Path(p) for p in paths], tz) if inputs is None else inputs
     ctx = Context(inputs, IdentityMap(inputs), tz)
-    for rules in (rules_kernel, rules_gpu, rules_job, rules_other):
+    for rules in (rules_kernel, rules_gpu, rules_job, rules_other, rules_signatures):
         try:
             rules.run(ctx)
         except Exception as exc:  # noqa: BLE001 - a rule bug must cost one rule, not the diagnosis
@@ -56,7 +56,12 @@ def diagnose(paths: list[str | Path], tz: str | None = None, *, inputs: Inputs |
 
 def _decide(ctx: Context, failed: bool, completed: bool) -> Diagnosis:
     findings = ctx.findings
-    if completed and not failed:
+    completed = completed or _signalled(ctx, "completed")
+    alarms = verdict.alarms(ctx)
+    # a run that reports its normal end survived what it printed, unless a line no job rule read says a
+    # process died (a caught exception does not fail a finished run; an OOM in another file does)
+    fatal_elsewhere = any(f.role == "cause" and f.id.startswith("sig-") and verdict.tier(f) <= 2 for f in alarms)
+    if completed and not failed and not fatal_elsewhere:
         warnings = [f for f in findings if f.severity in ("critical", "error", "warning")]
         summary = "The job completed normally; nothing interrupted it." + (
             f" {len(warnings)} warning(s) below are worth a look before the next run." if warnings else "")
@@ -65,19 +70,29 @@ def _decide(ctx: Context, failed: bool, completed: bool) -> Diagnosis:
     root = verdict.choose(ctx, rules_job.last_failure_time(ctx) if failed else None, rules_job.job_start_time(ctx),
                           prefer_hard=not job_logs)
     if root is None:
-        if not failed:
+        readable = [f for f in ctx.inputs.files if f.kind not in ("unreadable", "empty", "unknown")]
+        if not readable:
+            unread = [p.source for p in ctx.inputs.problems] + [f.display for f in ctx.inputs.files]
+            return Diagnosis("unknown", "none", "Nothing in the evidence could be read" + (
+                f" ({', '.join(unread[:6])})" if unread else "") + ": no verdict is possible.", None,
+                _ordered(findings), next_steps=_collect_more(ctx))
+        if not failed and not alarms:
             return Diagnosis("none", "none", "No failure found in the evidence: no job error and no hardware "
-                             "fault." if ctx.inputs.files else "No evidence was readable.", None, _ordered(findings),
-                             next_steps=_collect_more(ctx))
+                             "fault.", None, _ordered(findings), next_steps=_collect_more(ctx))
         strong, _weak = verdict.suspects(ctx)
-        guess = _guess_category(findings)
+        guess = verdict.best_guess(alarms) or _guess_category(findings)
         who = _describe_suspects(strong)
-        summary = ("The job failed but the evidence does not show why" + (f"; the symptoms point at {who}" if who
-                                                                          else "") + ".")
+        summary = ("The job failed but the evidence does not show why" if failed else
+                   "Error lines were found but none explains an interruption") + (
+            f"; the symptoms point at {who}" if who else "") + "."
         return Diagnosis("unknown", guess, summary, None, _ordered(findings), next_steps=_collect_more(ctx, strong))
     verdict.adopt_rank(ctx, root)
     verdict.chain(ctx, root)
     return Diagnosis(root.interruption or "unknown", root.category, _summary(root, findings), root, _ordered(findings))
+
+
+def _signalled(ctx: Context, signature: str) -> bool:
+    return any(s.signature == signature for f in ctx.inputs.files for s in f.signals)
 
 
 def _ordered(findings: list[Finding]) -> list[Finding]:

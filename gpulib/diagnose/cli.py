@@ -6,20 +6,27 @@ Exit codes a scheduler can act on: 0 no interruption, 1 soft (relaunch is safe a
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 from gpulib.diagnose import diagnose
 
 EXIT_CODES = {"none": 0, "soft": 1, "hard": 3, "unknown": 4}
+EXIT_TABLE = ("exit codes: 0 no interruption (positive evidence of a normal end, no error line); 1 soft (the "
+              "process failed, hardware fine: fix and relaunch); 2 usage or input error (a path that does not "
+              "exist); 3 hard (a GPU or node failed: drain it first); 4 unknown (errors without an explained "
+              "cause, or nothing readable: collect more)")
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "diagnose", help="root cause of an interrupted job from bundles, logs and tool outputs",
         description="Read evidence bundles and raw folders/files (any names), find the first failure, the "
-                    "culprit host/GPU/rank, hard or soft, what to do, and the checkpoint to resume from.")
+                    "culprit host/GPU/rank, hard or soft, what to do, and the checkpoint to resume from.",
+        epilog=EXIT_TABLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("paths", nargs="+", metavar="PATH", help="evidence bundles, folders or files")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--tz", default=None,
@@ -29,6 +36,11 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    missing = [p for p in args.paths if not Path(p).exists()]
+    if missing:  # a typo must not read as "nothing wrong": a script would relaunch on exit 0
+        for p in missing:
+            sys.stderr.write(f"gpulib diagnose: {p}: no such file or folder\n")
+        return 2
     result = diagnose(args.paths, tz=args.tz)
     text = json.dumps(result.to_dict(), indent=2) + "\n" if args.format == "json" else result.to_text()
     try:

@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from gpulib.evidence import Bundle, is_bundle
-from gpulib.parsers import detect, gpu_series
+from gpulib.parsers import detect, gpu_series, signatures
 from gpulib.parsers.base import Problem, looks_binary, read_text
 from gpulib.parsers.gpu_records import GpuSample
 
@@ -44,8 +44,10 @@ BUNDLE_KINDS = {"nvml/snapshot.json": "nvml_snapshot", "nvml/samples.csv": "nvml
 SERIES_KINDS = ("nvidia_smi_csv", "nvidia_smi_dmon", "nvml_samples")
 #: Copies of the operator's files (``gpulib collect --logs``): raw evidence, read like a raw folder.
 BUNDLE_COPIES = "logs/"
-#: Notes for people (an incident's README): expected beside evidence, not an unknown input.
+#: Notes for people (an incident's README): expected beside evidence, not an unknown input. Other
+#: markdown (an issue comment, a pasted table) is still scanned for signatures.
 DOC_NAME = re.compile(r"(?i)^readme(?:\.\w+)?$|\.(?:md|markdown|rst|adoc)$")
+README_NAME = re.compile(r"(?i)^readme(?:\.\w+)?$")
 
 
 @dataclass
@@ -64,6 +66,7 @@ class InputFile:
     timezone: str | None = None
     boot_time: str | None = None
     records: list = field(default_factory=list)
+    signals: list[signatures.Signal] = field(default_factory=list)  # catalogue matches, whatever the kind
     problems: list[Problem] = field(default_factory=list)
     content_hosts: set[str] = field(default_factory=set)
 
@@ -372,13 +375,17 @@ def _examine(f: InputFile, tz: str | None, inputs: Inputs) -> None:
     binary = looks_binary(head_bytes)
     head = "" if binary else head_bytes.decode("utf-8", "replace")
     kind = BUNDLE_KINDS.get(f.bundle_path or "") or detect.detect_kind(f.display, head, head_bytes)
-    if kind is None and DOC_NAME.search(f.path.name) and not binary:
+    if kind is None and README_NAME.search(f.path.name) and not binary:
         f.kind = "documentation"
+        return
+    if kind is None and not binary:
+        f.kind = "documentation" if DOC_NAME.search(f.path.name) else "text"  # no structure known: lines only
+        _scan(f, tz)
+        _content_hosts(f, head)
         return
     if kind is None:
         f.kind = "unknown"
-        what = "binary data, not a log or tool output" if binary else \
-            "format not recognised (not a kernel log, nvidia-smi output, job log, ...)"
+        what = "binary data, not a log or tool output"
         if f.collector:
             what += f"; written by collector {f.collector['name']} ({f.collector['status']})"
         f.problems.append(Problem(str(f.path), what))
@@ -396,7 +403,27 @@ def _parse_safely(f: InputFile, tz: str | None, head: str, year: int | None = No
     except Exception as exc:  # noqa: BLE001 - one bad file must never stop the diagnosis
         log.warning("%s: parser %s failed: %s", f.path, f.kind, exc)
         f.problems.append(Problem(str(f.path), f"{f.kind} parser failed: {type(exc).__name__}: {exc}"))
+    if f.kind not in STRUCTURED_ONLY:
+        _scan(f, tz, year)
     _content_hosts(f, head)
+
+
+#: Kinds whose every value is a field of a table the kind parser reads completely (GPU samples,
+#: snapshots): a line scan would only find the same facts without their structure.
+STRUCTURED_ONLY = frozenset({"nvml_snapshot", "nvml_samples", "nvidia_smi_xml", "nvidia_smi_csv", "nvidia_smi_dmon",
+                             "flight_recorder", "nccl_tests", "dcgm_exporter"})
+
+
+def _scan(f: InputFile, tz: str | None, year: int | None = None) -> None:
+    """Every line through the signature catalogue, whatever the file's kind (never raises)."""
+    try:
+        result = signatures.scan_file(f.path, f.display, tz=f.timezone or tz, year=year)
+    except Exception as exc:  # noqa: BLE001 - a scanner bug must cost this file's signals, not the diagnosis
+        log.warning("%s: signature scan failed: %s", f.path, exc)
+        f.problems.append(Problem(str(f.path), f"signature scan failed: {type(exc).__name__}: {exc}"))
+        return
+    f.signals = result.records
+    f.problems.extend(result.problems)
 
 
 def _incident_year(inputs: Inputs) -> int | None:

@@ -60,6 +60,7 @@ class Finding:
     pointers: Pointers = field(default_factory=Pointers)
     hardware: bool = False
     benign: bool = False
+    tier: int | None = None  # catalogue tier (1 needs service ... 5 bare exception); None: derived
 
     def to_dict(self) -> dict:
         return {

@@ -125,6 +125,8 @@ def choose(ctx: Context, interrupted_at: str | None, job_start: str | None = Non
         linked = causes
     if not linked:
         return None
+    best = min(tier(f) for f in linked)  # what needs service first, then what kills a process, ...
+    linked = [f for f in linked if tier(f) == best]
     if prefer_hard and any(f.interruption == "hard" for f in linked):
         linked = [f for f in linked if f.interruption == "hard"]
     timed = sorted((f for f in linked if f.time), key=lambda f: (f.time, not f.hardware))
@@ -138,6 +140,31 @@ def choose(ctx: Context, interrupted_at: str | None, job_start: str | None = Non
         if better:
             root = min(better, key=lambda f: f.time)
     return root
+
+
+def tier(f: Finding) -> int:
+    """The catalogue tier of a cause (see :mod:`gpulib.catalog.signatures`); findings of the
+    kind-specific rules get theirs from what they are."""
+    if f.tier is not None:
+        return f.tier
+    if f.hardware and f.interruption == "hard":
+        return 1
+    if f.category in SLOWDOWNS or f.category == "data_pipeline_stall" and f.id.startswith("data-stall"):
+        return 3
+    return 5 if f.id.startswith("exception") else 2
+
+
+def alarms(ctx: Context) -> list[Finding]:
+    """Findings that say something failed (causes and the cascade), benign ones aside."""
+    return [f for f in ctx.findings if f.role in ("cause", "symptom") and not f.benign
+            and f.severity in ("critical", "error") and f.category != "none"]
+
+
+def best_guess(found: list[Finding]) -> str | None:
+    """With no root cause, the category the failure lines point at most strongly."""
+    if not found:
+        return None
+    return min(found, key=lambda f: (f.role != "cause", tier(f), f.time or "~")).category
 
 
 def _same_place(a: Finding, b: Finding) -> bool:

@@ -36,7 +36,7 @@ FIELDS = ("driver", "cuda", "nccl", "torch", "kernel", "os", "gpu_model", "gpu_c
 #: Unrecognised files up to this size are sniffed for version facts (uname, os-release, ...).
 SNIFF_BYTES = 256 * 1024
 #: Files sniffed for version facts: unrecognised ones, a bundle's ``versions/*``, its NVML snapshot.
-SNIFF_KINDS = ("unknown", "versions", "nvml_snapshot")
+SNIFF_KINDS = ("unknown", "text", "versions", "nvml_snapshot")
 _SNAPSHOT_KINDS = ("nvidia_smi_xml", "nvidia_smi_q", "nvidia_smi_table")
 _UNAME = re.compile(r"^Linux (?P<host>\S+) (?P<kernel>\d+\.\d+\S*) #", re.M)
 _PRETTY = re.compile(r'^PRETTY_NAME="?(?P<os>[^"\n]+)"?', re.M)

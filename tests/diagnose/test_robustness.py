@@ -25,11 +25,17 @@ def problems_of(d) -> dict[str, str]:
     return {i["path"]: " ".join(i.get("problems", [])) for i in d.to_dict()["inputs"]}
 
 
-def test_empty_folder_says_so(tmp_path, capsys):
+def test_empty_folder_is_unknown_not_none(tmp_path, capsys):
     code = main(["diagnose", str(tmp_path), "--format", "json"])
     out = capsys.readouterr().out
-    assert '"interruption": "none"' in out and "empty folder" in out
-    assert code == 0
+    assert '"interruption": "unknown"' in out and "empty folder" in out
+    assert code == 4
+
+
+def test_missing_path_is_an_input_error(tmp_path, capsys):
+    code = main(["diagnose", str(tmp_path / "typo")])
+    err = capsys.readouterr().err
+    assert code == 2 and str(tmp_path / "typo") in err and "no such file" in err
 
 
 def test_missing_path_is_reported(tmp_path):
@@ -48,8 +54,10 @@ def test_junk_binary_truncated_unknown_and_empty_files(tmp_path):
     notes = problems_of(d)
     assert "binary data" in notes["core.dump"]
     assert notes["empty.log"] == "empty file"
-    assert "format not recognised" in notes["notes.txt"]
-    assert "format not recognised" in notes["latin1.log"]  # undecodable bytes are text, not "binary data"
+    kinds = {i["path"]: i["kind"] for i in d.to_dict()["inputs"]}
+    # a text file of no known format is still read line by line for signatures, and says so by its kind
+    assert kinds["notes.txt"] == "text" and not notes["notes.txt"]
+    assert kinds["latin1.log"] == "text"  # undecodable bytes are text, not "binary data"
     assert "XML is broken or cut short" in notes["nvsmi.xml"] and "no <gpu> elements" in notes["nvsmi.xml"]
     assert d.interruption == "none"
 

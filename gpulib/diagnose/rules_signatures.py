@@ -1,0 +1,160 @@
+"""Findings from the signature catalogue: what the kind-specific rules did not already say.
+
+Every line of every text file was matched against :mod:`gpulib.catalog.signatures` while the
+evidence was gathered. The kind-specific rules (kernel, GPU state, job) ran first and know more
+structure (Xid folding, watchdog pointers, OOM numbers); this module
+
+1. lends their findings the identity the line itself carried (host from a pdsh or NCCL prefix,
+   rank from ``[1,12]<stdout>:``, GPU from ``GPU 2;``) where they had none, and
+2. turns the matches no rule explained into findings: one per fact, however many ranks printed
+   it (``Cuda failure 'out of memory'`` on 7 ranks is one finding with 7 ranks), placed on the
+   earliest rank that printed it.
+
+So a file read as "unknown kind" still counts, and a failure line never ends in a silent "none".
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from gpulib.catalog import xid_info
+from gpulib.catalog.signatures import Signature, load_signatures, render
+from gpulib.diagnose.context import Context, evidence, place
+from gpulib.diagnose.model import Finding, Pointers
+from gpulib.parsers.signatures import Signal
+
+#: Categories whose hard findings are the machine's fault (drain, reset, RMA), not the job's.
+HARDWARE = {"gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error", "nvlink_error", "power_fault",
+            "node_lost", "network_fabric", "thermal_throttling"}
+#: Exceptions that report another failure (the cascade), never a cause of their own.
+CASCADE_EXCEPTIONS = ("DistBackendError", "ChildFailedError", "DistStoreError", "DistNetworkError",
+                      "RendezvousClosedError", "KeyboardInterrupt", "SignalException", "ProcessExitedException",
+                      "CalledProcessError")
+
+
+def _catalogue() -> dict[str, Signature]:
+    return {s.id: s for s in load_signatures()}
+
+
+def _meaning(sig: Signature, s: Signal) -> tuple[str | None, str | None, str, str, str]:
+    """(category, interruption, severity, role, title) of one match; an Xid's come from the Xid table
+    (a 45 "caused by previous Xid 149" is the 149)."""
+    if sig.id == "xid":
+        code = int(s.fields.get("prev") or s.fields["xid"])
+        info = xid_info(code)
+        if info is None:
+            return "gpu_firmware_error", None, "warning", "context", f"Xid {code} (not in the catalog)"
+        cause = info.interruption in ("hard", "soft")
+        severity = "critical" if info.interruption == "hard" else "error" if cause else "warning"
+        title = f"Xid {s.fields['xid']} ({info.name})" + (
+            f" caused by Xid {code} ({info.name})" if s.fields.get("prev") else "")
+        if s.fields.get("prev"):
+            title = f"Xid {s.fields['xid']} caused by Xid {code} ({info.name})"
+        return info.category, info.interruption if cause else None, severity, "cause" if cause else "context", title
+    if sig.id == "python-exception" and s.fields.get("what", "").rsplit(".", 1)[-1] in CASCADE_EXCEPTIONS:
+        return "application_error", None, "warning", "symptom", render(sig.title, s.fields)
+    return sig.category, sig.interruption, sig.severity, sig.role, render(sig.title, s.fields)
+
+
+def _group_key(sig: Signature, s: Signal, category: str | None) -> tuple:
+    if sig.id == "xid":
+        return (sig.id, s.host, s.gpu_pci, s.fields.get("prev") or s.fields.get("xid"))
+    if category in HARDWARE and sig.id not in ("ib-completion-error", "remote-peer"):
+        return (sig.id, s.host, s.gpu_pci or s.gpu_index)
+    if sig.id == "python-exception":
+        return (sig.id, s.fields.get("what"))
+    return (sig.id,)
+
+
+def _pid_ranks(signals: list[tuple]) -> dict[tuple, int]:
+    """(host, pid) -> rank from any line that said both (NCCL's ``from rank 93``, an init line)."""
+    out = {}
+    for _f, s in signals:
+        if s.pid is not None and s.rank is not None:
+            out.setdefault((s.host, s.pid), s.rank)
+    return out
+
+
+def _cited(ctx: Context) -> dict[tuple[str, int], Finding]:
+    return {(e.file, e.line): f for f in ctx.findings for e in f.evidence if e.line is not None}
+
+
+def _lend_identity(finding: Finding, s: Signal) -> None:
+    """A finding of a kind-specific rule takes the identity its line carried, where it had none."""
+    finding.host = finding.host or s.host
+    if finding.rank is None and s.rank is not None:
+        finding.rank = s.rank
+    finding.gpu_pci = finding.gpu_pci or s.gpu_pci
+    if finding.gpu_index is None and s.gpu_index is not None and finding.category in (
+            "cuda_oom", "gpu_fell_off_bus", "gpu_memory_error", "thermal_throttling"):
+        finding.gpu_index = s.gpu_index
+
+
+def _explained(ctx: Context, category: str | None, role: str, members: list) -> bool:
+    """Another rule already reported this fact (same category and role at a compatible place)."""
+    _f, first = members[0]
+    for f in ctx.findings:
+        if f.category != category or f.role != role:
+            continue
+        if first.host and f.host and first.host != f.host:
+            continue
+        if first.gpu_pci and f.gpu_pci and first.gpu_pci != f.gpu_pci:
+            continue
+        return True
+    return False
+
+
+def run(ctx: Context) -> None:
+    catalogue = _catalogue()
+    signals = [(f, s) for f in ctx.inputs.files for s in f.signals]
+    if not signals:
+        return
+    pid_rank = _pid_ranks(signals)
+    cited = _cited(ctx)
+    groups: dict[tuple, list] = defaultdict(list)
+    meanings: dict[tuple, tuple] = {}
+    for f, s in signals:
+        if s.rank is None and s.pid is not None:
+            s.rank = pid_rank.get((s.host, s.pid))
+        s.host = s.host or f.host
+        sig = catalogue.get(s.signature)
+        if sig is None or sig.role in ("benign", "completion"):
+            continue
+        hit = cited.get((f.display, s.line))
+        if hit is not None:
+            _lend_identity(hit, s)
+        meaning = _meaning(sig, s)
+        key = _group_key(sig, s, meaning[0])
+        groups[key].append((f, s, hit is not None))
+        meanings.setdefault(key, (sig, *meaning))
+    for key, members in groups.items():
+        if any(was_cited for *_x, was_cited in members):
+            continue
+        sig, category, interruption, severity, role, title = meanings[key]
+        members = sorted(((f, s) for f, s, _c in members), key=lambda fs: (fs[1].time_utc or "~", fs[1].line))
+        if role in ("cause", "symptom") and _explained(ctx, category, role, members):
+            continue
+        _add(ctx, sig, category, interruption, severity, role, title, members)
+
+
+def _add(ctx: Context, sig: Signature, category, interruption, severity, role, title, members) -> Finding:
+    f0, s0 = members[0]
+    ranks = sorted({s.rank for _f, s in members if s.rank is not None})
+    hosts = sorted({s.host for _f, s in members if s.host})
+    if len(ranks) > 1:
+        title += f" on {len(ranks)} ranks ({', '.join(map(str, ranks[:8]))}{', ...' if len(ranks) > 8 else ''})"
+    elif len(hosts) > 1:
+        title += f" on {len(hosts)} hosts ({', '.join(hosts[:6])})"
+    pointers = Pointers()
+    if role == "symptom":
+        pointers.peer_addrs |= {s.fields["peer"].split("<")[0] for _f, s in members if s.fields.get("peer")}
+    finding = ctx.add(f"sig-{sig.id}", severity=severity, category=category or "none", title=title, role=role,
+                      interruption=interruption if role == "cause" else None, host=s0.host,
+                      gpu_index=s0.gpu_index if (category in HARDWARE or category == "cuda_oom") else None,
+                      gpu_pci=s0.gpu_pci, rank=s0.rank, time=s0.time_utc,
+                      evidence=[evidence(f, s.line, s.text) for f, s in members[:3]],
+                      actions=[sig.action] if sig.action else [], pointers=pointers)
+    finding.hardware = interruption == "hard" and category in HARDWARE
+    finding.tier = sig.tier if sig.id != "xid" else (1 if interruption == "hard" else 2)
+    place(ctx, finding, rank=s0.rank, host=s0.host, pci=s0.gpu_pci)
+    return finding

@@ -1,0 +1,136 @@
+"""Who printed a line, and when: identity and time from any launcher, logger or shell prefix.
+
+A line of evidence reaches the on-call engineer wrapped in whatever captured it. The same NCCL
+warning can arrive as::
+
+    > [1,12]<stdout>:node7:1793:1842 [0] transport/net_ib.cc:80 NCCL WARN ...    (markdown quote, mpirun)
+    2026-03-10T04:11:02.118Z: [1,12]<stdout>:...                                  (mpirun --timestamp-output)
+    node7: [rank12]:[E0310 04:11:02.118 ProcessGroupNCCL.cpp:616] ...              (pdsh, torchrun, c10 glog)
+    [default4]:...  /  12: ...  /  Mar 10 04:11:02 node7 kernel: ...               (torchrun --tee, srun --label, syslog)
+
+:class:`LineReader` peels these layers off one line at a time and keeps what each said: the host
+(pdsh/clush/DeepSpeed prefix, NCCL ``host:pid:tid``, syslog/journal host field, the shell prompt
+of a pasted session), the rank (mpirun ``[1,N]``, srun ``N:``, torchrun ``[rankN]:``, in-text
+``[Rank N]``), the local rank (torchrun ``[defaultN]:``, ``--local_rank=N``), the CUDA device and
+the time (ISO with or without zone, c10/glog with the year taken from the file, ``dmesg -T``,
+syslog). A line without a stamp gets no time: it keeps its place in its file, and never borrows
+a stamp that could put an effect before its cause.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, tzinfo
+
+from gpulib.identity import normalize_pci, to_utc_iso
+from gpulib.parsers.kernel_prefix import split_prefix
+from gpulib.parsers.logtime import stamp_in
+from gpulib.parsers.training_log import strip_prefixes
+
+_QUOTE = re.compile(r"^(?:\s{0,3}>\s?)+")
+#: ``root@node1:~# cmd``, ``user@node1:/data$ cmd``, ``[root@node1 ~]# cmd``, ``(env) user@host:~$ cmd``
+_PROMPT = re.compile(r"^(?:\([\w.-]+\) )?(?:\[(?P<u1>[\w.-]+)@(?P<h1>[\w.-]+) [^\]]*\]|(?P<u2>[\w.-]+)@(?P<h2>[\w.-]+)"
+                     r":[^\s$#]*)\s?[#$] ")
+#: ``2019-06-02T16:13:44.884Z: ``, ``[2023-11-13 16:59:54,760] ``, ``2026-09-18 19:29:24 `` before a launcher prefix.
+_OUTER_STAMP = re.compile(r"^\[?(?P<stamp>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?:? ")
+_DEFAULT = re.compile(r"^\[default(?P<lrank>\d+)\]:\s?")
+_NCCL_ID = re.compile(r"^(?P<host>[A-Za-z][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] ")
+_RANK_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<r1>\d+)\]|\brank[ =:](?P<r2>\d+)\b|\bfrom rank (?P<r3>\d+)\b")
+_LOCAL_RANK = re.compile(r"--local[_-]rank[= ](?P<lr>\d+)|\blocal_rank[:=] ?(?P<lr2>\d+)")
+_GPU_TEXT = re.compile(r"\bGPU ?(?P<gpu>\d{1,2})\b(?! ?has a total)|\bcuda:(?P<cuda>\d{1,2})\b")
+_PCI_TEXT = re.compile(r"\b(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d)\b")
+
+
+@dataclass
+class LineFacts:
+    """What one line said about itself once its wrapping is peeled off."""
+
+    message: str
+    host: str | None = None
+    rank: int | None = None
+    local_rank: int | None = None
+    pid: int | None = None
+    device: int | None = None  # CUDA device of the process (NCCL ``[dev]``), or a GPU index in the text
+    pci: str | None = None
+    time_utc: str | None = None
+    command: bool = False  # a shell prompt line: what the user typed, never evidence of a fault
+
+
+class LineReader:
+    """Reads the lines of one file in order; remembers the host of a pasted shell session."""
+
+    def __init__(self, *, tz: tzinfo, year: int | None = None) -> None:
+        self.tz = tz
+        self.year = year
+        self.session_host: str | None = None
+
+    def read(self, raw: str) -> LineFacts:
+        line = raw.rstrip("\r\n")
+        if "\r" in line:  # a progress bar redrawn on one line: the last segment was printed last
+            segments = [s for s in line.split("\r") if s.strip()]
+            line = segments[-1] if segments else ""
+        line = _QUOTE.sub("", line, count=1)
+        m = _PROMPT.match(line)
+        if m:
+            self.session_host = m["h1"] or m["h2"]
+            return LineFacts(line[m.end():], host=self.session_host, command=True)
+        facts = LineFacts("")
+        stamp = None
+        m = _OUTER_STAMP.match(line)
+        if m:
+            stamp, line = m["stamp"], line[m.end():]
+        body, hints = strip_prefixes(line)
+        facts.rank = hints.get("rank", hints.get("task"))
+        facts.host = hints.get("prefix_host")
+        m = _DEFAULT.match(body)
+        if m:
+            facts.local_rank, body = int(m["lrank"]), body[m.end():]
+            body, more = strip_prefixes(body)
+            facts.rank = more.get("rank", facts.rank)
+        m = _OUTER_STAMP.match(body)
+        if m:
+            stamp, body = stamp or m["stamp"], body[m.end():]
+        prefix = split_prefix(body)
+        if prefix.clock != "none" or prefix.host:
+            body = prefix.message
+            facts.host = prefix.host or facts.host
+            facts.time_utc = self._kernel_time(prefix)
+        m = _NCCL_ID.match(body)
+        if m:
+            facts.host, facts.pid, facts.device = m["host"], int(m["pid"]), int(m["dev"])
+        facts.message = body
+        facts.time_utc = facts.time_utc or stamp_in(stamp or body, year=self.year, tz=self.tz)
+        if facts.rank is None:
+            m = _RANK_TEXT.search(body)
+            if m:
+                facts.rank = int(m["r1"] or m["r2"] or m["r3"])
+        if facts.local_rank is None:
+            m = _LOCAL_RANK.search(body)
+            if m:
+                facts.local_rank = int(m["lr"] or m["lr2"])
+        if facts.device is None:
+            m = _GPU_TEXT.search(body)
+            if m:
+                facts.device = int(m["gpu"] or m["cuda"])
+        m = _PCI_TEXT.search(body)
+        if m:
+            facts.pci = normalize_pci(m["pci"])
+        facts.host = facts.host or self.session_host
+        return facts
+
+    def _kernel_time(self, prefix) -> str | None:
+        if prefix.clock == "wall" and prefix.wall is not None:
+            return to_utc_iso(prefix.wall)
+        if prefix.clock == "local" and prefix.wall is not None:
+            return to_utc_iso(prefix.wall.replace(tzinfo=self.tz))
+        if prefix.clock == "syslog" and self.year:
+            try:
+                when = datetime(self.year, prefix.month, prefix.day, *prefix.hms, tzinfo=self.tz)
+            except ValueError:
+                return None
+            return to_utc_iso(when)
+        return None
+
+
+__all__ = ["LineFacts", "LineReader"]

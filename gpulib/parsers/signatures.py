@@ -1,0 +1,145 @@
+"""Every line of every readable text file through the signature catalogue.
+
+The kind of a file (kernel log, job console, nvidia-smi output) decides which parser adds
+*structure*; it must never decide whether a line is *read*. An Xid pasted into an issue comment,
+an OOM in ``job-error.txt`` and a BMC event in ``notes.md`` are evidence like any other. This
+scanner reads a file as bytes in chunks, keeps only the lines holding one of the catalogue's
+keywords (:mod:`gpulib.parsers.prefilter`, close to memchr speed), peels their wrapping off
+(:mod:`gpulib.parsers.line_identity`) and matches the catalogue's patterns on what is left.
+
+Shell prompt lines (``root@node1:~# dmesg -T | grep -i xid``) are read for the host of the pasted
+session and never matched: a ``grep 'fallen off the bus'`` is a question, not an answer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpulib.catalog.signatures import Signature, load_signatures
+from gpulib.identity import normalize_pci
+from gpulib.parsers.base import ParseResult, Problem, line_chunks
+from gpulib.parsers.line_identity import LineFacts, LineReader
+from gpulib.parsers.logtime import year_hint, zone_of
+from gpulib.parsers.prefilter import KeywordLines
+
+KIND = "signatures"
+CHUNK_BYTES = 8 * 1024 * 1024
+MAX_LINE_CHARS = 16 * 1024
+#: Markers of a shell prompt: the line that names the host of a pasted session.
+PROMPT_KEYWORDS = ("@",)
+#: Rank, local rank and host that a file's path says (``rank-5.log``, ``attempt_0/3/stderr.log``,
+#: ``nccl.node7.1234.log``): lines that do not say theirs belong to the file's.
+_RANK_IN_PATH = re.compile(r"(?:^|[^a-z])rank[_-]?(?P<rank>\d+)(?:\D|$)", re.I)
+_ELASTIC_LOCAL = re.compile(r"attempt_\d+/(?P<lrank>\d+)/(?:stderr|stdout|error)\.(?:log|json)$")
+_NCCL_DEBUG_FILE = re.compile(r"nccl\.(?P<host>[A-Za-z][\w-]*(?:\.[\w-]+)*?)\.(?P<pid>\d+)(?:\.\w+)?$")
+
+
+@dataclass
+class Signal:
+    """One line that matched a catalogue signature, with who printed it and when."""
+
+    signature: str
+    line: int
+    text: str
+    host: str | None = None
+    rank: int | None = None
+    local_rank: int | None = None
+    pid: int | None = None
+    gpu_index: int | None = None
+    gpu_pci: str | None = None
+    time_utc: str | None = None
+    fields: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PathFacts:
+    """What a file's path says about every line in it."""
+
+    rank: int | None = None
+    local_rank: int | None = None
+    host: str | None = None
+    pid: int | None = None
+
+    @classmethod
+    def of(cls, path: str) -> PathFacts:
+        posix = path.replace("\\", "/")
+        name = posix.rsplit("/", 1)[-1]
+        m = _NCCL_DEBUG_FILE.search(name)
+        host, pid = (m["host"], int(m["pid"])) if m else (None, None)
+        m = _ELASTIC_LOCAL.search(posix)
+        lrank = int(m["lrank"]) if m else None
+        m = _RANK_IN_PATH.search(name)
+        return cls(rank=int(m["rank"]) if m else None, local_rank=lrank, host=host, pid=pid)
+
+
+def _keywords() -> tuple[bytes, ...]:
+    words = {k for sig in load_signatures() for k in sig.keywords} | set(PROMPT_KEYWORDS)
+    return tuple(sorted(w.encode() for w in words))
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return float(text.replace(",", "")) if text else None
+    except ValueError:
+        return None
+
+
+def match_line(facts: LineFacts, lineno: int, raw: str, path: PathFacts) -> list[Signal]:
+    """The signatures one (unwrapped) line matches; at most one per signature."""
+    out = []
+    message = facts.message
+    for sig in load_signatures():
+        if not any(k in raw for k in sig.keywords):
+            continue
+        m = sig.pattern.search(message)
+        if not m:
+            continue
+        fields = {k: v for k, v in m.groupdict().items() if v}
+        if sig.min_value is not None and (_number(fields.get("num")) or 0) < sig.min_value:
+            continue
+        out.append(_signal(sig, fields, facts, lineno, raw, path))
+    return out
+
+
+def _signal(sig: Signature, fields: dict, facts: LineFacts, lineno: int, raw: str, path: PathFacts) -> Signal:
+    rank = int(fields["rank"]) if "rank" in fields else facts.rank if facts.rank is not None else path.rank
+    local = facts.local_rank if facts.local_rank is not None else path.local_rank
+    gpu = fields.get("gpu") or fields.get("gpu2")
+    pci = normalize_pci(fields["pci"]) if "pci" in fields else facts.pci
+    return Signal(sig.id, lineno, raw.strip()[:500], host=facts.host or path.host, rank=rank, local_rank=local,
+                  pid=facts.pid or path.pid, gpu_index=int(gpu) if gpu else facts.device if facts.device is not None
+                  else local, gpu_pci=pci, time_utc=facts.time_utc, fields=fields)
+
+
+def scan_file(path: str | Path, source: str | None = None, *, tz: str | None = None,
+              year: int | None = None) -> ParseResult[Signal]:
+    """Every catalogue match in one file, streamed (memory flat in the file size). Never raises."""
+    source = source or str(path)
+    result: ParseResult[Signal] = ParseResult(KIND)
+    finder = KeywordLines(_keywords())
+    reader = LineReader(tz=zone_of(tz), year=year)
+    path_facts = PathFacts.of(source)
+    lines_before = 0
+    try:
+        with open(path, "rb", buffering=0) as handle:
+            for _offset, buf, limit in line_chunks(handle, CHUNK_BYTES):
+                if reader.year is None:
+                    reader.year = year_hint(bytes(buf[:1 << 20]))
+                counted, lineno = 0, lines_before
+                for start in finder.line_starts(buf, limit):
+                    lineno += buf.count(b"\n", counted, start)
+                    counted = start
+                    end = buf.find(b"\n", start, limit)
+                    raw = buf[start:end if end != -1 else limit][:MAX_LINE_CHARS].decode("utf-8", "replace")
+                    facts = reader.read(raw)
+                    if not facts.command:
+                        result.records.extend(match_line(facts, lineno + 1, raw, path_facts))
+                lines_before = lineno + buf.count(b"\n", counted, limit)
+    except OSError as exc:
+        result.problems.append(Problem(source, f"cannot read: {exc.strerror or exc}"))
+    return result
+
+
+__all__ = ["PathFacts", "Signal", "match_line", "scan_file"]
