@@ -44,6 +44,7 @@ def diagnose(paths: list[str | Path], tz: str | None = None, *, inputs: Inputs |
     failed, completed = rules_job.job_outcome(ctx)
     rules_gpu.zombies(ctx, rules_job.last_failure_time(ctx))
     verdict.fold(ctx)
+    verdict.promote_stall(ctx)
     diagnosis = _decide(ctx, failed, completed)
     diagnosis.checkpoints = _checkpoints(inputs)
     diagnosis.inputs = [f.to_dict() for f in inputs.files] + [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from gpulib.diagnose.inputs import InputFile, Inputs
@@ -23,6 +24,8 @@ class Context:
         """Mint a finding with a stable, readable id (``xid79-1``, ``oom-1``, ...)."""
         n = self._counter.get(prefix, 0) + 1
         self._counter[prefix] = n
+        if "title" in fields:
+            fields["title"] = without_unknowns(fields["title"])
         finding = Finding(id=f"{prefix}-{n}", **fields)
         self.findings.append(finding)
         return finding
@@ -41,6 +44,15 @@ class Context:
         if stamp.endswith("Z"):
             return stamp
         return stamp_in(stamp, year=None, tz=zone_of((file.timezone if file else None) or self.tz))
+
+
+_UNKNOWN_PART = re.compile(r"(?:\s(?:on|of|at|by|from) None\b|\b[Rr]ank None:?\s?|\bGPU None\s?|\(None\)\s?)")
+
+
+def without_unknowns(title: str) -> str:
+    """A title with the parts that name an unknown host/rank/GPU left out: an operator reading
+    "rank None on None" learns nothing and may think the tool is broken."""
+    return re.sub(r"\s{2,}", " ", _UNKNOWN_PART.sub(" ", title)).strip().replace(" :", ":")
 
 
 def evidence(file: InputFile, line: int | None, text: str) -> EvidenceLine:

@@ -103,6 +103,10 @@ def _missing_job_gpus(ctx: Context, host, captured, states) -> None:
         place(ctx, f, host=host, pci=pci)
 
 
+def _where_on(what: str, host: str | None) -> str:
+    return f"{what} on {host}" if host else what
+
+
 def _ecc(ctx: Context, host, captured, file, s) -> None:
     bad = []
     if s.ecc_volatile_dbe:
@@ -118,9 +122,14 @@ def _ecc(ctx: Context, host, captured, file, s) -> None:
     if not bad:
         return
     failed = bool(s.remapped_rows_failure)
-    f = ctx.add("ecc", severity="critical", category="gpu_memory_error", interruption="hard", hardware=True,
-                title=f"{_describe(s)} on {host}: {', '.join(bad)}", host=host, time=captured, observed=True,
-                evidence=[_line(file, s, ", ".join(bad))],
+    # a remap pending for a *correctable* error only: the data was corrected, the job is not hurt; the
+    # remap waits for the next reset (NVIDIA: no impact on the application until then)
+    benign = bad == ["row remap pending (reset required)"] and not s.remapped_rows_uncorrectable
+    f = ctx.add("ecc", severity="warning" if benign else "critical", category="gpu_memory_error",
+                interruption=None if benign else "hard", role="context" if benign else "cause", hardware=True,
+                title=_where_on(f"{_describe(s)}", host) + f": {', '.join(bad)}"
+                + (" for a correctable error; no impact until the next reset" if benign else ""),
+                host=host, time=captured, observed=True, evidence=[_line(file, s, ", ".join(bad))],
                 actions=["RMA the GPU: row remapping failed" if failed else
                          "Reset the GPU (`nvidia-smi -r -i <index>` with no process on it) or reboot, so the "
                          "pending row remap takes effect; then confirm `Pending: No`"])

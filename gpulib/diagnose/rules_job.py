@@ -122,12 +122,16 @@ def _errors(ctx: Context, events) -> None:  # noqa: C901 - one branch per error 
             continue
         hw = any(k in err for k in _HW_CUDA)
         app = any(k in err for k in _APP_CUDA)
-        f = ctx.add("cuda-error", severity="critical", category="gpu_memory_error" if hw else "application_error",
-                    interruption="hard" if hw else "soft",
+        lost = err.strip().startswith("unknown error")  # cudaErrorUnknown mid-run: the GPU usually left the bus
+        f = ctx.add("cuda-error", severity="critical",
+                    category="gpu_memory_error" if hw else "gpu_fell_off_bus" if lost else "application_error",
+                    interruption="hard" if hw or lost else "soft",
                     title=f"Rank {e.rank}: CUDA error: {err}", rank=e.rank, time=e.time_utc, time_approx=e.time_approx,
                     evidence=[evidence(fl, e.line, e.text)],
                     actions=(["Hardware: check dmesg for Xid 48/63/94/95 on this GPU and its remapped rows; reset the "
                               "GPU or drain the node"] if hw else
+                             ["Look for Xid 79 / 'fallen off the bus' in this node's kernel log and run `nvidia-smi`: "
+                              "a GPU that no longer answers needs a power-cycle; drain the node"] if lost else
                              ["Rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel; check labels/indices "
                               "(device asserts) and custom kernels"] if app else
                              ["Check dmesg for an Xid on this GPU (unspecified launch failures are often hardware)"]))

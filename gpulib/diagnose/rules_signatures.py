@@ -125,7 +125,9 @@ def run(ctx: Context) -> None:
             _lend_identity(hit, s)
         meaning = _meaning(sig, s)
         key = _group_key(sig, s, meaning[0])
-        groups[key].append((f, s, hit is not None))
+        # a line another rule cited explains this match only if that rule read it the same way (an
+        # Xid 45 "caused by previous Xid 149" read as a bare 45 still has its NVLink cause to tell)
+        groups[key].append((f, s, hit is not None and hit.category == meaning[0]))
         meanings.setdefault(key, (sig, *meaning))
     for key, members in groups.items():
         if any(was_cited for *_x, was_cited in members):

@@ -69,6 +69,20 @@ def fold(ctx: Context) -> None:
     ctx.findings[:] = [f for f in ctx.findings if f.id not in drop]
 
 
+def promote_stall(ctx: Context) -> None:
+    """A hang whose only explanation is a data stall: ranks wait in collectives (watchdog timeouts, a
+    stack dump in ``all_reduce``) and nothing failed, while one rank was still reading or preprocessing
+    data, or sat in its DataLoader. That rank is the one the others waited for: the stall is the cause."""
+    if any(f.role == "cause" and f.interruption for f in ctx.findings):
+        return
+    waiting = [f for f in ctx.findings if f.role == "symptom"]
+    stalls = [f for f in ctx.findings if f.role == "context" and f.category == "data_pipeline_stall"]
+    if waiting and stalls:
+        stall = min(stalls, key=lambda f: f.time or "~")
+        stall.role, stall.interruption, stall.severity = "cause", "soft", "error"
+        stall.title += " while the other ranks waited in a collective"
+
+
 def suspects(ctx: Context) -> tuple[Pointers, Pointers]:
     """(strong, weak) pointers gathered from every symptom."""
     strong, weak = Pointers(), Pointers()
