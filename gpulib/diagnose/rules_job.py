@@ -57,7 +57,10 @@ def _timeouts(ctx: Context, events) -> None:
         timed_out = {e.rank for _, e in timeouts if e.rank is not None}
         first_file, first = min(timeouts, key=lambda fe: fe[1].time_utc or "~")
         seqs = {e.details.get("seq") for _, e in timeouts}
-        world = ctx.ids.world_size or (max(ctx.ids.ranks) + 1 if ctx.ids.ranks else None)
+        # without NCCL init lines the world is at least as large as the highest rank seen: ranks below it
+        # that never reported (rank 0 saving a checkpoint while 1-3 wait) are the ones the others waited for
+        seen = set(ctx.ids.ranks) | {e.rank for _, e in events if e.rank is not None}
+        world = ctx.ids.world_size or (max(seen) + 1 if seen else None)
         pointers = Pointers()
         if world and len(timed_out) < world:
             pointers.ranks |= set(range(world)) - timed_out

@@ -75,6 +75,27 @@ def _pid_ranks(signals: list[tuple]) -> dict[tuple, int]:
     return out
 
 
+def _nearby_ranks(signals: list[tuple], single_node: bool) -> dict[tuple[str, int], int]:
+    """(file, line) -> rank named by an identity line up to 3 lines away: torch prints the rank on
+    the line after the error ("... did not receive grad for rank 2"), a launcher the command line
+    with ``--local_rank=1`` before a wrapped "exits with return code = -9"."""
+    out = {}
+    for f, s in signals:
+        if s.signature not in NEARBY_IDENTITY:
+            continue
+        rank = s.rank if s.rank is not None else s.local_rank if single_node else None
+        if rank is None:
+            continue
+        for distance in (1, 2, 3):
+            for line in (s.line - distance, s.line + distance):
+                out.setdefault((f.display, line), rank)
+    return out
+
+
+#: Identity signatures whose rank belongs to the error printed a line or two away.
+NEARBY_IDENTITY = {"no-grad-rank", "launcher-local-rank"}
+
+
 def _cited(ctx: Context) -> dict[tuple[str, int], Finding]:
     return {(e.file, e.line): f for f in ctx.findings for e in f.evidence if e.line is not None}
 
@@ -110,15 +131,21 @@ def run(ctx: Context) -> None:
     if not signals:
         return
     pid_rank = _pid_ranks(signals)
+    single_node = len({s.host or f.host for f, s in signals} - {None}) <= 1 and not ctx.ids.world_size
+    after = _nearby_ranks(signals, single_node)
     cited = _cited(ctx)
     groups: dict[tuple, list] = defaultdict(list)
     meanings: dict[tuple, tuple] = {}
     for f, s in signals:
         if s.rank is None and s.pid is not None:
             s.rank = pid_rank.get((s.host, s.pid))
+        if s.rank is None:
+            s.rank = after.get((f.display, s.line))
+        if s.rank is None and single_node and s.local_rank is not None:
+            s.rank = s.local_rank  # one node: the local rank is the global rank
         s.host = s.host or f.host
         sig = catalogue.get(s.signature)
-        if sig is None or sig.role in ("benign", "completion"):
+        if sig is None or sig.role in ("benign", "completion", "identity"):
             continue
         hit = cited.get((f.display, s.line))
         if hit is not None:

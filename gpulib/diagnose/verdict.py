@@ -47,6 +47,17 @@ def _same_gpu(a: Finding, b: Finding) -> bool:
     return a.rank is not None and a.rank == b.rank
 
 
+def _just_before(a: Finding, b: Finding) -> bool:
+    """``a`` precedes ``b`` by at most FOLD_S; without clocks (raw ``dmesg`` and no boot time), a line
+    a few lines above ``b`` in the same file."""
+    if a.time and b.time:
+        return 0 <= seconds_between(a.time, b.time) <= FOLD_S
+    if a.time or b.time or not (a.evidence and b.evidence):
+        return False
+    ea, eb = a.evidence[0], b.evidence[-1]
+    return ea.file == eb.file and ea.line is not None and eb.line is not None and 0 <= eb.line - ea.line <= 50
+
+
 def fold(ctx: Context) -> None:
     """Merge precursors and after-the-fact snapshots into the GPU event they belong to."""
     kernel_gpu = [f for f in ctx.findings if f.hardware and f.role == "cause" and f.id.startswith(("xid", "fell-off"))]
@@ -54,7 +65,7 @@ def fold(ctx: Context) -> None:
     for f in ctx.findings:
         if f.id.startswith("aer-") and f.role == "cause":
             target = next((g for g in kernel_gpu if g.host == f.host and g.category == "gpu_fell_off_bus"
-                           and g.time and f.time and 0 <= seconds_between(f.time, g.time) <= FOLD_S), None)
+                           and _just_before(f, g)), None)
             if target:
                 target.evidence = target.evidence[:1] + f.evidence + target.evidence[1:]
                 target.title += " (after a fatal PCIe AER on its upstream link)"

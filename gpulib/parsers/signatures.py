@@ -104,8 +104,10 @@ def match_line(facts: LineFacts, lineno: int, raw: str, path: PathFacts) -> list
 
 
 def _signal(sig: Signature, fields: dict, facts: LineFacts, lineno: int, raw: str, path: PathFacts) -> Signal:
-    rank = int(fields["rank"]) if "rank" in fields else facts.rank if facts.rank is not None else path.rank
-    local = facts.local_rank if facts.local_rank is not None else path.local_rank
+    named = fields.get("rank") or fields.get("rank2")
+    rank = int(named) if named else facts.rank if facts.rank is not None else path.rank
+    local = int(fields["local"]) if "local" in fields else \
+        facts.local_rank if facts.local_rank is not None else path.local_rank
     gpu = fields.get("gpu") or fields.get("gpu2")
     pci = normalize_pci(fields["pci"]) if "pci" in fields else facts.pci
     return Signal(sig.id, lineno, raw.strip()[:500], host=facts.host or path.host, rank=rank, local_rank=local,
