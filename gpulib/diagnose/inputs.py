@@ -236,8 +236,8 @@ def _assign_hosts(inputs: Inputs) -> None:
     for f in inputs.files:
         if not f.host and f.kind == "training_log" and f.fallback_host and not f.content_hosts:
             f.host, f.host_basis = f.fallback_host, "bundle"  # a copied job log that names no host
-        if f.host or f.kind in ("checkpoint", "training_log"):
-            continue
+        if f.host or f.kind in ("checkpoint", "training_log", "text", "documentation"):
+            continue  # job logs and pasted text come from any node of the job: their lines name it
         folders = [p.name for p in f.path.parents if p == f.root or f.root in p.parents]
         hit = next((name for name in folders if name in known), None)
         if hit:

@@ -150,7 +150,7 @@ def _errors(ctx: Context, events) -> None:  # noqa: C901 - one branch per error 
         place(ctx, f, rank=e.rank, host=e.host)
         explained_ranks.add(e.rank)
     for fl, e in _first_per_rank(events, "driver_too_old"):
-        f = ctx.add("driver-old", severity="critical", category="driver_mismatch", interruption="hard",
+        f = ctx.add("driver-old", severity="critical", category="driver_mismatch", interruption="soft",
                     title=f"Rank {e.rank}: the NVIDIA driver is too old for this CUDA runtime", rank=e.rank,
                     host=e.host or fl.host, time=e.time_utc, evidence=[evidence(fl, e.line, e.text)],
                     actions=["Upgrade the driver on that node (or use a container built for its CUDA version); "

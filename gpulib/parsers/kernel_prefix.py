@@ -37,6 +37,10 @@ _DECODE = re.compile(
     r"(?:kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp|local[0-7])\s*:"
     r"\s*(?:emerg|alert|crit|err|warn|notice|info|debug)\s*:\s?")
 _PRIO = re.compile(r"<\d{1,3}>")
+#: ``> `` (nested ``> > ``) in front of lines pasted into an issue, a chat or an e-mail.
+MARKDOWN_QUOTE = re.compile(r"(?:\s{0,3}>\s?)+(?=\S)")
+#: ``pdsh -w node[01-16] dmesg -T`` / clush prefix each line with ``host: `` before the kernel's clock.
+_FANOUT_HOST = re.compile(r"([A-Za-z][\w.-]*): (?=\[ *\d|\[[A-Z][a-z]{2} |<\d|\d{4}-\d\d-\d\d|[A-Z][a-z]{2} [ \d]\d \d)")
 _CTIME = re.compile(
     rf"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) +({_MON}) +(\d{{1,2}}) (\d\d):(\d\d):(\d\d) (\d{{4}})\] ?")
 _MONO = re.compile(r"\[ *(\d+)\.(\d+)\] ?")
@@ -75,8 +79,22 @@ class Prefix:
 def split_prefix(line: str) -> Prefix:
     """Recognise the capture format of one line and split its prefix from the message."""
     pos = 0
+    m = MARKDOWN_QUOTE.match(line)  # pasted into an issue or a chat as a quote
+    if m:
+        pos = m.end()
+    fanout_host = None
+    m = _FANOUT_HOST.match(line, pos)  # pdsh/clush: "node07: [Tue Mar 11 ...] NVRM: ..."
+    if m:
+        pos, fanout_host = m.end(), m[1]
+    prefix = _split_at(line, pos)
+    if fanout_host:
+        prefix.host = prefix.host or fanout_host
+    return prefix
+
+
+def _split_at(line: str, pos: int) -> Prefix:
     fmt_outer = ""
-    m = _DECODE.match(line)
+    m = _DECODE.match(line, pos)
     if m:
         pos, fmt_outer = m.end(), "dmesg --decode "
     m = _PRIO.match(line, pos)

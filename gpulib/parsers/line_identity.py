@@ -24,11 +24,10 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
 from gpulib.identity import normalize_pci, to_utc_iso
-from gpulib.parsers.kernel_prefix import split_prefix
+from gpulib.parsers.kernel_prefix import MARKDOWN_QUOTE, split_prefix
 from gpulib.parsers.logtime import stamp_in
 from gpulib.parsers.training_log import strip_prefixes
 
-_QUOTE = re.compile(r"^(?:\s{0,3}>\s?)+")
 #: ``root@node1:~# cmd``, ``user@node1:/data$ cmd``, ``[root@node1 ~]# cmd``, ``(env) user@host:~$ cmd``
 _PROMPT = re.compile(r"^(?:\([\w.-]+\) )?(?:\[(?P<u1>[\w.-]+)@(?P<h1>[\w.-]+) [^\]]*\]|(?P<u2>[\w.-]+)@(?P<h2>[\w.-]+)"
                      r":[^\s$#]*)\s?[#$] ")
@@ -70,27 +69,27 @@ class LineReader:
         if "\r" in line:  # a progress bar redrawn on one line: the last segment was printed last
             segments = [s for s in line.split("\r") if s.strip()]
             line = segments[-1] if segments else ""
-        line = _QUOTE.sub("", line, count=1)
+        line = MARKDOWN_QUOTE.sub("", line, count=1) if line.lstrip().startswith(">") else line
         m = _PROMPT.match(line)
         if m:
             self.session_host = m["h1"] or m["h2"]
             return LineFacts(line[m.end():], host=self.session_host, command=True)
         facts = LineFacts("")
-        stamp = None
-        m = _OUTER_STAMP.match(line)
-        if m:
-            stamp, line = m["stamp"], line[m.end():]
-        body, hints = strip_prefixes(line)
-        facts.rank = hints.get("rank", hints.get("task"))
-        facts.host = hints.get("prefix_host")
-        m = _DEFAULT.match(body)
-        if m:
-            facts.local_rank, body = int(m["lrank"]), body[m.end():]
-            body, more = strip_prefixes(body)
-            facts.rank = more.get("rank", facts.rank)
-        m = _OUTER_STAMP.match(body)
-        if m:
-            stamp, body = stamp or m["stamp"], body[m.end():]
+        stamp, body = None, line
+        for _ in range(6):  # layers in any order: pdsh, then mpirun's stamp, then its [1,N] tag, ...
+            before = body
+            m = _OUTER_STAMP.match(body)
+            if m:
+                stamp, body = stamp or m["stamp"], body[m.end():]
+            body, hints = strip_prefixes(body)
+            if facts.rank is None:
+                facts.rank = hints.get("rank", hints.get("task"))
+            facts.host = facts.host or hints.get("prefix_host")
+            m = _DEFAULT.match(body)
+            if m:
+                facts.local_rank, body = int(m["lrank"]), body[m.end():]
+            if body == before:
+                break
         prefix = split_prefix(body)
         if prefix.clock != "none" or prefix.host:
             body = prefix.message

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from gpulib.identity import normalize_pci
 from gpulib.parsers.base import ParseResult, Problem, line_chunks
+from gpulib.parsers.kernel_prefix import MARKDOWN_QUOTE
 from gpulib.parsers.logtime import seconds_between, stamp_in, year_hint, zone_of
 from gpulib.parsers.prefilter import KeywordLines
 
@@ -86,7 +87,10 @@ INFO_KINDS = frozenset({
 # ---------------------------------------------------------------- launcher prefixes
 _MPI_TAG = re.compile(r"^\[(?P<job>\d+),(?P<rank>\d+)\]<std(?:out|err)>:\s?")
 _SRUN_LABEL = re.compile(r"^\s{0,6}(?P<task>\d{1,6}): ")
-_PDSH_HOST = re.compile(r"^(?P<host>\d{1,3}(?:\.\d{1,3}){3}|[a-z][\w-]*\d[\w.-]*): ")
+#: pdsh/clush/DeepSpeed ``host: ``: a host with a digit, or any host name when what follows is itself a
+#: known layer (an NCCL ``host:pid:tid [dev]`` prefix, a ``[rankN]``/glog/dmesg bracket, an ISO stamp).
+_PDSH_HOST = re.compile(r"^(?P<host>\d{1,3}(?:\.\d{1,3}){3}|[a-z][\w-]*\d[\w.-]*|[A-Za-z][\w.-]*(?=: (?:[\w.-]+:\d+:\d+ "
+                        r"\[\d+\]|\[(?:rank|default|\d| *\d+\.\d|[EWIF]\d{3}|[A-Z][a-z]{2} )|\d{4}-\d\d-\d\d|[a-z][\w-]*\d[\w.-]*: ))): ")
 _RAY = re.compile(r"^\((?:[\w:]+ )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.]+))?\)\s")
 _RANK_PREFIX = re.compile(r"^\[rank(?P<rank>\d+)\]:\s?")
 _RANK_GLUED = re.compile(r"(?<=[\]|%\s])\[rank(?P<rank>\d+)\]:\s?")  # after a tqdm bar: "...s/it][rank3]: ..."
@@ -105,6 +109,8 @@ def strip_prefixes(line: str) -> tuple[str, dict]:
     if "\r" in line:
         segments = [seg for seg in line.split("\r") if seg.strip()]
         line = segments[-1] if segments else ""
+    if line.startswith((">", " >", "  >")):
+        line = MARKDOWN_QUOTE.sub("", line, count=1)
     for _ in range(3):
         m = _MPI_TAG.match(line)
         if m:

@@ -141,11 +141,12 @@ def test_per_rank_files_give_the_rank_of_unprefixed_lines(tmp_path):
     assert (d.interruption, d.category, rc.rank, rc.gpu_index, rc.gpu_pci) == ("soft", "cuda_oom", 3, 3, "0000:9d:00.0")
 
 
-def test_driver_too_old(tmp_path):
+def test_driver_too_old_is_soft(tmp_path):
+    """The GPU is fine: the job's CUDA runtime needs a newer driver (or an older build): soft."""
     (tmp_path / "job.log").write_text(
         job_log() + "[rank1]: RuntimeError: The NVIDIA driver on your system is too old (found version 11040).\n")
     d = diagnose([tmp_path])
-    assert (d.interruption, d.category, d.root_cause.rank) == ("hard", "driver_mismatch", 1)
+    assert (d.interruption, d.category, d.root_cause.rank) == ("soft", "driver_mismatch", 1)
 
 
 # ---------------------------------------------------------------- the small parsers

@@ -1,0 +1,118 @@
+"""Property tests: how evidence is wrapped or named never changes the answer.
+
+Engineers paste the same lines into an issue as a markdown quote, inside a shell session, behind a
+pdsh prefix, under any file name. For every real-world case that is answered right, each such
+rewrapping must keep the verdict, the category and every culprit field the original answer had.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gpulib.diagnose import diagnose
+from tests.conftest import SHARED
+from tests.realworld.scoring import CULPRIT_FIELDS, OWN_CASES, SHARED_THREADS_NAME, cases, judge
+
+ALL = cases(SHARED.joinpath(*SHARED_THREADS_NAME)) + cases(OWN_CASES)
+#: File names without the letters of words that carry identity on purpose (rank, nccl.<host>, attempt_).
+NAME = st.text(alphabet="abcdefghijklmopqsuvwxyz_-", min_size=3, max_size=12)
+SUFFIX = st.sampled_from(["", ".txt", ".log", ".out", ".md"])
+
+
+def _answer(doc: dict) -> dict:
+    root = doc.get("root_cause") or {}
+    return {"interruption": doc["verdict"]["interruption"], "category": root.get("category") or doc["verdict"][
+        "category"], **{k: root.get(k) for k in CULPRIT_FIELDS}}
+
+
+@pytest.fixture(scope="module")
+def right_cases():
+    if not ALL:
+        pytest.skip("no real-world cases (../shared absent and tests/realworld/cases empty)")
+    out = {}
+    for case in ALL:
+        v = judge(case)
+        if v.right and v.must_be_right:
+            out[case] = _answer(v.got)
+    return out
+
+
+def _rewrite(src, dst, line_fn, name_fn=None) -> None:
+    dst.mkdir(parents=True)
+    for i, f in enumerate(sorted(p for p in (src / "input").rglob("*") if p.is_file())):
+        text = f.read_bytes().decode("utf-8", "replace")
+        lines = text.splitlines()
+        name = name_fn(i, f) if name_fn else f.relative_to(src / "input")
+        target = dst / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("\n".join(line_fn(lines, i)) + "\n")
+
+
+def _same(before: dict, after: dict, *, ignore: tuple = ()) -> None:
+    for key, value in before.items():
+        if key in ignore or value is None and key in CULPRIT_FIELDS:
+            continue
+        assert after[key] == value, f"{key}: {value!r} became {after[key]!r}"
+
+
+def _case(right_cases, data):
+    return data.draw(st.sampled_from(sorted(right_cases)))
+
+
+SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@SETTINGS
+@given(data=st.data())
+def test_renaming_every_file(right_cases, tmp_path_factory, data):
+    case = _case(right_cases, data)
+    names = data.draw(st.lists(NAME, min_size=20, max_size=20, unique=True))
+    suffix = data.draw(SUFFIX)
+    dst = tmp_path_factory.mktemp("renamed") / "in"
+    _rewrite(case, dst, lambda lines, i: lines, lambda i, f: names[i] + suffix)
+    _same(right_cases[case], _answer(diagnose([dst]).to_dict()))
+
+
+@SETTINGS
+@given(data=st.data())
+def test_markdown_quote_or_shell_session(right_cases, tmp_path_factory, data):
+    case = _case(right_cases, data)
+    before = right_cases[case]
+    host = before["host"] or "ws-paste-01"
+    style = data.draw(st.sampled_from(["quote", "shell", "fenced"]))
+    wrap = {"quote": lambda lines, i: ["> " + x for x in lines],
+            "shell": lambda lines, i: [f"root@{host}:~# cat evidence-{i}.txt", *lines, f"root@{host}:~# "],
+            "fenced": lambda lines, i: ["```", *lines, "```"]}[style]
+    dst = tmp_path_factory.mktemp(style) / "in"
+    _rewrite(case, dst, wrap)
+    _same(before, _answer(diagnose([dst]).to_dict()), ignore=("host",) if style == "shell" else ())
+
+
+@SETTINGS
+@given(data=st.data())
+def test_pdsh_host_prefix(right_cases, tmp_path_factory, data):
+    case = _case(right_cases, data)
+    before = right_cases[case]
+    host = before["host"] or "gpu-node-07"
+    dst = tmp_path_factory.mktemp("pdsh") / "in"
+    _rewrite(case, dst, lambda lines, i: [f"{host}: {x}" for x in lines])
+    _same(before, _answer(diagnose([dst]).to_dict()), ignore=("host",))
+
+
+def test_concatenating_the_files_of_a_single_file_kind(right_cases, tmp_path):
+    """Many job logs pasted one after the other are the same evidence as the separate files."""
+    checked = 0
+    for case, before in right_cases.items():
+        files = sorted(p for p in (case / "input").rglob("*") if p.is_file())
+        if len(files) < 2:
+            continue
+        dst = tmp_path / case.name
+        dst.mkdir()
+        (dst / "all.log").write_bytes(b"\n".join(f.read_bytes().rstrip(b"\n") for f in files) + b"\n")
+        after = _answer(diagnose([dst]).to_dict())
+        assert after["category"] == before["category"], f"{case.name}: {before} -> {after}"
+        checked += 1
+    if not checked:
+        pytest.skip("no multi-file case")

@@ -1,0 +1,44 @@
+"""Real-world yardstick: log excerpts from public incident threads, judged by what each thread concluded.
+
+Two sets: ``../shared/corpus/public-threads`` (read in place, skipped with a reason when absent) and
+``tests/realworld/cases`` (our own fixtures, each modelled on one public thread: its layout and
+machine messages as printed, identifiers of our own). Every high/medium-confidence case must be
+right; no failure may be answered "none". The accuracy per field is printed (``pytest -s``) and
+written to ``test-output/realworld-accuracy.txt``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import REPO, SHARED
+from tests.realworld.scoring import OWN_CASES, SHARED_THREADS_NAME, cases, judge, table
+
+SHARED_THREADS = SHARED.joinpath(*SHARED_THREADS_NAME)
+ALL = [pytest.param(c, id=f"shared/{c.name}") for c in cases(SHARED_THREADS)] + \
+      [pytest.param(c, id=f"own/{c.name}") for c in cases(OWN_CASES)]
+
+
+@pytest.mark.parametrize("case", ALL)
+def test_thread_conclusion(case):
+    v = judge(case)
+    assert not v.silent_none, f"{case.name}: a failure answered 'none' ({v.got['verdict']['summary']})"
+    if v.must_be_right:
+        got = v.got.get("root_cause") or {}
+        assert v.right, (f"{case.name}: expected {v.expected['category']}/{v.expected['interruption']}, got "
+                         f"{got.get('category') or v.got['verdict']['category']}/{v.got['verdict']['interruption']}: "
+                         f"{v.got['verdict']['summary']}")
+
+
+def test_accuracy_per_field_is_reported():
+    if not ALL:
+        pytest.skip(f"no real-world cases: {SHARED_THREADS} absent and {OWN_CASES} empty")
+    verdicts = [judge(p.values[0]) for p in ALL]
+    report = table(verdicts)
+    out = REPO / "test-output"
+    out.mkdir(exist_ok=True)
+    (out / "realworld-accuracy.txt").write_text(report + "\n")
+    print("\n" + report)
+    # the yardstick as a whole: nearly every conclusion, and never a silent none
+    assert sum(v.right for v in verdicts) >= 0.85 * len(verdicts)
+    assert not any(v.silent_none for v in verdicts)
