@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from gpulib.evidence import Bundle, is_bundle
-from gpulib.parsers import detect, gpu_series, signatures
+from gpulib.parsers import detect, gpu_series, signatures, unwrap
 from gpulib.parsers.base import Problem, looks_binary, read_text
 from gpulib.parsers.gpu_records import GpuSample
 
@@ -69,6 +69,7 @@ class InputFile:
     signals: list[signatures.Signal] = field(default_factory=list)  # catalogue matches, whatever the kind
     problems: list[Problem] = field(default_factory=list)
     content_hosts: set[str] = field(default_factory=set)
+    wrapped: bool = False  # pasted (quote, fence, prompt, fan-out prefix): parsed from its unwrapped text
 
     def to_dict(self) -> dict:
         out = {"path": self.display, "kind": self.kind, "host": self.host}
@@ -168,7 +169,14 @@ def _is_checkpoint(path: Path) -> bool:
 def _parse(f: InputFile, tz: str | None, year: int | None = None) -> None:
     module = detect.parser_modules()[f.kind]
     zone = f.timezone or tz
-    if f.kind == "kernel_log" and hasattr(module, "parse_file"):
+    if f.wrapped:
+        text, problems = read_text(f.path)
+        f.problems.extend(problems)
+        text = unwrap.unwrap(text).text
+        options = {"tz": zone, "year": year, "boot_time": f.boot_time}
+        params = inspect.signature(module.parse).parameters
+        result = module.parse(text, str(f.path), **{k: v for k, v in options.items() if k in params and v})
+    elif f.kind == "kernel_log" and hasattr(module, "parse_file"):
         opts = {"tz": zone, "year": year}
         if f.boot_time:
             opts["boot_time"] = f.boot_time
@@ -375,6 +383,14 @@ def _examine(f: InputFile, tz: str | None, inputs: Inputs) -> None:
     binary = looks_binary(head_bytes)
     head = "" if binary else head_bytes.decode("utf-8", "replace")
     kind = BUNDLE_KINDS.get(f.bundle_path or "") or detect.detect_kind(f.display, head, head_bytes)
+    if not binary and f.bundle_path is None:
+        bare = unwrap.unwrap(head)
+        if bare.changed:  # a pasted table or log: its layout is under the wrapping
+            inner = detect.detect_kind(f.display, bare.text, head_bytes)
+            if inner is not None and inner != kind:
+                kind, f.wrapped = inner, True
+                f.host = f.host or bare.host
+                f.host_basis = f.host_basis or ("content" if bare.host else None)
     if kind is None and README_NAME.search(f.path.name) and not binary:
         f.kind = "documentation"
         return
@@ -411,7 +427,7 @@ def _parse_safely(f: InputFile, tz: str | None, head: str, year: int | None = No
 #: Kinds whose every value is a field of a table the kind parser reads completely (GPU samples,
 #: snapshots): a line scan would only find the same facts without their structure.
 STRUCTURED_ONLY = frozenset({"nvml_snapshot", "nvml_samples", "nvidia_smi_xml", "nvidia_smi_csv", "nvidia_smi_dmon",
-                             "flight_recorder", "nccl_tests", "dcgm_exporter"})
+                             "flight_recorder", "dcgm_exporter"})
 
 
 def _scan(f: InputFile, tz: str | None, year: int | None = None) -> None:

@@ -14,6 +14,7 @@ and data-loading stalls seen in per-rank step timings.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from statistics import median
 
@@ -23,6 +24,9 @@ from gpulib.diagnose.model import Pointers
 CASCADE_EXCEPTIONS = {"DistBackendError", "ChildFailedError", "DistStoreError", "DistNetworkError",
                       "RendezvousClosedError", "KeyboardInterrupt", "SignalException", "ProcessExitedException"}
 STRAGGLER_RATIO = 1.3
+#: An allocation no GPU could ever satisfy (petabytes, exabytes) is a corrupt size, e.g. a tensor
+#: shape received from a peer that timed out: a symptom, not an out-of-memory cause.
+ABSURD_ALLOCATION = re.compile(r"allocate (?:more than )?[\d.]+ ?[EP]i?B\b")
 _HW_CUDA = ("uncorrectable ECC", "ECC error")
 _APP_CUDA = ("illegal memory access", "device-side assert", "misaligned address", "illegal instruction",
              "invalid device ordinal", "no kernel image")
@@ -107,6 +111,8 @@ def _first_per_rank(events, kind: str):
 def _errors(ctx: Context, events) -> None:  # noqa: C901 - one branch per error class
     explained_ranks: set = set()
     for fl, e in _first_per_rank(events, "cuda_oom"):
+        if ABSURD_ALLOCATION.search(e.text):
+            continue  # "more than 1EB": a size read from a broken collective, not memory pressure
         d = e.details
         numbers = (f"tried {d['req']}, {d.get('free', '?')} free of {d.get('total', '?')}" if "req" in d else "")
         frag = d.get("reserved_unallocated")

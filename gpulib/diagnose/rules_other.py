@@ -3,6 +3,7 @@ dumps, ``ibstat`` port states and ``fuser`` (who still holds /dev/nvidiaN)."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 from gpulib.diagnose.context import Context, evidence, place
@@ -138,6 +139,15 @@ def _dcgmi(ctx: Context) -> None:
         if rec.verdict != "fail":
             continue
         category = next((c for k, c in _DIAG_CATEGORY if k in rec.test.lower()), "gpu_memory_error")
+        if NVLINK_ONLY.search(rec.message or "") and not NON_NVLINK_REASON.search(rec.message or ""):
+            # DCGM's PCIe test also checks NVLink state: on a PCIe card without a bridge every link is
+            # "down" by design. Only a node whose GPUs should have NVLink (compare nvidia-smi topo) cares.
+            ctx.add("dcgm-diag-nvlink", severity="warning", category="nvlink_error", role="context", host=file.host,
+                    title=f"dcgmi diag: {rec.test} reports NVLink links down (expected on GPUs without NVLink)",
+                    evidence=[evidence(file, rec.line, f"{rec.test}: Fail {rec.message}")],
+                    actions=["If these GPUs should have NVLink (SXM, bridged), check `nvidia-smi nvlink -s`; "
+                             "on PCIe cards without a bridge this failure is expected"])
+            continue
         for gpu in rec.gpus or [None]:
             f = ctx.add("dcgm-diag", severity="critical", category=category, interruption="hard", hardware=True,
                         title=f"dcgmi diag: {rec.test} FAILED" + (f" on GPU {gpu}" if gpu is not None else "")
@@ -148,6 +158,11 @@ def _dcgmi(ctx: Context) -> None:
             if gpu is not None:
                 f.gpu_pci = ctx.ids.index_pci.get((file.host, gpu))
                 place(ctx, f, host=file.host, pci=f.gpu_pci)
+
+
+#: A dcgmi diag failure whose only reason is an NVLink link being down.
+NVLINK_ONLY = re.compile(r"(?i)nvlink link \d+ is currently down")
+NON_NVLINK_REASON = re.compile(r"(?i)replay|bandwidth|error count|crc|pcie.*(?:gen|width)|timeout|uncorrect")
 
 
 def _flight_recorder(ctx: Context) -> None:

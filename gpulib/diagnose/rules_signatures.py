@@ -32,6 +32,10 @@ CASCADE_EXCEPTIONS = ("DistBackendError", "ChildFailedError", "DistStoreError", 
                       "CalledProcessError")
 
 
+#: Exceptions that a signature of their own reads (with their numbers): the bare class adds nothing.
+OWN_SIGNATURE = ("OutOfMemoryError",)
+
+
 def _catalogue() -> dict[str, Signature]:
     return {s.id: s for s in load_signatures()}
 
@@ -39,7 +43,7 @@ def _catalogue() -> dict[str, Signature]:
 def _meaning(sig: Signature, s: Signal) -> tuple[str | None, str | None, str, str, str]:
     """(category, interruption, severity, role, title) of one match; an Xid's come from the Xid table
     (a 45 "caused by previous Xid 149" is the 149)."""
-    if sig.id == "xid":
+    if sig.id.startswith("xid"):
         code = int(s.fields.get("prev") or s.fields["xid"])
         info = xid_info(code)
         if info is None:
@@ -51,14 +55,16 @@ def _meaning(sig: Signature, s: Signal) -> tuple[str | None, str | None, str, st
         if s.fields.get("prev"):
             title = f"Xid {s.fields['xid']} caused by Xid {code} ({info.name})"
         return info.category, info.interruption if cause else None, severity, "cause" if cause else "context", title
+    if sig.id == "python-exception" and s.fields.get("what", "").rsplit(".", 1)[-1] in OWN_SIGNATURE:
+        return None, None, "info", "benign", ""
     if sig.id == "python-exception" and s.fields.get("what", "").rsplit(".", 1)[-1] in CASCADE_EXCEPTIONS:
         return "application_error", None, "warning", "symptom", render(sig.title, s.fields)
     return sig.category, sig.interruption, sig.severity, sig.role, render(sig.title, s.fields)
 
 
 def _group_key(sig: Signature, s: Signal, category: str | None) -> tuple:
-    if sig.id == "xid":
-        return (sig.id, s.host, s.gpu_pci, s.fields.get("prev") or s.fields.get("xid"))
+    if sig.id.startswith("xid"):
+        return (sig.id, s.host, s.gpu_pci or s.fields.get("uuid"), s.fields.get("prev") or s.fields.get("xid"))
     if category in HARDWARE and sig.id not in ("ib-completion-error", "remote-peer"):
         return (sig.id, s.host, s.gpu_pci or s.gpu_index)
     if sig.id == "python-exception":
@@ -91,6 +97,10 @@ def _nearby_ranks(signals: list[tuple], single_node: bool) -> dict[tuple[str, in
                 out.setdefault((f.display, line), rank)
     return out
 
+
+#: Benign signatures that, in the same file, turn a failure signature into history: a PSU that is
+#: "Fully Redundant" again, a fabric manager that failed only because there is no NVSwitch to manage.
+RESOLVED_BY = {"power-restored": "power-supply", "fm-nothing-to-do": "fabric-manager"}
 
 #: Identity signatures whose rank belongs to the error printed a line or two away.
 NEARBY_IDENTITY = {"no-grad-rank", "launcher-local-rank"}
@@ -134,6 +144,7 @@ def run(ctx: Context) -> None:
     single_node = len({s.host or f.host for f, s in signals} - {None}) <= 1 and not ctx.ids.world_size
     after = _nearby_ranks(signals, single_node)
     cited = _cited(ctx)
+    resolved = {(f.display, RESOLVED_BY[s.signature]) for f, s in signals if s.signature in RESOLVED_BY}
     groups: dict[tuple, list] = defaultdict(list)
     meanings: dict[tuple, tuple] = {}
     for f, s in signals:
@@ -151,6 +162,10 @@ def run(ctx: Context) -> None:
         if hit is not None:
             _lend_identity(hit, s)
         meaning = _meaning(sig, s)
+        if meaning[3] == "benign":
+            continue
+        if (f.display, sig.id) in resolved:  # e.g. the PSU came back (Fully Redundant) in the same event log
+            meaning = (meaning[0], None, "warning", "context", meaning[4] + " (resolved later in the same log)")
         key = _group_key(sig, s, meaning[0])
         # a line another rule cited explains this match only if that rule read it the same way (an
         # Xid 45 "caused by previous Xid 149" read as a bare 45 still has its NVLink cause to tell)
@@ -184,6 +199,6 @@ def _add(ctx: Context, sig: Signature, category, interruption, severity, role, t
                       evidence=[evidence(f, s.line, s.text) for f, s in members[:3]],
                       actions=[sig.action] if sig.action else [], pointers=pointers)
     finding.hardware = interruption == "hard" and category in HARDWARE
-    finding.tier = sig.tier if sig.id != "xid" else (1 if interruption == "hard" else 2)
+    finding.tier = sig.tier if not sig.id.startswith("xid") else (1 if interruption == "hard" else 2)
     place(ctx, finding, rank=s0.rank, host=s0.host, pci=s0.gpu_pci)
     return finding

@@ -63,7 +63,7 @@ def fold(ctx: Context) -> None:
     kernel_gpu = [f for f in ctx.findings if f.hardware and f.role == "cause" and f.id.startswith(("xid", "fell-off", "sig-xid", "sig-fell-off"))]
     drop: set[str] = set()
     for f in ctx.findings:
-        if f.id.startswith("aer-") and f.role == "cause":
+        if f.id.startswith(("aer-", "sig-aer-fatal")) and f.role == "cause":
             target = next((g for g in kernel_gpu if g.host == f.host and g.category == "gpu_fell_off_bus"
                            and _just_before(f, g)), None)
             if target:
@@ -181,8 +181,8 @@ def tier(f: Finding) -> int:
 
 def alarms(ctx: Context) -> list[Finding]:
     """Findings that say something failed (causes and the cascade), benign ones aside."""
-    return [f for f in ctx.findings if f.role in ("cause", "symptom") and not f.benign
-            and f.severity in ("critical", "error") and f.category != "none"]
+    return [f for f in ctx.findings if not f.benign and f.category != "none" and (
+        f.role == "symptom" or f.role == "cause" and f.severity in ("critical", "error"))]
 
 
 def best_guess(found: list[Finding]) -> str | None:

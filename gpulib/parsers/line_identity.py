@@ -33,6 +33,8 @@ _PROMPT = re.compile(r"^(?:\([\w.-]+\) )?(?:\[(?P<u1>[\w.-]+)@(?P<h1>[\w.-]+) [^
                      r":[^\s$#]*)\s?[#$] ")
 #: ``2019-06-02T16:13:44.884Z: ``, ``[2023-11-13 16:59:54,760] ``, ``2026-09-18 19:29:24 `` before a launcher prefix.
 _OUTER_STAMP = re.compile(r"^\[?(?P<stamp>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?:? ")
+#: ``grep -r`` / ``grep -H`` output: ``path/to/node3.log:1234:`` before the line it found.
+_GREP_FILE = re.compile(r"^(?P<path>[\w./-]+\.(?:log|txt|out|err))(?::\d+)?:(?=\S)")
 _DEFAULT = re.compile(r"^\[default(?P<lrank>\d+)\]:\s?")
 _NCCL_ID = re.compile(r"^(?P<host>[A-Za-z][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] ")
 _RANK_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<r1>\d+)\]|\brank[ =:](?P<r2>\d+)\b|\bfrom rank (?P<r3>\d+)\b")
@@ -78,6 +80,9 @@ class LineReader:
         stamp, body = None, line
         for _ in range(6):  # layers in any order: pdsh, then mpirun's stamp, then its [1,N] tag, ...
             before = body
+            m = _GREP_FILE.match(body)
+            if m:
+                body = body[m.end():]
             m = _OUTER_STAMP.match(body)
             if m:
                 stamp, body = stamp or m["stamp"], body[m.end():]

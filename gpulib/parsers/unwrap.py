@@ -1,0 +1,59 @@
+"""Evidence pasted rather than captured: peel a whole file's wrapping before its structure is read.
+
+An ``ibstat`` table pasted into an issue arrives as a markdown quote, inside a code fence, after
+the shell prompt that ran it, or with ``pdsh``'s ``host: `` in front of every line. The signature
+scan reads such lines one by one (:mod:`gpulib.parsers.line_identity`); the *structured* parsers
+(nvidia-smi, dcgmi, ibstat tables) need the tool's own layout back, so :func:`unwrap` removes the
+wrapping from the whole text and says which host the session or the prefix named.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from gpulib.parsers.kernel_prefix import MARKDOWN_QUOTE
+
+_FENCE = re.compile(r"^\s*(?:```|~~~)")
+_PROMPT = re.compile(r"^(?:\([\w.-]+\) )?(?:\[[\w.-]+@(?P<h1>[\w.-]+) [^\]]*\]|[\w.-]+@(?P<h2>[\w.-]+):[^\s$#]*)\s?[#$](?: |$)")
+_FANOUT = re.compile(r"^(?P<host>[A-Za-z][\w.-]*): ")
+#: Words that start many lines of a tool's own output and are not hosts.
+_NOT_HOSTS = {"error", "warning", "warn", "info", "debug", "note", "port", "state", "caused", "ca", "gpu"}
+FANOUT_SHARE = 0.9
+
+
+@dataclass
+class Unwrapped:
+    text: str
+    host: str | None = None
+    changed: bool = False
+
+
+def unwrap(text: str) -> Unwrapped:
+    """The text without quotes, fences, prompt lines and a common fan-out host prefix."""
+    host = None
+    out = []
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            continue
+        if line.lstrip().startswith(">"):
+            line = MARKDOWN_QUOTE.sub("", line, count=1)
+        m = _PROMPT.match(line)
+        if m:
+            host = m["h1"] or m["h2"]
+            continue
+        out.append(line)
+    prefixes = Counter(m["host"] for m in map(_FANOUT.match, out) if m)
+    filled = [x for x in out if x.strip()]
+    if prefixes and len(filled) >= 3:
+        name, count = prefixes.most_common(1)[0]
+        if count >= FANOUT_SHARE * len(filled) and name.lower() not in _NOT_HOSTS and not name.isupper():
+            cut = len(name) + 2
+            out = [x[cut:] if x.startswith(name + ": ") else x for x in out]
+            host = name
+    new = "\n".join(out) + "\n"
+    return Unwrapped(new, host, new.strip() != text.strip())
+
+
+__all__ = ["Unwrapped", "unwrap"]
