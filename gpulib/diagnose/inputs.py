@@ -25,6 +25,9 @@ from gpulib.parsers.gpu_records import GpuSample
 log = logging.getLogger(__name__)
 
 HEAD_BYTES = 8192
+#: Pasted evidence (an issue comment, a chat paste) is small; a multi-GB job log is never unwrapped
+#: as a whole (its lines are still read one by one by the signature scan).
+UNWRAP_MAX_BYTES = 64 * 1024 * 1024
 #: Files that are model state, not evidence text: listed, handed to the checkpoint inspector.
 MODEL_SUFFIXES = (".pt", ".pth", ".bin", ".safetensors", ".ckpt", ".distcp")
 #: Small files that describe the model state beside them (sidecars, ``latest``, ``.tmp`` markers).
@@ -387,7 +390,7 @@ def _examine(f: InputFile, tz: str | None, inputs: Inputs) -> None:
         bare = unwrap.unwrap(head)
         if bare.changed:  # a pasted table or log: its layout is under the wrapping
             inner = detect.detect_kind(f.display, bare.text, head_bytes)
-            if inner is not None and inner != kind:
+            if inner is not None and f.path.stat().st_size <= UNWRAP_MAX_BYTES:
                 kind, f.wrapped = inner, True
                 f.host = f.host or bare.host
                 f.host_basis = f.host_basis or ("content" if bare.host else None)

@@ -169,7 +169,8 @@ def run(ctx: Context) -> None:
         key = _group_key(sig, s, meaning[0])
         # a line another rule cited explains this match only if that rule read it the same way (an
         # Xid 45 "caused by previous Xid 149" read as a bare 45 still has its NVLink cause to tell)
-        groups[key].append((f, s, hit is not None and hit.category == meaning[0]))
+        groups[key].append((f, s, hit is not None and hit.category == meaning[0]
+                            and (hit.role == "cause" or meaning[3] != "cause")))
         meanings.setdefault(key, (sig, *meaning))
     for key, members in groups.items():
         if any(was_cited for *_x, was_cited in members):

@@ -38,7 +38,7 @@ _DECODE = re.compile(
     r"\s*(?:emerg|alert|crit|err|warn|notice|info|debug)\s*:\s?")
 _PRIO = re.compile(r"<\d{1,3}>")
 #: ``> `` (nested ``> > ``) in front of lines pasted into an issue, a chat or an e-mail.
-MARKDOWN_QUOTE = re.compile(r"(?:\s{0,3}>\s?)+(?=\S)")
+MARKDOWN_QUOTE = re.compile(r"(?:[ ]{0,3}>[ ]?)+")
 #: ``pdsh -w node[01-16] dmesg -T`` / clush prefix each line with ``host: `` before the kernel's clock.
 _FANOUT_HOST = re.compile(r"([A-Za-z][\w.-]*): (?=\[ *\d|\[[A-Z][a-z]{2} |<\d|\d{4}-\d\d-\d\d|[A-Z][a-z]{2} [ \d]\d \d)")
 _CTIME = re.compile(

@@ -31,18 +31,19 @@ class Unwrapped:
 
 
 def unwrap(text: str) -> Unwrapped:
-    """The text without quotes, fences, prompt lines and a common fan-out host prefix."""
+    """The text without quotes, fences, prompt lines and a common fan-out host prefix (line for line)."""
     host = None
     out = []
-    for line in text.splitlines():
+    for line in text.splitlines():  # a removed line leaves an empty one: evidence keeps its line numbers
         if _FENCE.match(line):
+            out.append("")
             continue
         if line.lstrip().startswith(">"):
             line = MARKDOWN_QUOTE.sub("", line, count=1)
         m = _PROMPT.match(line)
         if m:
             host = m["h1"] or m["h2"]
-            continue
+            line = ""
         out.append(line)
     prefixes = Counter(m["host"] for m in map(_FANOUT.match, out) if m)
     filled = [x for x in out if x.strip()]

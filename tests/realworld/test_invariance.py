@@ -61,7 +61,8 @@ def _case(right_cases, data):
     return data.draw(st.sampled_from(sorted(right_cases)))
 
 
-SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(max_examples=25, deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @SETTINGS
