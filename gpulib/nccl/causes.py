@@ -87,7 +87,7 @@ def read_fabric(debug: Sequence[NcclDebugLine]) -> Fabric:
     socket_using = ib_using = None
     gdr_off = vm_pci = single = None
     nvl = topo = False
-    comm_sizes: dict[str, int] = {}
+    comm_sizes: dict[int, int] = {}  # line -> nranks of an Init line
     disabled: dict[str, NcclDebugLine] = {}
     for d in debug:
         text = d.text
@@ -115,7 +115,7 @@ def read_fabric(debug: Sequence[NcclDebugLine]) -> Fabric:
         if _GDR_OFF.search(text):
             gdr_off = gdr_off or d
         if m := _NRANKS.search(text):
-            comm_sizes[f"{d.host}:{m['rank']}:{m['n']}"] = int(m["n"])
+            comm_sizes[d.line] = int(m["n"])
         if (m := _DISABLED.search(text)) and m["v"] not in ("0", "false"):
             disabled.setdefault(m["var"], d)
     if comm_sizes and all(n == 1 for n in comm_sizes.values()) and len(comm_sizes) > 1:

@@ -178,7 +178,8 @@ def expect(*, gpu_name: str, collective: str, gpus_per_node: int, nodes: int, nr
             inter = min(nics.node_gbps, pcie_total) * table.fractions["net"]
     if inter is None:
         notes.append("no NIC information and no reference platform for this GPU: only the intra-node bound is known")
-        return Expectation(intra, bound, int(table.half_bytes[path] * scale), gpu, intra, None, None, True, notes)
+        return Expectation(intra, f"{bound} (network unknown)", int(table.half_bytes[path] * scale), gpu, intra, None,
+                           None, True, notes)
     if inter < intra:
         return Expectation(inter, "inter-node network", int(table.half_bytes["net"] * scale), gpu, intra, inter, nics,
                            assumed, notes)

@@ -43,7 +43,7 @@ def shape_of(run: nccl_tests.NcclTestsRun, nics: Nics | None = None) -> RunShape
     name = "cpu" if cpu else (run.devices[0].name if run.devices else "unknown GPU")
     fabric = read_fabric(run.debug)
     return RunShape(run.collective or "unknown", backend, name, max((len(v) for v in per_host.values()), default=1),
-                    len(per_host) or 1, nranks_of(run), nics or fabric.nics, fabric)
+                    len(per_host) or 1, nranks_of(run), nics or fabric.nics, fabric, len(run.devices))
 
 
 def nranks_of(run: nccl_tests.NcclTestsRun) -> int | None:

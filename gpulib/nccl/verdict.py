@@ -40,6 +40,7 @@ class RunShape:
     nranks: int | None = None
     nics: Nics | None = None  # from flags, ibstat or NCCL_DEBUG lines; None = unknown
     fabric: Fabric | None = field(default=None, repr=False)  # what NCCL_DEBUG lines showed, if any
+    rank_lines: int = 0  # "# Rank" lines in the output (> nranks when every process printed its own "Rank 0")
 
     @property
     def kind(self) -> str:
@@ -82,25 +83,31 @@ def _model_check(rows: list[Row], shape: RunShape, exp: Expectation, model: Mode
         if exp.nics_assumed and exp.inter_gbps is not None else ""
     if ratio >= model.pass_at_least:
         return Check("busbw", "PASS", f"{base}; {band}.{assumed}"), []
-    causes = name_causes(shape.fabric or _NO_FABRIC, nodes=shape.nodes, has_nvlink=exp.gpu.nvlink_gbps > 0,
-                         nvlink_domain=exp.bound == "NVLink domain", busbw_gbps=got,
-                         pcie_gbps=model.pcie_x16_gbps[exp.gpu.pcie_gen], floor_gbps=model.unknown_nic_floor_gbps)
+    causes = _causes(rows, shape, exp, model)
     why = f"; bound: {exp.bound}; likely cause: " + "; ".join(c.render() for c in causes) if causes else ""
     small = exp.fraction_at(size) < model.min_fraction_to_judge
     if small:
         return Check("busbw", "WARN", f"{base}{why}; but {format_size(size)} reaches only {exp.fraction_at(size):.0%} "
                      f"of the plateau: rerun with -e {smallest_judgeable(exp, model)} or more before calling it slow"), causes
     status = "WARN" if ratio >= model.fail_below else "FAIL"
-    if status == "FAIL" and exp.nics_assumed and exp.bound == "inter-node network" \
-            and not any(c.strong for c in causes) and got >= model.unknown_nic_floor_gbps:
+    network_unknown = exp.nics_assumed and shape.nodes > 1 and exp.bound != "NVLink domain"
+    below_any_fabric = got < model.unknown_nic_floor_gbps and exp.gpu.reference_nics is not None
+    if status == "FAIL" and network_unknown and not any(c.strong for c in causes) and not below_any_fabric:
         status = "WARN"
-        assumed = (" Not failed: the NICs were assumed and the output names no cause; give --nic-gbps/--nics, a "
-                   "bundle with ibstat, or NCCL_DEBUG=INFO output.")
+        assumed = (" Not failed: the NICs are unknown and the output names no cause; give --nic-gbps/--nics, a "
+                   "bundle with ibstat (--ibstat), or NCCL_DEBUG=INFO output.")
     label = "clearly below the model" if status == "WARN" else "far below the model"
     return Check("busbw", status, f"{base}: {label} ({band}){why}.{assumed}"), causes
 
 
 _NO_FABRIC = Fabric({}, None, None, None, None, False, False, None, {})
+
+
+def _causes(rows: list[Row], shape: RunShape, exp: Expectation, model: ModelTable) -> list[Cause]:
+    got = max(rows, key=lambda r: r.size_bytes).best_busbw_gbps
+    return name_causes(shape.fabric or _NO_FABRIC, nodes=shape.nodes, has_nvlink=exp.gpu.nvlink_gbps > 0,
+                       nvlink_domain=exp.bound == "NVLink domain", busbw_gbps=got,
+                       pcie_gbps=model.pcie_x16_gbps[exp.gpu.pcie_gen], floor_gbps=model.unknown_nic_floor_gbps)
 
 
 def _bandwidth_check(rows: list[Row], shape: RunShape, table: ThresholdTable, expect_busbw: float | None,
@@ -117,7 +124,11 @@ def _bandwidth_check(rows: list[Row], shape: RunShape, table: ThresholdTable, ex
     if not rows:
         return Check("busbw", "FAIL", "no rows were measured"), threshold.source if threshold else None, exp, []
     if threshold is not None:
-        return _threshold_check(rows, shape, table, threshold, expect_busbw is not None, exp), threshold.source, exp, []
+        check = _threshold_check(rows, shape, table, threshold, expect_busbw is not None, exp)
+        causes = _causes(rows, shape, exp, model) if check.status == "FAIL" and exp else []
+        if causes:
+            check.detail += f"; bound: {exp.bound}; likely cause: " + "; ".join(c.render() for c in causes)
+        return check, threshold.source, exp, causes
     if exp is None:
         return Check("busbw", "SKIP", f"no bandwidth model for {shape.gpu_name!r} {shape.collective} in "
                      "gpulib/nccl/expectations.yaml: bandwidth not judged (set one with --expect-busbw GBPS or "
@@ -152,9 +163,11 @@ def _communicator_check(rows: list[Row], shape: RunShape) -> Check | None:
     if any(p.busbw_gbps > 0 for p in placements) or not any(p.algbw_gbps > 0 for p in placements):
         return None
     evidence = ""
+    if shape.nranks and shape.rank_lines > shape.nranks:
+        evidence += f" [{shape.rank_lines} processes each printed their own 'Rank 0' line]"
     if shape.fabric and shape.fabric.single_rank_comms:
         d = shape.fabric.single_rank_comms
-        evidence = f" [line {d.line}: NCCL INFO {d.text}]"
+        evidence += f" [line {d.line}: NCCL INFO {d.text}]"
     return Check("communicator", "FAIL", f"busbw 0.00 GB/s at every size while algbw is up to "
                  f"{max(p.algbw_gbps for p in placements):.2f} GB/s: busbw = algbw x 2(n-1)/n is 0 only for n = 1, so "
                  "each process ran its own one-rank communicator (nranks 1) and no link was measured - nccl-tests "
