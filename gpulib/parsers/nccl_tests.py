@@ -63,8 +63,8 @@ _PARAMS = re.compile(r"^#? ?nThread (?P<nthread>\d+) nGpus (?P<ngpus>\d+) minByt
                      r"(?: validation: (?P<validation>\d+))?(?: graph: (?P<graph>\d+))?")
 _DEVICE = re.compile(r"^#?\s+Rank\s+(?P<rank>\d+)(?: Group\s+(?P<group>\d+))? Pid\s+(?P<pid>\d+) on\s+(?P<host>\S+) "
                      r"device\s+(?P<dev>\d+) \[(?P<pci>[^\]]+)\] (?P<name>.+?)\s*$")
-_OOB = re.compile(r"^# Out of bounds values\s*: (?P<n>\d+) (?P<ok>OK|FAILED)")
-_AVG = re.compile(r"^# Avg bus bandwidth\s*: (?P<bw>[-+\d.eE]+|nan|inf)(?: (?P<ok>OK|FAILED))?")
+_OOB = re.compile(r"^#?\s*Out of bounds values\s*: (?P<n>\d+) (?P<ok>OK|FAILED)")  # "#" lost when pasted as Markdown
+_AVG = re.compile(r"^#?\s*Avg bus bandwidth\s*: (?P<bw>[-+\d.eE]+|nan|inf)(?: (?P<ok>OK|FAILED))?")
 _CONCLUDED = re.compile(r"^# Collective test concluded: (?P<prog>\S+)")
 _FAIL = re.compile(r"^(?:(?P<host>\S+): )?(?:Test )?(?P<kind>CUDA|NCCL) failure (?P<file>\S+):(?P<line>\d+) '(?P<msg>.*)'")
 _VERDICT = re.compile(r"^# gpulib verdict: (?P<status>PASS|WARN|FAIL) (?P<reason>.*)$")
