@@ -175,6 +175,9 @@ def _communicator_check(rows: list[Row], shape: RunShape) -> Check | None:
     placements = [p for r in rows for p in r.placements()]
     if any(p.busbw_gbps > 0 for p in placements) or not any(p.algbw_gbps > 0 for p in placements):
         return None
+    many = shape.rank_lines > (shape.nranks or 0) or bool(shape.fabric and shape.fabric.single_rank_comms)
+    if not many:  # one process on one GPU: correct, just nothing to measure
+        return None
     evidence = ""
     if shape.nranks and shape.rank_lines > shape.nranks:
         evidence += f" [{shape.rank_lines} processes each printed their own 'Rank 0' line]"
@@ -209,6 +212,10 @@ def judge(rows: list[Row], shape: RunShape, table: ThresholdTable, *, wrong_tota
         bandwidth, source, exp, causes = Check("busbw", "SKIP", "not judged: no link was measured"), None, None, []
     elif failure and not rows:
         bandwidth, source, exp, causes = Check("busbw", "SKIP", "not judged: no size was measured"), None, None, []
+    elif shape.nranks == 1 and expect_busbw is None:
+        bandwidth, source, exp, causes = Check("busbw", "SKIP", "one rank: nothing crosses a link, so bandwidth is "
+                                               "not judged (start one rank per GPU: mpirun -np N, srun -n N, or -g N)"), \
+            None, None, []
     else:
         bandwidth, source, exp, causes = _bandwidth_check(rows, shape, table, expect_busbw, model)
     checks += [bandwidth, _latency_check(rows, shape, table, max_latency_us)]

@@ -85,3 +85,14 @@ def test_runs_that_stop_early_are_judged_at_their_largest_size(size, busbw, stat
 def test_too_small_to_judge_names_the_size_to_rerun_with():
     v = judge([_row(8 << 20, 10.0)], SHAPE_2N, thresholds.load(), wrong_total=0)
     assert "rerun with -e 128 MiB or more" in v.reason
+
+
+def test_a_single_rank_is_not_judged_and_not_failed():
+    """One process on one GPU: busbw is 0 by definition (factor 2(n-1)/n = 0), which is no fault."""
+    shape = RunShape("all_reduce", "nccl", "NVIDIA A10G", 1, 1, 1, rank_lines=1)
+    p = Placement(20.0, 3.2, 0.0, 0)
+    v = judge([Row(16 << 20, 4 << 20, "float", "sum", -1, p, p)], shape, thresholds.load(), wrong_total=0)
+    assert v.status == "WARN" and "one rank: nothing crosses a link" in v.reason
+    many = RunShape("all_reduce", "nccl", "NVIDIA A10G", 1, 1, 1, rank_lines=4)
+    v = judge([Row(16 << 20, 4 << 20, "float", "sum", -1, p, p)], many, thresholds.load(), wrong_total=0)
+    assert v.status == "FAIL" and "4 processes each printed their own 'Rank 0' line" in v.reason
