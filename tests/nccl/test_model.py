@@ -96,3 +96,27 @@ def test_a_single_rank_is_not_judged_and_not_failed():
     many = RunShape("all_reduce", "nccl", "NVIDIA A10G", 1, 1, 1, rank_lines=4)
     v = judge([Row(16 << 20, 4 << 20, "float", "sum", -1, p, p)], many, thresholds.load(), wrong_total=0)
     assert v.status == "FAIL" and "4 processes each printed their own 'Rank 0' line" in v.reason
+
+
+def test_fleet_minimums_do_not_catch_other_skus():
+    """AzNHC's 228 GB/s is for A100 SXM4 on NVSwitch; an 8 x A100 PCIe box is judged by the model (PCIe gen4)."""
+    table = thresholds.load()
+    pcie = RunShape("all_reduce", "nccl", "NVIDIA A100 80GB PCIe", 8, 1, 8)
+    assert table.match(gpu_name=pcie.gpu_name, backend="nccl", collective="all_reduce", gpus_per_node=8, nodes=1) is None
+    v = judge([_row(1 << 30, 19.5)], pcie, table, wrong_total=0)
+    assert v.status == "PASS" and "PCIe gen4" in v.reason
+    sxm = RunShape("all_reduce", "nccl", "NVIDIA A100-SXM4-40GB", 8, 1, 8)
+    assert judge([_row(8 << 30, 231.0)], sxm, table, wrong_total=0).threshold_source.startswith("AzNHC")
+
+
+def test_unchecked_rows_are_not_counted_as_correct():
+    from gpulib.parsers import nccl_tests
+
+    text = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+            "   268435456      67108864     float     sum      -1   1201.3  223.45  391.04    N/A   1199.8  223.73  391.53    N/A\n"
+            "# Avg bus bandwidth    : 391.285\n")
+    (run,) = nccl_tests.parse(text, source="all_reduce_perf_c0.log").records
+    assert run.rows[0].oop_wrong is None and run.wrong_total is None
+    v = judge([_row(256 << 20, 391.0)], RunShape("all_reduce", "nccl", "NVIDIA H100 80GB HBM3", 8, 1, 8), thresholds.load(),
+              wrong_total=run.wrong_total)
+    assert next(c for c in v.checks if c.name == "correctness").detail == "not checked (-c 0)"
