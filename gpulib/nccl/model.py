@@ -109,7 +109,7 @@ class Expectation:
         if self.inter_gbps is not None:
             nic = f"{self.nics.count} x {self.nics.rate_gbit:g} Gb/s NICs ({self.nics.origin})" if self.nics else "NICs"
             parts.append(f"inter-node {self.inter_gbps:.0f} GB/s from {nic}")
-        return f"model {self.plateau_gbps:.0f} GB/s, bound by {self.bound} ({'; '.join(parts)}; {self.gpu.id})"
+        return f"model {self.plateau_gbps:.0f} GB/s, bound by {self.bound} ({'; '.join(parts + self.notes)}; {self.gpu.id})"
 
 
 @lru_cache(maxsize=1)

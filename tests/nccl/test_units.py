@@ -203,3 +203,12 @@ def test_tester_outside_torchrun_says_how_to_start_it():
     proc = subprocess.run([sys.executable, "-m", "gpulib.nccl", "-b", "1K", "-e", "2K"], capture_output=True,
                           text=True, timeout=60, env=env)
     assert proc.returncode == 2 and "not started by torchrun" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_nic_flags_travel_to_the_workers_and_are_checked_together():
+    args = nccl_cli.tester_parser().parse_args(["--nic-gbps", "400", "--nics", "8"])
+    again = nccl_cli.tester_parser().parse_args(nccl_cli.forward_argv(args))
+    assert (again.nic_gbps, again.nics) == (400.0, 8)
+    nccl_cli.validate_args(args)
+    with pytest.raises(InputError, match="--nic-gbps and --nics go together"):
+        nccl_cli.validate_args(nccl_cli.tester_parser().parse_args(["--nic-gbps", "400"]))
