@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from gpulib.errors import GpulibError, InputError
+from gpulib.nccl import nics
 from gpulib.nccl.bandwidth import canonical_collective
 from gpulib.nccl.sizes import dtype, parse_size, size_sweep
 
@@ -26,7 +27,7 @@ _FLAGS = (  # (dest, flag) in the order they are forwarded to the torchrun worke
     ("check", "-c"), ("op", "-o"), ("datatype", "-d"), ("root", "-r"), ("average", "-a"), ("timeout", "-T"),
     ("json", "--json"), ("bundle", "--bundle"), ("thresholds", "--thresholds"), ("expect_busbw", "--expect-busbw"),
     ("max_latency_us", "--max-latency-us"), ("pairwise", "--pairwise"), ("pairwise_bytes", "--pairwise-bytes"),
-    ("slow_ratio", "--slow-ratio"),
+    ("slow_ratio", "--slow-ratio"), ("nic_gbps", "--nic-gbps"), ("nics", "--nics"),
 )
 
 
@@ -72,6 +73,13 @@ def add_tester_arguments(p: argparse.ArgumentParser) -> None:
                    help="pairwise slow-link search: auto runs it when busbw is below expectation (default auto)")
     p.add_argument("--pairwise-bytes", type=_size, help="message size of the pairwise exchange (default: -e)")
     p.add_argument("--slow-ratio", type=float, default=0.6, help="a pair is slow below this x typical (default 0.6)")
+    add_nic_arguments(p)
+
+
+def add_nic_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--nic-gbps", type=float, metavar="GBIT", help="rate of each compute NIC in Gb/s (e.g. 400), for "
+                   "the inter-node bound of the bandwidth model; with --nics")
+    p.add_argument("--nics", type=int, metavar="N", help="compute NICs per node (e.g. 8); with --nic-gbps")
 
 
 EXIT_CODES = ("exit status: 0 PASS or WARN, 1 FAIL (wrong data, too slow) or a collective error, 2 bad arguments, "
@@ -89,6 +97,7 @@ def tester_parser() -> argparse.ArgumentParser:
 def validate_args(args: argparse.Namespace) -> None:
     """Argument errors that need no torch: raised before torchrun starts or before ranks wait."""
     size_sweep(args.minbytes, args.maxbytes, args.stepfactor, args.stepbytes)
+    nics.from_flags(args.nic_gbps, args.nics)
     dt = dtype(args.datatype)
     if dt.name in ("uint32", "uint64"):
         raise InputError(f"data type {dt.name} has no torch.distributed support", hint="use int32/int64")
@@ -142,18 +151,26 @@ def _nccl_test(args) -> int:
     return subprocess.run(command, check=False).returncode
 
 
+PARSE_EXIT_CODES = ("exit status: 0 every run PASS, 1 a WARN (clearly below the model, or not judged), "
+                    "2 bad arguments or a file with no nccl-tests output, 3 a FAIL (wrong data, far below the model, "
+                    "a crash, a hang, ranks that never formed one communicator)")
+_PARSE_EXIT = {"PASS": 0, "WARN": 1, "FAIL": 3}
+
+
 def _nccl_parse(args) -> int:
     from gpulib.nccl import thresholds
     from gpulib.nccl.parsed import summarize_file
 
     table = thresholds.load(args.thresholds)  # once for all files
+    known = nics.from_flags(args.nic_gbps, args.nics) or (nics.from_ibstat(args.ibstat) if args.ibstat else None)
     worst = 0
     out = []
     for path in args.file:
-        summary = summarize_file(path, expect_busbw=args.expect_busbw, table=table)
+        summary = summarize_file(path, expect_busbw=args.expect_busbw, table=table, nics=known)
         out.append(summary)
         status = summary.get("verdict", {}).get("status")
-        worst = max(worst, 1 if status == "FAIL" else 0, 2 if summary.get("problems") and not summary.get("runs") else 0)
+        unreadable = 2 if summary.get("problems") and not summary.get("runs") else 0
+        worst = max(worst, _PARSE_EXIT.get(status, 0), unreadable)
     if args.format == "json":
         print(json.dumps(out, indent=2))
     else:
@@ -170,9 +187,15 @@ def register(subparsers) -> None:
     add_tester_arguments(p)
     p.add_argument("--nproc-per-node", type=int, help="processes to start (default: CUDA device count, 2 on CPU)")
     p.set_defaults(func=_nccl_test)
-    q = subparsers.add_parser("nccl-parse", help="read nccl-tests output (any historical layout) and judge it")
+    q = subparsers.add_parser("nccl-parse", help="read nccl-tests output (any historical layout) and judge it",
+                              description="Judges each run against the bandwidth model (gpulib/nccl/expectations.yaml) "
+                              "or a fleet-proven minimum (thresholds.yaml), and names the likely cause.",
+                              epilog=PARSE_EXIT_CODES)
     q.add_argument("file", nargs="+", help="nccl-tests or gpulib nccl-test output")
     q.add_argument("--format", choices=("text", "json"), default="text")
-    q.add_argument("--thresholds", metavar="FILE", help="busbw expectations (default: packaged table)")
+    q.add_argument("--thresholds", metavar="FILE", help="fleet-proven busbw minimums (default: packaged table)")
     q.add_argument("--expect-busbw", type=float, metavar="GBPS")
+    add_nic_arguments(q)
+    q.add_argument("--ibstat", metavar="PATH", help="ibstat output, or an evidence bundle holding infiniband/ibstat.txt: "
+                   "its fastest active ports are the compute NICs")
     q.set_defaults(func=_nccl_parse)

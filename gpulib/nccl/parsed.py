@@ -1,8 +1,9 @@
 """The same verdict for nccl-tests files an engineer already has (``gpulib nccl-parse FILE``).
 
 A parsed run carries its rank lines (GPU name, host per rank), so the shape that selects the
-expectation (GPU kind, GPUs per node, nodes) comes from the file itself. Runs written by
-``gpulib nccl-test`` name their backend in the header line; anything else is nccl-tests on NCCL.
+expectation (GPU kind, GPUs per node, nodes) comes from the file itself, and its NCCL_DEBUG lines
+(when the run had them) say which NICs and transports were used. Runs written by ``gpulib
+nccl-test`` name their backend in the header line; anything else is nccl-tests on NCCL.
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ from pathlib import Path
 
 from gpulib.nccl import thresholds
 from gpulib.nccl.bandwidth import infer_nranks
+from gpulib.nccl.causes import read_fabric
+from gpulib.nccl.model import Nics
 from gpulib.nccl.report import Placement, Row
+from gpulib.nccl.sizes import format_size
 from gpulib.nccl.verdict import RunShape, judge
 from gpulib.parsers import nccl_tests
 from gpulib.parsers.base import read_text
@@ -29,14 +33,17 @@ def to_rows(run: nccl_tests.NcclTestsRun) -> list[Row]:
                 _placement(r.ip_time_us, r.ip_algbw_gbps, r.ip_busbw_gbps, r.ip_wrong)) for r in run.rows]
 
 
-def shape_of(run: nccl_tests.NcclTestsRun) -> RunShape:
+def shape_of(run: nccl_tests.NcclTestsRun, nics: Nics | None = None) -> RunShape:
+    """GPU kind and layout from the rank lines; NICs from the caller (flags, ibstat), else from NCCL_DEBUG lines."""
     backend = (run.gpulib or {}).get("backend", "nccl")
-    per_host: dict[str, int] = {}
+    per_host: dict[str, set[int]] = {}
     for d in run.devices:
-        per_host[d.host] = per_host.get(d.host, 0) + 1
+        per_host.setdefault(d.host, set()).add(d.device)
     cpu = backend == "gloo" or (run.devices and all(d.pci_raw == "cpu" for d in run.devices))
     name = "cpu" if cpu else (run.devices[0].name if run.devices else "unknown GPU")
-    return RunShape(run.collective or "unknown", backend, name, max(per_host.values(), default=1), len(per_host) or 1)
+    fabric = read_fabric(run.debug)
+    return RunShape(run.collective or "unknown", backend, name, max((len(v) for v in per_host.values()), default=1),
+                    len(per_host) or 1, nranks_of(run), nics or fabric.nics, fabric, len(run.devices))
 
 
 def nranks_of(run: nccl_tests.NcclTestsRun) -> int | None:
@@ -49,14 +56,29 @@ def nranks_of(run: nccl_tests.NcclTestsRun) -> int | None:
     return None
 
 
+def _failure(run: nccl_tests.NcclTestsRun) -> str | None:
+    """Why the run did not finish: its own failure line, the first NCCL error, or a table that just stops."""
+    first_warn = next((d for d in run.debug if d.level == "WARN"), None)
+    warn = f" (first NCCL error, line {first_warn.line}: NCCL WARN {first_warn.text})" if first_warn else ""
+    lines = [f"{(f.host + ': ') if f.host else ''}Test {f.kind} failure {f.file}:{f.source_line} '{f.message}'"
+             for f in run.failures]
+    if not run.rows and (lines or first_warn):
+        said = "; ".join(lines) if lines else f"line {first_warn.line}: NCCL WARN {first_warn.text}"
+        return f"crashed before the first size: {said}" + (warn if lines else "")
+    if lines:
+        return "; ".join(lines) + warn
+    if run.rows and run.avg_busbw_gbps is None:
+        last = run.rows[-1]
+        return (f"the table stops after {format_size(last.size_bytes)} (line {last.line}) with no '# Avg bus bandwidth' "
+                f"footer and no error line: the run hung at the next size, or was killed{warn}")
+    return None
+
+
 def summarize_run(run: nccl_tests.NcclTestsRun, table: thresholds.ThresholdTable,
-                  expect_busbw: float | None = None) -> dict:
+                  expect_busbw: float | None = None, nics: Nics | None = None) -> dict:
     rows = to_rows(run)
-    shape = shape_of(run)
-    failure = "; ".join(f"{f.host}: Test {f.kind} failure {f.file}:{f.source_line} '{f.message}'" for f in run.failures)
-    if not failure and rows and run.avg_busbw_gbps is None:
-        failure = f"the run was cut off after {len(rows)} sizes (no '# Avg bus bandwidth' line)"
-    verdict = judge(rows, shape, table, wrong_total=run.wrong_total, failure=failure or None, expect_busbw=expect_busbw)
+    shape = shape_of(run, nics)
+    verdict = judge(rows, shape, table, wrong_total=run.wrong_total, failure=_failure(run), expect_busbw=expect_busbw)
     largest = max(rows, key=lambda r: r.size_bytes) if rows else None
     return {
         "line": run.line, "program": run.program, "collective": run.collective, "nranks": nranks_of(run),
@@ -65,18 +87,19 @@ def summarize_run(run: nccl_tests.NcclTestsRun, table: thresholds.ThresholdTable
         "busbw_at_largest_gbps": largest.best_busbw_gbps if largest else None,
         "avg_busbw_gbps": run.avg_busbw_gbps, "avg_busbw_computed_gbps": run.computed_avg_busbw_gbps,
         "wrong_total": run.wrong_total, "failures": [f.message for f in run.failures],
-        "verdict": {"status": verdict.status, "reason": verdict.reason},
+        "verdict": {"status": verdict.status, "reason": verdict.reason, "causes": verdict.causes,
+                    "expected": verdict.expected},
     }
 
 
 def summarize_file(path: str | Path, thresholds_path: str | None = None, expect_busbw: float | None = None, *,
-                   table: thresholds.ThresholdTable | None = None) -> dict:
+                   table: thresholds.ThresholdTable | None = None, nics: Nics | None = None) -> dict:
     """Parse and judge one file; pass ``table`` (from :func:`thresholds.load`) when judging many."""
     text, problems = read_text(path)
     result = nccl_tests.parse(text, source=str(path)) if text else None
     problems = [str(p) for p in problems + (result.problems if result else [])]
     table = table or thresholds.load(thresholds_path)
-    runs = [summarize_run(r, table, expect_busbw) for r in (result.records if result else [])]
+    runs = [summarize_run(r, table, expect_busbw, nics) for r in (result.records if result else [])]
     worst = max((r["verdict"]["status"] for r in runs), key=["PASS", "WARN", "FAIL"].index, default=None)
     out = {"file": str(path), "kind": nccl_tests.KIND, "runs": runs, "problems": problems}
     if worst:

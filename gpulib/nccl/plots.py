@@ -1,7 +1,7 @@
 """Plotly figures for the notebooks: busbw against message size, and the pairwise heat map.
 
 Both take plain data: busbw curves (``series_from_result`` makes them from a ``gpulib.nccl-test/1``
-dict) and the ``pairwise`` part of that dict.
+dict, ``expected_from_result`` the model's curve beside them) and the ``pairwise`` part of that dict.
 """
 
 from __future__ import annotations
@@ -9,12 +9,20 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 
-def busbw_figure(series: dict[str, list[tuple[int, float]]], expect_gbps: float | None = None) -> go.Figure:
-    """``series``: name -> [(size_bytes, busbw_gbps)]. Log-x, because sizes sweep by factors of 2."""
+def busbw_figure(series: dict[str, list[tuple[int, float]]], expect_gbps: float | None = None,
+                 expected: list[tuple[int, float]] | None = None) -> go.Figure:
+    """``series``: name -> [(size_bytes, busbw_gbps)]. Log-x, because sizes sweep by factors of 2.
+
+    ``expected`` is the bandwidth model's curve at the same sizes (``expected_from_result``), drawn
+    dashed: where the measured curve leaves it shows *at which size* a run stops keeping up."""
     fig = go.Figure()
     for name, points in series.items():
         points = sorted(points)
         fig.add_trace(go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], mode="lines+markers", name=name))
+    if expected:
+        points = sorted(expected)
+        fig.add_trace(go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], mode="lines",
+                                 name="expected (model)", line={"dash": "dash"}))
     if expect_gbps is not None:
         fig.add_hline(y=expect_gbps, line_dash="dash", annotation_text=f"expected {expect_gbps:g} GB/s")
     fig.update_layout(title="Bus bandwidth vs message size", xaxis_title="message size (bytes)",
@@ -30,6 +38,13 @@ def series_from_result(result: dict) -> dict[str, list[tuple[int, float]]]:
             if row.get(key):
                 out.setdefault(label, []).append((row["size_bytes"], row[key]["busbw_gbps"]))
     return out
+
+
+def expected_from_result(result: dict) -> list[tuple[int, float]] | None:
+    """The model's expected busbw curve stored in a result's verdict (None on gloo/CPU or an unknown GPU)."""
+    expected = (result.get("verdict") or {}).get("expected") or {}
+    curve = expected.get("curve")
+    return [(int(s), float(g)) for s, g in curve] if curve else None
 
 
 def pairwise_heatmap(pairwise: dict) -> go.Figure:

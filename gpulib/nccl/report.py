@@ -103,7 +103,9 @@ class Verdict:
     status: str
     reason: str
     checks: list[Check] = field(default_factory=list)
-    threshold_source: str | None = None
+    threshold_source: str | None = None  # the vendor/fleet source of the expectation
+    expected: dict | None = None  # the bandwidth model at the measured sizes (plateau, bound, curve)
+    causes: list[str] = field(default_factory=list)  # keys of the causes named for a degraded run
 
 
 @dataclass

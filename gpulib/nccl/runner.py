@@ -24,7 +24,7 @@ import torch.distributed as dist
 from gpulib import __version__
 from gpulib.errors import InputError
 from gpulib.evidence import BundleWriter, CollectorRecord
-from gpulib.nccl import thresholds
+from gpulib.nccl import nics, thresholds
 from gpulib.nccl.bandwidth import algbw_gbps, bus_factor
 from gpulib.nccl.cli import validate_args
 from gpulib.nccl.collectives import REDUCING, ROOTED, Case, has_in_place, sleep_before
@@ -160,7 +160,8 @@ def _run(args, backend: str, device: torch.device, inj: Injections, started: flo
     result = TestResult(tool, config, devices, injections=inj.active())
     table = thresholds.load(args.thresholds)
     gpus_per_node = max(sum(d.node == n for d in devices) for n in {d.node for d in devices})
-    shape = RunShape(args.collective, backend, devices[0].name if device.type == "cuda" else "cpu", gpus_per_node, nodes)
+    shape = RunShape(args.collective, backend, devices[0].name if device.type == "cuda" else "cpu", gpus_per_node, nodes,
+                     world, nics.from_flags(args.nic_gbps, args.nics))
 
     def verdict_now(failure: str | None = None):
         return judge(result.rows, shape, table, wrong_total=result.wrong_total, failure=failure,

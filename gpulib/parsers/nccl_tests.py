@@ -7,6 +7,13 @@ without ``redop``/``root`` and with ``error`` printed as ``0e+00``, 2020-2022 de
 ``N/A`` placements, and runs cut off before the footer. Columns are therefore mapped from the
 header line by name, never by fixed position; a headerless table falls back on the token count.
 
+The 2019-2021 ``error`` column is the largest deviation from the expected result (``2e-07`` is float
+rounding), not a count: it is kept as ``*_max_error`` and the run's correctness comes from its ``Out
+of bounds values`` line. ``NCCL INFO``/``WARN`` lines (``NCCL_DEBUG=INFO``) that show how ranks are
+connected (transports, NICs, the topology dump, GPU Direct RDMA) are kept as :class:`NcclDebugLine`
+so the verdict can name a cause; a run that died before its first size keeps its header and its
+NCCL error instead of being "not nccl-tests output".
+
 One file may hold several runs (``-d all``, or logs of several collectives concatenated): a new
 run starts at a version/``Collective test starting``/``nThread`` line after a finished one.
 Units as printed: time in microseconds, bandwidth in GB/s (1e9 bytes).
@@ -56,14 +63,31 @@ _PARAMS = re.compile(r"^#? ?nThread (?P<nthread>\d+) nGpus (?P<ngpus>\d+) minByt
                      r"(?: validation: (?P<validation>\d+))?(?: graph: (?P<graph>\d+))?")
 _DEVICE = re.compile(r"^#?\s+Rank\s+(?P<rank>\d+)(?: Group\s+(?P<group>\d+))? Pid\s+(?P<pid>\d+) on\s+(?P<host>\S+) "
                      r"device\s+(?P<dev>\d+) \[(?P<pci>[^\]]+)\] (?P<name>.+?)\s*$")
-_OOB = re.compile(r"^# Out of bounds values\s*: (?P<n>\d+) (?P<ok>OK|FAILED)")
-_AVG = re.compile(r"^# Avg bus bandwidth\s*: (?P<bw>[-+\d.eE]+|nan|inf)(?: (?P<ok>OK|FAILED))?")
+_OOB = re.compile(r"^#?\s*Out of bounds values\s*: (?P<n>\d+) (?P<ok>OK|FAILED)")  # "#" lost when pasted as Markdown
+_AVG = re.compile(r"^#?\s*Avg bus bandwidth\s*: (?P<bw>[-+\d.eE]+|nan|inf)(?: (?P<ok>OK|FAILED))?")
 _CONCLUDED = re.compile(r"^# Collective test concluded: (?P<prog>\S+)")
-_FAIL = re.compile(r"^(?P<host>\S+): Test (?P<kind>CUDA|NCCL) failure (?P<file>\S+):(?P<line>\d+) '(?P<msg>[^']*)'")
+_FAIL = re.compile(r"^(?:(?P<host>\S+): )?(?:Test )?(?P<kind>CUDA|NCCL) failure (?P<file>\S+):(?P<line>\d+) '(?P<msg>.*)'")
 _VERDICT = re.compile(r"^# gpulib verdict: (?P<status>PASS|WARN|FAIL) (?P<reason>.*)$")
-_HEAD_MARK = re.compile(r"nccl-tests version|# nThread \d+ nGpus|algbw\s+busbw|Avg bus bandwidth|"
-                        r"# gpulib nccl-tester|Test (?:NCCL|CUDA) failure|Collective test starting")
+_HEAD_MARK = re.compile(r"nccl-tests version|^#? ?nThread \d+ nGpus|algbw\s+busbw|Avg bus bandwidth|"
+                        r"# gpulib nccl-tester|(?:NCCL|CUDA) failure \S+:\d+ '|Collective test starting")
+#: ``host:pid:tid [dev] file.cc:123 NCCL WARN text`` / ``host:pid:tid [dev] NCCL INFO text`` (NCCL_DEBUG).
+_DEBUG = re.compile(r"^(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:\S+:\d+ )?"
+                    r"NCCL (?P<level>INFO|WARN) (?P<text>.*)$")
+#: The INFO lines that say how ranks are connected; the rest of an NCCL_DEBUG=INFO log is not kept.
+_DEBUG_KEEP = re.compile(r" via |NET/\w+ : Using|Using network|GPU Direct RDMA|\+ (?:NET|PCI|NVL|SYS|C2C)\[|=== System|"
+                         r" nranks \d+ |P2P is disabled|NVLS|_DISABLE|NCCL_TOPO_FILE|NCCL_NET_GDR|Topology detection")
+_DEBUG_CAP = 5000
 _TIME_COLUMNS = ("time", "cputime")
+
+
+@dataclass
+class NcclDebugLine:
+    """One kept ``NCCL INFO``/``NCCL WARN`` line: ``text`` is what follows ``NCCL INFO ``."""
+
+    line: int
+    host: str
+    level: str  # INFO | WARN
+    text: str
 
 
 @dataclass
@@ -84,6 +108,8 @@ class NcclTestsRow:
     ip_algbw_gbps: float | None
     ip_busbw_gbps: float | None
     ip_wrong: int | None
+    oop_max_error: float | None = None  # 2019-2021 ``error`` column: largest deviation, not a count
+    ip_max_error: float | None = None
 
 
 @dataclass
@@ -101,7 +127,7 @@ class NcclTestsDevice:
 @dataclass
 class NcclTestsFailure:
     line: int
-    host: str
+    host: str | None  # None in pre-2019 ``NCCL failure common.cu:874 '...'`` lines
     kind: str  # CUDA | NCCL
     file: str
     source_line: int
@@ -127,6 +153,7 @@ class NcclTestsRun:
     gpulib: dict | None = None  # our own header: version, backend, torch, nccl, ...
     gpulib_verdict: str | None = None
     complete: bool = False
+    debug: list[NcclDebugLine] = field(default_factory=list)  # shared by the runs of one file
 
     @property
     def computed_avg_busbw_gbps(self) -> float:
@@ -134,12 +161,16 @@ class NcclTestsRun:
 
     @property
     def wrong_total(self) -> int | None:
+        """``#wrong`` summed over rows; layouts with an ``error`` column count on the out-of-bounds line."""
         values = [w for r in self.rows for w in (r.oop_wrong, r.ip_wrong) if w is not None]
-        return sum(values) if values else None
+        if values:
+            return sum(values)
+        return self.oob_count if self.rows else None
 
     @property
     def nranks(self) -> int | None:
-        return len(self.devices) or None
+        """Distinct ranks named by the device lines (processes that each print ``Rank 0`` count once)."""
+        return len({d.rank for d in self.devices}) or None
 
     @property
     def hosts(self) -> list[str]:
@@ -175,8 +206,12 @@ def _fallback_columns(tokens: list[str]) -> list[str]:
 def _header_columns(text: str) -> list[str] | None:
     tokens = text.lstrip("#").split()
     if "size" in tokens and "busbw" in tokens and tokens[0] == "size":
-        return ["#wrong" if t == "error" else t for t in tokens]
+        return tokens
     return None
+
+
+def _max_error(token: str) -> float | None:
+    return None if token.upper() == "N/A" else float(token)
 
 
 def _row(tokens: list[str], columns: list[str], line: int) -> NcclTestsRow:
@@ -200,6 +235,7 @@ def _row(tokens: list[str], columns: list[str], line: int) -> NcclTestsRow:
         oop_busbw_gbps=get("oop_busbw", _number), oop_wrong=get("oop_#wrong", _wrong),
         ip_time_us=get("ip_time", _number), ip_algbw_gbps=get("ip_algbw", _number),
         ip_busbw_gbps=get("ip_busbw", _number), ip_wrong=get("ip_#wrong", _wrong),
+        oop_max_error=get("oop_error", _max_error), ip_max_error=get("ip_error", _max_error),
     )
 
 
@@ -217,6 +253,7 @@ def parse(text: str, source: str = "<text>", **opts) -> ParseResult[NcclTestsRun
     result: ParseResult[NcclTestsRun] = ParseResult(KIND)
     runs: list[NcclTestsRun] = []
     run: NcclTestsRun | None = None
+    debug: list[NcclDebugLine] = []
 
     def current(line_no: int, starting: bool = False) -> NcclTestsRun:
         nonlocal run
@@ -229,7 +266,10 @@ def parse(text: str, source: str = "<text>", **opts) -> ParseResult[NcclTestsRun
         line = _PREFIX.sub("", raw, count=1).rstrip()
         if not line.strip():
             continue
-        if m := _GPULIB.match(line):
+        if m := _DEBUG.match(line.strip()):
+            if len(debug) < _DEBUG_CAP and (m["level"] == "WARN" or _DEBUG_KEEP.search(m["text"])):
+                debug.append(NcclDebugLine(line_no, m["host"], m["level"], m["text"].strip()))
+        elif m := _GPULIB.match(line):
             r = current(line_no, starting=True)
             r.gpulib = {"gpulib": m["ver"], **dict(kv.split("=", 1) for kv in m["kv"].split() if "=" in kv)}
             r.collective = canonical_collective(r.gpulib.get("collective", "")) or r.collective
@@ -264,10 +304,10 @@ def parse(text: str, source: str = "<text>", **opts) -> ParseResult[NcclTestsRun
             current(line_no).gpulib_verdict = f"{m['status']} {m['reason']}"
         elif m := _FAIL.search(line):
             current(line_no).failures.append(NcclTestsFailure(line_no, m["host"], m["kind"], m["file"], int(m["line"]), m["msg"]))
+        elif columns := _header_columns(line):
+            current(line_no).columns = columns
         elif line.lstrip().startswith("#"):
-            columns = _header_columns(line)
-            if columns:
-                current(line_no).columns = columns
+            continue
         else:
             tokens = line.split()
             if len(tokens) < 7 or not tokens[0].isdigit() or not tokens[1].isdigit():
@@ -280,15 +320,20 @@ def parse(text: str, source: str = "<text>", **opts) -> ParseResult[NcclTestsRun
                 result.problems.append(Problem(source, f"cannot read result row ({exc}): {line.strip()[:120]}", line_no))
 
     fallback = _collective_from_name(source)
+    warned = any(d.level == "WARN" for d in debug)
     for r in runs:
-        if not (r.rows or r.failures or r.avg_busbw_gbps is not None):
+        started = bool(r.params or r.devices or r.version)
+        if not (r.rows or r.failures or r.avg_busbw_gbps is not None or (started and warned)):
             continue
+        r.debug = debug
         r.collective = r.collective or fallback
         if r.rows and r.avg_busbw_gbps is None and not r.failures:
             result.problems.append(Problem(source, "the table ends before '# Avg bus bandwidth': the run was cut off "
                                            f"after {len(r.rows)} rows", r.rows[-1].line))
         result.records.append(r)
     if not result.records:
+        first_warn = next((d for d in debug if d.level == "WARN"), None)
+        why = (f"; its first NCCL error (line {first_warn.line}): NCCL WARN {first_warn.text}" if first_warn else "")
         result.problems.append(Problem(source, "no nccl-tests result rows found (not nccl-tests output, or it failed "
-                                       "before the first size)"))
+                                       f"before the first size){why}"))
     return result

@@ -86,9 +86,15 @@ def test_verdict_pass_fail_and_size_guard():
     assert ok.status == "PASS" and "460" in ok.reason and "AzNHC" in ok.threshold_source
     slow = judge([_row(1 << 34, 300.0)], H100, table, wrong_total=0)
     assert slow.status == "FAIL" and "300.00" in slow.reason
-    # a 256 MiB run below 460 is not called slow: AzNHC's number holds at 16 GiB
+    # AzNHC's 460 GB/s holds at 16 GiB; at 256 MiB the model's size curve scales it to ~369 GB/s
     small = judge([_row(256 << 20, 380.0)], H100, table, wrong_total=0)
-    assert small.status == "WARN" and "-e 16 GiB" in small.reason
+    assert small.status == "PASS" and "scaled to this size" in small.reason
+    # below the scaled minimum but near the model: not called slow before a run at the reference size
+    marginal = judge([_row(256 << 20, 300.0)], H100, table, wrong_total=0)
+    assert marginal.status == "WARN" and "-e 16 GiB" in marginal.reason
+    # far below even for 256 MiB: the model fails it without asking for a rerun
+    crawl = judge([_row(256 << 20, 60.0)], H100, table, wrong_total=0)
+    assert crawl.status == "FAIL" and "far below the model" in crawl.reason
     wrong = judge([_row(1 << 34, 481.0)], H100, table, wrong_total=5)
     assert wrong.status == "FAIL" and "5 wrong" in wrong.reason
 
@@ -96,7 +102,7 @@ def test_verdict_pass_fail_and_size_guard():
 def test_verdict_without_threshold_says_so():
     cpu = RunShape("all_reduce", "gloo", "cpu", 2, 1)
     v = judge([_row(1 << 20, 0.5)], cpu, thresholds.load(), wrong_total=0)
-    assert v.status == "WARN" and "no threshold for gloo/cpu" in v.reason
+    assert v.status == "WARN" and "no GPU model: bandwidth not judged" in v.reason and v.expected is None
     assert judge([_row(1 << 20, 0.5)], cpu, thresholds.load(), wrong_total=0, expect_busbw=0.1).status == "PASS"
     assert judge([_row(1 << 20, 0.5)], cpu, thresholds.load(), wrong_total=0, expect_busbw=1.0).status == "FAIL"
 
@@ -170,7 +176,7 @@ def test_forward_argv_round_trips():
 
 
 def test_plots_from_a_result_and_a_pairwise_report():
-    from gpulib.nccl.plots import busbw_figure, pairwise_heatmap, series_from_result
+    from gpulib.nccl.plots import busbw_figure, expected_from_result, pairwise_heatmap, series_from_result
 
     result = {"rows": [{"size_bytes": 1024, "out_of_place": {"busbw_gbps": 1.5}, "in_place": None},
                        {"size_bytes": 4096, "out_of_place": {"busbw_gbps": 3.0}, "in_place": {"busbw_gbps": 2.5}}]}
@@ -178,6 +184,11 @@ def test_plots_from_a_result_and_a_pairwise_report():
     assert series == {"out-of-place": [(1024, 1.5), (4096, 3.0)], "in-place": [(4096, 2.5)]}
     fig = busbw_figure(series, expect_gbps=460)
     assert [t.name for t in fig.data] == ["out-of-place", "in-place"] and fig.layout.xaxis.type == "log"
+    assert expected_from_result(result) is None  # gloo/CPU: no model, no dashed curve
+    result["verdict"] = {"expected": {"curve": [[1024, 0.1], [4096, 0.4]]}}
+    fig = busbw_figure(series, expected=expected_from_result(result))
+    assert fig.data[-1].name == "expected (model)" and fig.data[-1].line.dash == "dash"
+    assert list(fig.data[-1].y) == [0.1, 0.4]
     report = localize(_pairs(4, slow_rank=2), mode="ranks", size_bytes=1 << 20).to_dict()
     heat = pairwise_heatmap(report)
     z = heat.data[0].z
@@ -192,3 +203,12 @@ def test_tester_outside_torchrun_says_how_to_start_it():
     proc = subprocess.run([sys.executable, "-m", "gpulib.nccl", "-b", "1K", "-e", "2K"], capture_output=True,
                           text=True, timeout=60, env=env)
     assert proc.returncode == 2 and "not started by torchrun" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_nic_flags_travel_to_the_workers_and_are_checked_together():
+    args = nccl_cli.tester_parser().parse_args(["--nic-gbps", "400", "--nics", "8"])
+    again = nccl_cli.tester_parser().parse_args(nccl_cli.forward_argv(args))
+    assert (again.nic_gbps, again.nics) == (400.0, 8)
+    nccl_cli.validate_args(args)
+    with pytest.raises(InputError, match="--nic-gbps and --nics go together"):
+        nccl_cli.validate_args(nccl_cli.tester_parser().parse_args(["--nic-gbps", "400"]))
