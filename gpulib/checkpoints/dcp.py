@@ -86,7 +86,8 @@ def inspect_dcp(path: Path, deep: bool = False, other_dirs: list[Path] | None = 
         report.add("incomplete", ".metadata is empty (0 bytes)")
         return report
     result = stub_load(data)
-    record_globals(report, result.globals, {}, ".metadata", allowlist_matters=False)
+    record_globals(report, result.globals, {}, ".metadata")
+    report.findings = [f for f in report.findings if f.severity != "needs_allowlist"]  # DCP reads it with pickle
     if result.error:
         sev = "incomplete" if "truncated" in result.error or "Ran out" in result.error else "corrupt"
         report.add(sev, f".metadata does not unpickle: {result.error}")
@@ -192,7 +193,7 @@ def _read_step_items(located: dict[str, Path], bytes_items: list[str], items_of:
                 continue
             sub = FileReport(f"{rel}@{fqn}", "torch_zip")
             fill_from_pickle(sub, stub_load(zipreader.read_member(fd, pkl, MAX_STEP_ITEM_BYTES)), fqn)
-            report.findings.extend(f for f in sub.findings if f.severity == "unsafe")
+            report.findings.extend(f for f in sub.findings if f.severity in ("unsafe", "needs_review"))
             leaf = fqn.rsplit(".", 1)[-1]
             for k, v in sub.values.items():
                 name = (k or leaf).rsplit(".", 1)[-1]
