@@ -111,11 +111,12 @@ def inspect_zip(report: FileReport, fd: int, size: int, deep: bool, start: int =
     try:
         index = zipreader.read_index(report.path, fd, start, end)
     except zipreader.ZipFormatError as exc:
-        report.add("incomplete" if exc.reason.startswith("truncated") else "corrupt", exc.reason)
+        report.add(*zipreader.split_reason(exc.reason))
         return
     report.meta.update(zip64=index.zip64, members=len(index.members))
     if end is None and index.end != size:
-        report.add("warning", f"{size - index.end:,} bytes follow the zip end record (appended data)")
+        report.add("warning", f"{size - index.end:,} bytes follow the zip end record (appended after a complete save; "
+                   "torch still loads it - check what wrote them)")
     if index.duplicates:
         report.add("corrupt", f"duplicate zip members {index.duplicates[:3]}: torch and other readers may pick different ones")
     pkls = [m.name for m in index.members if m.name.endswith("/data.pkl") and m.name.count("/") == 1]
@@ -129,7 +130,7 @@ def inspect_zip(report: FileReport, fd: int, size: int, deep: bool, start: int =
         report.add("unsafe", "TorchScript archive: torch.load hands it to torch.jit.load, which runs its code")
     members, problems = zipreader.locate_data(fd, index)
     for p in problems:
-        report.add("corrupt", p)
+        report.add(*zipreader.split_reason(p))
     by_name = {m.name: m for m in members}
     for rec in SMALL_RECORDS:
         m = by_name.get(root + rec)
@@ -137,13 +138,13 @@ def inspect_zip(report: FileReport, fd: int, size: int, deep: bool, start: int =
             try:
                 report.meta[rec.lstrip(".").replace(".data/", "")] = zipreader.read_member(fd, m, 256).decode("ascii", "replace").strip()
             except zipreader.ZipFormatError as exc:
-                report.add("corrupt", exc.reason)
+                report.add(*zipreader.split_reason(exc.reason))
     if root + "data.pkl" not in by_name:
         return
     try:
         pkl = zipreader.read_member(fd, by_name[root + "data.pkl"], MAX_PICKLE_BYTES)
     except zipreader.ZipFormatError as exc:
-        report.add("corrupt", exc.reason)
+        report.add(*zipreader.split_reason(exc.reason))
         return
     result = stub_load(pkl)
     fill_from_pickle(report, result, "data.pkl")
@@ -160,9 +161,23 @@ def inspect_zip(report: FileReport, fd: int, size: int, deep: bool, start: int =
     if extra and not result.error:
         report.add("warning", f"{len(extra)} storages in the archive are not referenced by data.pkl (e.g. {extra[0]})")
     if deep:
-        for p in zipreader.check_crcs(fd, members):
-            report.add("corrupt", p)
+        problems, unchecked = zipreader.check_crcs(fd, members)
+        for p in problems:
+            report.add(*zipreader.split_reason(p))
         report.deep_checked = True
+        note_coverage(report, len(members) - len(unchecked), len(members), unchecked)
+
+
+def note_coverage(report: FileReport, checked: int, total: int, unchecked: list[str]) -> None:
+    """Say what ``--deep`` could actually look at: a VALID without a checksum is not a proof."""
+    report.meta["deep_checksummed_members"] = checked
+    report.meta["deep_members"] = total
+    if unchecked:
+        report.add("warning", f"deep: CRC-32 checked {checked} of {total} members; {len(unchecked)} carry no CRC "
+                   f"(saved with compute_crc32=False, e.g. {unchecked[0]}): a changed byte there is invisible - "
+                   "`gpulib ckpt seal` records checksums")
+    else:
+        report.add("info", f"deep: CRC-32 checked all {total} members")
 
 
 def inspect_legacy(report: FileReport, fh: io.BufferedReader, size: int) -> None:
