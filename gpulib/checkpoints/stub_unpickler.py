@@ -116,6 +116,12 @@ FRAMEWORK_DATA_MODULES = frozenset({
     "torch.distributed._shard.sharded_tensor.metadata", "torch.distributed._shard.metadata",
     "torch.distributed.checkpoint._dedup_save_plans",
 })
+# Exact data classes/enums that frameworks pickle into their own checkpoint files (seen in real
+# saves; their loaders read them back with weights_only=False).
+FRAMEWORK_DATA_NAMES = frozenset({
+    ("deepspeed.runtime.fp16.loss_scaler", "LossScaler"), ("deepspeed.runtime.fp16.loss_scaler", "DynamicLossScaler"),
+    ("deepspeed.runtime.zero.config", "ZeroStageEnum"), ("deepspeed.utils.tensor_fragment", "fragment_address"),
+})
 NESTED_PICKLE_LOADERS = frozenset({("pickle", "loads"), ("_pickle", "loads"), ("torch.storage", "_load_from_bytes"),
                                    ("dill", "loads"), ("cloudpickle", "loads")})
 
@@ -139,7 +145,7 @@ def classify_global(module: str, name: str) -> tuple[str, str]:
         return "weights_only_ok", "torch dtype / storage class"
     if module.startswith("torch.") and "quantiz" in module + name:
         return "weights_only_ok", "quantization scheme"
-    if module in FRAMEWORK_DATA_MODULES and name.lstrip("_")[:1].isupper():
+    if (module in FRAMEWORK_DATA_MODULES and name.lstrip("_")[:1].isupper()) or (module, name) in FRAMEWORK_DATA_NAMES:
         return "framework_data", "a data class of the framework's own checkpoint metadata"
     if top in ("builtins", "__builtin__") or (module, name) in ALLOWLISTABLE or (module == "numpy.dtypes" and name in NUMPY_DTYPE_CLASSES.values()):
         return "needs_allowlist", "plain data type: torch.load(weights_only=True) refuses it until allowlisted"
