@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet "$(TORCH_REQ)"
-	$(BIN)/pip install --quiet -e ".[test]"
+	DS_BUILD_OPS=0 $(BIN)/pip install --quiet -e ".[test,frameworks]"
 	# an editable install leaves gpulib uncompiled; byte-compile it once as a wheel install would
 	$(BIN)/python -m compileall -q gpulib >/dev/null
 	$(BIN)/python -m ipykernel install --prefix $(VENV) --name python3 >/dev/null

@@ -14,6 +14,11 @@ from gpulib.checkpoints.safetensors import inspect_safetensors, looks_like_safet
 from gpulib.checkpoints.stub_unpickler import MAX_PICKLE_BYTES, stub_load
 
 HEAD_BYTES = 64
+NO_CHECKSUM_FORMATS = {
+    "safetensors": "the format has a JSON header and raw bytes, no CRC",
+    "torch_legacy": "pre-1.6 torch.save: stacked pickles and raw storages, no CRC",
+    "pickle": "a pickle has no CRC",
+}
 PICKLE_V0_STARTS = frozenset(bytes([c]) for c in b"(c}])ISVNFLJKMGTiU")
 
 
@@ -95,4 +100,7 @@ def inspect_path(path: str | Path, deep: bool = False) -> FileReport:
                     report.add(severity, message)
         except OSError as exc:
             report.add("incomplete", f"read error: {exc.strerror or exc}")
+    if deep and report.format in NO_CHECKSUM_FORMATS:
+        report.add("warning", f"deep: {report.format} files carry no checksum ({NO_CHECKSUM_FORMATS[report.format]}): "
+                   "a flipped byte in tensor data is invisible - `gpulib ckpt seal` records one")
     return report

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpulib.checkpoints import resume
-from gpulib.checkpoints.layouts import EVALUATORS, Candidate, discover, read_pointers
+from gpulib.checkpoints.layouts import EVALUATORS, Candidate, discover, read_pointers, require_series_files
 
 HASH_CHUNK = 8 << 20
 
@@ -34,6 +34,7 @@ class LatestReport:
     pointer_sources: list[tuple[Path, str, dict]] = field(default_factory=list, repr=False)  # (root, series, ptrs)
     disagreements: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def resume_from(self) -> Path | None:
@@ -49,7 +50,7 @@ class LatestReport:
             "rejected": [{"path": str(p), "reason": r} for p, r in self.rejected],
             "lacks": self.lacks, "advice": self.advice, "resume_command": self.resume_command,
             "leftovers": self.leftovers, "pointers": self.pointers, "disagreements": self.disagreements,
-            "problems": self.problems,
+            "problems": self.problems, "notes": self.notes, "why_none": self.why_none(),
             "checkpoints": [
                 {"layout": c.layout, "name": c.name, "series": c.series, "paths": [str(p) for p in c.paths],
                  "step": c.step, "step_from_name": c.step_name, "step_from_content": c.step_content,
@@ -58,6 +59,19 @@ class LatestReport:
                 for c in self.candidates
             ],
         }
+
+    def why_none(self) -> str | None:
+        """When nothing is recommended: why, in one line (UNSAFE ones named first)."""
+        if self.chosen:
+            return None
+        if not self.candidates:
+            return "no checkpoint found under " + ", ".join(str(r) for r in self.roots)
+        untrusted = [c for c in self.candidates if any(r.startswith(("UNSAFE", "needs review")) for r in c.reasons)]
+        why = f"none of {len(self.candidates)} checkpoints is resumable"
+        if untrusted:
+            why += (f"; {len(untrusted)} would run pickled code on resume (UNSAFE / needs review: "
+                    f"{', '.join(c.name for c in untrusted[:4])}) and are never recommended")
+        return why
 
     def to_text(self) -> str:
         lines = []
@@ -71,13 +85,14 @@ class LatestReport:
             lines += [f"pointer {Path(where) / k} -> {v}" for k, v in ptrs.items()]
         lines += [f"DISAGREE: {d}" for d in self.disagreements]
         lines += [f"problem: {p}" for p in self.problems]
+        lines += [f"note: {n}" for n in self.notes]
         if self.chosen:
             lines.append(f"\nresume from: {self.resume_from}  (step {self.chosen.step}, {self.chosen.layout})")
             lines += [f"  lacks: {x}" for x in self.lacks]
             lines += [f"  note: {x}" for x in self.advice]
             lines.append(f"  command: {self.resume_command}")
         else:
-            lines.append("\nno complete checkpoint found")
+            lines.append(f"\nno resumable checkpoint: {self.why_none()}")
         return "\n".join(lines)
 
 
@@ -130,9 +145,10 @@ def find_latest(roots: list[str | Path], deep: bool = False) -> LatestReport:
         if not root.is_dir():
             report.problems.append(f"{root}: not a directory" if root.exists() else f"{root}: does not exist")
             continue
-        found, leftovers, problems = discover(root)
+        found, leftovers, problems, notes = discover(root)
         report.leftovers += [str(root / x) for x in leftovers]
         report.problems += problems
+        report.notes += notes
         for c in found:
             key = (c.layout, c.series, c.name)
             if key in merged:
@@ -146,6 +162,8 @@ def find_latest(roots: list[str | Path], deep: bool = False) -> LatestReport:
                 report.pointer_sources.append((root, series, ptrs))
     for c in merged.values():
         EVALUATORS[c.layout](c, False)
+    require_series_files(list(merged.values()))
+    for c in merged.values():
         c.complete = not c.reasons
         if c.step_name is not None and c.step_content is not None and c.step_name != c.step_content:
             c.warnings.append(f"the name says step {c.step_name}, the content says {c.step_content}")

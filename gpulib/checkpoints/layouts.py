@@ -8,7 +8,8 @@ nothing at all. A checkpoint is complete when every expected file (per rank / sh
 passes the file checks - computed as "expected set minus present set", over the union of the
 roots given (one per node), so node-local disks show which node lacks which shard.
 
-"Newest" comes from the step in the name or in the content, never from mtime.
+"Newest" comes from the step in the name or in the content (per :mod:`frameworks`' table),
+never from mtime or text order. Which files each loader needs is that table too.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from gpulib.checkpoints import dcp
 from gpulib.checkpoints.files import inspect_path
+from gpulib.checkpoints.frameworks import step_of
 from gpulib.checkpoints.records import FileReport
 
 MAX_SCAN_DIRS = 20_000
@@ -36,6 +38,7 @@ STEP_IN_NAME = re.compile(r"(?:step|iter|global_step|checkpoint|ckpt)[=_-]?(\d+)
 DS_OPTIM = re.compile(r"^(?:bf16_)?zero_pp_rank_(\d+)_mp_rank_(\d+)_optim_states\.pt$")
 DS_MODEL = re.compile(r"^(?:zero_pp_rank_(\d+)_)?mp_rank_(\d+)_model_states\.pt$")
 CHECKPOINT_WORDS = re.compile(r"ckpt|checkpoint|model|step|optim|iter|epoch|state", re.I)
+TRAINER_TMP = re.compile(r"^tmp-checkpoint-(\d+)$")
 RANK_FILE = re.compile(r"^(?:rng_state|random_states)_(\d+)\.(?:pth|pkl)$")
 
 
@@ -61,20 +64,27 @@ class Candidate:
 
     @property
     def step(self) -> int | None:
-        return self.step_content if self.step_content is not None else self.step_name
+        return step_of(self.layout, self.step_name, self.step_content)
 
     @property
     def path(self) -> Path:
         return self.paths[0]
 
-    def absorb(self, report: FileReport, what: str) -> FileReport:
-        """Take one file's verdict into this checkpoint's verdict."""
-        self.reports.append(report)
-        for reason in report.reasons():
-            self.reasons.append(f"{what}: {reason}")
+    def distrust(self, report: FileReport, what: str) -> None:
         for f in report.findings:
             if f.severity == "unsafe":
-                self.warnings.append(f"{what}: {f.message}")
+                self.reasons.append(f"UNSAFE: {what}: {f.message}")
+            elif f.severity == "needs_review":
+                self.reasons.append(f"needs review: {what}: {f.message}")
+
+    def absorb(self, report: FileReport, what: str, blocking: bool = True) -> FileReport:
+        """Take one file's verdict into this checkpoint's verdict. A file the loader only tries
+        (``blocking=False``) cannot make it unresumable by being damaged - but an UNSAFE or
+        unknown global in any file always does: resuming would unpickle it."""
+        self.reports.append(report)
+        for reason in report.reasons():
+            (self.reasons if blocking else self.warnings).append(f"{what}: {reason}")
+        self.distrust(report, what)
         if report.summary:
             self.categories.update(report.summary.categories)
             self.model_prefix = self.model_prefix or report.summary.model_prefix
@@ -160,11 +170,13 @@ def eval_hf_trainer(c: Candidate, deep: bool) -> None:
         if f.get(n):
             c.absorb(inspect_path(f.get(n), deep), n)
             c.categories.add(cat)
-    _rank_files(c, f, "rng_state.pth", "RNG state (rng_state_<rank>.pth)")
+    _rank_files(c, f, "rng_state.pth", "RNG state (rng_state_<rank>.pth)", blocking=True)
     c.categories.add("dataloader")  # HF Trainer re-skips consumed batches on resume (no sampler file)
 
 
-def _rank_files(c: Candidate, f: Files, single: str, what: str) -> None:
+def _rank_files(c: Candidate, f: Files, single: str, what: str, blocking: bool) -> None:
+    """Per-rank RNG files (and the single-process name): every one present is inspected - the
+    loader of whichever rank opens it fails on a damaged one (``blocking``) or runs its pickle."""
     ranks = {int(m.group(1)) for m in f.matching(RANK_FILE).values()}
     if f.get(single):
         ranks.add(0)
@@ -176,10 +188,8 @@ def _rank_files(c: Candidate, f: Files, single: str, what: str) -> None:
     gap = _contiguous(ranks, what)
     if gap:
         c.reasons.append(gap)
-    for n in f.matching(RANK_FILE):
-        r = inspect_path(f.get(n))
-        if not r.valid:
-            c.absorb(r, n)
+    for n in sorted(f.matching(RANK_FILE)) + ([single] if f.get(single) else []):
+        c.absorb(inspect_path(f.get(n)), n, blocking)
 
 
 def _check_index(c: Candidate, f: Files, index_name: str, deep: bool) -> None:
@@ -197,26 +207,49 @@ def _check_index(c: Candidate, f: Files, index_name: str, deep: bool) -> None:
             c.absorb(inspect_path(p, deep), shard)
 
 
+ACCELERATE_FILE = re.compile(r"^(model|pytorch_model|optimizer|scheduler|sampler|dl_state_dict|custom_checkpoint)(_\d+)?"
+                             r"\.(safetensors|bin|pkl)$|^scaler\.pt$")
+ACCELERATE_CATEGORY = {"optimizer": "optimizer", "scheduler": "scheduler", "sampler": "dataloader",
+                       "dl_state_dict": "dataloader", "scaler": "scaler", "model": "model", "pytorch_model": "model"}
+
+
 def eval_accelerate(c: Candidate, deep: bool) -> None:
+    """``load_state`` opens one file per object the script registered (model, optimizer,
+    scheduler, sampler, scaler, custom objects): each must be there and verify. Which ones a run
+    registers is seen across the series (``require_series_files``). The step is the folder
+    number: ``random_states``' ``step`` is the gradient-accumulation counter (0 at every save)."""
     f = Files(c.paths)
     weights = [n for n in f.names if re.match(r"^(model(_\d+)?\.safetensors|pytorch_model(_\d+)?\.bin)$", n)]
     if not weights:
-        c.reasons.append("no model weights (model.safetensors / pytorch_model.bin)")
+        c.reasons.append("no model weights (model.safetensors / pytorch_model.bin): accelerator.load_state raises")
+    if not f.get("optimizer.bin"):
+        c.reasons.append("no optimizer.bin: accelerator.load_state opens it for the prepared optimizer and raises")
     for n in sorted(f.names):
-        cat = {"optimizer": "optimizer", "scheduler": "scheduler", "sampler": "dataloader", "dl_state_dict": "dataloader",
-               "scaler": "scaler", "model": "model", "pytorch_model": "model"}.get(re.sub(r"(_\d+)?\.(bin|pt|safetensors)$", "", n))
-        if cat:
+        m = ACCELERATE_FILE.match(n)
+        if m:
             c.absorb(inspect_path(f.get(n), deep), n)
-            c.categories.add(cat)
-    _rank_files(c, f, "random_states.pkl", "RNG state (random_states_<rank>.pkl)")
-    steps = [r.summary.step for r in c.reports if r.summary and r.summary.step is not None]
-    for n in f.matching(RANK_FILE):
-        r = inspect_path(f.get(n))
-        if r.summary and r.summary.step is not None:
-            steps.append(r.summary.step)
-            break
-    c.step_content = steps[0] if steps else None
+            if cat := ACCELERATE_CATEGORY.get(m.group(1) or "scaler"):
+                c.categories.add(cat)
+    _rank_files(c, f, "random_states.pkl", "RNG state (random_states_<rank>.pkl)", blocking=False)
     c.warnings.append("accelerate writes no completion marker (and deletes old checkpoints before saving with total_limit): completeness is inferred from the files")
+
+
+def require_series_files(candidates: list[Candidate]) -> None:
+    """accelerate: a file kind (``scheduler.bin``, ``sampler.bin``, ``scaler.pt``, ``optimizer_1.bin``,
+    ...) that another checkpoint of the same series has is one the script registered, so
+    ``load_state`` will open it here too: missing = unresumable."""
+    by_series: dict[str, list[Candidate]] = {}
+    for c in candidates:
+        if c.layout == "accelerate":
+            by_series.setdefault(c.series, []).append(c)
+    for group in by_series.values():
+        names = {c.name: {n for n in Files(c.paths).names if ACCELERATE_FILE.match(n)} for c in group}
+        for c in group:
+            others = set().union(*(v for k, v in names.items() if k != c.name)) if len(group) > 1 else set()
+            missing = sorted(n for n in others - names[c.name] if not re.match(r"^(model|pytorch_model)", n))
+            if missing:
+                c.reasons.append(f"lacks {', '.join(missing)}, which the other checkpoints of this run have: "
+                                 "accelerator.load_state opens it and raises")
 
 
 def eval_torch_file(c: Candidate, deep: bool) -> None:
@@ -237,7 +270,7 @@ def eval_torch_file(c: Candidate, deep: bool) -> None:
                 c.model_prefix = c.model_prefix or r.summary.model_prefix
                 if r.summary.cuda_rng_devices:
                     c.rng_ranks = r.summary.cuda_rng_devices
-            c.warnings += [f"{label}: {f.message}" for f in r.findings if f.severity == "unsafe"]
+            c.distrust(r, label)
         elif good:
             c.warnings.append(f"{label}: {'; '.join(r.reasons())} (another node holds a valid copy)")
         else:
@@ -297,6 +330,13 @@ def eval_deepspeed(c: Candidate, deep: bool) -> None:
     for key, cat in (("optimizer", "optimizer"), ("lr_scheduler", "scheduler"), ("data_sampler", "dataloader")):
         if any(k == key or k.startswith(key + ".") for k in v) and v.get(key, "") is not None:
             c.categories.add(cat)
+    stage = _int(v.get("ds_config.zero_optimization.stage"))
+    zero = (stage or 0) > 0 or ("optimizer" in v and v["optimizer"] is None)
+    if not optims and zero:
+        c.reasons.append(f"no ZeRO optimizer shards at all (zero_pp_rank_*_mp_rank_*_optim_states.pt; ZeRO stage "
+                         f"{stage if stage is not None else '>0'}): engine.load_checkpoint opens them on every rank and fails")
+    for n in sorted(models)[1:]:
+        c.absorb(inspect_path(f.get(n), deep), n)
     if optims:
         c.categories.add("optimizer")
         dp = dp or max(int(m.group(1)) for m in optims.values()) + 1
@@ -308,9 +348,7 @@ def eval_deepspeed(c: Candidate, deep: bool) -> None:
             c.reasons.append(f"missing {len(missing)} of {dp * mp} ZeRO optimizer shards ({', '.join(missing[:4])}"
                              f"{', ...' if len(missing) > 4 else ''}): DeepSpeed says 'The following zero checkpoints paths are missing'")
         for n in sorted(optims):
-            r = inspect_path(f.get(n), deep)
-            if not r.valid:
-                c.absorb(r, n)
+            c.absorb(inspect_path(f.get(n), deep), n)
         _node_spread(c, f, list(optims))
     mp_present = {int(m.group(2)) for m in models.values()}
     gap = sorted(set(range(mp)) - mp_present)
@@ -426,15 +464,26 @@ def _looks_like_checkpoint(p: Path) -> bool:
     return head == b"PK" or head[:1] == b"\x80"
 
 
-def discover(root: Path) -> tuple[list[Candidate], list[str], list[str]]:
-    """Candidates under one root, leftover temp files, and problems reading the tree."""
+def _inside(target: Path, root: Path) -> bool:
+    try:
+        target.relative_to(root.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def discover(root: Path) -> tuple[list[Candidate], list[str], list[str], list[str]]:
+    """Candidates under one root, leftover temp files, problems reading the tree, and notes
+    (symlinks seen). A symlink to a checkpoint outside the root is a candidate (marked as a
+    link); one to something inside the root is a pointer to what is found there anyway."""
     found: list[Candidate] = []
     leftovers: list[str] = []
     problems: list[str] = []
-    stack = [(root, 0)]
+    notes: list[str] = []
+    stack = [(root, 0, None)]
     seen = 0
     while stack:
-        d, depth = stack.pop()
+        d, depth, via = stack.pop()
         seen += 1
         if seen > MAX_SCAN_DIRS:
             problems.append(f"stopped scanning after {MAX_SCAN_DIRS} directories")
@@ -452,25 +501,43 @@ def discover(root: Path) -> tuple[list[Candidate], list[str], list[str]]:
         if kind:
             layout, step = kind
             series = str(Path(rel).parent) if rel and Path(rel).parent != Path(".") else ""
-            found.append(Candidate(layout, series, d.name, [d], step_name=step))
+            c = Candidate(layout, series, d.name, [d], step_name=step)
+            if via:
+                c.warnings.append(f"{d.name} is a symlink to {via}: the resume reads the target")
+            found.append(c)
             leftovers += [str(Path(rel) / n) for n in names if n.endswith(".tmp") or n.startswith("tmp")]
             continue
         for n in names:
             p = d / n
+            if (m := TRAINER_TMP.match(n)) and p.is_dir():
+                leftovers.append(f"{Path(rel) / n} (HF Trainer's temporary folder: the save of step {m.group(1)} "
+                                 f"never finished; it is renamed to checkpoint-{m.group(1)} only when complete)")
+                continue
             if n.endswith(".tmp") or (n.startswith("tmp") and not p.is_dir()):
                 leftovers.append(str(Path(rel) / n))
                 continue
+            link = None
             if p.is_symlink():
-                continue  # pointers (last.ckpt -> ...) are read by read_pointers
+                target = Path(os.path.realpath(p))
+                if not target.exists():
+                    problems.append(f"{p}: dangling symlink to {os.readlink(p)}")
+                    continue
+                if _inside(target, root) or n.startswith("last"):
+                    notes.append(f"{p} is a symlink to {target} (read as a pointer, not a second checkpoint)")
+                    continue
+                link = target
             if p.is_dir():
                 if depth < MAX_SCAN_DEPTH:
-                    stack.append((p, depth + 1))
+                    stack.append((p, depth + 1, link))
                 continue
             layout = "lightning" if n.endswith(".ckpt") else "torch_file" if _looks_like_checkpoint(p) else None
             if layout:
                 m = STEP_IN_NAME.search(n)
-                found.append(Candidate(layout, rel, n, [p], step_name=int(m.group(1)) if m else None))
-    return found, leftovers, problems
+                c = Candidate(layout, rel, n, [p], step_name=int(m.group(1)) if m else None)
+                if link:
+                    c.warnings.append(f"{n} is a symlink to {link}: the resume reads the target")
+                found.append(c)
+    return found, leftovers, problems, notes
 
 
 def read_pointers(series_dir: Path) -> dict[str, str]:

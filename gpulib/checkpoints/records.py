@@ -4,7 +4,9 @@ Severities are kept apart because they call for different actions:
 ``incomplete`` (truncated, missing pieces: the save was interrupted - use an older checkpoint),
 ``corrupt`` (CRC mismatch, bad header: the bytes changed after the save - restore a replica),
 ``unsafe`` (globals that run code when unpickled: never ``torch.load`` it),
-``needs_allowlist`` (ordinary non-tensor objects that ``weights_only=True`` refuses), and
+``needs_review`` (globals gpulib does not know as safe: allowlist policy - maybe a gadget no
+scanner knows yet, so never recommended for resume and never advised for ``add_safe_globals``),
+``needs_allowlist`` (known data-only objects that ``weights_only=True`` refuses), and
 ``warning`` / ``info`` for everything else worth knowing.
 """
 
@@ -20,7 +22,7 @@ MAX_VALUES = 200
 
 @dataclass
 class Finding:
-    severity: str  # incomplete | corrupt | unsafe | needs_allowlist | warning | info
+    severity: str  # incomplete | corrupt | unsafe | needs_review | needs_allowlist | warning | info
     message: str
 
 
@@ -39,7 +41,7 @@ class GlobalRecord:
     module: str
     name: str
     count: int
-    verdict: str  # dangerous | needs_allowlist | weights_only_ok
+    verdict: str  # dangerous | needs_review | needs_allowlist | weights_only_ok
     why: str
 
 
@@ -66,6 +68,11 @@ class FileReport:
     @property
     def unsafe(self) -> bool:
         return any(f.severity == "unsafe" for f in self.findings)
+
+    @property
+    def untrusted(self) -> bool:
+        """UNSAFE or needs review: never to be recommended for a resume."""
+        return any(f.severity in ("unsafe", "needs_review") for f in self.findings)
 
     def reasons(self, severities=BLOCKING) -> list[str]:
         return [f.message for f in self.findings if f.severity in severities]

@@ -19,6 +19,7 @@ import io
 import pickle
 import struct
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 MAX_PICKLE_BYTES = 256 << 20
 
@@ -44,26 +45,38 @@ DTYPE_BYTES = {
 }
 
 # --- classification of globals -------------------------------------------------------------
+# Policy: an ALLOWLIST decides what is safe; the denylist only explains *why* a name is dangerous.
+# A global that is on neither list is "needs_review": it may be a gadget no scanner knows yet (the
+# published bypasses of picklescan/fickling/modelscan are exactly such names), so it is never
+# advised for ``add_safe_globals`` and a checkpoint naming it is never recommended for resume.
+#
 # Modules whose every name can run code, touch files or the network (picklescan, modelscan and
-# fickling denylists merged). A global from one of these is a security finding.
+# fickling denylists merged, plus their published bypasses).
 DANGEROUS_MODULES = frozenset("""
 os posix nt subprocess sys runpy pty shutil socket ssl asyncio ctypes _ctypes multiprocessing
 _posixsubprocess code codeop marshal importlib _imp imp pkgutil zipimport pickle _pickle dill
 cloudpickle joblib bdb pdb cProfile profile timeit trace pydoc webbrowser httplib http requests
 urllib urllib2 aiohttp smtplib ftplib telnetlib xmlrpc venv ensurepip pip idlelib lib2to3 signal
 _thread threading atexit tempfile distutils commands platform types doctest _interpreters
+functools shelve dbm sqlite3 site sysconfig glob zipfile tarfile cffi IPython jinja2 setuptools
 """.split())
+# Sub-trees of otherwise harmless packages that hold eval/exec/file gadgets.
+DANGEROUS_PREFIXES = (
+    "numpy.f2py", "numpy.distutils", "numpy.testing", "numpy.lib.npyio", "numpy.lib._npyio_impl",
+    "torch._dynamo", "torch._inductor", "torch.fx", "torch.jit", "torch.package", "torch.hub",
+    "torch.utils.cpp_extension", "torch.utils.collect_env", "torch.distributed.rpc", "torch.testing",
+    "torch._export", "torch.export", "torch.onnx", "pandas.io", "scipy.weave",
+)
 DANGEROUS_NAMES = frozenset({
     ("builtins", n) for n in ("eval", "exec", "compile", "getattr", "setattr", "delattr", "open",
                               "breakpoint", "__import__", "apply", "input", "globals", "locals", "vars")
 } | {("__builtin__", n) for n in ("eval", "exec", "compile", "getattr", "open", "apply", "__import__")} | {
-    ("functools", "partial"), ("functools", "reduce"), ("operator", "attrgetter"),
-    ("operator", "itemgetter"), ("operator", "methodcaller"), ("_operator", "attrgetter"),
-    ("_operator", "itemgetter"), ("_operator", "methodcaller"), ("_io", "FileIO"), ("io", "FileIO"),
-    ("_io", "open"), ("io", "open"), ("logging", "FileHandler"), ("torch", "load"),
-    ("torch.serialization", "load"), ("torch.storage", "_load_from_bytes"), ("torch.hub", "load"),
-    ("torch.utils.collect_env", "run"), ("numpy.testing._private.utils", "runstring"),
-    ("torch.jit", "load"), ("torch._inductor.codecache", "compile_file"),
+    ("operator", "attrgetter"), ("operator", "itemgetter"), ("operator", "methodcaller"),
+    ("_operator", "attrgetter"), ("_operator", "itemgetter"), ("_operator", "methodcaller"),
+    ("_io", "FileIO"), ("io", "FileIO"), ("_io", "open"), ("io", "open"), ("logging", "FileHandler"),
+    ("torch", "load"), ("torch.serialization", "load"), ("torch.storage", "_load_from_bytes"),
+    ("numpy", "load"), ("numpy", "fromfile"), ("numpy", "loadtxt"), ("numpy", "genfromtxt"),
+    ("torch", "from_file"), ("torch.utils.data.datapipes.utils.decoder", "basichandlers"),
 })
 # Plain data constructors from builtins (protocol 0/1 pickles and copyreg use them); every other
 # builtins name is treated as dangerous.
@@ -78,17 +91,50 @@ WEIGHTS_ONLY_DEFAULT = frozenset({
     ("_codecs", "encode"), ("builtins", "bytearray"), ("builtins", "set"), ("builtins", "complex"),
     ("torch._tensor", "_rebuild_from_type_v2"),
 })
+# Known data-only types that torch refuses by default but that cannot run code when rebuilt
+# (constructor + BUILD of plain state): safe to pass to ``torch.serialization.add_safe_globals``.
+ALLOWLISTABLE = frozenset({
+    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+    ("numpy", "ndarray"), ("numpy", "dtype"), ("argparse", "Namespace"), ("collections", "defaultdict"),
+    ("datetime", "datetime"), ("datetime", "date"), ("datetime", "timedelta"), ("datetime", "timezone"),
+    ("pathlib", "PosixPath"), ("pathlib", "PurePosixPath"), ("pathlib", "WindowsPath"),
+    ("pathlib._local", "PosixPath"), ("decimal", "Decimal"), ("uuid", "UUID"),
+})
+# numpy dtype codes (as pickled in ``numpy.dtype(code, ...)``) -> the numpy.dtypes class that
+# ``weights_only`` needs allowlisted as well (it checks the class of the rebuilt dtype).
+NUMPY_DTYPE_CLASSES = {
+    "b1": "BoolDType", "i1": "Int8DType", "u1": "UInt8DType", "i2": "Int16DType", "u2": "UInt16DType",
+    "i4": "Int32DType", "u4": "UInt32DType", "i8": "Int64DType", "u8": "UInt64DType", "f2": "Float16DType",
+    "f4": "Float32DType", "f8": "Float64DType", "c8": "Complex64DType", "c16": "Complex128DType",
+}
+# Data classes that a framework's own loader unpickles (DCP reads ``.metadata`` with plain pickle):
+# classes (CamelCase names) of these exact modules; never their functions.
+FRAMEWORK_DATA_MODULES = frozenset({
+    "torch.distributed.checkpoint.metadata", "torch.distributed.checkpoint.filesystem",
+    "torch.distributed.checkpoint.planner", "torch.distributed.checkpoint._extension",
+    "torch.distributed._shard.sharded_tensor.metadata", "torch.distributed._shard.metadata",
+    "torch.distributed.checkpoint._dedup_save_plans",
+})
+# Exact data classes/enums that frameworks pickle into their own checkpoint files (seen in real
+# saves; their loaders read them back with weights_only=False).
+FRAMEWORK_DATA_NAMES = frozenset({
+    ("deepspeed.runtime.fp16.loss_scaler", "LossScaler"), ("deepspeed.runtime.fp16.loss_scaler", "DynamicLossScaler"),
+    ("deepspeed.runtime.zero.config", "ZeroStageEnum"), ("deepspeed.utils.tensor_fragment", "fragment_address"),
+})
 NESTED_PICKLE_LOADERS = frozenset({("pickle", "loads"), ("_pickle", "loads"), ("torch.storage", "_load_from_bytes"),
                                    ("dill", "loads"), ("cloudpickle", "loads")})
 
 
 def classify_global(module: str, name: str) -> tuple[str, str]:
-    """('dangerous'|'needs_allowlist'|'weights_only_ok', why)."""
+    """('dangerous'|'needs_review'|'needs_allowlist'|'framework_data'|'weights_only_ok', why)."""
     top = module.split(".")[0]
     if (module, name) in DANGEROUS_NAMES:
         return "dangerous", f"{module}.{name} can run code or touch files when unpickled"
     if top in DANGEROUS_MODULES or module in DANGEROUS_MODULES:
         return "dangerous", f"module {module} (denylisted by picklescan/fickling/modelscan: code execution, files, network)"
+    if any(module == p or module.startswith(p + ".") for p in DANGEROUS_PREFIXES):
+        return "dangerous", f"module {module} holds known eval/exec/file gadgets (published scanner bypasses)"
     if top in ("builtins", "__builtin__") and name not in DATA_BUILTINS:
         return "dangerous", f"builtins.{name} is not a plain data constructor"
     if (module, name) in WEIGHTS_ONLY_DEFAULT:
@@ -99,7 +145,12 @@ def classify_global(module: str, name: str) -> tuple[str, str]:
         return "weights_only_ok", "torch dtype / storage class"
     if module.startswith("torch.") and "quantiz" in module + name:
         return "weights_only_ok", "quantization scheme"
-    return "needs_allowlist", "not in torch's weights_only allowlist: torch.load(weights_only=True) refuses it"
+    if (module in FRAMEWORK_DATA_MODULES and name.lstrip("_")[:1].isupper()) or (module, name) in FRAMEWORK_DATA_NAMES:
+        return "framework_data", "a data class of the framework's own checkpoint metadata"
+    if top in ("builtins", "__builtin__") or (module, name) in ALLOWLISTABLE or (module == "numpy.dtypes" and name in NUMPY_DTYPE_CLASSES.values()):
+        return "needs_allowlist", "plain data type: torch.load(weights_only=True) refuses it until allowlisted"
+    return "needs_review", ("not known to gpulib as safe: it may run code when unpickled (review the code of "
+                            f"{module}.{name} before loading this file; never allowlist it blindly)")
 
 
 # --- stand-in values -----------------------------------------------------------------------
@@ -313,6 +364,18 @@ def _bytearray(data=b"", encoding="latin1", *_):
     raise pickle.UnpicklingError("bytearray(<size>) refused: only bytearray(<bytes>) is data")
 
 
+class _NumpyDType(Opaque):
+    """``numpy.dtype(code, align, copy)``: records the code, so the allowlist advice can name the
+    ``numpy.dtypes`` class that ``weights_only`` checks as well."""
+
+    _sink: set = set()
+
+    def __new__(cls, *args, **kwargs):
+        if args and isinstance(args[0], str):
+            cls._sink.add(args[0])
+        return Opaque.__new__(cls, *args, **kwargs)
+
+
 _NUMPY_SCALAR_FORMATS = {"f8": "<d", "f4": "<f", "i8": "<q", "i4": "<i", "u4": "<I", "u8": "<Q", "b1": "<?"}
 
 
@@ -353,6 +416,8 @@ class StubResult:
     obj: object = None
     globals: dict[tuple[str, str], int] = field(default_factory=dict)  # (module, name) -> count
     storages: dict[str, StorageRef] = field(default_factory=dict)
+    numpy_dtypes: set[str] = field(default_factory=set)  # codes passed to numpy.dtype(...)
+    scan: OpScan | None = None
     error: str | None = None
 
 
@@ -379,6 +444,9 @@ class StubUnpickler(pickle.Unpickler):
                 cls._impl = staticmethod(_FUNCTIONS[key])
             elif key in _NDARRAY_RECONSTRUCT:
                 cls = _stand_in(*key, base=_NDArray)
+            elif key == ("numpy", "dtype"):
+                cls = _stand_in(*key, base=_NumpyDType)
+                cls._sink = self.result.numpy_dtypes
             else:
                 cls = _stand_in(*key)
             self._classes[key] = cls
@@ -400,49 +468,132 @@ class StubUnpickler(pickle.Unpickler):
 _STRING_OPS = frozenset({"SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "BINUNICODE8", "SHORT_BINSTRING",
                          "BINSTRING", "STRING"})
 _NO_PUSH_OPS = frozenset({"PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE", "FRAME", "PROTO", "MARK", "STOP", "POP"})
+_PUT_OPS = frozenset({"PUT", "BINPUT", "LONG_BINPUT"})
+# The opcodes torch's own ``weights_only`` unpickler implements (torch/_weights_only_unpickler.py):
+# a pickle using any other (protocol 4/5 framing, STACK_GLOBAL, MEMOIZE...) is refused by it.
+WEIGHTS_ONLY_OPS = frozenset("""
+APPEND APPENDS BINFLOAT BINGET LONG_BINGET BININT BININT1 BININT2 BINPERSID BINPUT LONG_BINPUT
+BINUNICODE BUILD EMPTY_DICT EMPTY_LIST EMPTY_SET EMPTY_TUPLE GLOBAL LONG1 MARK NEWFALSE NEWOBJ
+NEWTRUE NONE PROTO REDUCE SETITEM SETITEMS SHORT_BINSTRING STOP TUPLE TUPLE1 TUPLE2 TUPLE3
+""".split())
+# A pickler numbers memo slots 0, 1, 2, ... so a slot beyond the number of opcodes is forged; the C
+# unpickler allocates an array up to the highest slot (a 9-byte pickle could ask for 32 GB).
+MEMO_SLACK = 1 << 16
+MAX_STACK_ITEMS = 4_000_000  # values alive at once (a 600-tensor optimizer state needs ~10k)
 
 
-def scan_globals(data: bytes) -> dict[tuple[str, str], int]:
-    """Static opcode walk: every GLOBAL/INST/STACK_GLOBAL, with STACK_GLOBAL strings resolved
-    through the memo. Used when the stub load stopped early, so globals after the failure point
-    (a truncated or deliberately broken pickle) are still reported."""
-    import pickletools  # only broken pickles pay for this import
+@dataclass
+class OpScan:
+    """One static pass over the opcodes, before anything is unpickled."""
 
-    found: dict[tuple[str, str], int] = {}
+    globals: dict[tuple[str, str], int] = field(default_factory=dict)
+    protocol: int = 0
+    ops: int = 0
+    max_memo: int = -1
+    max_stack: int = 0
+    unsupported_by_weights_only: set[str] = field(default_factory=set)
+    end: int | None = None  # stream offset just past STOP
+    error: str | None = None
+
+    def refusal(self) -> str | None:
+        """Why the stub must not load it (memory bombs), else None."""
+        if self.max_memo > self.ops + MEMO_SLACK:
+            return f"memo slot {self.max_memo:,} in a pickle of {self.ops:,} opcodes (forged: would allocate {self.max_memo * 8:,}+ bytes)"
+        if self.max_stack > MAX_STACK_ITEMS:
+            return f"more than {MAX_STACK_ITEMS:,} values on the unpickling stack at once (memory bomb)"
+        return None
+
+
+@lru_cache(maxsize=1)
+def _stack_effects() -> dict[str, tuple[bool, int]]:
+    """opcode name -> (pops to the last MARK, net values pushed), from pickletools' own table."""
+    import pickletools  # noqa: PLC0415 - stdlib, only pickle readers pay for it
+
+    out = {}
+    for op in pickletools.opcodes:
+        pops_mark = pickletools.markobject in op.stack_before
+        out[op.name] = (pops_mark, len(op.stack_after) if pops_mark else len(op.stack_after) - len(op.stack_before))
+    return out
+
+
+def scan_ops(data_or_file) -> OpScan:
+    """Static opcode walk: every GLOBAL/INST/STACK_GLOBAL (STACK_GLOBAL strings resolved through
+    the memo, so names hidden behind memo tricks are still seen), the highest memo slot, the
+    stack high-water mark and the opcodes ``weights_only`` lacks. Reads up to STOP only."""
+    import pickletools  # noqa: PLC0415 - stdlib, only pickle readers pay for it
+
+    scan = OpScan()
     recent: list = [None, None]  # the last two values pushed (strings or None)
     memo: dict = {}
+    depth, marks = 0, []
+    effect = _stack_effects()
+    globals_, unsupported = scan.globals, scan.unsupported_by_weights_only
     try:
-        for op, arg, _pos in pickletools.genops(data):
+        for op, arg, pos in pickletools.genops(data_or_file):
             name = op.name
-            if name in ("GLOBAL", "INST"):
-                module, _, attr = str(arg).partition(" ")
-                found[(module, attr)] = found.get((module, attr), 0) + 1
-            elif name == "STACK_GLOBAL":
-                key = (str(recent[0]), str(recent[1])) if all(isinstance(v, str) for v in recent) else ("?", "<computed name>")
-                found[key] = found.get(key, 0) + 1
-            if name in ("PUT", "BINPUT", "LONG_BINPUT"):
+            scan.ops += 1
+            pops_mark, delta = effect[name]
+            if name not in WEIGHTS_ONLY_OPS:
+                unsupported.add(name)
+            if name in _PUT_OPS:
                 memo[arg] = recent[1]
-            elif name == "MEMOIZE":
-                memo[len(memo)] = recent[1]
+                if isinstance(arg, int) and arg > scan.max_memo:
+                    scan.max_memo = arg
+                    if scan.refusal():
+                        return scan
+                continue  # PUTs leave the stack and `recent` alone
+            if name in _STRING_OPS:
+                recent = [recent[1], arg]
             elif name in ("GET", "BINGET", "LONG_BINGET"):
                 recent = [recent[1], memo.get(arg)]
-            elif name in _STRING_OPS:
-                recent = [recent[1], arg]
-            elif name not in _NO_PUSH_OPS:
+            elif name == "MEMOIZE":
+                memo[len(memo)] = recent[1]
+            elif name in ("GLOBAL", "INST"):
+                module, _, attr = str(arg).partition(" ")
+                globals_[(module, attr)] = globals_.get((module, attr), 0) + 1
+            elif name == "STACK_GLOBAL":
+                key = (str(recent[0]), str(recent[1])) if all(isinstance(v, str) for v in recent) else ("?", "<computed name>")
+                globals_[key] = globals_.get(key, 0) + 1
+            elif name == "PROTO":
+                scan.protocol = arg
+            elif name == "STOP":
+                scan.end = pos + 1
+            if name not in _NO_PUSH_OPS and name not in _STRING_OPS and name not in ("GET", "BINGET", "LONG_BINGET"):
                 recent = [recent[1], None]
-    except Exception:  # noqa: BLE001,S110 - a broken stream just ends the scan
-        pass
-    return found
+            if name == "MARK":
+                marks.append(depth)
+            elif pops_mark:
+                depth = (marks.pop() if marks else 0) + delta
+            else:
+                depth += delta
+            if depth > scan.max_stack:
+                scan.max_stack = depth
+                if depth > MAX_STACK_ITEMS:
+                    return scan
+    except Exception as exc:  # noqa: BLE001 - a broken stream just ends the scan
+        scan.error = f"{type(exc).__name__}: {exc}"
+    return scan
 
 
 def stub_load(data_or_file, limit: int = MAX_PICKLE_BYTES) -> StubResult:
-    """Unpickle one pickle with stand-ins. Never raises: failures land in ``result.error``."""
+    """Unpickle one pickle with stand-ins. Never raises: failures land in ``result.error``.
+
+    The opcodes are scanned first (memo and stack limits: a tiny forged pickle must not take
+    gigabytes), then the C unpickler runs on the same bytes with stand-ins."""
     result = StubResult()
     if isinstance(data_or_file, (bytes, bytearray)):
         if len(data_or_file) > limit:
             result.error = f"pickle is {len(data_or_file):,} bytes (limit {limit:,})"
             return result
         data_or_file = io.BytesIO(data_or_file)
+    start = data_or_file.tell()
+    result.scan = scan_ops(data_or_file)
+    data_or_file.seek(start)
+    refusal = result.scan.refusal()
+    if refusal:
+        result.error = f"refused before unpickling: {refusal}"
+        result.globals.update(result.scan.globals)
+        return result
     try:
         result.obj = StubUnpickler(data_or_file, result).load()
     except RecursionError:
@@ -451,7 +602,7 @@ def stub_load(data_or_file, limit: int = MAX_PICKLE_BYTES) -> StubResult:
         result.error = "pickle needs too much memory"
     except Exception as exc:  # noqa: BLE001 - any malformed pickle must become a reason
         result.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    if result.error and isinstance(data_or_file, io.BytesIO):
-        for key, n in scan_globals(data_or_file.getvalue()).items():
+    if result.error:
+        for key, n in result.scan.globals.items():
             result.globals.setdefault(key, n)
     return result

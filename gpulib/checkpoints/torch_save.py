@@ -23,6 +23,7 @@ from gpulib.checkpoints.contents import summarise, walk
 from gpulib.checkpoints.records import MAX_VALUES, FileReport, GlobalRecord, TensorRecord
 from gpulib.checkpoints.stub_unpickler import (
     MAX_PICKLE_BYTES,
+    NUMPY_DTYPE_CLASSES,
     NDArrayInfo,
     StubResult,
     TensorInfo,
@@ -35,8 +36,19 @@ LEGACY_PROTOCOL = 1001
 SMALL_RECORDS = ("byteorder", ".format_version", ".storage_alignment", "version", ".data/serialization_id")
 
 
-def record_globals(report: FileReport, seen: dict, nested: dict, what: str, allowlist_matters: bool = True) -> None:
-    """Classify every global a pickle named; dangerous ones become ``unsafe`` findings."""
+def allowlist_advice(globals_: list[GlobalRecord], numpy_dtypes: set[str]) -> list[str]:
+    """Exactly what ``torch.serialization.add_safe_globals`` needs for this file: the known
+    data-only types it names, plus the ``numpy.dtypes`` class of every numpy dtype it rebuilds
+    (``weights_only`` checks the dtype's class too). Unknown globals are never in it."""
+    names = {f"{g.module}.{g.name}" for g in globals_ if g.verdict == "needs_allowlist"}
+    if any(g.module == "numpy" and g.name == "dtype" for g in globals_):
+        names |= {f"numpy.dtypes.{NUMPY_DTYPE_CLASSES[c]}" for c in numpy_dtypes if c in NUMPY_DTYPE_CLASSES}
+    return sorted(names)
+
+
+def record_globals(report: FileReport, seen: dict, nested: dict, what: str, numpy_dtypes: set[str] = frozenset()) -> None:
+    """Classify every global a pickle named: dangerous ones are ``unsafe``, unknown ones
+    ``needs_review`` (allowlist policy), known data types go into the ``add_safe_globals`` advice."""
     merged = dict(seen)
     for g, n in nested.items():
         merged[g] = merged.get(g, 0) + n
@@ -47,8 +59,13 @@ def record_globals(report: FileReport, seen: dict, nested: dict, what: str, allo
         report.globals.append(GlobalRecord(module, name, count, verdict, why))
         if verdict == "dangerous":
             report.add("unsafe", f"{what} names {module}.{name} ({why}); it was NOT run - never torch.load this file with weights_only=False")
-    allow = sorted({f"{g.module}.{g.name}" for g in report.globals if g.verdict == "needs_allowlist"})
-    if allow and allowlist_matters:
+    review = sorted({f"{g.module}.{g.name}" for g in report.globals if g.verdict == "needs_review"})
+    if review:
+        report.add("needs_review", f"{what} names {', '.join(review[:6])}{', ...' if len(review) > 6 else ''}, not known to "
+                   "gpulib as safe: torch.load(weights_only=True) refuses it and weights_only=False would run it - review that code first")
+    allow = allowlist_advice(report.globals, numpy_dtypes)
+    report.meta["add_safe_globals"] = allow
+    if allow:
         report.add("needs_allowlist", "torch.load(weights_only=True) will refuse this file; if you trust it: "
                    f"torch.serialization.add_safe_globals([{', '.join(allow)}])")
 
@@ -56,7 +73,12 @@ def record_globals(report: FileReport, seen: dict, nested: dict, what: str, allo
 def fill_from_pickle(report: FileReport, result: StubResult, what: str) -> None:
     """Tensors, scalar values, globals (classified) and the content summary of one pickle."""
     w = walk(result.obj)
-    record_globals(report, result.globals, w.nested_globals, what)
+    record_globals(report, result.globals, w.nested_globals, what, result.numpy_dtypes)
+    scan = result.scan
+    if scan and scan.unsupported_by_weights_only and not scan.refusal():
+        ops = ", ".join(sorted(scan.unsupported_by_weights_only)[:5])
+        report.add("warning", f"{what} is a protocol-{scan.protocol} pickle using opcodes torch.load(weights_only=True) "
+                   f"does not implement ({ops}): torch refuses it; only weights_only=False (which runs code) reads it")
     others = []
     for e in w.entries:
         if isinstance(e.value, TensorInfo):
@@ -73,6 +95,9 @@ def fill_from_pickle(report: FileReport, result: StubResult, what: str) -> None:
     for p in w.problems:
         report.add("warning", p)
     report.summary = summarise(w)
+    if result.error and result.error.startswith("refused before unpickling"):
+        report.add("unsafe", f"{what}: {result.error}")
+        return
     if result.error and "BUILD on the global" in result.error:
         report.add("unsafe", f"{what} tries to set attributes on a global ({result.error}): a known scanner-bypass trick")
     if result.error:
@@ -86,11 +111,12 @@ def inspect_zip(report: FileReport, fd: int, size: int, deep: bool, start: int =
     try:
         index = zipreader.read_index(report.path, fd, start, end)
     except zipreader.ZipFormatError as exc:
-        report.add("incomplete" if exc.reason.startswith("truncated") else "corrupt", exc.reason)
+        report.add(*zipreader.split_reason(exc.reason))
         return
     report.meta.update(zip64=index.zip64, members=len(index.members))
     if end is None and index.end != size:
-        report.add("warning", f"{size - index.end:,} bytes follow the zip end record (appended data)")
+        report.add("warning", f"{size - index.end:,} bytes follow the zip end record (appended after a complete save; "
+                   "torch still loads it - check what wrote them)")
     if index.duplicates:
         report.add("corrupt", f"duplicate zip members {index.duplicates[:3]}: torch and other readers may pick different ones")
     pkls = [m.name for m in index.members if m.name.endswith("/data.pkl") and m.name.count("/") == 1]
@@ -104,7 +130,7 @@ def inspect_zip(report: FileReport, fd: int, size: int, deep: bool, start: int =
         report.add("unsafe", "TorchScript archive: torch.load hands it to torch.jit.load, which runs its code")
     members, problems = zipreader.locate_data(fd, index)
     for p in problems:
-        report.add("corrupt", p)
+        report.add(*zipreader.split_reason(p))
     by_name = {m.name: m for m in members}
     for rec in SMALL_RECORDS:
         m = by_name.get(root + rec)
@@ -112,13 +138,13 @@ def inspect_zip(report: FileReport, fd: int, size: int, deep: bool, start: int =
             try:
                 report.meta[rec.lstrip(".").replace(".data/", "")] = zipreader.read_member(fd, m, 256).decode("ascii", "replace").strip()
             except zipreader.ZipFormatError as exc:
-                report.add("corrupt", exc.reason)
+                report.add(*zipreader.split_reason(exc.reason))
     if root + "data.pkl" not in by_name:
         return
     try:
         pkl = zipreader.read_member(fd, by_name[root + "data.pkl"], MAX_PICKLE_BYTES)
     except zipreader.ZipFormatError as exc:
-        report.add("corrupt", exc.reason)
+        report.add(*zipreader.split_reason(exc.reason))
         return
     result = stub_load(pkl)
     fill_from_pickle(report, result, "data.pkl")
@@ -135,9 +161,23 @@ def inspect_zip(report: FileReport, fd: int, size: int, deep: bool, start: int =
     if extra and not result.error:
         report.add("warning", f"{len(extra)} storages in the archive are not referenced by data.pkl (e.g. {extra[0]})")
     if deep:
-        for p in zipreader.check_crcs(fd, members):
-            report.add("corrupt", p)
+        problems, unchecked = zipreader.check_crcs(fd, members)
+        for p in problems:
+            report.add(*zipreader.split_reason(p))
         report.deep_checked = True
+        note_coverage(report, len(members) - len(unchecked), len(members), unchecked)
+
+
+def note_coverage(report: FileReport, checked: int, total: int, unchecked: list[str]) -> None:
+    """Say what ``--deep`` could actually look at: a VALID without a checksum is not a proof."""
+    report.meta["deep_checksummed_members"] = checked
+    report.meta["deep_members"] = total
+    if unchecked:
+        report.add("warning", f"deep: CRC-32 checked {checked} of {total} members; {len(unchecked)} carry no CRC "
+                   f"(saved with compute_crc32=False, e.g. {unchecked[0]}): a changed byte there is invisible - "
+                   "`gpulib ckpt seal` records checksums")
+    else:
+        report.add("info", f"deep: CRC-32 checked all {total} members")
 
 
 def inspect_legacy(report: FileReport, fh: io.BufferedReader, size: int) -> None:

@@ -41,6 +41,9 @@ try:  # zlib-ng's CRC-32 folds with PCLMUL/VPCLMULQDQ: 5-15x CPython's zlib, fas
 except ImportError:  # the optional 'fast' extra is not installed: stdlib zlib, same result
     from zlib import crc32
 MAX_MEMBERS = 10_000_000
+# torch.save with torch.serialization.set_crc32_options(False) writes 0 in every CRC field: "none
+# recorded", not a mismatch (torch loads such files; it never checks CRCs anyway).
+NO_CRC = 0
 
 
 class ZipFormatError(Exception):
@@ -76,18 +79,35 @@ class ZipIndex:
 
 
 def _find_eocd(fd: int, start: int, end: int) -> tuple[int, bytes]:
+    """The end record. One that ends exactly at ``end`` (after its comment) is preferred; else the
+    last complete one, so bytes appended after a finished zip (torch still loads it: miniz scans
+    back for the signature) are reported as appended data, not as a truncation."""
     window = min(end - start, _EOCD.size + MAX_COMMENT)
     if window < _EOCD.size:
         raise ZipFormatError(f"truncated: {end - start} bytes is too short for a zip end record")
     tail = os.pread(fd, window, end - window)
     pos = tail.rfind(EOCD_SIG)
+    fallback = None
     while pos >= 0:
         if pos + _EOCD.size <= len(tail):
             comment_len = _EOCD.unpack_from(tail, pos)[7]
             if pos + _EOCD.size + comment_len == len(tail):
                 return end - window + pos, tail[pos : pos + _EOCD.size]
+            fallback = fallback or (end - window + pos, tail[pos : pos + _EOCD.size])
         pos = tail.rfind(EOCD_SIG, 0, pos)
+    if fallback:
+        return fallback
     raise ZipFormatError("truncated: no zip end record (the save was interrupted, or this is not a zip)")
+
+
+def split_reason(reason: str) -> tuple[str, str]:
+    """('incomplete'|'corrupt', message without its 'truncated: '/'corrupt: ' tag)."""
+    tag, sep, rest = reason.partition(": ")
+    if sep and tag == "truncated":
+        return "incomplete", "truncated: " + rest
+    if sep and tag == "corrupt":
+        return "corrupt", rest
+    return "corrupt", reason
 
 
 def read_index(path: str, fd: int, start: int = 0, end: int | None = None) -> ZipIndex:
@@ -187,7 +207,7 @@ def read_member(fd: int, member: ZipMember, limit: int) -> bytes:
         raw = zlib.decompressobj(-15).decompress(raw, limit + 1)
     elif member.method != 0:
         raise ZipFormatError(f"{member.name} uses zip compression method {member.method}, which torch never writes")
-    if crc32(raw) != member.crc32:
+    if member.crc32 != NO_CRC and crc32(raw) != member.crc32:
         raise ZipFormatError(f"corrupt: CRC-32 of {member.name} does not match the central directory (bit rot or a partial overwrite)")
     return raw
 
@@ -237,8 +257,9 @@ def _chunks(size: int) -> list[tuple[int, int]]:
     return pieces + [(off, CHUNK_BYTES) for off in range(head, size, CHUNK_BYTES)]
 
 
-def check_crcs(fd: int, members: list[ZipMember], workers: int | None = None) -> list[str]:
-    """CRC-32 of every located member against the central directory; returns mismatch reasons.
+def check_crcs(fd: int, members: list[ZipMember], workers: int | None = None) -> tuple[list[str], list[str]]:
+    """CRC-32 of every located member against the central directory; returns (mismatch reasons,
+    names of non-empty members that carry no CRC and so could not be checked).
 
     Stored members are split into 16 MiB chunks processed by a thread pool; deflated members
     (never written by torch) are decompressed in one piece per member."""
@@ -275,7 +296,7 @@ def check_crcs(fd: int, members: list[ZipMember], workers: int | None = None) ->
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for i, off, crc, got in pool.map(crc_job, jobs):
             parts.setdefault(i, []).append((off, crc, got))
-    problems = []
+    problems, unchecked = [], []
     for i, m in enumerate(members):
         chunks = sorted(parts.get(i, []))
         got_total = sum(g for _o, _c, g in chunks)
@@ -285,6 +306,9 @@ def check_crcs(fd: int, members: list[ZipMember], workers: int | None = None) ->
         if got_total < m.compressed_bytes:
             problems.append(f"truncated: {m.name} has {got_total:,} of {m.compressed_bytes:,} bytes")
             continue
+        if m.crc32 == NO_CRC and m.size_bytes:
+            unchecked.append(m.name)
+            continue
         crc = chunks[0][1]
         for _off, c, got in chunks[1:]:
             crc = crc32_combine(crc, c, got)  # every later piece is exactly CHUNK_BYTES
@@ -293,4 +317,4 @@ def check_crcs(fd: int, members: list[ZipMember], workers: int | None = None) ->
                 f"corrupt: CRC-32 of {m.name} is {crc:08x}, the central directory says {m.crc32:08x} "
                 "(bytes changed after the save: zeroed block, bit rot or partial overwrite)"
             )
-    return problems
+    return problems, unchecked

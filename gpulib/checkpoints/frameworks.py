@@ -1,0 +1,64 @@
+"""Resumable = what the framework's own loader opens. One row per layout, read by ``layouts``.
+
+A checkpoint is worth recommending only if the call that resumes it will succeed, so the rule
+is the loader's, not ours: ``required`` are the files the resume call opens unconditionally (a
+missing or damaged one makes it raise); ``optional`` are files it opens only when present (a
+damaged one still makes it raise, so every present file must verify); ``step_from`` says where
+the training step comes from. Ties and ordering are numeric, never text order
+(``checkpoint_10`` is newer than ``checkpoint_9``).
+
+| layout | resume call | required | optional (verified when present) | step from |
+|---|---|---|---|---|
+| hf_trainer | ``Trainer.train(resume_from_checkpoint=dir)`` | weights (``model.safetensors`` / ``pytorch_model.bin`` / index + shards / adapter), ``trainer_state.json`` (written last) | ``optimizer.pt``, ``scheduler.pt``, ``scaler.pt``, ``rng_state.pth`` / ``rng_state_<rank>.pth`` | ``global_step`` in trainer_state.json, else ``checkpoint-N`` |
+| accelerate | ``accelerator.load_state(dir)`` | ``model[_i].safetensors`` / ``pytorch_model[_i].bin``, ``optimizer[_i].bin``, every ``scheduler``/``sampler``/``scaler`` file the series' other checkpoints have | ``random_states_<rank>.pkl`` (a failure is only logged) | the folder number (``checkpoint_N`` counts saves); ``random_states`` ``step`` is the gradient-accumulation counter, never used |
+| deepspeed | ``engine.load_checkpoint(dir, tag)`` | ``mp_rank_XX_model_states.pt`` (every MP rank; ZeRO-3: every DP rank), ZeRO-1/2/3: every ``zero_pp_rank_D_mp_rank_XX_optim_states.pt`` | ``latest`` (names the tag) | ``global_steps`` in model states, else ``global_stepN`` |
+| lightning | ``trainer.fit(model, ckpt_path=file)`` | the ``.ckpt`` file | | ``global_step`` in it, else ``step=N`` in the name |
+| dcp / torchtitan | ``dcp.load(state_dict, checkpoint_id=dir)`` | ``.metadata`` and every ``.distcp`` it names | | ``step`` in the state, else ``step-N`` |
+| megatron | ``--load dir`` | ``mp_rank_*/model_optim_rng.pt`` for every TP x PP rank (or DCP + ``metadata.json``) | ``distrib_optim.pt`` | ``iteration``, else ``iter_NNNNNNN`` |
+| torch_file | your ``torch.load(file)`` | the file | ``<stem>.json`` manifest, seal manifest | ``global_step``/``step``/``iteration`` in it, else the number in the name |
+
+In every layout a file that names a dangerous global (UNSAFE) or one gpulib does not know as safe
+(needs review) makes the whole checkpoint unrecommendable: resuming runs that pickle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Framework:
+    layout: str
+    resume_call: str
+    required: tuple[str, ...]  # human-readable names of what the resume call opens unconditionally
+    optional: tuple[str, ...]  # opened when present: verified when present
+    step_from: str  # "content" (a counter in the state) or "name" (the folder / file number)
+
+
+FRAMEWORKS = {
+    f.layout: f for f in (
+        Framework("hf_trainer", "Trainer.train(resume_from_checkpoint=...)",
+                  ("model weights", "trainer_state.json"),
+                  ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state.pth", "rng_state_<rank>.pth"), "content"),
+        Framework("accelerate", "accelerator.load_state(...)",
+                  ("model[_i].safetensors | pytorch_model[_i].bin", "optimizer[_i].bin",
+                   "scheduler/sampler/scaler files the series' other checkpoints have"),
+                  ("random_states_<rank>.pkl",), "name"),
+        Framework("deepspeed", "engine.load_checkpoint(dir, tag=...)",
+                  ("mp_rank_XX_model_states.pt", "zero_pp_rank_D_mp_rank_XX_optim_states.pt (ZeRO)"),
+                  ("latest",), "content"),
+        Framework("lightning", "trainer.fit(model, ckpt_path=...)", ("the .ckpt file",), (), "content"),
+        Framework("dcp", "dcp.load(state_dict, checkpoint_id=...)", (".metadata", "every .distcp it names"), (), "content"),
+        Framework("torchtitan", "dcp.load via --checkpoint.load_step", (".metadata", "every .distcp it names"), (), "content"),
+        Framework("megatron", "--load DIR", ("mp_rank_*/model_optim_rng.pt or DCP + metadata.json",),
+                  ("distrib_optim.pt",), "content"),
+        Framework("torch_file", "torch.load(file)", ("the file",), ("<stem>.json", "seal manifest"), "content"),
+    )
+}
+
+
+def step_of(layout: str, step_name: int | None, step_content: int | None) -> int | None:
+    """The step used to order checkpoints: per the table, never text order."""
+    if FRAMEWORKS[layout].step_from == "name" and step_name is not None:
+        return step_name
+    return step_content if step_content is not None else step_name
