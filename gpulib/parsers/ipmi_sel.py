@@ -153,7 +153,7 @@ def align_to_utc(events: list[SelEvent], bmc_now: str, captured_at_utc: str) -> 
     """
     bmc = datetime.fromisoformat(bmc_now)
     utc = datetime.fromisoformat(captured_at_utc.replace("Z", "+00:00")).replace(tzinfo=None)
-    offset = bmc - utc
+    offset = timedelta(seconds=round((bmc - utc).total_seconds()))  # the BMC clock ticks in whole seconds
     for event in events:
         if event.time_bmc:
             event.time_utc = (datetime.fromisoformat(event.time_bmc) - offset).isoformat() + "Z"
