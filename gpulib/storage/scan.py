@@ -76,7 +76,7 @@ def scan(root: str | Path, max_files: int = 200_000, sample_files: int = 256, se
                     entries = sorted(it, key=lambda e: e.name)
             except OSError:
                 unreadable += 1
-                continue
+            continue  # an empty folder leaves nothing to pop: go round
         entry = entries.pop()
         try:
             if isinstance(entry, os.DirEntry) and entry.is_dir(follow_symlinks=False):
