@@ -2,7 +2,7 @@
 
 The job file lives in a private temporary folder; the probed files are named in it with
 ``--readonly`` on its command line, so fio refuses any write to them (fio would otherwise lay out missing files).
-``ioengine=psync`` with ``numjobs`` readers and ``direct`` as :mod:`measure` decided makes
+``ioengine=psync`` with one job per reader and ``direct`` as :mod:`measure` decided makes
 the two engines measure the same thing; the benchmark compares them on one directory.
 """
 
@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from gpulib.collect.runner import run_command
-from gpulib.storage.measure import RAND_BLOCK, SEQ_BLOCK, IoMeasurement
+from gpulib.storage.measure import RAND_BLOCK, SEQ_BLOCK, IoMeasurement, reader_files
 
 
 class FioError(Exception):
@@ -30,14 +30,17 @@ def _escape(path: str) -> str:
 
 
 def job_file(files: list[str], seconds: float, threads: int, direct: bool) -> str:
+    """One sequential job per reader over its own files (as :func:`measure.reader_files`), all
+    running together; then, after a ``stonewall``, one random-read job per reader over all files."""
     half = max(1, round(seconds / 2))
-    return "\n".join([
-        "[global]", "ioengine=psync", f"direct={int(direct)}", f"numjobs={threads}", "thread",
-        "group_reporting", "time_based", f"runtime={half}", "randrepeat=0",
-        "filename=" + ":".join(_escape(f) for f in files),
-        "[seq]", "rw=read", f"bs={SEQ_BLOCK}",
-        "[rand]", "stonewall", "rw=randread", f"bs={RAND_BLOCK}", "file_service_type=random", "",
-    ])
+    lines = ["[global]", "ioengine=psync", f"direct={int(direct)}", "thread", "group_reporting", "time_based",
+             f"runtime={half}", "randrepeat=0"]
+    for k, mine in enumerate(reader_files(files, threads)):
+        lines += [f"[seq{k}]", "rw=read", f"bs={SEQ_BLOCK}", "file_service_type=sequential", "filename=" + ":".join(_escape(f) for f in mine)]
+    for k in range(threads):
+        lines += [f"[rand{k}]", *(["stonewall"] if k == 0 else []), "rw=randread", f"bs={RAND_BLOCK}",
+                  "file_service_type=random", "filename=" + ":".join(_escape(f) for f in files)]
+    return "\n".join(lines) + "\n"
 
 
 def measure(files: list[str], seconds: float, threads: int, direct: bool) -> IoMeasurement:
@@ -51,7 +54,7 @@ def measure(files: list[str], seconds: float, threads: int, direct: bool) -> IoM
     try:
         doc = json.loads(text[text.index("{"):])
         jobs = {j["jobname"]: j["read"] for j in doc["jobs"]}
-        seq, rand = jobs["seq"], jobs["rand"]
+        seq, rand = jobs["seq0"], jobs["rand0"]  # group_reporting: one entry per group
         pct = rand["clat_ns"]["percentile"]
         return IoMeasurement(
             engine=f"fio {doc.get('fio version', '').removeprefix('fio-')}".strip(), direct=direct, threads=threads,

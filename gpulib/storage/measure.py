@@ -3,7 +3,7 @@
 Two phases over the sampled files, ``threads`` readers each (like fio's ``numjobs`` with
 ``ioengine=psync``, one outstanding read per reader):
 
-* sequential: each reader streams whole files in 1 MiB reads -> MiB/s (fio ``rw=read bs=1M``);
+* sequential: each reader streams its own share of the files in 1 MiB reads -> MiB/s (fio ``rw=read bs=1M``);
 * random: each reader picks a random file and a random 4 KiB-aligned offset and reads 4 KiB ->
   IOPS and completion-latency percentiles p50/p95/p99 (fio ``rw=randread bs=4k``, ``clat``).
 
@@ -70,11 +70,16 @@ def direct_supported(path: str) -> bool:
         buf.close()
 
 
-def _sequential(files: list[str], direct: bool, deadline: float, counter: list[int], lock: threading.Lock,
-                start: int) -> None:
+def reader_files(files: list[str], threads: int) -> list[list[str]]:
+    """Reader k streams files k, k + threads, ...: readers never read the same bytes at once
+    (which a cache below the file system would serve once and count twice)."""
+    return [files[k::threads] or [files[k % len(files)]] for k in range(threads)]
+
+
+def _sequential(files: list[str], direct: bool, deadline: float, counter: list[int], lock: threading.Lock) -> None:
     buf = mmap.mmap(-1, SEQ_BLOCK)  # page-aligned, as O_DIRECT requires
     done = 0
-    i = start
+    i = 0
     try:
         while time.monotonic() < deadline:
             try:
@@ -130,8 +135,8 @@ def measure(files: list[str], seconds: float = 10.0, threads: int = 4, seed: int
     half = seconds / 2
     counter, lock = [0], threading.Lock()
     started = time.monotonic()
-    workers = [threading.Thread(target=_sequential, args=(files, direct, started + half, counter, lock, k))
-               for k in range(threads)]
+    workers = [threading.Thread(target=_sequential, args=(mine, direct, started + half, counter, lock))
+               for mine in reader_files(files, threads)]
     for w in workers:
         w.start()
     for w in workers:

@@ -70,7 +70,8 @@ def test_fio_engine_reads_readonly_and_never_writes(large_files):
 
 def test_fio_job_file_escapes_colons_in_names():
     job = fio.job_file(["/data/a:b.bin", "/data/c.bin"], 4, 2, True)
-    assert "filename=/data/a\\:b.bin:/data/c.bin" in job and "direct=1" in job and "numjobs=2" in job
+    assert "[seq0]\nrw=read\nbs=1048576\nfile_service_type=sequential\nfilename=/data/a\\:b.bin\n" in job and "direct=1" in job
+    assert "filename=/data/a\\:b.bin:/data/c.bin" in job.split("[rand0]")[1] and job.count("stonewall") == 1
 
 
 def test_percentile_is_nearest_rank():
