@@ -248,3 +248,26 @@ def node_facts(folder: str | Path, host: str | None = None) -> NodeFacts:
     ib_text, _ = read_text(root / "infiniband" / "ibstat.txt")
     return NodeFacts(host or root.name, ip_link.parse(link_text).records if link_text else [],
                      infiniband.parse(ib_text).records if ib_text else [])
+
+
+def bundle_nodes(path: str | Path) -> list[NodeFacts]:
+    """Facts of every evidence bundle at ``path`` (the bundle itself, or its sub-folders)."""
+    root = Path(path)
+    folders = [root] if (root / "manifest.json").is_file() else sorted(
+        p for p in (root.iterdir() if root.is_dir() else []) if (p / "manifest.json").is_file())
+    return [node_facts(folder) for folder in folders]
+
+
+_ENV_LINE = re.compile(r"^\s*(?:export\s+)?(?P<key>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*?)\s*$")
+
+
+def read_env(text: str) -> dict[str, str]:
+    """A job's environment from ``env`` output or ``export KEY=VALUE`` lines (quotes removed);
+    other lines (comments, commands) are skipped."""
+    out = {}
+    for line in text.splitlines():
+        m = _ENV_LINE.match(line)
+        if m:
+            value = m["value"]
+            out[m["key"]] = value[1:-1] if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"" else value
+    return out

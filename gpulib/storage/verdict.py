@@ -42,6 +42,11 @@ class Verdict:
     exit_code: int
     lines: list[str] = field(default_factory=list)  # what to tell the operator, numbers included
 
+    @property
+    def severity(self) -> str:
+        """The finding severity of this verdict: error (no-go), warning, info."""
+        return {3: "error", 1: "warning"}.get(self.exit_code, "info")
+
 
 def judge(scan: DatasetScan, io: IoMeasurement, need: Need | None) -> Verdict:
     lines = []

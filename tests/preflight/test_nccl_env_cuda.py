@@ -112,3 +112,16 @@ def test_cuda_runtime_against_driver():
     rows = [{"host": "node-a", "cuda_driver": "12.2", "driver": "535.104.05", "torch_cuda": "12.4", "nvcc": "12.1"},
             {"host": "node-b", "cuda_driver": "12.8", "driver": "570.86.15", "torch_cuda": "12.4", "nvcc": None}]
     assert [(f.hosts, f.check) for f in cuda_compat.findings(rows)] == [(["node-a"], "cuda-minor-version-compat")]
+
+
+def test_job_env_file_and_bundle_nodes(tmp_path):
+    env = nccl_env.read_env("# job.env\nexport NCCL_SOCKET_IFNAME='ib'\nNCCL_DEBUG=INFO\nsrun python train.py\n")
+    assert env == {"NCCL_SOCKET_IFNAME": "ib", "NCCL_DEBUG": "INFO"}
+    for host in ("node-a", "node-b"):
+        (tmp_path / host / "network").mkdir(parents=True)
+        (tmp_path / host / "manifest.json").write_text("{}")
+        (tmp_path / host / "network" / "ip-link.txt").write_text(LINKS[host])
+    (tmp_path / "notes").mkdir()
+    assert [n.host for n in nccl_env.bundle_nodes(tmp_path)] == ["node-a", "node-b"]
+    found = nccl_env.audit({"NCCL_SOCKET_IFNAME": "enp6", "NCCL_DEBUG": "INFO"}, nccl_env.bundle_nodes(tmp_path))
+    assert [f.hosts for f in found if f.check == "nccl-socket-ifname-no-match"] == [["node-b"]]
