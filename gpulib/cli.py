@@ -26,6 +26,7 @@ COMMANDS = {
     "run": "gpulib.runbooks.cli",
     "archive": "gpulib.runbooks.cli",
     "fleet": "gpulib.fleet.cli",
+    "storage-probe": "gpulib.storage.cli",
     "watch": "gpulib.watch.cli",
 }
 

@@ -18,8 +18,10 @@ import socket
 import sys
 from pathlib import Path
 
-from gpulib.collect import commands, files, nvml
+from gpulib.collect import bmc, commands, files, nvml
+from gpulib.collect.bugreport import bug_report_collector
 from gpulib.collect.core import Collector, run_collectors
+from gpulib.collect.filesystems import filesystems_collector
 from gpulib.collect.prometheus import PrometheusQuery, prometheus_collector
 from gpulib.errors import BundleError, InputError
 from gpulib.evidence import Bundle, BundleWriter, is_bundle
@@ -46,12 +48,17 @@ def bundle_path(out: str | Path, host: str) -> Path:
 
 
 def plan(logs: list[Path], checkpoints: Path | None, sample_seconds: int, prev_boot: bool,
-         prometheus: PrometheusQuery | None, log_cap_bytes: int) -> list[Collector]:
+         prometheus: PrometheusQuery | None, log_cap_bytes: int, data: list[Path] = (),
+         sel_entries: int = bmc.SEL_ENTRIES, bug_report: bool = False) -> list[Collector]:
     """The collectors of one capture, in the order the manifest lists them."""
     collectors = [nvml.snapshot_collector()]
     if sample_seconds > 0:
         collectors.append(nvml.sampling_collector(sample_seconds))
     collectors += commands.nvidia_smi_collectors() + commands.host_collectors(prev_boot)
+    collectors += bmc.bmc_collectors(sel_entries)
+    collectors.append(filesystems_collector([*data, *([checkpoints] if checkpoints is not None else [])]))
+    if bug_report:
+        collectors.append(bug_report_collector())
     if logs:
         collectors.append(files.logs_collector(logs, log_cap_bytes))
     if checkpoints is not None:
@@ -65,17 +72,22 @@ def collect(out: str | Path, logs: list[str | Path] = (), checkpoints: str | Pat
             prev_boot: bool = False, prometheus: PrometheusQuery | None = None, timeout_scale: float = 1.0,
             host: str | None = None, log_cap_bytes: int = files.LOG_CAP_BYTES,
             collector_timeouts: dict[str, float] | None = None, only: list[str] | None = None,
-            command_line: list[str] | None = None) -> Path:
+            command_line: list[str] | None = None, data: list[str | Path] = (), sel_entries: int = bmc.SEL_ENTRIES,
+            bug_report: bool = False) -> Path:
     """Capture this host into a bundle and return its path.
 
     ``prometheus`` says which DCGM metrics to pull for which window; ``timeout_scale`` multiplies
     every collector's timeout (raise it on a node known to be slow); ``collector_timeouts``
     sets single ones in seconds (``{"ipmitool-sdr": 120}`` for a BMC that answers slowly);
-    ``only`` keeps just the named collectors (``["prometheus"]`` to pull DCGM history from anywhere).
+    ``only`` keeps just the named collectors (``["prometheus"]`` to pull DCGM history from anywhere);
+    ``data`` names dataset folders whose file systems are measured beside ``/dev/shm`` and the
+    checkpoints; ``sel_entries`` how many newest BMC SEL entries to keep; ``bug_report`` also runs
+    ``nvidia-bug-report.sh`` (minutes).
     """
     host = host or this_host()
     collectors = plan([Path(p) for p in logs], Path(checkpoints) if checkpoints is not None else None,
-                      sample_seconds, prev_boot, prometheus, log_cap_bytes)
+                      sample_seconds, prev_boot, prometheus, log_cap_bytes, data=[Path(p) for p in data],
+                      sel_entries=sel_entries, bug_report=bug_report)
     by_name = {c.name: c for c in collectors}
     for name in [*(collector_timeouts or {}), *(only or [])]:
         if name not in by_name:

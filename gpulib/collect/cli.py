@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gpulib.collect.bmc import SEL_ENTRIES
 from gpulib.collect.capture import collect, summary_lines
 from gpulib.collect.files import LOG_CAP_BYTES
 from gpulib.collect.prometheus import PrometheusQuery, parse_time
@@ -49,6 +50,7 @@ def _collect(args) -> int:
         args.out, logs=args.logs, checkpoints=args.checkpoints, sample_seconds=args.sample_seconds,
         prev_boot=args.prev_boot, prometheus=prometheus, timeout_scale=args.timeout_scale, host=args.host,
         log_cap_bytes=args.log_cap_mib << 20, collector_timeouts=dict(args.collector_timeout), only=args.only, command_line=["gpulib", *sys.argv[1:]],
+        data=args.data, sel_entries=args.sel_entries, bug_report=args.bug_report,
     )
     print("\n".join(summary_lines(root)))
     return 0
@@ -61,8 +63,8 @@ def register(subparsers) -> None:
 
     c = subparsers.add_parser(
         "collect", help="capture an evidence bundle of this host (freeze the scene before any restart)",
-        description="Capture NVML, nvidia-smi, kernel log, versions, GPU device users, InfiniBand, IPMI, "
-                    "logs and a checkpoint listing into one evidence bundle. Each source has its own timeout; "
+        description="Capture NVML, nvidia-smi, kernel log, versions, GPU device users, InfiniBand, network links, "
+                    "IPMI (sensors, event log, chassis power), file-system usage, logs and a checkpoint listing into one evidence bundle. Each source has its own timeout; "
                     "a missing tool or GPU is recorded as unavailable, never a crash.",
         epilog="Fan-out: --out DIR/%h writes DIR/<hostname>; an existing folder DIR (not a bundle) also means "
                "DIR/<hostname>. Example: srun --ntasks-per-node=1 gpulib collect --out /shared/inc-42/%h",
@@ -72,6 +74,13 @@ def register(subparsers) -> None:
                    help="training logs (files or folders) to copy; each file keeps its last --log-cap-mib MiB")
     c.add_argument("--log-cap-mib", type=_positive(int), default=LOG_CAP_BYTES >> 20, help="per-file cap (default 64)")
     c.add_argument("--checkpoints", metavar="DIR", help="checkpoint folder to list (names, sizes, mtimes; nothing is loaded)")
+    c.add_argument("--data", nargs="+", action="extend", default=[], metavar="DIR",
+                   help="dataset folder(s): their file systems are measured (df -h, stat -f) beside /dev/shm "
+                        "and --checkpoints")
+    c.add_argument("--sel-entries", type=_positive(int), default=SEL_ENTRIES, metavar="N",
+                   help="keep the newest N BMC event-log entries (ipmitool sel elist last N; default 500)")
+    c.add_argument("--bug-report", action="store_true",
+                   help="also run nvidia-bug-report.sh into the bundle (takes minutes; its own 600 s timeout)")
     c.add_argument("--sample-seconds", type=_positive(int), default=0, metavar="N",
                    help="also sample every GPU at 1 Hz for N seconds (catches throttling a snapshot misses)")
     c.add_argument("--prev-boot", action="store_true",

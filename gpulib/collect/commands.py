@@ -166,6 +166,7 @@ def host_collectors(prev_boot: bool) -> list[Collector]:
         Collector("gpu-device-users", 20, gpu_device_users),
         command("ibstat", ["ibstat"], "infiniband/ibstat.txt", 20, absent=NO_HCA),
         command("ipmitool-sdr", ["ipmitool", "sdr", "list"], "ipmi/sdr-list.txt", 45, absent=NO_BMC),
+        command("ip-link", ["ip", "-o", "link", "show"], "network/ip-link.txt", 10),
     ]
     if prev_boot:
         collectors.insert(1, Collector("kernel-log-prev-boot", 30, kernel_log_previous_boot))

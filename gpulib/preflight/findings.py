@@ -1,0 +1,30 @@
+"""The typed finding of a preflight check."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class EnvFinding:
+    """One problem with the job's environment. ``fix`` is the exact line to put in the job
+    script (``export NCCL_SOCKET_IFNAME=ib0``), or None when the fix is not a line (upgrade the driver)."""
+
+    check: str  # stable id: "nccl-socket-ifname-no-match"
+    severity: str  # error (no-go) | warning | info
+    variable: str | None  # NCCL_SOCKET_IFNAME, or None for version checks
+    message: str
+    fix: str | None = None
+    hosts: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"check": self.check, "severity": self.severity, "variable": self.variable, "message": self.message,
+                "fix": self.fix, "hosts": list(self.hosts)}
+
+
+#: Exit code per worst severity, DESIGN.md table: no-go 3, warnings 1, healthy 0.
+EXIT_CODES = {"error": 3, "warning": 1, "info": 0}
+
+
+def exit_code(findings: list[EnvFinding]) -> int:
+    return max((EXIT_CODES[f.severity] for f in findings), default=0)

@@ -1,0 +1,109 @@
+"""``gpulib storage-probe PATH``: measure a dataset path and judge it against the job's need."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from gpulib.errors import InputError
+from gpulib.storage import fio, measure, scan, verdict
+
+EXIT_CODES = ("exit status: 0 enough (or measured, no need given), 1 marginal headroom or many small files, "
+              "2 bad arguments or no readable file under PATH, 3 not enough for the job (no-go)")
+
+
+def probe(path: str, seconds: float, threads: int, need: verdict.Need | None, engine: str = "auto",
+          max_files: int = 200_000) -> dict:
+    """Scan, measure (fio or Python), judge; everything as one JSON-ready dict."""
+    if not os.path.exists(path):
+        raise InputError("no such file or folder", path=path, hint="give the dataset folder the job reads")
+    found = scan.scan(path, max_files=max_files)
+    readable = [f for f in found.sample if os.access(f, os.R_OK)]
+    if not readable:
+        raise InputError(f"no readable non-empty file ({found.files} file(s), {found.unreadable} unreadable)",
+                         path=path, hint="probe the folder that holds the training data, as the user the job runs as")
+    fallback_note = None
+    io = None
+    if engine in ("auto", "fio") and fio.available():
+        try:
+            io = fio.measure(readable, seconds, threads, measure.direct_supported(readable[0]))
+        except fio.FioError as exc:
+            fallback_note = f"fio failed ({exc}); measured in Python instead"
+    elif engine == "fio":
+        fallback_note = "fio not installed (apt-get install fio); measured in Python instead"
+    if io is None:
+        io = measure.measure(readable, seconds, threads)
+        io.note = "; ".join(n for n in (fallback_note, io.note) if n) or None
+    judged = verdict.judge(found, io, need)
+    return {"path": path, "scan": found, "io": io, "need": need, "verdict": judged}
+
+
+def report_lines(result: dict) -> list[str]:
+    found, io, judged = result["scan"], result["io"], result["verdict"]
+    lines = [f"storage-probe {result['path']}: {judged.status.upper()}",
+             f"  files {found.files:,}{' (scan stopped at the cap)' if found.truncated else ''}, "
+             f"{found.total_bytes / (1 << 30):,.2f} GiB, median {found.median_file_bytes:,} B"
+             + (f", {found.unreadable} unreadable" if found.unreadable else "")]
+    for b in found.buckets:
+        if b.files:
+            lines.append(f"    {b.label:>13}: {b.files:>9,} files {b.bytes / (1 << 20):>12,.1f} MiB")
+    lines.append(f"  {io.engine}, {io.threads} readers, {'O_DIRECT' if io.direct else 'buffered'}, "
+                 f"{len(found.sample)} sampled files: sequential {io.seq_read_mib_s:,.1f} MiB/s; random 4 KiB "
+                 f"{io.rand_read_iops:,.0f} IOPS, latency p50 {io.rand_lat_p50_us:,.0f} / p95 "
+                 f"{io.rand_lat_p95_us:,.0f} / p99 {io.rand_lat_p99_us:,.0f} us")
+    if io.note:
+        lines.append(f"  note: {io.note}")
+    lines += [f"  {line}" for line in judged.lines]
+    return lines
+
+
+def _as_json(result: dict) -> str:
+    def plain(obj):
+        return {k: plain(v) for k, v in vars(obj).items()} if hasattr(obj, "__dataclass_fields__") else \
+            [plain(v) for v in obj] if isinstance(obj, list) else obj
+    return json.dumps({k: plain(v) for k, v in result.items()}, indent=2)
+
+
+def _positive(kind):
+    def convert(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+    return convert
+
+
+def _run(args) -> int:
+    given = [args.ranks, args.batch, args.sample_bytes]
+    if any(v is not None for v in given) and not all(v is not None for v in given):
+        print("gpulib storage-probe: error: --ranks, --batch and --sample-bytes go together", file=sys.stderr)
+        return 2
+    need = verdict.Need(args.ranks, args.batch, args.sample_bytes, args.step_seconds) if args.ranks else None
+    result = probe(args.path, args.seconds, args.threads, need, args.engine, args.max_files)
+    print(_as_json(result) if args.format == "json" else "\n".join(report_lines(result)))
+    return result["verdict"].exit_code
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "storage-probe", help="measure a dataset path (throughput, IOPS, latency, file sizes) against the job's need",
+        description="Read-only probe of a dataset path: sequential MiB/s, random 4 KiB IOPS and latency percentiles "
+                    "(fio when installed, else Python; nothing is written under PATH), a file-size histogram, and a "
+                    "verdict against ranks x batch x sample size per step.", epilog=EXIT_CODES)
+    p.add_argument("path", help="dataset folder (or file) the job reads")
+    p.add_argument("--seconds", type=_positive(float), default=10.0, help="measurement time, both phases (default 10)")
+    p.add_argument("--threads", type=_positive(int), default=4, help="concurrent readers (default 4)")
+    p.add_argument("--ranks", type=_positive(int), help="ranks reading this path at once")
+    p.add_argument("--batch", type=_positive(int), help="samples per rank per step")
+    p.add_argument("--sample-bytes", type=_positive(int), help="bytes per sample as stored")
+    p.add_argument("--step-seconds", type=_positive(float), default=1.0, help="seconds per training step (default 1)")
+    p.add_argument("--engine", choices=("auto", "fio", "python"), default="auto",
+                   help="auto: fio when installed, else Python")
+    p.add_argument("--max-files", type=_positive(int), default=200_000, help="stop the size scan after N files")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=_run)
