@@ -27,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from gpulib.catalog.signatures import load_signatures
 from gpulib.parsers import kernel_log
 from gpulib.parsers.training_log import CATALOGUE_KEYWORDS
 
@@ -91,9 +92,11 @@ def generate(root: Path, megabytes: int) -> None:
 
 
 def grep_patterns(path: Path) -> None:
-    """The same catalogue, as one ERE per line: the job keywords and the kernel parser's anchors."""
+    """The same catalogue, as one ERE per line: the job keywords, the kernel parser's anchors and the
+    signature catalogue's keywords (every line of every file goes through it)."""
     literals = [k.decode().rstrip("\n") for k in CATALOGUE_KEYWORDS]
     literals += list(kernel_log.UPPER_ANCHORS + kernel_log.LOWER_ANCHORS)
+    literals += sorted({k for sig in load_signatures() for k in sig.keywords})
     path.write_text("\n".join(re.sub(r"([.\[\]()*+?{}|^$\\])", r"\\\1", lit) for lit in literals if lit) + "\n")
 
 

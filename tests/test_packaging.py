@@ -19,7 +19,9 @@ def test_environment_yml_matches_pyproject():
     conda = {_name(d.split("=")[0]) for d in deps if isinstance(d, str)}
     pip_sections = [d["pip"] for d in deps if isinstance(d, dict) and "pip" in d]
     assert "pip" in conda, "environment.yml must list pip itself"
-    assert pip_sections == [["-e .[test]"]], "pip section must install the package from pyproject"
+    make_extras = re.search(r'-e "\.(\[[\w,]+\])"', (REPO / "Makefile").read_text())[1]
+    assert pip_sections == [[f"-e .{make_extras}"]], \
+        "pip section must install the package from pyproject with the extras `make test` installs"
     runtime = {_name(r) for r in project["dependencies"]}
     conda_pkgs = conda - {"python", "pip"}
     assert conda_pkgs == runtime, (
