@@ -96,7 +96,7 @@ def grep_patterns(path: Path) -> None:
     signature catalogue's keywords (every line of every file goes through it)."""
     literals = [k.decode().rstrip("\n") for k in CATALOGUE_KEYWORDS]
     literals += list(kernel_log.UPPER_ANCHORS + kernel_log.LOWER_ANCHORS)
-    literals += sorted({k for sig in load_signatures() for k in sig.keywords})
+    literals += sorted({k.strip("\n") for sig in load_signatures() for k in sig.keywords})
     path.write_text("\n".join(re.sub(r"([.\[\]()*+?{}|^$\\])", r"\\\1", lit) for lit in literals if lit) + "\n")
 
 

@@ -61,7 +61,7 @@ def parse(text: str) -> list[Signature]:
             id=row["id"], category=_none(row["category"]), interruption=_none(row["interruption"]),
             severity=row["severity"], tier=int(row["tier"]), role=role,
             min_value=float(row["min"]) if row["min"] else None,
-            keywords=tuple(k.strip().replace("\\n", "\n") for k in row["keywords"].split(" | ") if k.strip()),
+            keywords=tuple(k.replace("\\n", "\n") for k in row["keywords"].split(" | ") if k.strip()),
             pattern=re.compile(row["pattern"]), title=row["title"], action=_none(row["action"]) or "",
         ))
     return rows
