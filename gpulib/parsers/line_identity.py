@@ -29,8 +29,8 @@ from gpulib.parsers.logtime import stamp_in
 from gpulib.parsers.training_log import strip_prefixes
 
 #: ``root@node1:~# cmd``, ``user@node1:/data$ cmd``, ``[root@node1 ~]# cmd``, ``(env) user@host:~$ cmd``
-_PROMPT = re.compile(r"^(?:\([\w.-]+\) )?(?:\[(?P<u1>[\w.-]+)@(?P<h1>[\w.-]+) [^\]]*\]|(?P<u2>[\w.-]+)@(?P<h2>[\w.-]+)"
-                     r":[^\s$#]*)\s?[#$] ")
+PROMPT = re.compile(r"^(?:\([\w.-]+\) )?(?:\[[\w.-]+@(?P<h1>[\w.-]+) [^\]]*\]|[\w.-]+@(?P<h2>[\w.-]+)"
+                    r":[^\s$#]*)\s?[#$](?: |$)")
 #: ``2019-06-02T16:13:44.884Z: ``, ``[2023-11-13 16:59:54,760] ``, ``2026-09-18 19:29:24 `` before a launcher prefix.
 _OUTER_STAMP = re.compile(r"^\[?(?P<stamp>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?:? ")
 #: ``grep -r`` / ``grep -H`` output: ``path/to/node3.log:1234:`` before the line it found.
@@ -72,7 +72,7 @@ class LineReader:
             segments = [s for s in line.split("\r") if s.strip()]
             line = segments[-1] if segments else ""
         line = MARKDOWN_QUOTE.sub("", line, count=1) if line.lstrip().startswith(">") else line
-        m = _PROMPT.match(line)
+        m = PROMPT.match(line)
         if m:
             self.session_host = m["h1"] or m["h2"]
             return LineFacts(line[m.end():], host=self.session_host, command=True)
@@ -137,4 +137,4 @@ class LineReader:
         return None
 
 
-__all__ = ["LineFacts", "LineReader"]
+__all__ = ["PROMPT", "LineFacts", "LineReader"]

@@ -14,9 +14,9 @@ from collections import Counter
 from dataclasses import dataclass
 
 from gpulib.parsers.kernel_prefix import MARKDOWN_QUOTE
+from gpulib.parsers.line_identity import PROMPT
 
 _FENCE = re.compile(r"^\s*(?:```|~~~)")
-_PROMPT = re.compile(r"^(?:\([\w.-]+\) )?(?:\[[\w.-]+@(?P<h1>[\w.-]+) [^\]]*\]|[\w.-]+@(?P<h2>[\w.-]+):[^\s$#]*)\s?[#$](?: |$)")
 _FANOUT = re.compile(r"^(?P<host>[A-Za-z][\w.-]*): ")
 #: Words that start many lines of a tool's own output and are not hosts.
 _NOT_HOSTS = {"error", "warning", "warn", "info", "debug", "note", "port", "state", "caused", "ca", "gpu"}
@@ -40,7 +40,7 @@ def unwrap(text: str) -> Unwrapped:
             continue
         if line.lstrip().startswith(">"):
             line = MARKDOWN_QUOTE.sub("", line, count=1)
-        m = _PROMPT.match(line)
+        m = PROMPT.match(line)
         if m:
             host = m["h1"] or m["h2"]
             line = ""
