@@ -356,13 +356,13 @@ def _bundle_bookkeeping(f: InputFile) -> bool:
 
 def _examine(f: InputFile, tz: str | None, inputs: Inputs) -> None:
     try:
-        mode = f.path.stat().st_mode
+        status = f.path.stat()
     except OSError as exc:
         f.kind = "unreadable"
         f.problems.append(Problem(str(f.path), "broken symbolic link" if f.path.is_symlink() else
                                   f"cannot stat: {exc.strerror or exc}"))
         return
-    if not stat.S_ISREG(mode):  # a FIFO or device would block or never end
+    if not stat.S_ISREG(status.st_mode):  # a FIFO or device would block or never end
         f.kind = "unreadable"
         f.problems.append(Problem(str(f.path), "not a regular file (pipe, socket or device): skipped"))
         return
@@ -390,7 +390,7 @@ def _examine(f: InputFile, tz: str | None, inputs: Inputs) -> None:
         bare = unwrap.unwrap(head)
         if bare.changed:  # a pasted table or log: its layout is under the wrapping
             inner = detect.detect_kind(f.display, bare.text, head_bytes)
-            if inner is not None and f.path.stat().st_size <= UNWRAP_MAX_BYTES:
+            if inner is not None and status.st_size <= UNWRAP_MAX_BYTES:
                 kind, f.wrapped = inner, True
                 f.host = f.host or bare.host
                 f.host_basis = f.host_basis or ("content" if bare.host else None)

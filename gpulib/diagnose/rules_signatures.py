@@ -50,10 +50,8 @@ def _meaning(sig: Signature, s: Signal) -> tuple[str | None, str | None, str, st
             return "gpu_firmware_error", None, "warning", "context", f"Xid {code} (not in the catalog)"
         cause = info.interruption in ("hard", "soft")
         severity = "critical" if info.interruption == "hard" else "error" if cause else "warning"
-        title = f"Xid {s.fields['xid']} ({info.name})" + (
-            f" caused by Xid {code} ({info.name})" if s.fields.get("prev") else "")
-        if s.fields.get("prev"):
-            title = f"Xid {s.fields['xid']} caused by Xid {code} ({info.name})"
+        title = (f"Xid {s.fields['xid']} caused by Xid {code} ({info.name})" if s.fields.get("prev")
+                 else f"Xid {code} ({info.name})")
         return info.category, info.interruption if cause else None, severity, "cause" if cause else "context", title
     if sig.id == "python-exception" and s.fields.get("what", "").rsplit(".", 1)[-1] in OWN_SIGNATURE:
         return None, None, "info", "benign", ""

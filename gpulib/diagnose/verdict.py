@@ -174,7 +174,7 @@ def tier(f: Finding) -> int:
         return f.tier
     if f.hardware and f.interruption == "hard":
         return 1
-    if f.category in SLOWDOWNS or f.category == "data_pipeline_stall" and f.id.startswith("data-stall"):
+    if f.category in SLOWDOWNS or (f.category == "data_pipeline_stall" and f.id.startswith("data-stall")):
         return 3
     return 5 if f.id.startswith("exception") else 2
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from gpulib.catalog.signatures import Signature, load_signatures
@@ -74,6 +75,7 @@ class PathFacts:
         return cls(rank=int(m["rank"]) if m else None, local_rank=lrank, host=host, pid=pid)
 
 
+@lru_cache(maxsize=1)
 def _keywords() -> tuple[bytes, ...]:
     words = {k for sig in load_signatures() for k in sig.keywords} | set(PROMPT_KEYWORDS)
     return tuple(sorted(w.encode() for w in words))
