@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpulib.parsers.prefilter import KeywordLines
+from gpulib.parsers.prefilter import ENGINES, KeywordLines
 from gpulib.parsers.training_log import CATALOGUE_KEYWORDS
 
 KEYWORDS = (b"Watchdog caught", b"Xid", b"out of memory", b"`", b"NCCL WARN", b"error")
@@ -26,18 +27,33 @@ def naive(data: bytes, keywords) -> list[int]:
                                   b"err", b"or", b"error", b"W", b"INFO ", b"aaaa", b"\xff"]), max_size=80))
 def test_same_lines_as_naive(parts):
     data = b"".join(parts)
-    assert KeywordLines(KEYWORDS).line_starts(data) == naive(data, KEYWORDS)
+    for engine in ENGINES:
+        assert KeywordLines(KEYWORDS, engine).line_starts(data) == naive(data, KEYWORDS), engine
+        limit = len(data) // 2
+        assert KeywordLines(KEYWORDS, engine).line_starts(data, limit) == \
+            naive(data[:limit], KEYWORDS), engine
 
 
 def test_anchor_and_direct_paths_both_used():
     common = b"lowercase words only, error here and there\n" * 200 + b"Watchdog caught it\n"
-    finder = KeywordLines(KEYWORDS)
+    finder = KeywordLines(KEYWORDS, "anchors")
     starts = finder.line_starts(common)
     assert starts == naive(common, KEYWORDS)
     assert b"error" in finder.direct  # every byte of it is common in this log: searched whole
     assert any(kw == b"Watchdog caught" for entries in finder.by_anchor.values() for kw, _ in entries)
 
 
-def test_real_catalogue_on_a_case_log(incidents):
+@pytest.mark.parametrize("engine", ENGINES)
+def test_real_catalogue_on_a_case_log(incidents, engine):
     data = (incidents / "case-01-xid79-fell-off-bus" / "input" / "slurm-88231.out").read_bytes()
-    assert KeywordLines(CATALOGUE_KEYWORDS).line_starts(data) == naive(data, CATALOGUE_KEYWORDS)
+    assert KeywordLines(CATALOGUE_KEYWORDS, engine).line_starts(data) == naive(data, CATALOGUE_KEYWORDS)
+
+
+def test_hyperscan_is_the_default_where_installed():
+    pytest.importorskip("hyperscan")
+    assert KeywordLines(KEYWORDS).engine == "hyperscan"
+
+
+def test_unknown_engine_is_refused():
+    with pytest.raises(ValueError, match="unknown or unavailable"):
+        KeywordLines(KEYWORDS, "grep")
