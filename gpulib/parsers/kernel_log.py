@@ -52,6 +52,7 @@ from gpulib.identity import normalize_pci, to_utc_iso
 from gpulib.parsers.base import DEFAULT_READ_CAP_BYTES, ParseResult, Problem, line_chunks, looks_binary
 from gpulib.parsers.kernel_prefix import Prefix, journal_header, parse_instant, split_prefix
 from gpulib.parsers.logtime import parse_zone
+from gpulib.parsers.prefilter import KeywordLines
 
 log = logging.getLogger(__name__)
 
@@ -85,10 +86,11 @@ class KernelEvent:
 
 
 # --- the pre-filter ------------------------------------------------------------------------------
-# Python's regex engine skips fast through text only when every alternative starts with a rare
-# character, so the anchors are split: one alternation of literals that start with an upper-case
-# letter (one C-speed pass), plus a few lower-case literals found with str.find (one pass each).
-# Every line that holds an anchor is then classified by _TRIGGER, which only sees candidate lines.
+# Every line that holds an anchor is classified by _TRIGGER, which only sees candidate lines. ASCII
+# text (nearly every kernel log) is searched as bytes by the shared keyword prefilter (one Hyperscan
+# pass for all anchors); other text by Python's regex engine, which skips fast only when every
+# alternative starts with a rare character: one alternation of the literals that start with an
+# upper-case letter (one C-speed pass), plus a few lower-case literals found with str.find.
 UPPER_ANCHORS = (
     "NVRM", "SXid", "NVSwitch", "AER", "PCIe Bus Error", "Surprise Down", "DPC: containment", "API mismatch",
     "RmInitAdapter", "GPU Reset", "Kill process", "Killed process", "TCP: out of memory", "INFO: task",
@@ -132,8 +134,15 @@ _TRIGGER = re.compile("|".join(f"(?P<{name}>{pattern})" for name, pattern in (
 )), re.M)
 
 
+_ANCHOR_LINES = KeywordLines(tuple(a.encode() for a in UPPER_ANCHORS + LOWER_ANCHORS))
+
+
 def candidate_offsets(text: str) -> list[int]:
-    """Offsets of every anchor hit in ``text``, sorted (the cheap pass over the whole text)."""
+    """Sorted offsets in ``text`` from which the lines holding an anchor are found (the cheap pass
+    over the whole text): the line starts when the text is ASCII (byte and character offsets are
+    then the same), else every anchor hit."""
+    if text.isascii():  # a flag of the str object: O(1)
+        return _ANCHOR_LINES.line_starts(text.encode("ascii"))
     hits = {m.start() for m in _UPPER_ANCHORS.finditer(text)}
     for literal in LOWER_ANCHORS:
         pos = text.find(literal)
@@ -258,12 +267,13 @@ class _Scanner:
         return "assumed UTC (pass tz=)"
 
     # --- scanning ---------------------------------------------------------------------------
-    def feed(self, text: str, first_line: int = 1) -> None:
+    def feed(self, text: str, first_line: int = 1, hits: list[int] | None = None) -> None:
+        """Read the events of ``text`` (whole lines); ``hits``: its candidate offsets when already known."""
         if not text:
             return
         self._count_recognised(text)
         line_no, counted_to, skip_to = first_line, 0, 0
-        for hit in candidate_offsets(text):
+        for hit in candidate_offsets(text) if hits is None else hits:
             start = text.rfind("\n", 0, hit) + 1
             if start < skip_to:
                 continue
@@ -741,9 +751,12 @@ def parse_file(path: str | Path, *, tz: str | None = None, boot_time: str | None
             return result
         line_no = 1
         for offset, buf, limit in line_chunks(handle, _CHUNK_BYTES):
-            text = buf[:limit].decode("utf-8", errors="replace")
-            scanner.feed(text, line_no)
-            line_no += text.count("\n")
+            # the anchors are found in the bytes; only a chunk that holds one is decoded
+            starts = _ANCHOR_LINES.line_starts(buf, limit)
+            if starts or not scanner.recognised:
+                text = buf[:limit].decode("utf-8", errors="replace")
+                scanner.feed(text, line_no, starts if len(text) == limit else None)  # ASCII: same offsets
+            line_no += buf.count(b"\n", 0, limit)
             if offset + limit >= cap_bytes:
                 result.problems.append(Problem(source, f"larger than {cap_bytes} bytes: only the first part was read"))
                 break
