@@ -169,9 +169,11 @@ def _is_checkpoint(path: Path) -> bool:
     return _holds_model_files(path.parent) and (name == "latest" or not name.endswith(".txt"))
 
 
-def _parse(f: InputFile, tz: str | None, year: int | None = None) -> None:
+def _parse(f: InputFile, tz: str | None, year: int | None = None) -> bool:
+    """Parse ``f`` with its kind's parser; True when its signature scan was done on the way."""
     module = detect.parser_modules()[f.kind]
     zone = f.timezone or tz
+    scanned = False
     if f.wrapped:
         text, problems = read_text(f.path)
         f.problems.extend(problems)
@@ -185,14 +187,17 @@ def _parse(f: InputFile, tz: str | None, year: int | None = None) -> None:
             opts["boot_time"] = f.boot_time
         result = module.parse_file(f.path, **opts)
     elif f.kind == "training_log" and hasattr(module, "parse_file"):
-        result = module.parse_file(f.path, source=str(f.path), tz=zone)
+        lines = signatures.SignatureScanner(f.display, tz=zone, year=year)  # rides along the job parser's read
+        result = module.parse_file(f.path, source=str(f.path), tz=zone, also=[lines])
+        f.signals, scanned = lines.result.records, True
+        f.problems.extend(lines.result.problems)
     elif f.kind == "flight_recorder" and (data := f.path.read_bytes())[:1] == b"\x80":  # pickle protocol 2+
         result = module.parse_bytes(data, str(f.path))
     else:
         text, problems = read_text(f.path)
         f.problems.extend(problems)
         if not text:
-            return
+            return False
         params = inspect.signature(module.parse).parameters
         kwargs = {"tz": zone} if "tz" in params else {}
         result = module.parse(text, str(f.path), **kwargs)
@@ -200,6 +205,7 @@ def _parse(f: InputFile, tz: str | None, year: int | None = None) -> None:
     f.problems.extend(result.problems)
     if f.kind == "training_log":
         _rank_from_name(f)
+    return scanned
 
 
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)(?:\D|$)", re.I)
@@ -417,12 +423,13 @@ def _examine(f: InputFile, tz: str | None, inputs: Inputs) -> None:
 
 
 def _parse_safely(f: InputFile, tz: str | None, head: str, year: int | None = None) -> None:
+    scanned = False
     try:
-        _parse(f, tz, year)
+        scanned = _parse(f, tz, year)
     except Exception as exc:  # noqa: BLE001 - one bad file must never stop the diagnosis
         log.warning("%s: parser %s failed: %s", f.path, f.kind, exc)
         f.problems.append(Problem(str(f.path), f"{f.kind} parser failed: {type(exc).__name__}: {exc}"))
-    if f.kind not in STRUCTURED_ONLY:
+    if f.kind not in STRUCTURED_ONLY and not scanned:
         _scan(f, tz, year)
     _content_hosts(f, head)
 

@@ -3,8 +3,9 @@
 The kind of a file (kernel log, job console, nvidia-smi output) decides which parser adds
 *structure*; it must never decide whether a line is *read*. An Xid pasted into an issue comment,
 an OOM in ``job-error.txt`` and a BMC event in ``notes.md`` are evidence like any other. This
-scanner reads a file as bytes in chunks, keeps only the lines holding one of the catalogue's
-keywords (:mod:`gpulib.parsers.prefilter`, close to memchr speed), peels their wrapping off
+scanner reads a file as bytes in chunks (:mod:`gpulib.parsers.linescan`: a job log's read is shared
+with the job parser), keeps only the lines holding one of the catalogue's keywords
+(:mod:`gpulib.parsers.prefilter`, at memory speed), peels their wrapping off
 (:mod:`gpulib.parsers.line_identity`) and matches the catalogue's patterns on what is left.
 
 Shell prompt lines (``root@node1:~# dmesg -T | grep -i xid``) are read for the host of the pasted
@@ -20,13 +21,13 @@ from pathlib import Path
 
 from gpulib.catalog.signatures import Signature, load_signatures
 from gpulib.identity import normalize_pci
-from gpulib.parsers.base import ParseResult, Problem, line_chunks
+from gpulib.parsers import linescan
+from gpulib.parsers.base import ParseResult, Problem
 from gpulib.parsers.line_identity import LineFacts, LineReader
 from gpulib.parsers.logtime import year_hint, zone_of
 from gpulib.parsers.prefilter import KeywordLines
 
 KIND = "signatures"
-CHUNK_BYTES = 8 * 1024 * 1024
 MAX_LINE_CHARS = 16 * 1024
 #: Markers of a shell prompt: the line that names the host of a pasted session.
 PROMPT_KEYWORDS = ("@",)
@@ -117,33 +118,43 @@ def _signal(sig: Signature, fields: dict, facts: LineFacts, lineno: int, raw: st
                   else local, gpu_pci=pci, time_utc=facts.time_utc, fields=fields)
 
 
+class SignatureScanner:
+    """The catalogue matches of one file, read chunk by chunk as a
+    :class:`~gpulib.parsers.linescan.ChunkReader` (alone, or riding along the job parser's read)."""
+
+    def __init__(self, source: str, *, tz: str | None = None, year: int | None = None) -> None:
+        self.source = source
+        self.result: ParseResult[Signal] = ParseResult(KIND)
+        self._finder = KeywordLines(_keywords())
+        self._reader = LineReader(tz=zone_of(tz), year=year)
+        self._path = PathFacts.of(source)
+
+    def wanted(self, buf: bytearray, limit: int, offset: int, size: int) -> list[int]:
+        if self._reader.year is None:
+            self._reader.year = year_hint(bytes(buf[:1 << 20]))
+        return self._finder.line_starts(buf, limit)
+
+    def take(self, buf: bytearray, limit: int, lines: list[tuple[int, int]]) -> None:
+        for start, lineno in lines:
+            end = buf.find(b"\n", start, limit)
+            raw = buf[start:end if end != -1 else limit][:MAX_LINE_CHARS].decode("utf-8", "replace")
+            facts = self._reader.read(raw)
+            if not facts.command:
+                self.result.records.extend(match_line(facts, lineno, raw, self._path))
+
+    def failed(self, exc: Exception) -> None:
+        self.result.problems.append(Problem(self.source, f"signature scan failed: {type(exc).__name__}: {exc}"))
+
+
 def scan_file(path: str | Path, source: str | None = None, *, tz: str | None = None,
               year: int | None = None) -> ParseResult[Signal]:
     """Every catalogue match in one file, streamed (memory flat in the file size). Never raises."""
-    source = source or str(path)
-    result: ParseResult[Signal] = ParseResult(KIND)
-    finder = KeywordLines(_keywords())
-    reader = LineReader(tz=zone_of(tz), year=year)
-    path_facts = PathFacts.of(source)
-    lines_before = 0
+    scanner = SignatureScanner(source or str(path), tz=tz, year=year)
     try:
-        with open(path, "rb", buffering=0) as handle:
-            for _offset, buf, limit in line_chunks(handle, CHUNK_BYTES):
-                if reader.year is None:
-                    reader.year = year_hint(bytes(buf[:1 << 20]))
-                counted, lineno = 0, lines_before
-                for start in finder.line_starts(buf, limit):
-                    lineno += buf.count(b"\n", counted, start)
-                    counted = start
-                    end = buf.find(b"\n", start, limit)
-                    raw = buf[start:end if end != -1 else limit][:MAX_LINE_CHARS].decode("utf-8", "replace")
-                    facts = reader.read(raw)
-                    if not facts.command:
-                        result.records.extend(match_line(facts, lineno + 1, raw, path_facts))
-                lines_before = lineno + buf.count(b"\n", counted, limit)
+        linescan.read_file(path, [scanner])
     except OSError as exc:
-        result.problems.append(Problem(source, f"cannot read: {exc.strerror or exc}"))
-    return result
+        scanner.result.problems.append(Problem(scanner.source, f"cannot read: {exc.strerror or exc}"))
+    return scanner.result
 
 
-__all__ = ["PathFacts", "Signal", "match_line", "scan_file"]
+__all__ = ["PathFacts", "Signal", "SignatureScanner", "match_line", "scan_file"]

@@ -265,6 +265,6 @@ def test_parse_file_reports_a_scanner_bug_instead_of_raising(tmp_path, monkeypat
     def broken(self, *args, **kwargs):
         raise RuntimeError("classifier bug")
 
-    monkeypatch.setattr(tl.JobLogScanner, "feed", broken)
+    monkeypatch.setattr(tl.JobLogScanner, "take", broken)
     result = tl.parse_file(path)
     assert [str(p) for p in result.problems] == [f"{path}: could not be fully parsed: classifier bug"]
