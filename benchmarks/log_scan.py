@@ -1,7 +1,6 @@
 """Incident-log scan speed: ``gpulib diagnose`` vs ``grep -E`` with the same catalogue of patterns.
 
-Generates (in a temp dir, removed after) an incident of ~800 MB in one of two shapes, then, in the
-same run, times the anchor and gpulib alternately (best of N each):
+Generates (in a temp dir, removed after) an incident of ~800 MB in each of two shapes:
 
 - ``sparse`` (error-sparse): a 64-rank training console (``[rankN]:`` progress lines with per-rank
   timings, NCCL init at the head, watchdog timeouts at the end) plus a node's kernel log (~2 %) with
@@ -10,6 +9,8 @@ same run, times the anchor and gpulib alternately (best of N each):
   trainer progress line (``[rank3]:2026-03-10 00:00:00,428 INFO trainer.py:412 step=... loss=...
   lr=... grad_norm=... tok/s=...``), one CUDA OOM on rank 5 and its cascade (watchdog timeouts,
   torchrun's ChildFailedError) at the end.
+
+and times, alternately in the same run (best of N each):
 
 - the anchor: ``grep -E -c`` with the error catalogue (``training_log.CATALOGUE_KEYWORDS``, the
   kernel parser's anchors and the signature catalogue's keywords) over the same files;
