@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from gpulib.evidence import Bundle, is_bundle
+from gpulib.bundle import Bundle, is_bundle
 from gpulib.parsers import detect, gpu_series, signatures, unwrap
 from gpulib.parsers.base import Problem, looks_binary, read_text
 from gpulib.parsers.gpu_records import GpuSample

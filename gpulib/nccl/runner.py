@@ -22,8 +22,8 @@ import torch
 import torch.distributed as dist
 
 from gpulib import __version__
+from gpulib.bundle import BundleWriter, CollectorRecord
 from gpulib.errors import InputError
-from gpulib.evidence import BundleWriter, CollectorRecord
 from gpulib.nccl import nics, thresholds
 from gpulib.nccl.bandwidth import algbw_gbps, bus_factor
 from gpulib.nccl.cli import validate_args

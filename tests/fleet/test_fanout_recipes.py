@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from gpulib.evidence import Bundle, verify
+from gpulib.bundle import Bundle, verify
 from gpulib.fleet.config import configs_from_paths
 from gpulib.fleet.drift import config_drift
 

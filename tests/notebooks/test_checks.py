@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from gpulib import notebook_checks as checks
+from gpulib.notebook import steps as checks
 from tests.notebooks.test_plots import _samples
 
 

@@ -11,9 +11,9 @@ import pandas as pd
 import plotly.io as pio
 import pytest
 
-from gpulib import notebook as nbk
+from gpulib.notebook import face as nbk
 from gpulib import plots
-from gpulib.notebook_checks import FINDING_MIME, Command, finding
+from gpulib.notebook.steps import FINDING_MIME, Command, finding
 from tests.notebooks.test_plots import _samples
 
 

@@ -4,7 +4,7 @@ Why: every step of the incident runbook analyses the *same* evidence in its own 
 a cache each kernel imports every parser and the diagnosis rules, walks the folder, parses each
 file and diagnoses the incident again: eight times the same work on the cores the kernels share.
 ``gpulib run`` therefore reads the evidence once (:func:`write_cache`) and names the file in the
-kernels' environment (:data:`gpulib.kernel_env.EVIDENCE_CACHE`); :func:`gpulib.notebook_data.open_evidence` uses it only when
+kernels' environment (:data:`gpulib.kernel_env.EVIDENCE_CACHE`); :func:`gpulib.notebook.tables.open_evidence` uses it only when
 it describes the very path the notebook opens **and** the files there are unchanged (same names,
 sizes and modification times, :func:`fingerprint`); otherwise it reads the evidence itself.
 
@@ -26,7 +26,7 @@ from gpulib.errors import InputError
 
 log = logging.getLogger(__name__)
 
-FORMAT = "gpulib.evidence-cache/1"
+FORMAT = "gpulib.bundle-cache/1"
 
 
 @dataclass
