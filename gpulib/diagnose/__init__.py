@@ -12,13 +12,13 @@ import logging
 import os
 from pathlib import Path
 
-from gpulib.diagnose import rules_gpu, rules_job, rules_kernel, rules_other, rules_signatures, verdict
+from gpulib.checkpoints.latest import find_latest
+from gpulib.diagnose import nodes, rules_gpu, rules_job, rules_kernel, rules_other, rules_signatures, verdict
 from gpulib.diagnose.context import Context
 from gpulib.diagnose.inputs import Inputs, gather
 from gpulib.diagnose.joins import IdentityMap
 from gpulib.diagnose.model import Finding, TimelineEntry
 from gpulib.diagnose.report import Diagnosis
-from gpulib.fleet import report as fleet_report
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def diagnose(paths: list[str | Path], tz: str | None = None, *, inputs: Inputs |
         {"path": p.source, "kind": "missing", "host": None, "problems": [p.message]} for p in inputs.problems] + [
         {"path": n.source, "kind": "skipped", "host": None, "notes": [n.message]} for n in inputs.notes]
     diagnosis.timeline = _timeline(ctx)
-    fleet_report.attach(diagnosis, inputs)  # many nodes: per-node summary and config drift (never raises)
+    nodes.attach(diagnosis, inputs)  # many nodes: per-node summary and config drift (never raises)
     return diagnosis
 
 
@@ -198,13 +198,6 @@ def _timeline(ctx: Context) -> list[TimelineEntry]:
 def _checkpoints(inputs: Inputs) -> dict:
     if not inputs.checkpoint_dirs:
         return {"resume_from": None, "rejected": []}
-    try:
-        from gpulib.checkpoints import find_latest
-    except ImportError:  # older layout: the function lives in its module only
-        try:
-            from gpulib.checkpoints.latest import find_latest
-        except ImportError:
-            return {"resume_from": None, "rejected": [], "note": "checkpoint inspector not available"}
     roots: dict[Path, list[Path]] = {}
     for root, folder in inputs.checkpoint_dirs:
         roots.setdefault(root, []).append(folder)

@@ -335,7 +335,7 @@ def _place_in_bundle(f: InputFile, info: dict) -> None:
 
 def _bundle_bookkeeping(f: InputFile) -> bool:
     """Bundle files that are not evidence to parse: metadata, version files (read by
-    :mod:`gpulib.fleet.config`), a collector's stderr. True when ``f`` is one (and is settled)."""
+    :mod:`gpulib.diagnose.node_facts`), a collector's stderr. True when ``f`` is one (and is settled)."""
     rel = f.bundle_path
     if rel is None:
         return False
