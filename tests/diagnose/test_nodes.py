@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from gpulib.diagnose.drift import config_drift
 from gpulib.diagnose.model import Finding
 from gpulib.diagnose.node_facts import NodeConfig
-from gpulib.diagnose.drift import config_drift
 from gpulib.diagnose.nodes import drift_findings, nodes_text
 
 
