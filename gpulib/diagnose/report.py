@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from gpulib.diagnose.model import Finding, TimelineEntry
+from gpulib.diagnose.model import TimelineEntry
 from gpulib.diagnose.nodes import nodes_text
+from gpulib.findings import Finding
 
 SCHEMA = "gpulib.diagnosis/1"
 
