@@ -17,7 +17,7 @@ from collections import defaultdict
 from statistics import median
 
 from gpulib.diagnose.context import Context, evidence, place
-from gpulib.diagnose.model import Pointers
+from gpulib.findings import Pointers
 from gpulib.parsers import gpu_series, prom_text
 from gpulib.parsers.gpu_records import GpuSample
 from gpulib.parsers.gpu_series import GpuSeries

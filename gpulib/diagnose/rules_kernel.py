@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from gpulib.catalog import xid_info
 from gpulib.diagnose.context import Context, evidence, place
-from gpulib.diagnose.model import Finding, Pointers
+from gpulib.findings import Finding, Pointers
 from gpulib.parsers import prom_text
 from gpulib.parsers.logtime import seconds_between
 

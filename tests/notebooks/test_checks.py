@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from gpulib import notebook_checks as checks
+from gpulib.notebook import remediation
+from gpulib.notebook import steps as checks
 from tests.notebooks.test_plots import _samples
 
 
@@ -43,10 +44,10 @@ def test_leftover_processes_become_kill_commands_with_integer_pids_only():
     states = _states(processes=[[{"pid": 4242, "name": "python"}], []])
     [held] = checks.memory_findings(states)
     assert held["pids"] == [4242]
-    [command] = checks.remediation_commands([held])
+    [command] = remediation.remediation_commands([held])
     assert command.argv == ("kill", "-TERM", "4242") and command.host == "n1"
     with pytest.raises(ValueError):
-        checks.remediation_commands([{**held, "pids": ["1; reboot"]}])
+        remediation.remediation_commands([{**held, "pids": ["1; reboot"]}])
 
 
 def _xid_events(*rows: tuple[str, str, str, int]) -> pd.DataFrame:
@@ -67,7 +68,7 @@ def test_remediation_follows_the_xid_catalog_a_gpu_off_the_bus_is_never_reset():
     off_bus_line = {**events.iloc[0].to_dict(), "kind": "fell_off_bus", "xid": None, "line": 9,
                     "text": "NVRM: GPU 0000:ab:00.0: GPU has fallen off the bus."}
     events = pd.concat([events, pd.DataFrame([off_bus_line])], ignore_index=True)
-    commands = [c.argv for c in checks.remediation_commands(checks.kernel_findings(events))]
+    commands = [c.argv for c in remediation.remediation_commands(checks.kernel_findings(events))]
     assert ("nvidia-smi", "-r", "-i", "0000:ab:00.0") not in commands  # Xid 79: a reset cannot reach it
     assert commands.count(("ipmitool", "chassis", "power", "cycle")) == 1  # the Xid and its "fallen off" line
     assert commands[:2] == [("scontrol", "update", "nodename=hgx-018", "state=drain", "reason=gpulib: Xid 79 on GPU 0000:ab:00.0"),
@@ -84,7 +85,7 @@ def test_each_hard_xid_gets_the_first_step_its_catalog_action_names():
     expected = {"RESTART_BM": "power_cycle", "RESTART_VM": "reboot", "RESET_GPU": "reset_gpu",
                 "WORKFLOW_XID_48": "reset_gpu", "CONTACT_SUPPORT": "drain", "CHECK_MECHANICALS": "drain"}
     for info in load_catalog().values():
-        got = checks.xid_recovery(info.code)
+        got = remediation.xid_recovery(info.code)
         if not info.hard:
             assert got is None, info.code
         elif info.nvidia_immediate in expected:
@@ -98,23 +99,23 @@ def test_hard_findings_without_an_xid_code_take_the_catalog_step_of_their_catego
                            pci_bus_id="0000:9b:00.0")
     forged = {**remap, "pci_bus_id": "0000:9b:00.0 && reboot", "host": "gx-103; reboot"}
     symptom = checks.finding("aer", "error", "gpu_fell_off_bus", "aer", host="gx-102", gpu_index=2)
-    commands = [c.argv for c in checks.remediation_commands([root, remap, symptom])]
+    commands = [c.argv for c in remediation.remediation_commands([root, remap, symptom])]
     assert commands == [("scontrol", "update", "nodename=gx-102", "state=drain",
                          "reason=gpulib: gpu_fell_off_bus on GPU 0000:4f:00.0"),
                         ("scontrol", "update", "nodename=gx-103", "state=drain",
                          "reason=gpulib: gpu_memory_error on GPU 0000:9b:00.0"),
                         ("ipmitool", "chassis", "power", "cycle"), ("nvidia-smi", "-r", "-i", "0000:9b:00.0")]
     # a malformed PCI id falls back to the index; a host that is not a plain name gets no node command
-    assert [c.argv for c in checks.remediation_commands([forged])] == [("nvidia-smi", "-r", "-i", "5")]
+    assert [c.argv for c in remediation.remediation_commands([forged])] == [("nvidia-smi", "-r", "-i", "5")]
     # nvidia-smi's spelling of the same GPU is normalised, not dropped for the index
     spelled = {**remap, "host": None, "pci_bus_id": "00000000:9B:00.0"}
-    assert [c.argv for c in checks.remediation_commands([spelled])] == [("nvidia-smi", "-r", "-i", "0000:9b:00.0")]
+    assert [c.argv for c in remediation.remediation_commands([spelled])] == [("nvidia-smi", "-r", "-i", "0000:9b:00.0")]
 
 
 def test_lost_gpu_finding_leads_to_drain_and_power_cycle_not_reset():
     states = _states(lost=[False, True], lost_reason=[None, "GPU is lost"])
     [lost] = checks.hardware_findings(states)
-    commands = [c.argv for c in checks.remediation_commands([lost])]
+    commands = [c.argv for c in remediation.remediation_commands([lost])]
     assert commands == [("scontrol", "update", "nodename=n1", "state=drain", "reason=gpulib: gpu_fell_off_bus on GPU 0000:0f:00.0"),
                         ("ipmitool", "chassis", "power", "cycle")]
 
