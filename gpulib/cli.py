@@ -2,44 +2,58 @@
 
 A capability module named in :data:`COMMANDS` exposes ``register(subparsers)``, which adds its
 parsers and sets ``func`` (returning the exit code) as the parser default.
+
+Start-up is most of the time of a quick command (``gpulib ckpt inspect`` reads a checkpoint's
+index in milliseconds), so only what the command line names is imported: the module of the
+command being run, or none at all for ``gpulib --help``, whose list is this file's table (kept
+equal to each module's own help by tests/test_cli.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
+from typing import NamedTuple
 
 from gpulib import __version__
 from gpulib.errors import GpulibError
 
-#: command name -> the module that registers it. Only the module of the command being run is
-#: imported, so ``gpulib ckpt`` starts without pandas/plotly/papermill (start-up is most of its time).
+
+class Command(NamedTuple):
+    module: str  # registers the command (``register(subparsers)``)
+    summary: str  # its one line in ``gpulib --help``, as the module registers it
+
+
+#: command name -> the module that registers it and its one-line help.
 COMMANDS = {
-    "collect": "gpulib.collect.cli",
-    "verify": "gpulib.collect.cli",
-    "diagnose": "gpulib.diagnose.cli",
-    "ckpt": "gpulib.checkpoints.cli",
-    "nccl-test": "gpulib.nccl.cli",
-    "nccl-parse": "gpulib.nccl.cli",
-    "run": "gpulib.runbooks.cli",
-    "archive": "gpulib.runbooks.cli",
-    "fleet": "gpulib.fleet.cli",
-    "storage-probe": "gpulib.storage.cli",
-    "watch": "gpulib.watch.cli",
+    "ckpt": Command("gpulib.checkpoints.cli",
+                    "inspect / verify checkpoints and find the newest complete one (no torch, no unpickling)"),
+    "verify": Command("gpulib.collect.cli", "re-hash an evidence bundle and report changed or missing files"),
+    "collect": Command("gpulib.collect.cli",
+                       "capture an evidence bundle of this host (freeze the scene before any restart)"),
+    "diagnose": Command("gpulib.diagnose.cli", "root cause of an interrupted job from bundles, logs and tool outputs"),
+    "fleet": Command("gpulib.fleet.cli", "many nodes: config diff across a job, GPU ledger across incidents"),
+    "nccl-test": Command("gpulib.nccl.cli", "NCCL/gloo bus bandwidth like nccl-tests, with a PASS/WARN/FAIL verdict"),
+    "nccl-parse": Command("gpulib.nccl.cli", "read nccl-tests output (any historical layout) and judge it"),
+    "run": Command("gpulib.runbooks.cli",
+                   "run a runbook's notebooks headless and archive them (exit 0 ok, 1 warn, 2 no-go, 3 failed)"),
+    "archive": Command("gpulib.runbooks.cli", "list, show (and re-verify) or diff archived runbook runs"),
+    "storage-probe": Command("gpulib.storage.cli", "measure a dataset path (throughput, IOPS, latency, file sizes) "
+                                                   "against the job's need"),
+    "watch": Command("gpulib.watch.cli",
+                     "follow training logs; alert on silence, error signatures, slow steps; capture + diagnose"),
 }
 
 
-def _modules_for(argv: list[str]) -> list[str]:
-    """The module of the first command word in ``argv``, or every module (for help and errors)."""
-    for word in argv:
-        if word in COMMANDS:
-            return [COMMANDS[word]]
-    return sorted(set(COMMANDS.values()))
+def _command_in(argv: list[str]) -> str | None:
+    """The first command word in ``argv``, if any."""
+    return next((word for word in argv if word in COMMANDS), None)
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for ``argv``: the named command's module registers it (every option, its help);
+    without a command word, each command is listed from :data:`COMMANDS` and nothing is imported."""
     parser = argparse.ArgumentParser(
         prog="gpulib",
         description="Runbook for interrupted multi-GPU training: collect, diagnose, recover, relaunch.",
@@ -47,14 +61,20 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gpulib {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in _modules_for(sys.argv[1:] if argv is None else argv):
-        importlib.import_module(name).register(subparsers)
+    command = _command_in(sys.argv[1:] if argv is None else argv)
+    if command is not None:
+        importlib.import_module(COMMANDS[command].module).register(subparsers)
+    else:
+        for name, entry in COMMANDS.items():
+            subparsers.add_parser(name, help=entry.summary)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser(argv)
     args = parser.parse_args(argv)
+    import logging  # not before: ``gpulib --help`` exits in parse_args
+
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="gpulib: %(levelname)s: %(message)s"
     )
