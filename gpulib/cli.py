@@ -14,35 +14,28 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import NamedTuple
 
 from gpulib import __version__
 from gpulib.errors import GpulibError
 
-
-class Command(NamedTuple):
-    module: str  # registers the command (``register(subparsers)``)
-    summary: str  # its one line in ``gpulib --help``, as the module registers it
-
-
-#: command name -> the module that registers it and its one-line help.
+#: command name -> (the module that registers it with ``register(subparsers)``, its one line in
+#: ``gpulib --help`` as that module registers it).
 COMMANDS = {
-    "ckpt": Command("gpulib.checkpoints.cli",
-                    "inspect / verify checkpoints and find the newest complete one (no torch, no unpickling)"),
-    "verify": Command("gpulib.collect.cli", "re-hash an evidence bundle and report changed or missing files"),
-    "collect": Command("gpulib.collect.cli",
-                       "capture an evidence bundle of this host (freeze the scene before any restart)"),
-    "diagnose": Command("gpulib.diagnose.cli", "root cause of an interrupted job from bundles, logs and tool outputs"),
-    "fleet": Command("gpulib.fleet.cli", "many nodes: config diff across a job, GPU ledger across incidents"),
-    "nccl-test": Command("gpulib.nccl.cli", "NCCL/gloo bus bandwidth like nccl-tests, with a PASS/WARN/FAIL verdict"),
-    "nccl-parse": Command("gpulib.nccl.cli", "read nccl-tests output (any historical layout) and judge it"),
-    "run": Command("gpulib.runbooks.cli",
-                   "run a runbook's notebooks headless and archive them (exit 0 ok, 1 warn, 2 no-go, 3 failed)"),
-    "archive": Command("gpulib.runbooks.cli", "list, show (and re-verify) or diff archived runbook runs"),
-    "storage-probe": Command("gpulib.storage.cli", "measure a dataset path (throughput, IOPS, latency, file sizes) "
-                                                   "against the job's need"),
-    "watch": Command("gpulib.watch.cli",
-                     "follow training logs; alert on silence, error signatures, slow steps; capture + diagnose"),
+    "ckpt": ("gpulib.checkpoints.cli",
+             "inspect / verify checkpoints and find the newest complete one (no torch, no unpickling)"),
+    "verify": ("gpulib.collect.cli", "re-hash an evidence bundle and report changed or missing files"),
+    "collect": ("gpulib.collect.cli", "capture an evidence bundle of this host (freeze the scene before any restart)"),
+    "diagnose": ("gpulib.diagnose.cli", "root cause of an interrupted job from bundles, logs and tool outputs"),
+    "fleet": ("gpulib.fleet.cli", "many nodes: config diff across a job, GPU ledger across incidents"),
+    "nccl-test": ("gpulib.nccl.cli", "NCCL/gloo bus bandwidth like nccl-tests, with a PASS/WARN/FAIL verdict"),
+    "nccl-parse": ("gpulib.nccl.cli", "read nccl-tests output (any historical layout) and judge it"),
+    "run": ("gpulib.runbooks.cli",
+            "run a runbook's notebooks headless and archive them (exit 0 ok, 1 warn, 2 no-go, 3 failed)"),
+    "archive": ("gpulib.runbooks.cli", "list, show (and re-verify) or diff archived runbook runs"),
+    "storage-probe": ("gpulib.storage.cli",
+                      "measure a dataset path (throughput, IOPS, latency, file sizes) against the job's need"),
+    "watch": ("gpulib.watch.cli",
+              "follow training logs; alert on silence, error signatures, slow steps; capture + diagnose"),
 }
 
 
@@ -63,10 +56,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     command = _command_in(sys.argv[1:] if argv is None else argv)
     if command is not None:
-        importlib.import_module(COMMANDS[command].module).register(subparsers)
+        importlib.import_module(COMMANDS[command][0]).register(subparsers)
     else:
-        for name, entry in COMMANDS.items():
-            subparsers.add_parser(name, help=entry.summary)
+        for name, (_module, summary) in COMMANDS.items():
+            subparsers.add_parser(name, help=summary)
     return parser
 
 

@@ -19,7 +19,8 @@ import io
 import pickle
 import struct
 from dataclasses import dataclass, field
-from functools import lru_cache
+
+from gpulib.pickle_ops import walk
 
 MAX_PICKLE_BYTES = 256 << 20
 
@@ -504,35 +505,19 @@ class OpScan:
         return None
 
 
-@lru_cache(maxsize=1)
-def _stack_effects() -> dict[str, tuple[bool, int]]:
-    """opcode name -> (pops to the last MARK, net values pushed), from pickletools' own table."""
-    import pickletools  # noqa: PLC0415 - stdlib, only pickle readers pay for it
-
-    out = {}
-    for op in pickletools.opcodes:
-        pops_mark = pickletools.markobject in op.stack_before
-        out[op.name] = (pops_mark, len(op.stack_after) if pops_mark else len(op.stack_after) - len(op.stack_before))
-    return out
-
-
 def scan_ops(data_or_file) -> OpScan:
     """Static opcode walk: every GLOBAL/INST/STACK_GLOBAL (STACK_GLOBAL strings resolved through
     the memo, so names hidden behind memo tricks are still seen), the highest memo slot, the
     stack high-water mark and the opcodes ``weights_only`` lacks. Reads up to STOP only."""
-    import pickletools  # noqa: PLC0415 - stdlib, only pickle readers pay for it
-
     scan = OpScan()
     recent: list = [None, None]  # the last two values pushed (strings or None)
     memo: dict = {}
     depth, marks = 0, []
-    effect = _stack_effects()
     globals_, unsupported = scan.globals, scan.unsupported_by_weights_only
     try:
-        for op, arg, pos in pickletools.genops(data_or_file):
+        for op, arg, pos in walk(data_or_file):
             name = op.name
             scan.ops += 1
-            pops_mark, delta = effect[name]
             if name not in WEIGHTS_ONLY_OPS:
                 unsupported.add(name)
             if name in _PUT_OPS:
@@ -562,10 +547,10 @@ def scan_ops(data_or_file) -> OpScan:
                 recent = [recent[1], None]
             if name == "MARK":
                 marks.append(depth)
-            elif pops_mark:
-                depth = (marks.pop() if marks else 0) + delta
+            elif op.pops_mark:
+                depth = (marks.pop() if marks else 0) + op.delta
             else:
-                depth += delta
+                depth += op.delta
             if depth > scan.max_stack:
                 scan.max_stack = depth
                 if depth > MAX_STACK_ITEMS:

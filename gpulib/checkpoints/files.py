@@ -4,14 +4,23 @@ directory, empty, git-lfs pointer, an HTML error page, zeros, binary junk)."""
 
 from __future__ import annotations
 
+import importlib
 import stat
 from pathlib import Path
 
-from gpulib.checkpoints import dcp, torch_save
 from gpulib.checkpoints.contents import ContentSummary
 from gpulib.checkpoints.records import FileReport
-from gpulib.checkpoints.safetensors import inspect_safetensors, looks_like_safetensors
 from gpulib.safe_pickle import MAX_PICKLE_BYTES, stub_load
+
+#: The reader of each layout, imported when a file of that layout is met: ``ckpt inspect`` of one
+#: torch.save file (most of whose time is interpreter start-up) loads neither the DCP nor the
+#: safetensors reader.
+READERS = {"dcp": "gpulib.checkpoints.dcp", "torch": "gpulib.checkpoints.torch_save",
+           "safetensors": "gpulib.checkpoints.safetensors"}
+
+
+def _reader(layout: str):
+    return importlib.import_module(READERS[layout])
 
 HEAD_BYTES = 64
 NO_CHECKSUM_FORMATS = {
@@ -54,6 +63,7 @@ def inspect_path(path: str | Path, deep: bool = False) -> FileReport:
         report.add("incomplete", f"cannot stat: {exc.strerror or exc}")
         return report
     if stat.S_ISDIR(st.st_mode):
+        dcp = _reader("dcp")
         if dcp.is_dcp_dir(path):
             return dcp.inspect_dcp(path, deep)
         report.format = "directory"
@@ -79,12 +89,12 @@ def inspect_path(path: str | Path, deep: bool = False) -> FileReport:
         try:
             if head.startswith(b"PK\x03\x04"):
                 report.format = "torch_zip"
-                torch_save.inspect_zip(report, fh.fileno(), size, deep)
+                _reader("torch").inspect_zip(report, fh.fileno(), size, deep)
             elif len(head) > 1 and head[0] == 0x80 and 2 <= head[1] <= 5:
                 fh.seek(0)
-                torch_save.inspect_legacy(report, fh, size)
-            elif looks_like_safetensors(head, path.name):
-                inspect_safetensors(report, fh.fileno(), size)
+                _reader("torch").inspect_legacy(report, fh, size)
+            elif (safetensors := _reader("safetensors")).looks_like_safetensors(head, path.name):
+                safetensors.inspect_safetensors(report, fh.fileno(), size)
                 report.summary = ContentSummary(tensors=len(report.tensors),
                                                 tensor_bytes=sum(t.nbytes for t in report.tensors),
                                                 categories=["model"] if report.tensors else [],
@@ -95,7 +105,7 @@ def inspect_path(path: str | Path, deep: bool = False) -> FileReport:
                     report.format = "json"
                 elif head[:1] in PICKLE_V0_STARTS and size <= MAX_PICKLE_BYTES and _is_pickle(fh):
                     fh.seek(0)
-                    torch_save.inspect_legacy(report, fh, size)  # protocol 0/1 pickle (no PROTO opcode)
+                    _reader("torch").inspect_legacy(report, fh, size)  # protocol 0/1 pickle (no PROTO opcode)
                 else:
                     report.add(severity, message)
         except OSError as exc:
