@@ -20,7 +20,7 @@ import pickle
 import struct
 from dataclasses import dataclass, field
 
-from gpulib.pickle_ops import walk
+from gpulib.pickle_ops import OPCODES, walk
 
 MAX_PICKLE_BYTES = 256 << 20
 
@@ -505,58 +505,78 @@ class OpScan:
         return None
 
 
+# What the opcode scan does with each opcode (one dict lookup per opcode, then small-int tests).
+_PLAIN, _PUT, _STRING, _GET, _MEMOIZE, _GLOBAL, _STACK_GLOBAL, _PROTO, _STOP, _MARK, _NO_PUSH = range(11)
+
+
+def _role(name: str) -> int:
+    if name in _PUT_OPS:
+        return _PUT
+    if name in _STRING_OPS:
+        return _STRING
+    return {"GET": _GET, "BINGET": _GET, "LONG_BINGET": _GET, "MEMOIZE": _MEMOIZE, "GLOBAL": _GLOBAL, "INST": _GLOBAL,
+            "STACK_GLOBAL": _STACK_GLOBAL, "PROTO": _PROTO, "STOP": _STOP, "MARK": _MARK}.get(
+        name, _NO_PUSH if name in _NO_PUSH_OPS else _PLAIN)
+
+
+_ROLES = {op.name: _role(op.name) for op in OPCODES.values()}
+
+
 def scan_ops(data_or_file) -> OpScan:
     """Static opcode walk: every GLOBAL/INST/STACK_GLOBAL (STACK_GLOBAL strings resolved through
     the memo, so names hidden behind memo tricks are still seen), the highest memo slot, the
     stack high-water mark and the opcodes ``weights_only`` lacks. Reads up to STOP only."""
     scan = OpScan()
-    recent: list = [None, None]  # the last two values pushed (strings or None)
+    last = prev = None  # the last two values pushed (strings or None), for STACK_GLOBAL
     memo: dict = {}
-    depth, marks = 0, []
-    globals_, unsupported = scan.globals, scan.unsupported_by_weights_only
+    depth, marks, max_stack, ops = 0, [], 0, 0
+    globals_, seen = scan.globals, set()
     try:
         for op, arg, pos in walk(data_or_file):
+            ops += 1
             name = op.name
-            scan.ops += 1
-            if name not in WEIGHTS_ONLY_OPS:
-                unsupported.add(name)
-            if name in _PUT_OPS:
-                memo[arg] = recent[1]
-                if isinstance(arg, int) and arg > scan.max_memo:
-                    scan.max_memo = arg
+            seen.add(name)
+            role = _ROLES[name]
+            if role == _PUT:
+                memo[arg] = last
+                if arg > scan.max_memo:
+                    scan.max_memo, scan.ops = arg, ops
                     if scan.refusal():
-                        return scan
-                continue  # PUTs leave the stack and `recent` alone
-            if name in _STRING_OPS:
-                recent = [recent[1], arg]
-            elif name in ("GET", "BINGET", "LONG_BINGET"):
-                recent = [recent[1], memo.get(arg)]
-            elif name == "MEMOIZE":
-                memo[len(memo)] = recent[1]
-            elif name in ("GLOBAL", "INST"):
-                module, _, attr = str(arg).partition(" ")
-                globals_[(module, attr)] = globals_.get((module, attr), 0) + 1
-            elif name == "STACK_GLOBAL":
-                key = (str(recent[0]), str(recent[1])) if all(isinstance(v, str) for v in recent) else ("?", "<computed name>")
-                globals_[key] = globals_.get(key, 0) + 1
-            elif name == "PROTO":
-                scan.protocol = arg
-            elif name == "STOP":
-                scan.end = pos + 1
-            if name not in _NO_PUSH_OPS and name not in _STRING_OPS and name not in ("GET", "BINGET", "LONG_BINGET"):
-                recent = [recent[1], None]
-            if name == "MARK":
+                        break
+                continue  # PUTs leave the stack and the last values alone
+            if role == _STRING:
+                prev, last = last, arg
+            elif role == _GET:
+                prev, last = last, memo.get(arg)
+            else:
+                if role == _MEMOIZE:
+                    memo[len(memo)] = last
+                elif role == _GLOBAL:
+                    module, _, attr = str(arg).partition(" ")
+                    globals_[(module, attr)] = globals_.get((module, attr), 0) + 1
+                elif role == _STACK_GLOBAL:
+                    key = (prev, last) if isinstance(prev, str) and isinstance(last, str) else ("?", "<computed name>")
+                    globals_[key] = globals_.get(key, 0) + 1
+                elif role == _PROTO:
+                    scan.protocol = arg
+                elif role == _STOP:
+                    scan.end = pos + 1
+                if role != _NO_PUSH and role != _MEMOIZE and role != _PROTO and role != _STOP and role != _MARK:
+                    prev, last = last, None
+            if role == _MARK:
                 marks.append(depth)
             elif op.pops_mark:
                 depth = (marks.pop() if marks else 0) + op.delta
             else:
                 depth += op.delta
-            if depth > scan.max_stack:
-                scan.max_stack = depth
+            if depth > max_stack:
+                max_stack = depth
                 if depth > MAX_STACK_ITEMS:
-                    return scan
+                    break
     except Exception as exc:  # noqa: BLE001 - a broken stream just ends the scan
         scan.error = f"{type(exc).__name__}: {exc}"
+    scan.ops, scan.max_stack = ops, max_stack
+    scan.unsupported_by_weights_only.update(seen - WEIGHTS_ONLY_OPS)
     return scan
 
 
