@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import struct
-import threading
 import zlib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -261,19 +260,24 @@ def check_crcs(fd: int, members: list[ZipMember], workers: int | None = None) ->
     """CRC-32 of every located member against the central directory; returns (mismatch reasons,
     names of non-empty members that carry no CRC and so could not be checked).
 
-    Stored members are split into 16 MiB chunks processed by a thread pool; deflated members
-    (never written by torch) are decompressed in one piece per member."""
-    from concurrent.futures import ThreadPoolExecutor  # only deep checks pay for this import
+    Stored members are split into 16 MiB chunks processed by a thread pool (zlib-ng releases the
+    GIL); each chunk is CRC'd where it lies in the page cache, through a memory map of just that
+    window - no copy into a buffer (``pread`` cost ~15 % of the check), and resident memory stays
+    at one window per thread. Deflated members (never written by torch) are decompressed in one
+    piece per member."""
+    import mmap  # noqa: PLC0415 - only deep checks pay for these imports
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
+    if hasattr(os, "posix_fadvise"):  # a cold file: let the kernel read ahead in large requests
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
     workers = workers or min(8, os.cpu_count() or 1)
+    file_bytes = os.fstat(fd).st_size
     jobs = []  # (member index, chunk offset, chunk length)
     for i, m in enumerate(members):
         if m.method == 0:
             jobs.extend((i, off, length) for off, length in _chunks(m.compressed_bytes))
         else:
             jobs.append((i, -1, m.compressed_bytes))
-
-    local = threading.local()
 
     def crc_job(job: tuple[int, int, int]) -> tuple[int, int, int, int]:
         i, off, length = job
@@ -285,12 +289,14 @@ def check_crcs(fd: int, members: list[ZipMember], workers: int | None = None) ->
             except zlib.error:
                 return i, off, -1, 0
             return i, off, crc32(data), len(raw)
-        buf = getattr(local, "buf", None)
-        if buf is None:
-            buf = local.buf = bytearray(CHUNK_BYTES)
-        view = memoryview(buf)[:length]
-        got = os.preadv(fd, [view], m.data_offset + off) if length else 0
-        return i, off, crc32(view[:got]), got
+        start = m.data_offset + off
+        got = max(0, min(length, file_bytes - start))  # a truncated file ends inside the member
+        if not got:
+            return i, off, crc32(b""), 0
+        skip = start % mmap.ALLOCATIONGRANULARITY  # a map starts on a page boundary
+        with mmap.mmap(fd, skip + got, prot=mmap.PROT_READ, offset=start - skip) as window, \
+                memoryview(window) as view:
+            return i, off, crc32(view[skip:]), got
 
     parts: dict[int, list[tuple[int, int, int]]] = {}
     with ThreadPoolExecutor(max_workers=workers) as pool:
