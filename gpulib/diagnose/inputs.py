@@ -159,6 +159,12 @@ def _holds_model_files(folder: Path) -> bool:
         return False
 
 
+def _may_be_model_state(f: InputFile) -> bool:
+    """A collector's output in a bundle is never model state (only its ``checkpoints/`` listing and
+    copied ``logs/`` hold the operator's files): no folder listing for the other ~8 files a node."""
+    return f.bundle_path is None or f.bundle_path.startswith(("checkpoints/", BUNDLE_COPIES))
+
+
 def _is_checkpoint(path: Path) -> bool:
     """Model state, or the small metadata beside it (sidecar JSON, ``latest``, ``.tmp`` markers)."""
     name = path.name.lower()
@@ -374,7 +380,7 @@ def _examine(f: InputFile, tz: str | None, inputs: Inputs) -> None:
         return
     if _bundle_bookkeeping(f):
         return
-    if _is_checkpoint(f.path):
+    if _may_be_model_state(f) and _is_checkpoint(f.path):
         f.kind = "checkpoint"
         folder = f.path.parent
         if (f.root, folder) not in inputs.checkpoint_dirs:

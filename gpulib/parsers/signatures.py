@@ -89,13 +89,25 @@ def _number(text: str | None) -> float | None:
         return None
 
 
+@lru_cache(maxsize=1)
+def _keyword_index() -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """Each keyword with the catalogue positions of the signatures that name it: a line is tested
+    against the signatures of the keywords it holds, not against all ~70 (one flat pass of
+    substring tests, ~6 us a line instead of ~35: a 1,024-node incident has ~80,000 such lines)."""
+    owners: dict[str, list[int]] = {}
+    for i, sig in enumerate(load_signatures()):
+        for k in sig.keywords:
+            owners.setdefault(k, []).append(i)
+    return tuple((k, tuple(v)) for k, v in owners.items())
+
+
 def match_line(facts: LineFacts, lineno: int, raw: str, path: PathFacts) -> list[Signal]:
-    """The signatures one (unwrapped) line matches; at most one per signature."""
+    """The signatures one (unwrapped) line matches; at most one per signature, in catalogue order."""
     out = []
     message = facts.message
-    for sig in load_signatures():
-        if not any(k in raw for k in sig.keywords):
-            continue
+    catalogue = load_signatures()
+    for i in sorted({i for k, owners in _keyword_index() if k in raw for i in owners}):
+        sig = catalogue[i]
         m = sig.pattern.search(message)
         if not m:
             continue
