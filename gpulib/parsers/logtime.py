@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta, timezone, tzinfo
+from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gpulib.identity import to_utc_iso
@@ -41,6 +42,7 @@ def fixed_offset(text: str) -> timezone:
     return timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:4])))
 
 
+@lru_cache(maxsize=256)
 def parse_zone(name: str | None) -> tzinfo | None:
     """An IANA zone name, 'UTC'/'Z', or a fixed offset ('+02:00', '-0500'); None if unknown.
 
