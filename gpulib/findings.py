@@ -130,14 +130,15 @@ class Finding:
     @classmethod
     def from_dict(cls, data: dict) -> Finding:
         """A finding from its JSON (any extra keys are kept in ``extra``); missing keys take defaults."""
-        known = {f.name for f in fields(cls)} - {"evidence", "pointers", "extra"}
+        known = {f.name for f in fields(cls)} - {"evidence", "pointers", "extra", "actions"}
         values = {k: data[k] for k in known if k in data}
         values.setdefault("gpu_pci", data.get("pci_bus_id"))
         for key in ("gpu_index", "rank", "xid"):
             if values.get(key) is not None:
                 values[key] = int(values[key])
         evidence = [e if isinstance(e, EvidenceLine) else EvidenceLine.from_dict(e) for e in data.get("evidence") or []]
-        extra = {k: v for k, v in data.items() if k not in known and k not in ("evidence", "pointers", "pci_bus_id")}
+        extra = {k: v for k, v in data.items()
+                 if k not in known and k not in ("evidence", "actions", "pointers", "pci_bus_id")}
         return cls(**{"id": str(data.get("id")), "severity": data.get("severity") or "info",
                       "category": data.get("category") or "none", "title": data.get("title") or "",
                       **{k: v for k, v in values.items() if k not in ("id", "severity", "category", "title")}},
