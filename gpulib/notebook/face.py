@@ -48,6 +48,7 @@ from gpulib.notebook.remediation import Remediation, remediation_commands
 from gpulib.notebook.steps import FINDING_MIME, normalize_findings, summarize_findings
 from gpulib.notebook.tables import EvidenceTables
 from gpulib.notebook.widgets import FigurePanel
+from gpulib.vocabulary import CATEGORIES
 
 #: What a runbook notebook calls (``from gpulib.notebook import face as nbk``).
 __all__ = [
@@ -120,7 +121,7 @@ def show_diagnosis(diagnosis: dict, *, interactive: bool, drill: bool = False) -
         hosts = [i.get("host") for i in diagnosis.get("inputs") or []] + [root.get("host")]
         gpus = [(f.get("host"), f.get("gpu_index")) for f in diagnosis.get("findings") or []]
         if interactive:
-            display(Drill(diagnosis, steps.CATEGORIES, culprit_choices(hosts, gpus)).widget())
+            display(Drill(diagnosis, CATEGORIES, culprit_choices(hosts, gpus)).widget())
         else:
             display(Markdown("*Drill mode: the diagnosis is hidden (run interactively to answer the drill).*"))
         return
