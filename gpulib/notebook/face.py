@@ -41,6 +41,7 @@ from IPython.display import Markdown, display
 
 from gpulib.collect import collect
 from gpulib.errors import GpulibError
+from gpulib.findings import Finding
 from gpulib.notebook import steps, tables
 from gpulib.notebook.display import PLOTLY_RENDERER, figure_bundle, figures_as_json, say, table
 from gpulib.notebook.drill import Drill, culprit_choices
@@ -141,12 +142,7 @@ def diagnosis_text(diagnosis: dict) -> str:
     lines = [f"Verdict: {verdict.get('interruption', 'unknown').upper()} interruption, category "
              f"{verdict.get('category', 'unknown')}", f"  {verdict.get('summary', '')}"]
     if root.get("host") or root.get("rank") is not None:
-        where = [f"host {root['host']}" if root.get("host") else "",
-                 f"GPU {root['gpu_index']}" if root.get("gpu_index") is not None else "",
-                 f"PCI {root['gpu_pci']}" if root.get("gpu_pci") else "",
-                 f"rank {root['rank']}" if root.get("rank") is not None else "",
-                 f"at {root['time']}" if root.get("time") else ""]
-        lines.append("Root cause: " + ", ".join(w for w in where if w))
+        lines.append("Root cause: " + Finding.from_dict({"id": "root", **root}).where())
     evidence = root.get("evidence") or []
     if evidence:
         lines.append("Evidence:")
