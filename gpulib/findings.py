@@ -110,10 +110,14 @@ class Finding:
             return f"GPU {self.gpu_pci}"
         return f"GPU {self.gpu_index}" + (f" ({self.gpu_pci})" if self.gpu_pci else "")
 
-    def where(self) -> str:
-        """``host gx-a800-102, GPU 2 (0000:4f:00.0), rank 10, at 2026-03-10T03:12:44Z`` (known parts only)."""
+    def where(self, *, when: bool = True) -> str:
+        """``host gx-a800-102, GPU 2 (0000:4f:00.0), rank 10, at 2026-03-10T03:12:44Z`` (known parts
+        only). A time read off a snapshot says so: the state began before it was seen."""
         parts = [f"host {self.host}" if self.host else "", self.gpu_label() or "",
-                 f"rank {self.rank}" if self.rank is not None else "", f"at {self.time}" if self.time else ""]
+                 f"rank {self.rank}" if self.rank is not None else ""]
+        if when and self.time:
+            parts.append(f"seen at {self.time} (began earlier)" if self.observed else
+                         f"at {self.time}" + (" (approx.)" if self.time_approx else ""))
         return ", ".join(p for p in parts if p)
 
     def to_dict(self) -> dict:
@@ -130,14 +134,15 @@ class Finding:
     @classmethod
     def from_dict(cls, data: dict) -> Finding:
         """A finding from its JSON (any extra keys are kept in ``extra``); missing keys take defaults."""
-        known = {f.name for f in fields(cls)} - {"evidence", "pointers", "extra"}
+        known = {f.name for f in fields(cls)} - {"evidence", "pointers", "extra", "actions"}
         values = {k: data[k] for k in known if k in data}
         values.setdefault("gpu_pci", data.get("pci_bus_id"))
         for key in ("gpu_index", "rank", "xid"):
             if values.get(key) is not None:
                 values[key] = int(values[key])
         evidence = [e if isinstance(e, EvidenceLine) else EvidenceLine.from_dict(e) for e in data.get("evidence") or []]
-        extra = {k: v for k, v in data.items() if k not in known and k not in ("evidence", "pointers", "pci_bus_id")}
+        extra = {k: v for k, v in data.items()
+                 if k not in known and k not in ("evidence", "actions", "pointers", "pci_bus_id")}
         return cls(**{"id": str(data.get("id")), "severity": data.get("severity") or "info",
                       "category": data.get("category") or "none", "title": data.get("title") or "",
                       **{k: v for k, v in values.items() if k not in ("id", "severity", "category", "title")}},

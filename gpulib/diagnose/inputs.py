@@ -7,7 +7,6 @@ say exactly what was *not* looked at - an on-call engineer must know when eviden
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import re
@@ -18,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from gpulib.bundle import Bundle, is_bundle
-from gpulib.parsers import detect, gpu_series, signatures, unwrap
+from gpulib.parsers import detect, gpu_series, registry, signatures, unwrap
 from gpulib.parsers.base import Problem, looks_binary, read_text
 from gpulib.parsers.gpu_records import GpuSample
 
@@ -176,42 +175,32 @@ def _is_checkpoint(path: Path) -> bool:
 
 
 def _parse(f: InputFile, tz: str | None, year: int | None = None) -> bool:
-    """Parse ``f`` with its kind's parser; True when its signature scan was done on the way."""
-    module = detect.parser_modules()[f.kind]
-    zone = f.timezone or tz
-    scanned = False
-    if f.wrapped:
-        text, problems = read_text(f.path)
-        f.problems.extend(problems)
-        text = unwrap.unwrap(text).text
-        options = {"tz": zone, "year": year, "boot_time": f.boot_time}
-        params = inspect.signature(module.parse).parameters
-        result = module.parse(text, str(f.path), **{k: v for k, v in options.items() if k in params and v})
-    elif f.kind == "kernel_log" and hasattr(module, "parse_file"):
-        opts = {"tz": zone, "year": year}
-        if f.boot_time:
-            opts["boot_time"] = f.boot_time
-        result = module.parse_file(f.path, **opts)
-    elif f.kind == "training_log" and hasattr(module, "parse_file"):
-        lines = signatures.SignatureScanner(f.display, tz=zone, year=year)  # rides along the job parser's read
-        result = module.parse_file(f.path, source=str(f.path), tz=zone, also=[lines])
-        f.signals, scanned = lines.result.records, True
-        f.problems.extend(lines.result.problems)
-    elif f.kind == "flight_recorder" and (data := f.path.read_bytes())[:1] == b"\x80":  # pickle protocol 2+
-        result = module.parse_bytes(data, str(f.path))
-    else:
+    """Parse ``f`` with its kind's parser; True when its signature scan was done on the way (a
+    parser that streams the file and shares its read feeds the signature scanner too)."""
+    spec = registry.BY_KIND[f.kind]
+    opts = registry.Options(tz=f.timezone or tz, year=year, boot_time=f.boot_time)
+    lines = None
+    if f.wrapped or spec.input == "text":
         text, problems = read_text(f.path)
         f.problems.extend(problems)
         if not text:
             return False
-        params = inspect.signature(module.parse).parameters
-        kwargs = {"tz": zone} if "tz" in params else {}
-        result = module.parse(text, str(f.path), **kwargs)
+        src = registry.Source(str(f.path), f.path, text=unwrap.unwrap(text).text if f.wrapped else text)
+    elif spec.input == "bytes":
+        src = registry.Source(str(f.path), f.path, data=f.path.read_bytes())
+    else:  # the parser streams the file itself: memory flat for multi-GB logs
+        if spec.shares_read:
+            lines = signatures.SignatureScanner(f.display, tz=opts.tz, year=year)
+        src = registry.Source(str(f.path), f.path, readers=(lines,) if lines else ())
+    result = spec.parse(src, opts)
+    if lines is not None:
+        f.signals = lines.result.records
+        f.problems.extend(lines.result.problems)
     f.records = list(result.records)
     f.problems.extend(result.problems)
     if f.kind == "training_log":
         _rank_from_name(f)
-    return scanned
+    return lines is not None
 
 
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)(?:\D|$)", re.I)

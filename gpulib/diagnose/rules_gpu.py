@@ -306,5 +306,6 @@ def zombies(ctx: Context, after: str | None) -> None:
                     host=rec.host or file.host, time=captured, observed=True, evidence=[_line(file, rec, f"processes: {pids}")],
                     actions=[f"Kill the leftover processes (`kill -9 {pids}`) before relaunch; if they are in D "
                              "state, reboot the node"])
+        f.extra["pids"] = [int(p.pid) for p in rec.processes if p.pid is not None]  # the remediation's kill list
         place(ctx, f, host=rec.host or file.host, pci=rec.pci_bus_id)
 
