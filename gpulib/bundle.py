@@ -30,6 +30,8 @@ from gpulib.identity import to_utc_iso, utc_now_iso
 
 FORMAT = "gpulib-evidence/1"
 MANIFEST = "manifest.json"
+#: Derived from a bundle after capture (``gpulib diagnose --write-digest``), so not in its manifest.
+DIGEST = "digest.json"
 STATUSES = ("ok", "unavailable", "failed", "timeout")
 
 
@@ -249,7 +251,7 @@ def verify_files(root: Path, listed: dict) -> VerifyReport:
             report.changed.append(rel)
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root).as_posix()
-        if path.is_file() and rel != MANIFEST and rel not in listed:
+        if path.is_file() and rel not in (MANIFEST, DIGEST) and rel not in listed:
             report.unexpected.append(rel)
     return report
 

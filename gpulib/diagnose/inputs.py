@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from gpulib.bundle import Bundle, is_bundle
+from gpulib.bundle import DIGEST, Bundle, is_bundle
+from gpulib.diagnose import digest
 from gpulib.parsers import detect, gpu_series, registry, signatures, unwrap
 from gpulib.parsers.base import Problem, looks_binary, read_text
 from gpulib.parsers.gpu_records import GpuSample
@@ -72,6 +73,8 @@ class InputFile:
     problems: list[Problem] = field(default_factory=list)
     content_hosts: set[str] = field(default_factory=set)
     wrapped: bool = False  # pasted (quote, fence, prompt, fan-out prefix): parsed from its unwrapped text
+    facts: list | None = None  # what its raw text says about the node's configuration (node_facts.text_facts)
+    digest_year: int | None = None  # read from a digest: the year its year-less stamps were read with
 
     def to_dict(self) -> dict:
         out = {"path": self.display, "kind": self.kind, "host": self.host}
@@ -111,16 +114,23 @@ def _unlistable(problems: list[Problem]):
     return note
 
 
-def _walk(root: Path, problems: list[Problem], notes: list[Problem]) -> list[tuple[Path, dict]]:
+def _walk(root: Path, problems: list[Problem], notes: list[Problem], digests: bool = False,
+          tz: str | None = None) -> list[tuple[Path, dict]]:
     """(file, bundle info) for every file below ``root``; bundle files carry their manifest facts.
     Hidden folders below ``root`` are skipped with a note: a ``.node-a.partial-1234`` folder is a
-    capture that lost the rename race (or died mid-way) - a duplicate or a fragment of a bundle."""
+    capture that lost the rename race (or died mid-way) - a duplicate or a fragment of a bundle.
+    ``digests``: a folder with a current digest (:mod:`gpulib.diagnose.digest`) is one entry
+    ``(folder, {"digest": loaded})`` in the walk's order, instead of its files."""
     out: list[tuple[Path, dict]] = []
     if root.is_file():
         return [(root, {})]
     bundle_info: dict[Path, dict] = {}
     for dirpath, dirnames, filenames in os.walk(root, onerror=_unlistable(problems)):
         here = Path(dirpath)
+        if digests and DIGEST in filenames and (loaded := digest.load(here, tz)) is not None:
+            out.append((here, {"digest": loaded}))
+            dirnames[:] = []
+            continue
         for name in sorted(d for d in dirnames if d.startswith(".")):
             notes.append(Problem(str(here / name), "hidden folder skipped (a '.partial' folder is an unfinished or "
                                                    "duplicate capture); name it explicitly to read it"))
@@ -135,6 +145,8 @@ def _walk(root: Path, problems: list[Problem], notes: list[Problem]) -> list[tup
         info = next((bundle_info[p] for p in [here, *here.parents] if p in bundle_info), {})
         for name in sorted(filenames):
             if name == "manifest.json" and here in bundle_info:
+                continue
+            if name == DIGEST and digest.is_digest(here / name):  # derived from the files, not evidence
                 continue
             out.append((here / name, info))
     return out
@@ -275,23 +287,43 @@ def gather(paths: list[str | Path], tz: str | None = None, *, full_series: bool 
 
     GPU time series are kept as one :class:`~gpulib.parsers.gpu_series.GpuSeries` per GPU and file
     (memory flat in the length of the monitoring logs); ``full_series`` keeps every sample, for
-    plotting one evidence folder.
+    plotting one evidence folder. A folder with a current per-node digest is read from it (its
+    series are reduced: not with ``full_series``).
     """
+    inputs, _year = _gather(paths, tz, full_series=full_series, digests=not full_series)
+    _assign_hosts(inputs)
+    return inputs
+
+
+def gather_node(folder: str | Path, tz: str | None = None) -> tuple[Inputs, int | None]:
+    """One node's folder read as :func:`gather` reads it inside a bigger incident, before the
+    steps that join nodes (host assignment): what its digest holds. Never reads a digest. Also
+    returns the year its year-less kernel-log stamps were read with. Files are named from the
+    folder's parent (``node-7/kernel/dmesg.txt``), as in a diagnosis of the incident folder."""
+    return _gather([folder], tz, full_series=False, digests=False, base=Path(folder).parent)
+
+
+def _gather(paths: list[str | Path], tz: str | None, *, full_series: bool, digests: bool,
+            base: Path | None = None) -> tuple[Inputs, int | None]:
     _holds_model_files.cache_clear()  # folders may have changed since the last diagnosis
     inputs = Inputs()
+    redo: list[InputFile] = []  # kernel logs of digests: re-read if the incident's year is not theirs
     for given in paths:
         root = Path(given)
         if not root.exists():
             inputs.problems.append(Problem(str(given), "no such file or folder"))
             continue
         listing_problems = len(inputs.problems)
-        files = _walk(root, inputs.problems, inputs.notes)
+        files = _walk(root, inputs.problems, inputs.notes, digests, tz)
         if not files and len(inputs.problems) == listing_problems:
             inputs.problems.append(Problem(str(given), "empty folder: no evidence files in it"))
-        base = root if root.is_dir() else root.parent
+        named_from = base or (root if root.is_dir() else root.parent)
         for path, info in files:
-            display = str(path.relative_to(base)) if base in path.parents or path.parent == base else str(path)
-            f = InputFile(path=path, display=display, root=base, timezone=info.get("timezone"),
+            if "digest" in info:
+                redo += _from_digest(inputs, info["digest"], named_from)
+                continue
+            display = str(path.relative_to(named_from)) if named_from in path.parents else str(path)
+            f = InputFile(path=path, display=display, root=named_from, timezone=info.get("timezone"),
                           boot_time=info.get("boot_time"))
             if "root" in info:
                 _place_in_bundle(f, info)
@@ -299,12 +331,33 @@ def gather(paths: list[str | Path], tz: str | None = None, *, full_series: bool 
             _examine(f, tz, inputs)
             if not full_series:
                 _reduce_series(f)
-    year = _incident_year(inputs) if inputs.deferred else None
+    year = _incident_year(inputs) if inputs.deferred or redo else None
+    for f in redo:
+        if f.digest_year != year:
+            f.records, f.signals, f.problems = [], [], []
+            head, _problem = _read_head(f.path)
+            inputs.deferred.append((f, head.decode("utf-8", "replace")))
     for f, head in inputs.deferred:
         _parse_safely(f, tz, head, year)
     inputs.deferred.clear()
-    _assign_hosts(inputs)
-    return inputs
+    return inputs, year
+
+
+def _from_digest(inputs: Inputs, node, base: Path) -> list[InputFile]:
+    """Add a loaded digest's files to ``inputs``; returns its kernel logs (read with the node's year)."""
+    kernel_logs = []
+    for fields in node.files:
+        path = fields["path"]
+        display = str(path.relative_to(base)) if base in path.parents else str(path)
+        f = InputFile(display=display, root=base, **fields)
+        inputs.files.append(f)
+        if f.kind == "kernel_log":
+            f.digest_year = node.year
+            kernel_logs.append(f)
+    inputs.problems += node.problems
+    inputs.notes += node.notes
+    inputs.checkpoint_dirs += [(base, d) for d in node.checkpoint_dirs if (base, d) not in inputs.checkpoint_dirs]
+    return kernel_logs
 
 
 def _reduce_series(f: InputFile) -> None:

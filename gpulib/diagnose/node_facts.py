@@ -116,14 +116,39 @@ def _snapshot_facts(cfg: NodeConfig, files: list[InputFile]) -> None:
     cfg.set("gpu_count", len(readable) if gpus else None, src)
     cfg.set("ecc_mode", summarize([_flag(g.ecc_mode_enabled) for g in readable]), src)
     cfg.set("mig_mode", summarize([_flag(g.mig_enabled) for g in readable]), src)
-    if best.kind in ("nvidia_smi_xml", "nvidia_smi_q"):
-        try:
-            text = best.path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return
-        for name, (q_text, q_xml) in _Q_FIELDS.items():
-            pattern = q_xml if best.kind == "nvidia_smi_xml" else q_text
-            cfg.set(name, summarize([m["v"] for m in pattern.finditer(text)]), src)
+    for name, value in text_facts(best):
+        cfg.set(name, value, src)
+
+
+class _Recorder:
+    """Collects ``set(name, value, source)`` calls in order: the facts a file's own text says."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, object]] = []
+
+    def set(self, name: str, value: object, _source: str) -> None:
+        self.items.append((name, value))
+
+
+def text_facts(f: InputFile) -> list[tuple[str, object]]:
+    """The facts read from the raw text of ``f`` (VBIOS and persistence mode of an nvidia-smi
+    snapshot; kernel, OS, driver, torch/NCCL of version files), in order. Read once and kept on
+    the file (``f.facts``): a per-node digest carries them, so a 10,000-node diagnosis reads no
+    node's raw files."""
+    if f.facts is None:
+        rec = _Recorder()
+        if f.kind in ("nvidia_smi_xml", "nvidia_smi_q"):
+            try:
+                text = f.path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                text = None
+            for name, (q_text, q_xml) in _Q_FIELDS.items() if text is not None else ():
+                pattern = q_xml if f.kind == "nvidia_smi_xml" else q_text
+                rec.set(name, summarize([m["v"] for m in pattern.finditer(text)]), f.display)
+        elif f.kind in SNIFF_KINDS:
+            _sniff(rec, f)
+        f.facts = rec.items
+    return f.facts
 
 
 def _ib_facts(cfg: NodeConfig, files: list[InputFile]) -> None:
@@ -136,7 +161,7 @@ def _ib_facts(cfg: NodeConfig, files: list[InputFile]) -> None:
     cfg.set("ib_rate_gbps", summarize([f"{p.rate_gbps:g}" for p in ports if p.up and p.rate_gbps is not None]), src)
 
 
-def _sniff(cfg: NodeConfig, f: InputFile) -> None:
+def _sniff(cfg: NodeConfig | _Recorder, f: InputFile) -> None:
     """Version files the parsers do not claim: uname, os-release, the NVRM version, the collector's
     python-stack.json and NVML snapshot."""
     try:
@@ -205,7 +230,8 @@ def node_configs(inputs: Inputs) -> dict[str, NodeConfig]:
         _snapshot_facts(cfg, files)
         for f in files:
             if f.kind in SNIFF_KINDS:
-                _sniff(cfg, f)
+                for name, value in text_facts(f):
+                    cfg.set(name, value, f.display)
         _ib_facts(cfg, files)
         if any(v is not None for v in cfg.facts().values()):
             configs[host] = cfg

@@ -1,0 +1,179 @@
+"""Per-node digests: the map step of a many-node diagnosis, run on each node by the fan-out.
+
+A 10,000-node incident is 10,000 bundles of ~9 files each. Parsing them all on one machine
+(nvidia-smi -q text, monitoring CSVs, kernel logs, every line through the signature catalogue)
+costs ~10 ms a node - minutes - while every node could have parsed its own at capture time. So
+``gpulib diagnose BUNDLE --write-digest`` (:mod:`gpulib.diagnose.node_digest`; run by ``gpulib
+collect --digest`` on the node, inside the ``srun``/``pdsh``/Kubernetes fan-out) writes
+``digest.json`` into the bundle: what
+:func:`gpulib.diagnose.inputs.gather` made of each of its files (kind, host, parsed records,
+signature matches, problems, the configuration facts of its raw text). The central
+``gpulib diagnose`` (the reduce step) loads a digest instead of reading the bundle's files and
+then runs only what joins nodes - host assignment, the incident's year, every rule - so its
+answer is the one the raw files give (tests/diagnose/test_digest.py compares both).
+
+A digest is used only while it describes the folder as it is: the size and modification time of
+every file are recorded and compared (a file added, changed or removed after the digest, a
+different ``--tz``): otherwise the raw files are read, as without a digest. Decoding builds only
+parser record classes (dataclasses of :mod:`gpulib.parsers`): a digest is data, never code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import os
+from pathlib import Path
+
+from gpulib.bundle import DIGEST
+
+SCHEMA = "gpulib.digest/1"
+#: Records of one file beyond this are not written (the digest stays bounded); a digest that had
+#: to drop any is not used, so the answer never depends on what was dropped.
+MAX_RECORDS_PER_FILE = 20_000
+FILE_FIELDS = ("kind", "host", "host_basis", "bundle_path", "collector", "fallback_host", "timezone", "boot_time",
+                "wrapped", "facts")
+
+
+# ---------------------------------------------------------------- the record codec
+def _encode(value, base: str):
+    """JSON for parser records: dataclasses by class name, tuples/sets/dicts tagged; strings that
+    name a path below the node's folder are made relative to it (the folder may be moved)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        cls = type(value)
+        return {"~c": f"{cls.__module__}:{cls.__qualname__}",
+                **{f.name: _encode(getattr(value, f.name), base) for f in dataclasses.fields(value)}}
+    if isinstance(value, list):
+        return [_encode(v, base) for v in value]
+    if isinstance(value, tuple):
+        return {"~t": [_encode(v, base) for v in value]}
+    if isinstance(value, (set, frozenset)):
+        return {"~s": [_encode(v, base) for v in sorted(value, key=repr)]}
+    if isinstance(value, dict):
+        return {"~d": [[_encode(k, base), _encode(v, base)] for k, v in value.items()]}
+    if isinstance(value, str) and (value == base or value.startswith(base + os.sep)):
+        return {"~r": os.path.relpath(value, base)}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"cannot write a {type(value).__name__} into a digest")
+
+
+def _decode(value, base: str):
+    if isinstance(value, list):
+        return [_decode(v, base) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if "~t" in value:
+        return tuple(_decode(v, base) for v in value["~t"])
+    if "~s" in value:
+        return {_decode(v, base) for v in value["~s"]}
+    if "~d" in value:
+        return {_decode(k, base): _decode(v, base) for k, v in value["~d"]}
+    if "~r" in value:
+        return os.path.normpath(os.path.join(base, value["~r"]))
+    cls = _record_class(value["~c"])
+    fields = {k: _decode(v, base) for k, v in value.items() if k != "~c"}
+    return cls(**fields)
+
+
+def _record_class(name: str) -> type:
+    """Only dataclasses defined in gpulib's parsers can be built from a digest."""
+    module, _, qualname = name.partition(":")
+    if not module.startswith("gpulib.parsers.") or "." in qualname:
+        raise ValueError(f"digest names {name!r}, which is not a parser record")
+    cls = getattr(importlib.import_module(module), qualname, None)
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        raise ValueError(f"digest names {name!r}, which is not a parser record")
+    return cls
+
+
+def is_digest(path: Path) -> bool:
+    """A ``digest.json`` gpulib wrote (not an operator's file of that name)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(64).startswith(b'{"schema":"' + SCHEMA.encode())
+    except OSError:
+        return False
+
+
+# ---------------------------------------------------------------- the folder as it is
+def listing(folder: Path) -> dict[str, list[int]]:
+    """Every file below ``folder`` (hidden folders and the digest itself excepted) with its size
+    and modification time: what a digest was made from."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, folder)
+            if rel == DIGEST:
+                continue
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            out[rel] = [st.st_size, st.st_mtime_ns]
+    return out
+
+
+# ---------------------------------------------------------------- map: the document
+def document(folder: Path, files: list, inputs, year: int | None, tz: str | None, seen: dict) -> dict:
+    """The digest of ``folder``: its gathered files (:class:`~gpulib.diagnose.inputs.InputFile`),
+    the folder-level problems, notes and checkpoint folders of ``inputs``, the year its kernel logs
+    were read with, and ``seen`` (its :func:`listing` before it was read)."""
+    base = str(folder)
+    out = []
+    for f in files:
+        if len(f.records) > MAX_RECORDS_PER_FILE or len(f.signals) > MAX_RECORDS_PER_FILE:
+            raise ValueError(f"{f.display}: more than {MAX_RECORDS_PER_FILE:,} records; not digested")
+        out.append({"rel": os.path.relpath(f.path, folder), **{k: _encode(getattr(f, k), base) for k in FILE_FIELDS},
+                    "content_hosts": sorted(f.content_hosts), "records": _encode(f.records, base),
+                    "signals": _encode(f.signals, base), "problems": _encode(f.problems, base)})
+    return {"schema": SCHEMA, "tz": tz, "year": year, "files_seen": seen, "inputs": out,
+            "checkpoint_dirs": [os.path.relpath(d, folder) for _root, d in inputs.checkpoint_dirs],
+            "problems": _encode(inputs.problems, base), "notes": _encode(inputs.notes, base)}
+
+
+def save(folder: Path, doc: dict) -> Path:
+    """Write ``doc`` as ``folder/digest.json`` (atomically: a reader sees the old one or the new one)."""
+    target = folder / DIGEST
+    tmp = target.with_name(f".{DIGEST}.{os.getpid()}")
+    tmp.write_text(json.dumps(doc, separators=(",", ":")))
+    os.replace(tmp, target)
+    return target
+
+
+# ---------------------------------------------------------------- reduce: read
+@dataclasses.dataclass
+class Loaded:
+    """A digest read back: each file's :class:`~gpulib.diagnose.inputs.InputFile` fields, the
+    folder-level problems, notes and checkpoint folders, and the year its kernel logs were read
+    with (the central diagnosis re-reads them when the incident's year differs)."""
+
+    files: list[dict]
+    year: int | None
+    problems: list
+    notes: list
+    checkpoint_dirs: list[Path]
+
+
+def load(folder: Path, tz: str | None) -> Loaded | None:
+    """The digest of ``folder``, or None when there is none, or it is stale (the folder changed
+    since), made with another ``tz``, foreign or unreadable: then the raw files are read."""
+    try:
+        doc = json.loads((folder / DIGEST).read_text(encoding="utf-8"))
+        if doc.get("schema") != SCHEMA or doc.get("tz") != tz or doc.get("files_seen") != listing(folder):
+            return None
+        root = str(folder)
+        files = [{"path": folder / item["rel"], **{k: _decode(item[k], root) for k in FILE_FIELDS},
+                  "content_hosts": set(item["content_hosts"]), "records": _decode(item["records"], root),
+                  "signals": _decode(item["signals"], root), "problems": _decode(item["problems"], root)}
+                 for item in doc["inputs"]]
+        return Loaded(files, doc.get("year"), _decode(doc["problems"], root), _decode(doc["notes"], root),
+                      [folder / rel for rel in doc["checkpoint_dirs"]])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+__all__ = ["DIGEST", "SCHEMA", "Loaded", "document", "is_digest", "listing", "load", "save"]
