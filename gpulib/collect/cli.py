@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 
 from gpulib.bundle import verify
@@ -53,6 +54,29 @@ def _collect(args) -> int:
         data=args.data, sel_entries=args.sel_entries, bug_report=args.bug_report,
     )
     print("\n".join(summary_lines(root)))
+    if args.digest:
+        return _digest(root)
+    return 0
+
+
+#: The map step of a many-node diagnosis takes seconds on a node; minutes mean something is stuck.
+DIGEST_TIMEOUT_S = 600
+
+
+def _digest(root) -> int:
+    """``--digest``: this node's own diagnosis input, written into the bundle by running
+    ``gpulib diagnose BUNDLE --write-digest`` - a command like any collector's (collect interprets
+    nothing itself), so the central ``gpulib diagnose`` over all bundles only joins them."""
+    cmd = [sys.executable, "-m", "gpulib", "diagnose", str(root), "--write-digest"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=DIGEST_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        print(f"digest: not written (no answer in {DIGEST_TIMEOUT_S} s); the raw files will be read", file=sys.stderr)
+        return 1
+    if done.returncode != 0:
+        print(f"digest: not written ({done.stderr.strip()[-300:]}); the raw files will be read", file=sys.stderr)
+        return 1
+    print(done.stdout.strip())
     return 0
 
 
@@ -101,4 +125,7 @@ def register(subparsers) -> None:
                    help="run only these collectors, e.g. --only prometheus (names as in the summary)")
     c.add_argument("--host", help="host name for the bundle and %%h (default: this machine's hostname; "
                                   "in Kubernetes pass the node name)")
+    c.add_argument("--digest", action="store_true",
+                   help="also write digest.json: this node's parsed evidence, so that `gpulib diagnose` over "
+                        "thousands of bundles only joins them (run on every node by the fan-out)")
     c.set_defaults(func=_collect)

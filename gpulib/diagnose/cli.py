@@ -32,7 +32,21 @@ def register(subparsers) -> None:
     p.add_argument("--tz", default=None,
                    help="zone of timestamps printed without one (dmesg -T, nvidia-smi), e.g. Europe/Berlin; "
                         "default: the bundle's zone, else UTC")
+    p.add_argument("--write-digest", action="store_true",
+                   help="write each PATH's digest.json (one node's parsed evidence) instead of diagnosing; "
+                        "`gpulib collect --digest` runs this on every node")
     p.set_defaults(func=run)
+
+
+def _write_digests(args) -> int:
+    from gpulib.diagnose import node_digest  # noqa: PLC0415 - only this mode needs the writer
+
+    for path in args.paths:
+        if not Path(path).is_dir():
+            sys.stderr.write(f"gpulib diagnose: {path}: a digest is written into a node's folder or bundle\n")
+            return 2
+        print(f"digest {node_digest.write(path, tz=args.tz)}")
+    return 0
 
 
 def run(args) -> int:
@@ -41,6 +55,8 @@ def run(args) -> int:
         for p in missing:
             sys.stderr.write(f"gpulib diagnose: {p}: no such file or folder\n")
         return 2
+    if args.write_digest:
+        return _write_digests(args)
     result = diagnose(args.paths, tz=args.tz)
     text = json.dumps(result.to_dict(), indent=2) + "\n" if args.format == "json" else result.to_text()
     try:

@@ -127,3 +127,14 @@ def test_two_writers_racing_for_one_host_exactly_one_wins(tmp_path):
     first_manifest = (shared / "node-a" / "manifest.json").read_bytes()
     assert gpulib("collect", "--out", str(shared / "%h"), "--host", "node-a").returncode == 2
     assert (shared / "node-a" / "manifest.json").read_bytes() == first_manifest
+
+
+def test_collect_digest_writes_the_nodes_digest_and_the_bundle_still_verifies(tmp_path):
+    from gpulib.diagnose import digest  # noqa: PLC0415
+
+    out = tmp_path / "b"
+    done = gpulib("collect", "--out", str(out), "--digest", timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert f"digest {out / 'digest.json'}" in done.stdout
+    assert digest.load(out, None) is not None  # current: the central diagnosis will read it
+    assert verify(out).ok
