@@ -24,6 +24,7 @@ import dataclasses
 import importlib
 import json
 import os
+from functools import cache
 from pathlib import Path
 
 from gpulib.bundle import DIGEST
@@ -59,24 +60,26 @@ def _encode(value, base: str):
     raise TypeError(f"cannot write a {type(value).__name__} into a digest")
 
 
-def _decode(value, base: str):
-    if isinstance(value, list):
-        return [_decode(v, base) for v in value]
-    if not isinstance(value, dict):
-        return value
-    if "~t" in value:
-        return tuple(_decode(v, base) for v in value["~t"])
-    if "~s" in value:
-        return {_decode(v, base) for v in value["~s"]}
-    if "~d" in value:
-        return {_decode(k, base): _decode(v, base) for k, v in value["~d"]}
-    if "~r" in value:
-        return os.path.normpath(os.path.join(base, value["~r"]))
-    cls = _record_class(value["~c"])
-    fields = {k: _decode(v, base) for k, v in value.items() if k != "~c"}
-    return cls(**fields)
+def _decoder(base: str):
+    """A ``json.loads`` object hook that rebuilds what :func:`_encode` wrote, one JSON object at a
+    time as the C parser meets it (no second walk over the decoded values)."""
+    def hook(obj: dict):
+        if "~c" in obj:
+            cls = _record_class(obj.pop("~c"))
+            return cls(**obj)
+        if "~t" in obj:
+            return tuple(obj["~t"])
+        if "~s" in obj:
+            return set(obj["~s"])
+        if "~d" in obj:
+            return dict(obj["~d"])
+        if "~r" in obj:
+            return os.path.normpath(os.path.join(base, obj["~r"]))
+        return obj
+    return hook
 
 
+@cache
 def _record_class(name: str) -> type:
     """Only dataclasses defined in gpulib's parsers can be built from a digest."""
     module, _, qualname = name.partition(":")
@@ -98,23 +101,43 @@ def is_digest(path: Path) -> bool:
 
 
 # ---------------------------------------------------------------- the folder as it is
-def listing(folder: Path) -> dict[str, list[int]]:
-    """Every file below ``folder`` (hidden folders and the digest itself excepted) with its size
-    and modification time: what a digest was made from."""
-    out = {}
+def listing(folder: Path) -> dict:
+    """What a digest was made from: the size and modification time of every file below ``folder``
+    (hidden folders and the digest itself excepted), the modification time of every subfolder
+    (it changes when an entry is added to or removed from it) and the names at the top."""
+    files, dirs = {}, {}
     for dirpath, dirnames, filenames in os.walk(folder):
         dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        for name in dirnames:
+            dirs[os.path.relpath(os.path.join(dirpath, name), folder)] = os.stat(os.path.join(dirpath, name)).st_mtime_ns
         for name in filenames:
-            path = os.path.join(dirpath, name)
-            rel = os.path.relpath(path, folder)
-            if rel == DIGEST:
-                continue
-            try:
-                st = os.stat(path)
-            except OSError:
-                continue
-            out[rel] = [st.st_size, st.st_mtime_ns]
-    return out
+            rel = os.path.relpath(os.path.join(dirpath, name), folder)
+            if rel != DIGEST:
+                st = os.stat(os.path.join(dirpath, name))
+                files[rel] = [st.st_size, st.st_mtime_ns]
+    return {"files": files, "dirs": dirs, "top": _top(folder)}
+
+
+def _top(folder: Path) -> list[str]:
+    return sorted(n for n in os.listdir(folder) if n != DIGEST and not n.startswith(f".{DIGEST}."))
+
+
+def current(folder: Path, seen: dict) -> bool:
+    """True while ``folder`` is as :func:`listing` saw it - one ``stat`` per file and subfolder and
+    one listing of the top, not a walk (a central diagnosis checks 10,000 folders)."""
+    try:
+        if _top(folder) != seen["top"]:
+            return False
+        for rel, mtime in seen["dirs"].items():
+            if os.stat(os.path.join(folder, rel)).st_mtime_ns != mtime:
+                return False
+        for rel, (size, mtime) in seen["files"].items():
+            st = os.stat(os.path.join(folder, rel))
+            if st.st_size != size or st.st_mtime_ns != mtime:
+                return False
+    except (OSError, KeyError, TypeError, ValueError):
+        return False
+    return True
 
 
 # ---------------------------------------------------------------- map: the document
@@ -162,16 +185,13 @@ def load(folder: Path, tz: str | None) -> Loaded | None:
     """The digest of ``folder``, or None when there is none, or it is stale (the folder changed
     since), made with another ``tz``, foreign or unreadable: then the raw files are read."""
     try:
-        doc = json.loads((folder / DIGEST).read_text(encoding="utf-8"))
-        if doc.get("schema") != SCHEMA or doc.get("tz") != tz or doc.get("files_seen") != listing(folder):
+        doc = json.loads((folder / DIGEST).read_text(encoding="utf-8"), object_hook=_decoder(str(folder)))
+        if doc.get("schema") != SCHEMA or doc.get("tz") != tz or not current(folder, doc.get("files_seen")):
             return None
-        root = str(folder)
-        files = [{"path": folder / item["rel"], **{k: _decode(item[k], root) for k in FILE_FIELDS},
-                  "content_hosts": set(item["content_hosts"]), "records": _decode(item["records"], root),
-                  "signals": _decode(item["signals"], root), "problems": _decode(item["problems"], root)}
-                 for item in doc["inputs"]]
-        return Loaded(files, doc.get("year"), _decode(doc["problems"], root), _decode(doc["notes"], root),
-                      [folder / rel for rel in doc["checkpoint_dirs"]])
+        files = [{"path": folder / item.pop("rel"), **item} for item in doc["inputs"]]
+        for item in files:
+            item["content_hosts"] = set(item["content_hosts"])
+        return Loaded(files, doc.get("year"), doc["problems"], doc["notes"], [folder / rel for rel in doc["checkpoint_dirs"]])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 

@@ -63,8 +63,15 @@ def test_a_stale_digest_is_not_used(tmp_path):
     bundle = next(p for p in sorted((tmp_path / "inc").iterdir()) if (p / "manifest.json").is_file())
     node_digest.write(bundle)
     assert digest.load(bundle, None) is not None
-    dmesg = next(bundle.rglob("dmesg*"))
-    os.utime(dmesg, ns=(1, 1))  # the file changed after the digest was written
+    dmesg_dir = next(bundle.rglob("dmesg*")).parent
+    extra = dmesg_dir / "dmesg-later.txt"
+    extra.write_text("[Tue Feb 10 03:12:07 2026] NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off the bus.\n")
+    assert digest.load(bundle, None) is None  # a file added to a subfolder after the digest
+    extra.unlink()
+    os.utime(dmesg_dir, ns=(1, 1))
+    node_digest.write(bundle)
+    assert digest.load(bundle, None) is not None
+    os.utime(next(bundle.rglob("dmesg*")), ns=(1, 1))  # a file changed after the digest was written
     assert digest.load(bundle, None) is None
     assert digest.load(bundle, "Europe/Berlin") is None  # another --tz reads stamps differently
 
