@@ -20,10 +20,17 @@ from collections.abc import Callable, Sequence
 import ipywidgets as widgets
 
 from gpulib.notebook.drill_grading import (
-    FACETS, INTERRUPTIONS, NOBODY, UNANSWERED, AnswerKey, Choices, Mark, drill_choices, grade, score,
+    INTERRUPTIONS,
+    NOBODY,
+    UNANSWERED,
+    AnswerKey,
+    Choices,
+    Mark,
+    grade,
+    score,
 )
 
-__all__ = ["Drill", "drill_choices"]
+__all__ = ["Drill"]
 
 _WIDE = widgets.Layout(width="max-content", min_width="260px")
 _STYLE = {"description_width": "initial"}
@@ -159,7 +166,3 @@ class Drill:
         self.out.clear_output()
         with self.out:
             print(text)
-
-
-#: The facet names, for callers that build their own layout.
-FACET_NAMES = tuple(f for f, _ in FACETS)

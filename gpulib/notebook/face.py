@@ -43,8 +43,10 @@ from gpulib.collect import collect
 from gpulib.errors import GpulibError
 from gpulib.findings import Finding
 from gpulib.notebook import steps, tables
+from gpulib.notebook.checkpoint_picker import CheckpointPicker
 from gpulib.notebook.display import PLOTLY_RENDERER, figure_bundle, figures_as_json, say, table
-from gpulib.notebook.drill import Drill, drill_choices
+from gpulib.notebook.drill import Drill
+from gpulib.notebook.drill_grading import drill_choices
 from gpulib.notebook.remediation import Remediation, remediation_commands
 from gpulib.notebook.steps import FINDING_MIME, normalize_findings, summarize_findings
 from gpulib.notebook.tables import EvidenceTables
@@ -53,7 +55,7 @@ from gpulib.vocabulary import CATEGORIES
 
 #: What a runbook notebook calls (``from gpulib.notebook import face as nbk``).
 __all__ = [
-    "EvidenceTables", "FigurePanel", "NotebookStop", "Remediation", "diagnosis_text", "fabric_test",
+    "CheckpointPicker", "EvidenceTables", "FigurePanel", "NotebookStop", "Remediation", "diagnosis_text", "fabric_test",
     "figure_bundle", "freeze_scene", "next_step", "open_evidence", "record", "remediation_commands",
     "say", "setup", "show", "show_diagnosis", "table",
 ]
