@@ -23,6 +23,7 @@ import os
 import random
 import shutil
 import sys
+import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -90,6 +91,7 @@ def prepare(evidence: Path, out: Path, *, copy_limit_mib: float = 512) -> dict:
 
 def _fill(evidence: Path, out: Path, notebooks: Path, copy_limit_mib: float) -> dict:
     import nbformat  # here: `gpulib --help` and the other commands start without them
+    from nbformat.warnings import MissingIDFieldWarning
     from papermill.iorw import load_notebook_node
     from papermill.parameterize import parameterize_notebook
 
@@ -106,11 +108,13 @@ def _fill(evidence: Path, out: Path, notebooks: Path, copy_limit_mib: float) -> 
         source = notebooks / f"{name}.ipynb"
         if not source.is_file():
             continue
-        nb = load_notebook_node(str(source))
         params = {"evidence": str(path.resolve()), "interactive": True}
         if drill:
             params["drill"] = True
-        nb = parameterize_notebook(nb, params, comment="Parameters set by gpulib drill")
+        with warnings.catch_warnings():  # papermill validates its injected cell before it has an id
+            warnings.simplefilter("ignore", MissingIDFieldWarning)
+            nb = parameterize_notebook(load_notebook_node(str(source)), params,
+                                       comment="Parameters set by gpulib drill")
         for n, cell in enumerate(nb.cells):
             cell.setdefault("id", f"drill-{n:02d}")  # papermill's injected cell has none (nbformat >= 4.5 wants one)
         dest = out / (DRILL_NOTEBOOK if drill else source.name)
