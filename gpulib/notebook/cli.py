@@ -8,7 +8,7 @@ This command prepares one so that nothing around the notebook gives the answer a
   JupyterLab's file browser;
 - the evidence **copied under a neutral name** (``evidence/``): an incident folder is often
   named after its answer (``incident-cuda-oom``). Files that hold an answer (``expected.json``,
-  an ``answers/`` folder, findings sidecars) are left out. Evidence larger than
+  an ``answers/`` folder, findings sidecars, the incident's README) are left out. Evidence larger than
   ``--copy-limit-mib`` is read in place, and the command says that its path is visible;
 - without EVIDENCE, a bundled example picked at random and not named;
 - the next steps' notebooks (01-07) beside it, on the same evidence, for "What next".
@@ -30,9 +30,11 @@ from pathlib import Path
 from gpulib.diagnose.cache import repo_root, resolve_evidence
 from gpulib.errors import InputError
 
-#: File and folder names that hold an incident's answer rather than its evidence.
+#: File and folder names that hold an incident's answer rather than its evidence: answer keys,
+#: findings of earlier runs, and the incident's write-up (a README tells the story: the bundled
+#: examples' READMEs name the culprit GPU and rank).
 ANSWER_NAMES = ("expected.json", "answers", "answer.json", "findings.json")
-ANSWER_PREFIXES = ("findings-",)
+ANSWER_PREFIXES = ("findings-", "README", "readme")
 DRILL_NOTEBOOK = "00_triage-drill.ipynb"
 #: The steps a trainee opens after the reveal (preflight and the health report need live nodes).
 NEXT_STEPS = ("01_kernel_xid", "02_gpu_memory_oom", "03_nccl_network", "04_thermal_power", "05_data_loading",

@@ -163,6 +163,18 @@ class Drill:
         self.commit.disabled = locked
 
     def _print(self, text: str) -> None:
-        self.out.clear_output()
-        with self.out:
-            print(text)
+        show_in(self.out, {"text/plain": text}, replace=True)
+
+
+def show_in(out: widgets.Output, bundle: dict, *, replace: bool = False, metadata: dict | None = None) -> None:
+    """Put a MIME bundle into an Output widget's ``outputs`` directly.
+
+    Why not ``with out: print(...)``: the context manager captures only while a kernel is
+    executing a request; writing the trait works from button callbacks, outside a kernel (tests)
+    and in the archived widget state alike.
+    """
+    if "text/plain" in bundle and len(bundle) == 1:
+        item = {"output_type": "stream", "name": "stdout", "text": bundle["text/plain"] + "\n"}
+    else:
+        item = {"output_type": "display_data", "data": bundle, "metadata": metadata or {}}
+    out.outputs = ((item,) if replace else (*out.outputs, item))

@@ -45,7 +45,7 @@ from gpulib.findings import Finding
 from gpulib.notebook import steps, tables
 from gpulib.notebook.checkpoint_picker import CheckpointPicker
 from gpulib.notebook.display import PLOTLY_RENDERER, figure_bundle, figures_as_json, say, table
-from gpulib.notebook.drill import Drill
+from gpulib.notebook.drill import Drill, show_in
 from gpulib.notebook.drill_grading import drill_choices
 from gpulib.notebook.remediation import Remediation, remediation_commands
 from gpulib.notebook.steps import FINDING_MIME, normalize_findings, summarize_findings
@@ -143,20 +143,19 @@ def next_step(diagnosis: dict, *, drill: Drill | bool = False) -> None:
     """Name the notebook to open next. In a drill it would give the answer away: a live drill
     shows it at the reveal (after the commit), a headless one withholds it."""
     if isinstance(drill, Drill):
-        drill.next_out.clear_output()
-        with drill.next_out:
-            say("*Drill mode: commit your answer above first; the next step follows from it.*")
-
-        def show_next() -> None:
-            drill.next_out.clear_output()
-            with drill.next_out:
-                say(steps.next_step(diagnosis))
-
-        drill.on_reveal(show_next)
+        show_in(drill.next_out, _markdown(WITHHELD), replace=True)
+        drill.on_reveal(lambda: show_in(drill.next_out, _markdown(steps.next_step(diagnosis)), replace=True))
         display(drill.next_out)
         return
-    say("*Drill mode: commit your answer above first; the next step follows from it.*" if drill
-        else steps.next_step(diagnosis))
+    say(WITHHELD if drill else steps.next_step(diagnosis))
+
+
+#: What a drill shows in place of the next step until the trainee commits.
+WITHHELD = "*Drill mode: commit your answer above first; the next step follows from it.*"
+
+
+def _markdown(text: str) -> dict:
+    return {"text/markdown": text, "text/plain": text}
 
 
 def diagnosis_text(diagnosis: dict) -> str:
@@ -274,20 +273,20 @@ def record(findings: Iterable[Any], findings_path: str | os.PathLike | None, *, 
 
         def write_at_reveal() -> None:
             _write_findings(items, findings_path)
-            with drill.out:  # a button callback's display would land in the log console, not here
-                _show_findings(items, findings_path, step)
+            # into the drill's own output: a button callback's display() would land in the log console
+            show_in(drill.out, _findings_bundle(items, step), metadata=_findings_metadata(step, findings_path))
 
         drill.on_reveal(write_at_reveal)
         note = f"drill mode: the findings are written to {findings_path} when you commit an answer" + (
             " (the file an earlier run left there was removed: it held the answer)" if removed else "")
         display({FINDING_MIME: {"step": step, "findings": []}, "text/plain": note}, raw=True,
-                metadata={"gpulib": {"step": step, "findings_path": str(findings_path or "")}})
+                metadata=_findings_metadata(step, findings_path))
         return RecordedFindings(items)
     _write_findings(items, findings_path)
     if hide or drill:
         summary = "drill mode: findings recorded, hidden until you commit an answer"
         display({FINDING_MIME: {"step": step, "findings": []}, "text/plain": summary}, raw=True,
-                metadata={"gpulib": {"step": step, "findings_path": str(findings_path or "")}})
+                metadata=_findings_metadata(step, findings_path))
     else:
         _show_findings(items, findings_path, step)
     return RecordedFindings(items)
@@ -303,9 +302,16 @@ def _write_findings(items: list[dict], findings_path: str | os.PathLike | None) 
     tmp.replace(path)
 
 
+def _findings_bundle(items: list[dict], step: str) -> dict:
+    return {FINDING_MIME: {"step": step, "findings": items}, "text/plain": summarize_findings(items, step=step)}
+
+
+def _findings_metadata(step: str, findings_path: str | os.PathLike | None) -> dict:
+    return {"gpulib": {"step": step, "findings_path": str(findings_path or "")}}
+
+
 def _show_findings(items: list[dict], findings_path: str | os.PathLike | None, step: str) -> None:
-    display({FINDING_MIME: {"step": step, "findings": items}, "text/plain": summarize_findings(items, step=step)},
-            raw=True, metadata={"gpulib": {"step": step, "findings_path": str(findings_path or "")}})
+    display(_findings_bundle(items, step), raw=True, metadata=_findings_metadata(step, findings_path))
 
 
 def _remove_sidecar(findings_path: str | os.PathLike | None) -> bool:

@@ -14,7 +14,6 @@ import pytest
 from gpulib.notebook import face as nbk
 from gpulib.notebook import figures as plots
 from gpulib.notebook import display as display_mod
-from gpulib.notebook import drill as drill_mod
 from gpulib.notebook import widgets as widgets_mod
 from gpulib.notebook.remediation import Command
 from gpulib.notebook.steps import FINDING_MIME, finding
@@ -142,20 +141,6 @@ def test_commands_for_another_host_are_skipped_even_when_confirmed(tmp_path):
     remediation.confirm.value = True
     [(_, outcome)] = remediation.run_confirmed()
     assert "skipped: meant for some-other-node" in outcome and not marker.exists()
-
-
-def test_drill_reveals_the_answer_only_after_commit():
-    diagnosis = {"verdict": {"interruption": "hard", "category": "gpu_fell_off_bus", "summary": "GPU 5 fell off"},
-                 "root_cause": {"host": "hgx-018", "gpu_index": 5,
-                                "evidence": [{"file": "dmesg", "line": 9, "text": "Xid 79"}]}}
-    drill = drill_mod.Drill(diagnosis, ["gpu_fell_off_bus", "cuda_oom"], drill_mod.culprit_choices(["hgx-018"], [("hgx-018", 5)]))
-    assert drill.verdict is None
-    drill.category.value = "cuda_oom"
-    drill.culprit.value = "hgx-018 gpu 5"
-    drill.commit.click()
-    assert "-> wrong (answer: gpu_fell_off_bus" in drill.verdict
-    assert "Your culprit: hgx-018 gpu 5 -> right" in drill.verdict
-    assert "dmesg:9: Xid 79" in drill.verdict and drill.commit.disabled
 
 
 def test_bad_evidence_path_stops_with_a_short_clear_message(tmp_path):
