@@ -15,6 +15,7 @@ The flow, and why each part exists:
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Sequence
 
 import ipywidgets as widgets
@@ -32,8 +33,16 @@ from gpulib.notebook.drill_grading import (
 
 __all__ = ["Drill"]
 
-_WIDE = widgets.Layout(width="max-content", min_width="260px")
 _STYLE = {"description_width": "initial"}
+#: Wide enough for the longest label of each picker (a GPU is "host GPU i (dddd:bb:dd.f)").
+_WIDTHS = {"category": "330px", "interruption": "440px", "host": "300px", "gpu": "420px", "rank": "220px"}
+_TEXT_WIDTH = 100  # the output area's width in characters: longer lines wrap mid-word in JupyterLab
+
+
+def _wrapped(label: str, text: str) -> list[str]:
+    """``      why: ...`` wrapped to the output width, continuation lines aligned under the text."""
+    return textwrap.wrap(text, _TEXT_WIDTH, initial_indent=f"      {label}: ",
+                         subsequent_indent=" " * (8 + len(label)), break_on_hyphens=False) if text else []
 
 
 class Drill:
@@ -55,16 +64,18 @@ class Drill:
         prompt = [("(pick one)", UNANSWERED)]
         self.pickers: dict[str, widgets.Dropdown] = {
             "category": widgets.Dropdown(options=prompt + [(c, c) for c in categories], value=UNANSWERED,
-                                         description="category", style=_STYLE, layout=_WIDE),
+                                         description="category", style=_STYLE),
             "interruption": widgets.Dropdown(options=prompt + list(INTERRUPTIONS), value=UNANSWERED,
-                                             description="hard or soft", style=_STYLE, layout=_WIDE),
+                                             description="hard or soft", style=_STYLE),
             "host": widgets.Dropdown(options=prompt + [("no single host", NOBODY)] + [(h, h) for h in choices.hosts],
-                                     value=UNANSWERED, description="host", style=_STYLE, layout=_WIDE),
+                                     value=UNANSWERED, description="host", style=_STYLE),
             "gpu": widgets.Dropdown(options=prompt + [("no single GPU", NOBODY)] + [(g.label(), g) for g in choices.gpus],
-                                    value=UNANSWERED, description="GPU", style=_STYLE, layout=_WIDE),
+                                    value=UNANSWERED, description="GPU", style=_STYLE),
             "rank": widgets.Dropdown(options=prompt + [("no single rank", NOBODY)] + [(f"rank {r}", r) for r in choices.ranks],
-                                     value=UNANSWERED, description="rank", style=_STYLE, layout=_WIDE),
+                                     value=UNANSWERED, description="rank", style=_STYLE),
         }
+        for facet, picker in self.pickers.items():
+            picker.layout = widgets.Layout(width=_WIDTHS[facet])
         self.commit = widgets.Button(description="Commit my answer", button_style="primary")
         self.retry = widgets.Button(description="Try again", disabled=True)
         self.show_answer = widgets.Button(description="Show the answer", disabled=True)
@@ -92,8 +103,9 @@ class Drill:
             left = self.max_attempts - len(self.attempts)
             lines = [f"Attempt {len(self.attempts)}: {points} / {total}. Wrong facets get a hint; "
                      f"{left} attempt(s) left (Try again), or Show the answer."]
-            lines += [f"  {m.question}: {m.picked} -> " + ("right" if m.right else f"WRONG. Hint: {m.hint}")
-                      for m in marks]
+            for m in marks:
+                lines.append(f"  {m.question}: {m.picked} -> " + ("right" if m.right else "WRONG"))
+                lines += [] if m.right else _wrapped("hint", m.hint)
             self._print("\n".join(lines))
             self.retry.disabled = False
             self.show_answer.disabled = False
@@ -140,8 +152,7 @@ class Drill:
         for m in marks:
             verdict = "right" if m.right else f"WRONG (answer: {m.answer})"
             lines.append(f"  {m.question}: {m.picked} -> {verdict} [{m.points}/1]")
-            if m.why:
-                lines.append(f"      why: {m.why}")
+            lines += _wrapped("why", m.why)
         if self.key.evidence:
             lines.append("Evidence you should have used:")
             lines += [f"  {e.get('file')}:{e.get('line')}: {e.get('text')}" for e in self.key.evidence[:6]]

@@ -159,7 +159,7 @@ def test_the_answer_is_revealed_when_the_attempts_run_out(ev):
     drill = Drill(ev.diagnosis, CATEGORIES, grading.drill_choices(ev.diagnosis), max_attempts=2)
     drill.commit.click()  # nothing picked: every facet "not answered"
     assert grading.score(drill.attempts[0]) == (0, 5) and not drill.revealed
-    assert "culprit host: (not answered) -> WRONG. Hint:" in drill.out.outputs[-1]["text"]
+    assert "culprit host: (not answered) -> WRONG\n      hint: " in drill.out.outputs[-1]["text"]
     drill.retry.click()
     drill.commit.click()
     assert drill.revealed and "answer: gpu_fell_off_bus" in drill.result_text
