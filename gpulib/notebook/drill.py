@@ -155,9 +155,12 @@ class Drill:
             lines += _wrapped("why", m.why)
         if self.key.evidence:
             lines.append("Evidence you should have used:")
-            lines += [f"  {e.get('file')}:{e.get('line')}: {e.get('text')}" for e in self.key.evidence[:6]]
+            for e in self.key.evidence[:6]:
+                lines += textwrap.wrap(f"{e.get('file')}:{e.get('line')}: {e.get('text')}", _TEXT_WIDTH,
+                                       initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False)
         if self.key.summary:
-            lines.append(f"Summary: {self.key.summary}")
+            lines += textwrap.wrap(f"Summary: {self.key.summary}", _TEXT_WIDTH, subsequent_indent="  ",
+                                   break_on_hyphens=False)
         return "\n".join(lines)
 
     def widget(self) -> widgets.Widget:
