@@ -407,3 +407,13 @@ def test_err_in_the_power_reading_is_a_power_fault_of_that_gpu(tmp_path, fan, te
     assert [f.id.split("-ws_7")[0] for f in found] == ([expect] if expect else [])
     if expect == "power-unreadable":
         assert found[0].category == "power_fault" and found[0].gpu_pci == "0000:41:00.0"
+
+
+def test_a_line_a_kind_rule_reported_is_not_reported_again_by_the_signature_scan():
+    """The example's hung task: the kernel rule chains it to the Xid 79 before it; the signature
+    catalogue's 'hung-task' row matches the same line and must not add a second finding of it."""
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "incident-gpu-fell-off-bus"
+    hung = [f for f in diagnose([example]).findings if "hung-task" in f.id]
+    assert len(hung) == 1 and hung[0].caused_by and hung[0].caused_by.startswith("xid79-")
