@@ -110,7 +110,8 @@ def drill_choices(diagnosis: dict, ranks: pd.DataFrame | None = None,
     # (host, pci, index) sightings, the most trustworthy index first: the job's own (rank map),
     # the diagnosis's, then the snapshot's (which may be renumbered after a loss)
     seen = [(r.get("host"), r.get("pci_bus_id"), _int(r.get("gpu_index"))) for r in rank_rows]
-    seen += [(f.get("host"), f.get("gpu_pci"), _int(f.get("gpu_index"))) for f in findings]
+    seen += [(f.get("host"), f.get("gpu_pci"), _int(f.get("gpu_index"))) for f in findings
+             if not _nic_only(f)]
     seen += [(s.get("host"), s.get("pci_bus_id"), _int(s.get("gpu_index"))) for s in state_rows]
     gpus = _merge_gpus(seen)
     rank_set = {_int(r.get("rank")) for r in rank_rows} | {_int(f.get("rank")) for f in findings}
@@ -126,6 +127,12 @@ def drill_choices(diagnosis: dict, ranks: pd.DataFrame | None = None,
         ranks=tuple(sorted(r for r in rank_set if r is not None)),
         placement=placement,
     )
+
+
+def _nic_only(finding: dict) -> bool:
+    """A network finding naming a PCI id but no GPU index: the id is the NIC's (an IB link
+    finding carries the HCA's), and offering it as a GPU would teach a wrong board."""
+    return finding.get("category") == "network_fabric" and _int(finding.get("gpu_index")) is None
 
 
 def _merge_gpus(seen: Iterable[tuple]) -> list[GpuChoice]:

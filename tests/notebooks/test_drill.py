@@ -77,6 +77,7 @@ def test_choices_from_the_diagnosis_alone_still_list_every_host():
                  "inputs": [{"host": "n1"}, {"host": "n2"}, {"host": None}],
                  "findings": [{"host": "n2", "gpu_index": 0, "gpu_pci": "00000000:1B:00.0", "rank": 5}],
                  "timeline": [{"host": "n4"}]}
+    diagnosis["findings"].append({"host": "n1", "category": "network_fabric", "gpu_pci": "0000:5c:00.0"})  # a NIC
     choices = grading.drill_choices(diagnosis)
     assert choices.hosts == ("n1", "n2", "n3", "n4")
     assert [g.label() for g in choices.gpus] == ["n2 GPU 0 (0000:1b:00.0)", "n3 GPU 2"]
