@@ -92,14 +92,14 @@ class SlurmJob:
     std_err: str | None = None
     work_dir: str | None = None
     command: str | None = None
-    details: list[NodeDetail] = field(default_factory=list)
+    node_details: list[NodeDetail] = field(default_factory=list)
     fields: dict[str, str] = field(default_factory=dict)
     line: int = 0
 
     @property
     def gpus_per_node(self) -> dict[str, int]:
         """GPUs the job held per node, from the ``-d`` lines (empty without ``-d``)."""
-        return {n: len(d.gpu_indices) for d in self.details for n in d.nodes if d.gpu_indices}
+        return {n: len(d.gpu_indices) for d in self.node_details for n in d.nodes if d.gpu_indices}
 
 
 @dataclass
@@ -257,7 +257,7 @@ def parse(text: str, source: str = "<text>", *, tz: str | None = None, **_opts) 
             if _DETAIL.match(line):
                 d = fields(line.strip())
                 gres = _value(d, "GRES")
-                job.details.append(NodeDetail(expand_nodelist(d.get("Nodes", "")), _value(d, "CPU_IDs"),
+                job.node_details.append(NodeDetail(expand_nodelist(d.get("Nodes", "")), _value(d, "CPU_IDs"),
                                               _mem_mib(d.get("Mem")), gres, _indices(gres or ""),
                                               first + offset))
         if job.job_state is None:

@@ -83,9 +83,9 @@ def test_show_job_detail_lines_nodes_and_times():
     assert job.end_time_utc == "2026-03-02T22:03:09Z"  # slurmctld's local zone (+01:00) read as asked
     assert job.run_time_s == 93784 and job.time_limit_s == 172800
     assert job.std_out == "/shared/logs/pretrain-731902.out" and job.command == "/home/mlops/run.sbatch"
-    assert [d.nodes for d in job.details] == [["gx-node-07", "gx-node-08", "gx-node-09"], ["gx-spare"]]
-    assert job.details[0].gpu_indices == list(range(8)) and job.details[0].mem_mib == 512000
-    assert job.details[1].mem_mib == 512000 and job.details[1].gpu_indices == list(range(8))
+    assert [d.nodes for d in job.node_details] == [["gx-node-07", "gx-node-08", "gx-node-09"], ["gx-spare"]]
+    assert job.node_details[0].gpu_indices == list(range(8)) and job.node_details[0].mem_mib == 512000
+    assert job.node_details[1].mem_mib == 512000 and job.node_details[1].gpu_indices == list(range(8))
     assert job.gpus_per_node["gx-spare"] == 8
     assert slurm_job.ended_badly(job) == "JobState=NODE_FAIL Reason=NodeDown"
 
