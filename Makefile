@@ -26,8 +26,12 @@ demo: $(STAMP)
 	if [ $$code -ge 3 ]; then exit $$code; fi; \
 	echo "demo: exit $$code is the incident's verdict (0 healthy, 1 warnings, 2 critical); open the report above in a browser"
 
-test: $(STAMP)
+# Style and the layers of docs/ARCHITECTURE.md (import-linter contracts in pyproject.toml).
+lint: $(STAMP)
 	$(BIN)/ruff check gpulib tests benchmarks
+	$(BIN)/lint-imports
+
+test: lint
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)

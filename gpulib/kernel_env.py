@@ -5,7 +5,7 @@ plain papermill, sees none of them and does everything itself. Kept here, apart 
 modules on either side, so that the runner does not import pandas or plotly to name them.
 """
 
-#: Path of the evidence the runner read once for all steps (:mod:`gpulib.evidence_cache`).
+#: Path of the evidence the runner read once for all steps (:mod:`gpulib.diagnose.cache`).
 EVIDENCE_CACHE = "GPULIB_EVIDENCE_CACHE"
 #: "1": record figures as plotly JSON only. The run's offline report redraws every figure from
 #: that JSON with one shared copy of plotly.js (:mod:`gpulib.runbooks.report`), and JupyterLab

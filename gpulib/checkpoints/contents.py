@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gpulib.checkpoints.stub_unpickler import (
+from gpulib.safe_pickle import (
     NESTED_PICKLE_LOADERS,
     NDArrayInfo,
     Opaque,

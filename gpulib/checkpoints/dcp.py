@@ -20,8 +20,8 @@ from pathlib import Path
 from gpulib.checkpoints import zipreader
 from gpulib.checkpoints.contents import STEP_KEYS, ContentSummary, category_of
 from gpulib.checkpoints.records import FileReport, TensorRecord
-from gpulib.checkpoints.stub_unpickler import MAX_PICKLE_BYTES, DType, Opaque, stub_load
 from gpulib.checkpoints.torch_save import fill_from_pickle, record_globals
+from gpulib.safe_pickle import MAX_PICKLE_BYTES, DType, Opaque, stub_load
 
 MAX_STEP_ITEMS = 16
 MAX_STEP_ITEM_BYTES = 1 << 20

@@ -11,7 +11,7 @@ from gpulib.checkpoints import dcp, torch_save
 from gpulib.checkpoints.contents import ContentSummary
 from gpulib.checkpoints.records import FileReport
 from gpulib.checkpoints.safetensors import inspect_safetensors, looks_like_safetensors
-from gpulib.checkpoints.stub_unpickler import MAX_PICKLE_BYTES, stub_load
+from gpulib.safe_pickle import MAX_PICKLE_BYTES, stub_load
 
 HEAD_BYTES = 64
 NO_CHECKSUM_FORMATS = {

@@ -99,7 +99,7 @@ class LatestReport:
 def _verify_hard(c: Candidate, deep: bool) -> None:
     """Checks too costly for every candidate: sidecar sha256, and (deep) CRC of every member."""
     if c.sidecar and isinstance(c.sidecar.get("sha256"), str):
-        from gpulib.evidence import sha256_file  # here: hashing is rare, and `ckpt latest` starts lean
+        from gpulib.bundle import sha256_file  # here: hashing is rare, and `ckpt latest` starts lean
 
         try:
             got = sha256_file(c.path, HASH_CHUNK)

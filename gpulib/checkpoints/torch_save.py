@@ -21,7 +21,7 @@ import struct
 from gpulib.checkpoints import zipreader
 from gpulib.checkpoints.contents import summarise, walk
 from gpulib.checkpoints.records import MAX_VALUES, FileReport, GlobalRecord, TensorRecord
-from gpulib.checkpoints.stub_unpickler import (
+from gpulib.safe_pickle import (
     MAX_PICKLE_BYTES,
     NUMPY_DTYPE_CLASSES,
     NDArrayInfo,

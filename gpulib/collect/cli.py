@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gpulib.bundle import verify
 from gpulib.collect.bmc import SEL_ENTRIES
 from gpulib.collect.capture import collect, summary_lines
 from gpulib.collect.files import LOG_CAP_BYTES
 from gpulib.collect.prometheus import PrometheusQuery, parse_time
-from gpulib.evidence import verify
 
 
 def _verify(args) -> int:

@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gpulib.bundle import BundleWriter, CollectorRecord
 from gpulib.collect.runner import CommandResult, run_command
-from gpulib.evidence import BundleWriter, CollectorRecord
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from gpulib.evidence import Bundle, is_bundle
+from gpulib.bundle import Bundle, is_bundle
 from gpulib.parsers import detect, gpu_series, signatures, unwrap
 from gpulib.parsers.base import Problem, looks_binary, read_text
 from gpulib.parsers.gpu_records import GpuSample
@@ -340,7 +340,7 @@ def _place_in_bundle(f: InputFile, info: dict) -> None:
 
 def _bundle_bookkeeping(f: InputFile) -> bool:
     """Bundle files that are not evidence to parse: metadata, version files (read by
-    :mod:`gpulib.fleet.config`), a collector's stderr. True when ``f`` is one (and is settled)."""
+    :mod:`gpulib.diagnose.node_facts`), a collector's stderr. True when ``f`` is one (and is settled)."""
     rel = f.bundle_path
     if rel is None:
         return False

@@ -22,7 +22,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from gpulib.diagnose.context import Context, evidence
-from gpulib.diagnose.model import EvidenceLine, Finding
+from gpulib.findings import EvidenceLine, Finding
 from gpulib.parsers.slurm_job import BAD_END_STATES, ended_badly
 
 #: Reasons ``sinfo -R`` gives for a node slurmctld lost.

@@ -6,7 +6,7 @@ dumps across ranks answers the question the timeout messages cannot: *which rank
 collective N*. A rank whose dump is missing is often the culprit itself (it crashed or hung
 before it could dump).
 
-Pickles are read with :func:`gpulib.checkpoints.stub_unpickler.stub_load`, which resolves no
+Pickles are read with :func:`gpulib.safe_pickle.stub_load`, which resolves no
 global and calls nothing, so a hostile file cannot run code.
 """
 
@@ -16,8 +16,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from gpulib.checkpoints.stub_unpickler import stub_load
 from gpulib.parsers.base import ParseResult, Problem
+from gpulib.safe_pickle import stub_load
 
 KIND = "flight_recorder"
 

@@ -9,7 +9,7 @@ GPU, whose size does not grow with the length of the log (it keeps three samples
 :data:`MAX_POINTS` down-sampled points), so memory stays flat in the size of the logs.
 
 The notebooks plot full series of one evidence folder and read the samples themselves
-(:meth:`gpulib.notebook_data.Evidence.gpu_samples`).
+(:meth:`gpulib.notebook.tables.EvidenceTables.gpu_samples`).
 """
 
 from __future__ import annotations

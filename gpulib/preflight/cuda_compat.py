@@ -59,7 +59,7 @@ def check(host: str | None, runtime: str, driver_cuda: str, driver_version: str 
 
 def findings(rows: Iterable[Mapping]) -> list[EnvFinding]:
     """Findings over per-host version rows with keys ``host``, ``cuda_driver``, ``driver``,
-    ``torch_cuda`` and ``nvcc`` (the shape of ``Evidence.software_versions()``)."""
+    ``torch_cuda`` and ``nvcc`` (the shape of ``EvidenceTables.software_versions()``)."""
     out = []
     for row in rows:
         for key, what in (("torch_cuda", "PyTorch is built for CUDA"), ("nvcc", "the CUDA toolkit (nvcc) is")):

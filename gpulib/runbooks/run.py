@@ -20,9 +20,9 @@ from importlib import metadata
 from pathlib import Path
 
 from gpulib import __version__, kernel_env
+from gpulib.bundle import sha256_file
+from gpulib.diagnose.cache import resolve_evidence, write_cache
 from gpulib.errors import GpulibError
-from gpulib.evidence import sha256_file
-from gpulib.evidence_cache import resolve_evidence, write_cache
 from gpulib.identity import to_utc_iso, utc_now_iso
 from gpulib.runbooks.archive import FINDINGS, FINDINGS_FORMAT, REPORT, RUN_FORMAT, ArchiveWriter
 from gpulib.runbooks.execute import KERNEL_NAME, StepResult, check_kernel, execute_runbook
@@ -85,7 +85,7 @@ def prepare(name: str, cli: dict[str, str] | None = None, values: dict | None = 
 def kernel_environment(plan: dict[str, dict], cwd: Path, scratch: Path) -> dict[str, str]:
     """What the runner adds to its kernels' environment (:mod:`gpulib.kernel_env`): figures as
     plotly JSON only (the report redraws them with one copy of plotly.js) and, when two or more
-    steps analyse the same evidence, the evidence read once (:mod:`gpulib.evidence_cache`).
+    steps analyse the same evidence, the evidence read once (:mod:`gpulib.diagnose.cache`).
 
     The cache is only a shortcut: a step whose evidence it does not describe (another path,
     files changed since, a live capture) reads the evidence itself, and unusable evidence is

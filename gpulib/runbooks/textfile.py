@@ -13,8 +13,8 @@ its usual routing (``monitoring/prometheus/alerts.yml``, group ``gpulib-textfile
   many notebooks did not complete (their findings are missing);
 * ``gpulib_runbook_findings{runbook,host,severity,category}`` - findings by severity and category,
   every pair of the vocabulary present (0 when none: absent and healthy are not the same);
-* ``gpulib_gpu_health{runbook,host,gpu,uuid}`` - per GPU, the worst finding on it:
-  0 ok, 1 warning, 2 error, 3 critical.
+* ``gpulib_gpu_health{runbook,host,gpu,uuid}`` - per GPU (its index, else its PCI id), the worst
+  finding on it: 0 ok, 1 warning, 2 error, 3 critical.
 
 One file holds every runbook: a run replaces its own series (label ``runbook``) and keeps the
 others'. The file is written to a temporary name and renamed (node_exporter never reads half a
@@ -59,23 +59,30 @@ def check_directory(directory: str | Path) -> Path:
 
 
 def gpu_health(findings: Iterable[dict]) -> dict[tuple[str, str, str], int]:
-    """(host, gpu index, uuid) -> worst finding on it. GPUs of a health report's inventory
-    (``gpus`` of the ``gpu-inventory`` finding) start at 0, and a lost one counts as critical."""
+    """(host, gpu, uuid) -> worst finding on it; ``gpu`` is the index, else the PCI id (a kernel
+    Xid names only the bus). GPUs of a health report's inventory (``gpus`` of the
+    ``gpu-inventory`` finding) start at 0, and a lost one counts as critical."""
     health: dict[tuple[str, str, str], int] = {}
-    uuids: dict[tuple[str, str], str] = {}
+    known: dict[tuple[str, str], tuple[str, str, str]] = {}  # (host, index or pci) -> inventory key
     findings = list(findings)
     for f in findings:
         for gpu in f.get("gpus") or []:
-            key = (str(gpu.get("host") or ""), "" if gpu.get("index") is None else str(gpu["index"]))
-            uuids[key] = str(gpu.get("uuid") or "")
-            full = (*key, uuids[key])
-            health[full] = max(health.get(full, 0), HEALTH["critical"] if gpu.get("lost") else 0)
+            host = str(gpu.get("host") or "")
+            label = str(gpu["index"]) if gpu.get("index") is not None else str(gpu.get("pci_bus_id") or "")
+            key = (host, label, str(gpu.get("uuid") or ""))
+            known[(host, label)] = key
+            if gpu.get("pci_bus_id"):
+                known[(host, str(gpu["pci_bus_id"]))] = key
+            health[key] = max(health.get(key, 0), HEALTH["critical"] if gpu.get("lost") else 0)
     for f in findings:
-        if f.get("gpu_index") is None:
+        host = str(f.get("host") or "")
+        index, pci = f.get("gpu_index"), f.get("gpu_pci") or f.get("pci_bus_id")
+        if index is None and not pci:
             continue
-        key = (str(f.get("host") or ""), str(f["gpu_index"]))
-        full = (*key, uuids.get(key, ""))
-        health[full] = max(health.get(full, 0), HEALTH.get(f.get("severity"), 0))
+        key = known.get((host, str(index))) if index is not None else None
+        key = key or (known.get((host, str(pci))) if pci else None) or (host, str(index) if index is not None
+                                                                       else str(pci), "")
+        health[key] = max(health.get(key, 0), HEALTH.get(f.get("severity"), 0))
     return health
 
 

@@ -59,22 +59,25 @@ class CheckResult:
 def self_check(evidence: Path, expected_gpus: int | None) -> CheckResult:
     """Preflight's single-node checks (the same functions notebook 08 calls) on ``evidence``.
     ``expected_gpus``: None = at least one; 0 = a node without GPUs; N = exactly N visible."""
-    from gpulib import notebook_checks as checks  # pandas: only when a check actually runs
-    from gpulib.notebook_data import open_evidence
+    from gpulib.notebook import steps as checks  # pandas: only when a check actually runs
+    from gpulib.notebook.tables import open_evidence
 
     ev = open_evidence(evidence)
     states = ev.gpu_states()
     seen = len(states.drop_duplicates(subset=["host", "gpu"])) if not states.empty else 0
-    findings = (checks.from_diagnosis(ev.diagnosis, ["driver_mismatch"]) + checks.hardware_findings(states)
-                + checks.memory_findings(states) + checks.thermal_findings(ev.gpu_samples(), states)
-                + checks.kernel_findings(ev.kernel_events()))
     if expected_gpus is None:
-        findings += checks.presence_findings(states)
+        presence = checks.presence_findings(states)
     elif seen < expected_gpus:
-        findings.append(checks.finding(
+        presence = [checks.finding(
             "gpu-count", "critical", "gpu_fell_off_bus", f"{seen} of {expected_gpus} GPUs visible",
             actions=["Check `nvidia-smi -L` and `lspci | grep -i nvidia`: a GPU missing from both fell off the bus "
-                     "(reboot or reseat); one in lspci only has a driver problem"]))
+                     "(reboot or reseat); one in lspci only has a driver problem"])]
+    else:
+        presence = []
+    # the self-check of notebook 08 (preflight), in its order
+    findings = checks.combine(ev.diagnosis, ["driver_mismatch"], presence, checks.hardware_findings(ev.diagnosis),
+                              checks.held_findings(ev.diagnosis), checks.memory_findings(states),
+                              checks.thermal_findings(ev.gpu_samples(), states), checks.kernel_findings(ev.diagnosis))
     verdict = checks.go_no_go(findings)
     blocking = [f for f in findings if f["severity"] in ("critical", "error")]
     return CheckResult(verdict["verdict"], findings, blocking[0]["title"] if blocking else None, seen)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpulib.notebook_data import DEFAULT_EVIDENCE
+from gpulib.notebook.tables import DEFAULT_EVIDENCE
 from tests.browser.chromium import VIEWPORT, launched
 from tests.browser.lab import JupyterLab
 from tests.conftest import REPO

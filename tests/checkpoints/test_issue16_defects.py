@@ -147,7 +147,7 @@ def test_numpy_f2py_myeval_gadget_is_unsafe_and_never_advised(tmp_path):
     ("operator", "attrgetter"), ("functools", "partial"), ("builtins", "getattr"), ("torch.fx.graph_module", "reduce_graph_module"),
 ])
 def test_known_gadgets_denied(module, name):
-    from gpulib.checkpoints.stub_unpickler import classify_global
+    from gpulib.safe_pickle import classify_global
 
     assert classify_global(module, name)[0] == "dangerous"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpulib.checkpoints import inspect_path
-from gpulib.checkpoints.stub_unpickler import classify_global, stub_load
+from gpulib.safe_pickle import classify_global, stub_load
 from tests.conftest import REPO
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from gpulib.bundle import Bundle, verify
 from gpulib.collect.capture import bundle_path
 from gpulib.errors import BundleError
-from gpulib.evidence import Bundle, verify
 from tests.processes import process_gone
 
 HAS_NVIDIA_DRIVER = Path("/dev/nvidiactl").exists()

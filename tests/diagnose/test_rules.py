@@ -234,7 +234,7 @@ def test_rendezvous_failure_before_any_step_is_the_cause(tmp_path):
 def test_bundle_gives_host_and_boot_time_to_raw_dmesg(tmp_path):
     """An evidence bundle (gpulib-evidence/1): its manifest names the host and the boot time that turns
     raw dmesg seconds into UTC; its bookkeeping files are known, not flagged."""
-    from gpulib.evidence import BundleWriter
+    from gpulib.bundle import BundleWriter
 
     with BundleWriter(tmp_path / "evidence" / "pod-17", host="pod-17") as bundle:
         bundle.write_text("kernel/dmesg.txt", "[    5.000000] Linux version 6.8.0 (buildd@lcy02)\n"
@@ -317,7 +317,7 @@ def test_torch_skew_on_one_node_is_a_warning_when_it_explains_nothing(tmp_path):
                         "gp-3": ("2.1.0+cu118", "2.21.5")})
     d = diagnose([tmp_path])
     skew = [f for f in d.findings if f.category == "driver_mismatch"]
-    assert [(f.id, f.severity, f.role, f.host) for f in skew] == [("version-skew-torch-1", "warning", "context", "gp-3")]
+    assert [(f.id, f.severity, f.role, f.host) for f in skew] == [("version-skew-torch-gp_3", "warning", "context", "gp-3")]
     assert "gp-3: 2.1.0+cu118" in skew[0].title and d.category == "none"
 
 
@@ -334,7 +334,7 @@ def test_nccl_skew_is_the_cause_when_the_nccl_errors_involve_only_the_odd_node(t
 def test_bundle_versions_and_nvml_driver_feed_the_skew(tmp_path):
     """Two bundles whose versions/python-stack.json name different torch builds and whose NVML
     snapshots name different drivers: both skews are reported, from the bundle files."""
-    from gpulib.evidence import BundleWriter
+    from gpulib.bundle import BundleWriter
 
     for host, torch_v, driver in (("bx-1", "2.4.0+cu124", "550.90.07"), ("bx-2", "2.4.0+cu121", "535.161.08")):
         with BundleWriter(tmp_path / host, host=host) as bundle:
@@ -342,9 +342,9 @@ def test_bundle_versions_and_nvml_driver_feed_the_skew(tmp_path):
             bundle.write_json("nvml/snapshot.json", {"schema": "gpulib.nvml-snapshot/1", "driver_version": driver,
                                                      "cuda_driver_version": "12.4", "gpu_count": 0, "gpus": []})
     found = {f.id: f for f in diagnose([tmp_path]).findings if f.category == "driver_mismatch"}
-    assert set(found) == {"version-skew-driver-1", "version-skew-torch-1"}
-    assert found["version-skew-driver-1"].title.endswith("bx-1: 550.90.07; bx-2: 535.161.08")
-    assert found["version-skew-torch-1"].evidence[0].file == "bx-1/versions/python-stack.json"
+    assert set(found) == {"version-skew-driver", "version-skew-torch"}
+    assert found["version-skew-driver"].title.endswith("bx-1: 550.90.07; bx-2: 535.161.08")
+    assert found["version-skew-torch"].evidence[0].file == "bx-1/versions/python-stack.json"
 
 
 def test_nccl_skew_stays_a_warning_when_a_majority_node_fails_on_its_own(tmp_path):

@@ -8,9 +8,9 @@ import pytest
 
 from gpulib.cli import main
 from gpulib.diagnose.inputs import gather
-from gpulib.fleet import views
 from gpulib.fleet.ledger import build_ledger
 from gpulib.fleet.simulate import simulate_incident
+from gpulib.notebook import figures_fleet as views
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def test_fleet_ledger_cli_exit_code(thermal, tmp_path, capsys):
 
 
 def test_heatmap_shows_the_hot_gpu_first(thermal):
-    from gpulib.notebook_data import open_evidence
+    from gpulib.notebook.tables import open_evidence
 
     ev = open_evidence(thermal.root)
     temp = views.gpu_heatmap(ev.gpu_states(), ev.gpu_samples(), "temp_c")

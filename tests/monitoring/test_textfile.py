@@ -1,7 +1,7 @@
 """``gpulib run ... --textfile DIR``: DIR/gpulib.prom for node_exporter's textfile collector.
 
 The file passes ``promtool check metrics``; a real run of the health report on a real recorded
-capture (an A100 with a pending row remap) writes it; Debian's ``prometheus-node-exporter``
+capture (an A100's nvidia-smi -q and a kernel log with an Xid 119) writes it; Debian's ``prometheus-node-exporter``
 serves it and a real Prometheus scrapes it and fires the ``gpulib-textfile`` alerts.
 """
 
@@ -20,7 +20,8 @@ from tests.prometheus_server import free_port, query, running_prometheus, sample
 NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
 PROMTOOL = "/usr/bin/promtool"
 RULES = REPO / "monitoring" / "prometheus" / "alerts.yml"
-REMAP_PENDING = "nvidia-smi/thamada/A100SXMx4__nvidia-smi-q.txt"
+REMAP_PENDING = "nvidia-smi/thamada/A100SXMx4__nvidia-smi-q.txt"  # GPU 1: remap pending (a warning)
+XID_119 = "kernel/gpud/dmesg-with-xid-119.log"  # Xid 119 (GSP timeout) on PCI 0000:9b:00.0: critical
 
 FINDINGS = [
     {"id": "xid79-1", "severity": "critical", "category": "gpu_fell_off_bus", "title": "GPU 5 fell off the bus",
@@ -88,6 +89,7 @@ def test_node_exporter_serves_the_run_and_prometheus_alerts(tmp_path, recorded):
     evidence = tmp_path / "gx-node-07"
     evidence.mkdir()
     shutil.copy(recorded / REMAP_PENDING, evidence / "nvidia-smi-q.txt")
+    shutil.copy(recorded / XID_119, evidence / "dmesg.txt")
     done = subprocess.run([sys.executable, "-m", "gpulib", "run", "health-report", "--evidence", str(evidence),
                            "--archive", str(tmp_path / "archive"), "--textfile", str(textdir)],
                           capture_output=True, text=True, timeout=280, cwd=REPO)
@@ -108,10 +110,10 @@ def test_node_exporter_serves_the_run_and_prometheus_alerts(tmp_path, recorded):
                                 ready=firing, timeout_s=90) as url:
             health = query(url, 'gpulib_gpu_health{runbook="health-report"}')
             by_gpu = {s["metric"]["gpu"]: float(s["value"][1]) for s in health}
-            assert by_gpu == {"0": 0, "1": 3, "2": 0, "3": 0}
-            assert all(s["metric"]["host"] == "gx-node-07" for s in health)
+            # the A100's four GPUs (GPU 1's pending remap a warning) and the kernel log's Xid 119 GPU
+            assert by_gpu == {"0": 0, "1": 1, "2": 0, "3": 0, "0000:9b:00.0": 3}, by_gpu
             (unhealthy,) = [s["metric"] for s in query(url, 'ALERTS{alertname="GpulibGpuUnhealthy"}')]
-            assert unhealthy["gpu"] == "1" and unhealthy["uuid"].startswith("GPU-")
+            assert unhealthy["gpu"] == "0000:9b:00.0"
             age = query(url, 'time() - gpulib_runbook_last_run_timestamp_seconds{runbook="health-report"}')
             assert 0 <= float(age[0]["value"][1]) < 300
             assert query(url, 'node_textfile_scrape_error') and \

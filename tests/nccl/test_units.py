@@ -176,7 +176,12 @@ def test_forward_argv_round_trips():
 
 
 def test_plots_from_a_result_and_a_pairwise_report():
-    from gpulib.nccl.plots import busbw_figure, expected_from_result, pairwise_heatmap, series_from_result
+    from gpulib.notebook.figures_nccl import (
+        busbw_figure,
+        expected_from_result,
+        pairwise_heatmap,
+        series_from_result,
+    )
 
     result = {"rows": [{"size_bytes": 1024, "out_of_place": {"busbw_gbps": 1.5}, "in_place": None},
                        {"size_bytes": 4096, "out_of_place": {"busbw_gbps": 3.0}, "in_place": {"busbw_gbps": 2.5}}]}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpulib import notebook_checks as checks
-from gpulib import notebook_data as data
+from gpulib.notebook import steps as checks
+from gpulib.notebook import tables as data
 from gpulib.errors import InputError
 from tests.conftest import locked_folder
 
@@ -44,7 +44,7 @@ def test_evidence_resolves_relative_to_the_repo_from_any_working_directory(tmp_p
 def test_unreadable_folder_is_a_clear_error(tmp_path, run_without_root_read):
     locked = tmp_path / "locked"
     code = (
-        "from gpulib import notebook_data as data; from gpulib.errors import InputError\n"
+        "from gpulib.notebook import tables as data; from gpulib.errors import InputError\n"
         f"try:\n    data.open_evidence({str(locked)!r})\nexcept InputError as exc:\n    print(exc)\n"
     )
     with locked_folder(locked, {"dmesg.txt": "x"}):

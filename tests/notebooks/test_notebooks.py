@@ -19,7 +19,7 @@ import papermill as pm
 import pytest
 from nbclient import NotebookClient
 
-from gpulib.notebook_data import DEFAULT_EVIDENCE
+from gpulib.notebook.tables import DEFAULT_EVIDENCE
 from tests.conftest import INCIDENTS, REPO
 from tests.notebooks.runner import NOTEBOOKS, WarmKernel, outputs_text
 
@@ -257,7 +257,7 @@ def test_07_evidence_without_checkpoints_is_a_warning_not_a_lost_job(kernel, tmp
 
 
 def test_07_only_broken_checkpoints_is_critical(tmp_path):
-    from gpulib import notebook_checks as checks
+    from gpulib.notebook import steps as checks
     from gpulib.checkpoints import find_latest
 
     (tmp_path / "ckpt_step_000100.pt").write_bytes(b"PK\x03\x04" + b"\0" * 200)  # a save cut after 204 bytes

@@ -15,12 +15,13 @@ import re
 
 import pytest
 
-from gpulib.evidence import Bundle, verify
+from gpulib.bundle import Bundle, verify
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(400)]
 
 HEALTHY = "nvidia-smi/thamada/H100SXMx8__nvidia-smi-q.txt"  # 8 GPUs, nothing pending
-REMAP_PENDING = "nvidia-smi/thamada/A100SXMx4__nvidia-smi-q.txt"  # GPU 1: row remap pending
+REMAP_PENDING = "nvidia-smi/thamada/A100SXMx4__nvidia-smi-q.txt"  # GPU 1: remap pending (correctable): a warning
+XID_119 = "kernel/gpud/dmesg-with-xid-119.log"  # a kernel log with Xid 119 (GSP timeout): no-go
 
 
 def _epilog_lines(cluster) -> list[dict]:
@@ -97,24 +98,25 @@ def test_healthcheck_drains_the_gpu_less_node_and_resumes_it_when_checks_pass(cl
 
 def test_healthcheck_replays_recorded_outputs_and_leaves_other_drains_alone(cluster, recorded):
     node = cluster.node
-    no_go = cluster.gpulib("slurm", "healthcheck", "--evidence", str(recorded / REMAP_PENDING))
+    no_go = cluster.gpulib("slurm", "healthcheck", "--gpus", "0", "--evidence", str(recorded / XID_119))
     assert no_go.returncode == 3, no_go.stdout + no_go.stderr
     state, reason = cluster.node_state()
-    assert "drain" in state and reason.startswith("gpulib: ") and "remap" in reason
+    assert "drain" in state and reason.startswith("gpulib: Xid 119"), reason
     # same verdict again: the drain stays, nothing is re-issued
-    again = cluster.gpulib("slurm", "healthcheck", "--evidence", str(recorded / REMAP_PENDING))
+    again = cluster.gpulib("slurm", "healthcheck", "--gpus", "0", "--evidence", str(recorded / XID_119))
     assert again.returncode == 3 and "still drained" in again.stdout
-    go = cluster.gpulib("slurm", "healthcheck", "--evidence", str(recorded / HEALTHY))
-    assert go.returncode == 0 and "resumed" in go.stdout
+    # go with a warning (a pending remap for a correctable error): gpulib's drain is lifted, exit 1
+    warn = cluster.gpulib("slurm", "healthcheck", "--evidence", str(recorded / REMAP_PENDING))
+    assert warn.returncode == 1 and "resumed" in warn.stdout and "row remap pending" in warn.stdout
     assert "drain" not in cluster.node_state()[0]
     # an operator's own drain: a passing check never resumes it, a failing one never rewrites it
     cluster.run("scontrol", "update", f"nodename={node}", "state=drain", "reason=PSU swap ticket 4411")
     assert cluster.gpulib("slurm", "healthcheck", "--evidence", str(recorded / HEALTHY)).returncode == 0
     assert cluster.node_state()[1] == "PSU swap ticket 4411"
-    kept = cluster.gpulib("slurm", "healthcheck", "--evidence", str(recorded / REMAP_PENDING))
+    kept = cluster.gpulib("slurm", "healthcheck", "--gpus", "0", "--evidence", str(recorded / XID_119))
     assert kept.returncode == 3 and "already drained by someone else" in kept.stdout
     assert cluster.node_state()[1] == "PSU swap ticket 4411"
-    # --gpus 0 declares a node without GPUs: the live check passes here
+    # --gpus 0 declares a node without GPUs: the live check of this node passes
     cluster.run("scontrol", "update", f"nodename={node}", "state=resume")
     assert cluster.gpulib("slurm", "healthcheck", "--gpus", "0").returncode in (0, 1)
     assert "drain" not in cluster.node_state()[0]
@@ -124,7 +126,7 @@ def test_healthcheck_without_slurmctld_changes_nothing(cluster, recorded, tmp_pa
     env_conf = tmp_path / "slurm.conf"  # a config naming a controller nobody listens on
     env_conf.write_text((cluster.root / "slurm.conf").read_text().replace("SlurmctldPort=", "SlurmctldPort=1"))
     result = cluster.run("sh", "-c", f"SLURM_CONF={env_conf} {_py()} -m gpulib slurm healthcheck --timeout 20 "
-                                     f"--evidence {recorded / REMAP_PENDING}", check=False, timeout_s=90)
+                                     f"--evidence {recorded / XID_119}", check=False, timeout_s=90)
     assert result.returncode == 5, result.stdout + result.stderr
     assert "cannot read the node from Slurm" in result.stdout
     assert "drain" not in cluster.node_state()[0]

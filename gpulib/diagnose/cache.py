@@ -4,7 +4,7 @@ Why: every step of the incident runbook analyses the *same* evidence in its own 
 a cache each kernel imports every parser and the diagnosis rules, walks the folder, parses each
 file and diagnoses the incident again: eight times the same work on the cores the kernels share.
 ``gpulib run`` therefore reads the evidence once (:func:`write_cache`) and names the file in the
-kernels' environment (:data:`gpulib.kernel_env.EVIDENCE_CACHE`); :func:`gpulib.notebook_data.open_evidence` uses it only when
+kernels' environment (:data:`gpulib.kernel_env.EVIDENCE_CACHE`); :func:`gpulib.notebook.tables.open_evidence` uses it only when
 it describes the very path the notebook opens **and** the files there are unchanged (same names,
 sizes and modification times, :func:`fingerprint`); otherwise it reads the evidence itself.
 
@@ -22,11 +22,13 @@ from pathlib import Path
 
 import gpulib
 from gpulib import kernel_env
+from gpulib.diagnose import diagnose
+from gpulib.diagnose.inputs import gather
 from gpulib.errors import InputError
 
 log = logging.getLogger(__name__)
 
-FORMAT = "gpulib.evidence-cache/1"
+FORMAT = "gpulib.bundle-cache/1"
 
 
 @dataclass
@@ -81,9 +83,6 @@ def resolve_evidence(evidence: str | Path, cwd: Path | None = None) -> Path:
 
 def read_evidence(path: Path) -> tuple[EvidenceFiles, dict]:
     """Walk, detect and parse ``path`` once; return its files and its ``gpulib.diagnosis/1`` dict."""
-    from gpulib.diagnose import diagnose
-    from gpulib.diagnose.inputs import gather
-
     inputs = gather([path], full_series=True)  # the notebooks plot every sample
     files = EvidenceFiles(
         [EvidenceFile(f.path, f.display, f.kind, f.host, f.host_basis, [asdict(r) for r in f.records],

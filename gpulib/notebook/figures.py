@@ -1,7 +1,7 @@
 """Plotly figure builders: pure functions from evidence tables to ``go.Figure``.
 
 Each builder takes a :class:`pandas.DataFrame` in the column layout produced by
-:mod:`gpulib.notebook_data` (``time`` is a UTC timestamp, ``host``/``gpu``/``rank`` identify the
+:mod:`gpulib.notebook.tables` (``time`` is a UTC timestamp, ``host``/``gpu``/``rank`` identify the
 actor) plus keyword thresholds, and never reads files or widgets. The same call draws the
 headless figure and, through :class:`gpulib.notebook.FigurePanel`, the interactive one; an empty
 table gives a figure that *says* it is empty, because a blank plot reads like a rendering bug.
@@ -13,8 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from gpulib.notebook_checks import gpu_labels
-from gpulib.parsers.gpu_records import SLOWDOWN_REASONS
+from gpulib.notebook.tables import gpu_labels, throttle_periods
 
 #: ``nvidia-smi topo -m`` link types from slowest to fastest path between two GPUs.
 TOPO_RANK = {"SYS": 1, "NODE": 2, "PHB": 3, "PXB": 4, "PIX": 5, "NV": 6}
@@ -144,35 +143,6 @@ def thermal_power(frame: pd.DataFrame, temp_limit_c: float = 85.0) -> go.Figure:
     return fig
 
 
-def throttle_periods(frame: pd.DataFrame) -> list[dict]:
-    """Contiguous runs of samples per GPU that carry a heat/power slowdown reason.
-
-    Returns ``[{label, start, end, reasons, samples}]`` sorted by start time.
-    """
-    if not _has(frame, "time", "gpu", "throttle_reasons"):
-        return []
-    data = frame[frame["time"].notna()].sort_values("time")
-    periods = []
-    for label, rows in data.groupby(gpu_labels(data), sort=True):
-        current = None
-        for time, reasons in zip(rows["time"], rows["throttle_reasons"], strict=True):
-            slow = sorted(set(reasons or ()) & SLOWDOWN_REASONS)
-            if slow:
-                if current is None:
-                    current = {"label": label, "start": time, "end": time, "reasons": set(), "samples": 0}
-                current["end"] = time
-                current["reasons"].update(slow)
-                current["samples"] += 1
-            elif current is not None:
-                periods.append(current)
-                current = None
-        if current is not None:
-            periods.append(current)
-    for period in periods:
-        period["reasons"] = sorted(period["reasons"])
-    return sorted(periods, key=lambda p: p["start"])
-
-
 def topology(matrix: pd.DataFrame) -> go.Figure:
     """``nvidia-smi topo -m`` GPU-to-GPU link types as a heat map (darker = faster path).
 
@@ -235,7 +205,7 @@ def loss_curve(frame: pd.DataFrame, resume_step: int | None = None) -> go.Figure
 
 def timeline(frame: pd.DataFrame) -> go.Figure:
     """Every timed event of the incident per host, coloured by the kind of source that reported
-    it (kernel log, training log, nvidia-smi, ...; see ``notebook_checks.timeline_table``).
+    it (kernel log, training log, nvidia-smi, ...; see ``steps.timeline_table``).
 
     Read it left to right: the *first* abnormal event is the root-cause candidate; the wall
     of NCCL timeouts minutes later on every host is the cascade.

@@ -1,12 +1,12 @@
-"""The evidence read once per run (gpulib.evidence_cache): used only while it matches the files."""
+"""The evidence read once per run (gpulib.diagnose.cache): used only while it matches the files."""
 
 from __future__ import annotations
 
 import os
 
 from gpulib import kernel_env
-from gpulib.evidence_cache import fingerprint, load_cached, write_cache
-from gpulib.notebook_data import Evidence, open_evidence
+from gpulib.diagnose.cache import fingerprint, load_cached, write_cache
+from gpulib.notebook.tables import EvidenceTables, open_evidence
 from tests.conftest import REPO
 
 EXAMPLE = REPO / "examples" / "incident-gpu-fell-off-bus"
@@ -23,7 +23,7 @@ def _incident(tmp_path):
 
 def test_cached_tables_equal_the_ones_read_from_the_files(tmp_path, monkeypatch):
     cache = write_cache([EXAMPLE], tmp_path / "cache.json")
-    live = Evidence(EXAMPLE.resolve())
+    live = EvidenceTables(EXAMPLE.resolve())
     monkeypatch.setenv(kernel_env.EVIDENCE_CACHE, str(cache))
     cached = open_evidence(str(EXAMPLE))
     assert load_cached(EXAMPLE.resolve()) is not None

@@ -2,15 +2,15 @@
 
 :func:`open_evidence` resolves the notebooks' ``evidence`` parameter (absolute, or relative to
 the current directory, the repository or ``notebooks/``, so a notebook runs the same from
-JupyterLab, papermill's ``cwd`` or a scheduler) and returns an :class:`Evidence`: the diagnosis
+JupyterLab, papermill's ``cwd`` or a scheduler) and returns an :class:`EvidenceTables`: the diagnosis
 plus every parsed record as a :class:`pandas.DataFrame` in the column layout the figure builders
-of :mod:`gpulib.plots` and the checks of :mod:`gpulib.notebook_checks` expect:
+of :mod:`gpulib.notebook.figures` and the checks of :mod:`gpulib.notebook.steps` expect:
 
 - ``time`` (UTC ``Timestamp`` or NaT), ``host``, ``gpu`` (index as text, else the PCI id),
   ``gpu_index``, ``pci_bus_id``, and ``file``/``line``/``text`` pointing at the evidence line.
 
 Nothing here runs a command on the machine; analysis reads files only. Under ``gpulib run``
-the evidence is read once for all steps (:mod:`gpulib.evidence_cache`); a notebook opened by
+the evidence is read once for all steps (:mod:`gpulib.diagnose.cache`); a notebook opened by
 hand reads it itself.
 """
 
@@ -24,17 +24,20 @@ from pathlib import Path
 
 import pandas as pd
 
+from gpulib.bundle import is_bundle
+from gpulib.catalog import xid_info
+from gpulib.checkpoints.latest import find_latest
+from gpulib.diagnose.cache import EvidenceFiles, load_cached, read_evidence, resolve_evidence
+from gpulib.diagnose.cache import repo_root as repo_root  # re-exported: notebooks and tests use it here
 from gpulib.errors import InputError
-from gpulib.evidence import is_bundle
-from gpulib.evidence_cache import EvidenceFiles, load_cached, read_evidence, resolve_evidence
-from gpulib.evidence_cache import repo_root as repo_root  # re-exported: notebooks and tests use it here
 from gpulib.parsers.base import read_text
+from gpulib.parsers.gpu_records import SLOWDOWN_REASONS
 
 #: The bundled example incident the notebooks analyse by default.
 DEFAULT_EVIDENCE = "examples/incident-gpu-fell-off-bus"
 
 
-def open_evidence(evidence: str | Path) -> Evidence:
+def open_evidence(evidence: str | Path) -> EvidenceTables:
     """Resolve and sanity-check the evidence path (never a traceback for a typo or an empty folder)."""
     path = resolve_evidence(evidence)
     if path.is_dir():
@@ -49,7 +52,7 @@ def open_evidence(evidence: str | Path) -> Evidence:
         if not files:
             raise InputError("the evidence folder is empty", path=str(path),
                              hint="collect first (gpulib collect --out DIR) or copy the logs into it")
-    return Evidence(path)
+    return EvidenceTables(path)
 
 
 def _utc(series: pd.Series) -> pd.Series:
@@ -63,7 +66,7 @@ def _gpu_label(frame: pd.DataFrame, index_col: str = "index") -> pd.Series:
                       for i, p in zip(index, pci, strict=True)], index=frame.index, dtype=object)
 
 
-class Evidence:
+class EvidenceTables:
     """One evidence path (bundle, incident folder of bundles and raw logs, or a single file)."""
 
     def __init__(self, path: Path):
@@ -113,8 +116,6 @@ class Evidence:
     # ---------------------------------------------------------------- tables
     def kernel_events(self) -> pd.DataFrame:
         """Kernel events with the Xid catalog's meaning, interruption class and action."""
-        from gpulib.catalog import xid_info
-
         rows = self._rows("kernel_log")
         for row in rows:
             info = xid_info(row["xid"]) if row.get("xid") is not None else None
@@ -289,8 +290,6 @@ class Evidence:
     def checkpoints(self, checkpoint_dirs: str = ""):
         """``find_latest`` over the given folders (comma-separated), else over the checkpoint
         folders found in the evidence, else the evidence path itself."""
-        from gpulib.checkpoints.latest import find_latest
-
         roots = [resolve_evidence(p) for p in checkpoint_dirs.split(",") if p.strip()]
         roots = roots or self.gathered.checkpoint_dirs or [self.path]
         return find_latest(roots)
@@ -323,3 +322,39 @@ def _state_text(row: pd.Series) -> str:
     if row.get("throttle_reasons"):
         parts.append("reasons " + ",".join(row["throttle_reasons"]))
     return " ".join(p for p in parts if p)
+
+
+def gpu_labels(frame: pd.DataFrame) -> pd.Series:
+    """``host gpu N`` labels (host omitted when unknown). The figures and the step checks name GPUs
+    with it, so a throttle period of a plot matches the rows of its GPU in a table."""
+    host = frame["host"].fillna("").astype(str) if "host" in frame.columns else pd.Series("", index=frame.index)
+    return (host + " gpu " + frame["gpu"].fillna("?").astype(str)).str.strip()
+
+
+def throttle_periods(frame: pd.DataFrame) -> list[dict]:
+    """Contiguous runs of samples per GPU that carry a heat/power slowdown reason.
+
+    Returns ``[{label, start, end, reasons, samples}]`` sorted by start time.
+    """
+    if frame is None or not {"time", "gpu", "throttle_reasons"} <= set(frame.columns) or frame.empty:
+        return []
+    data = frame[frame["time"].notna()].sort_values("time")
+    periods = []
+    for label, rows in data.groupby(gpu_labels(data), sort=True):
+        current = None
+        for time, reasons in zip(rows["time"], rows["throttle_reasons"], strict=True):
+            slow = sorted(set(reasons or ()) & SLOWDOWN_REASONS)
+            if slow:
+                if current is None:
+                    current = {"label": label, "start": time, "end": time, "reasons": set(), "samples": 0}
+                current["end"] = time
+                current["reasons"].update(slow)
+                current["samples"] += 1
+            elif current is not None:
+                periods.append(current)
+                current = None
+        if current is not None:
+            periods.append(current)
+    for period in periods:
+        period["reasons"] = sorted(period["reasons"])
+    return sorted(periods, key=lambda p: p["start"])

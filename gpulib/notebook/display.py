@@ -1,0 +1,47 @@
+"""Display that reads the same live, headless and in the archived report.
+
+Content shown inside widgets lives in the widget state, which archived notebooks, HTML reports
+and nbval never show; these helpers display plain mime bundles that every consumer keeps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+from IPython.display import Markdown, display
+
+from gpulib import kernel_env
+
+#: The renderer that survives every consumer: JupyterLab uses the mime part, nbconvert HTML
+#: reports the embedded-JS part (plotly >= 6.1 defaults to the mime part only, and nbconvert
+#: silently drops it).
+PLOTLY_RENDERER = "plotly_mimetype+notebook"
+
+
+def figures_as_json() -> bool:
+    """True under ``gpulib run`` (:data:`gpulib.kernel_env.FIGURES_AS_JSON`)."""
+    return os.environ.get(kernel_env.FIGURES_AS_JSON, "") not in ("", "0")
+
+
+def figure_bundle(figure: go.Figure) -> dict:
+    """The figure as plotly's JSON mime part (what JupyterLab and the offline report draw)."""
+    return {"application/vnd.plotly.v1+json": json.loads(pio.to_json(figure, validate=False)),
+            "text/plain": f"<figure: {figure.layout.title.text or ''}>"}
+
+
+def table(frame: pd.DataFrame, empty: str = "nothing found") -> None:
+    """Show a table, or one line saying it is empty (an empty table reads like a rendering bug).
+    A missing value shows as an empty cell: "NaN" or "None" in a host column reads as a name."""
+    if frame is None or frame.empty:
+        display(Markdown(f"*{empty}*"))
+    else:
+        display(frame.astype(object).where(frame.notna(), ""))
+
+
+def say(text: str) -> None:
+    """A markdown line (teaching remarks computed from the evidence)."""
+    display(Markdown(text))

@@ -1,0 +1,256 @@
+"""Notebook side of gpulib: dual-mode display, pickers, findings and guarded remediation.
+
+This is the only module that imports ``ipywidgets``. Every runbook notebook follows one pattern
+(see ``notebooks/``)::
+
+    # [parameters]
+    evidence: str = "examples/..."   # what to analyse
+    interactive: bool = True         # papermill passes False
+    findings_path: str = "findings-01.json"
+
+    from gpulib.notebook import face as nbk
+    nbk.setup()
+    ev = nbk.open_evidence(evidence)                 # clear message (no traceback) when unusable
+    panel = nbk.FigurePanel(plots.xid_events, ev.kernel_events(), pickers=("host", "gpu"))
+    nbk.show(panel, interactive)                     # widgets live, or a plain figure headless
+    nbk.record(findings, findings_path, step="01_kernel_xid")
+
+Why two modes: content displayed inside widgets lives in the widget state, which archived
+notebooks, HTML reports and nbval never show. Headless runs therefore display plain figures, and
+the widgets take their *initial values* from the parameters, so a headless run shows exactly
+what an engineer sees before touching a control.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+from IPython.display import Markdown, display
+
+from gpulib.collect import collect
+from gpulib.errors import GpulibError
+from gpulib.notebook import steps, tables
+from gpulib.notebook.display import PLOTLY_RENDERER, figure_bundle, figures_as_json, say, table
+from gpulib.notebook.drill import Drill, culprit_choices
+from gpulib.notebook.remediation import Remediation, remediation_commands
+from gpulib.notebook.steps import FINDING_MIME, normalize_findings, summarize_findings
+from gpulib.notebook.tables import EvidenceTables
+from gpulib.notebook.widgets import FigurePanel
+
+#: What a runbook notebook calls (``from gpulib.notebook import face as nbk``).
+__all__ = [
+    "EvidenceTables", "FigurePanel", "NotebookStop", "Remediation", "diagnosis_text", "fabric_test",
+    "figure_bundle", "freeze_scene", "next_step", "open_evidence", "record", "remediation_commands",
+    "say", "setup", "show", "show_diagnosis", "table",
+]
+
+
+def setup() -> None:
+    """Prepare a runbook notebook: the plotly renderer that survives HTML export, readable tables."""
+    if not figures_as_json():
+        pio.renderers.default = PLOTLY_RENDERER
+    pd.set_option("display.max_rows", 200)
+    pd.set_option("display.max_colwidth", 160)
+    pd.set_option("display.width", 200)
+
+
+# --------------------------------------------------------------------------------------------
+# Errors that read well in a notebook
+
+
+class NotebookStop(GpulibError):
+    """Stops a notebook run with a short, clear message instead of a library traceback.
+
+    IPython renders an exception that has ``_render_traceback_`` with those lines only, so the
+    engineer sees *what* is wrong and *what to do*, and the kernel stays alive. papermill still
+    records the run as failed (a runbook with unusable evidence must not look healthy).
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        lines = [f"gpulib: {self.message}"]
+        if self.path:
+            lines.append(f"  path: {self.path}")
+        if self.hint:
+            lines.append(f"  what to do: {self.hint}")
+        return lines
+
+
+def open_evidence(evidence: str) -> EvidenceTables:
+    """Open the evidence folder named by the ``evidence`` parameter, or stop with a clear message."""
+    try:
+        ev = tables.open_evidence(evidence)
+    except GpulibError as exc:
+        raise NotebookStop(exc.message, path=exc.path, hint=exc.hint) from None
+    display(Markdown(ev.describe_markdown()))
+    return ev
+
+
+def freeze_scene(collect_to: str = "") -> str:
+    """Capture this host into a new evidence bundle at ``collect_to`` (empty: a new temporary
+    folder); returns its path.
+
+    Collection only reads (nvidia-smi, NVML, kernel log, versions); every command has a timeout,
+    and a missing tool is recorded as unavailable, so this is safe on a broken node.
+    """
+    target = Path(collect_to) if collect_to else Path(tempfile.mkdtemp(prefix="gpulib-scene-")) / socket.gethostname()
+    try:
+        bundle = collect(target)
+    except GpulibError as exc:
+        raise NotebookStop(exc.message, path=exc.path, hint=exc.hint) from None
+    display(Markdown(f"Captured this host into `{bundle}`"))
+    return str(bundle)
+
+
+def show_diagnosis(diagnosis: dict, *, interactive: bool, drill: bool = False) -> None:
+    """The verdict, root cause and its evidence lines; in drill mode a challenge instead."""
+    if drill:
+        root = diagnosis.get("root_cause") or {}
+        hosts = [i.get("host") for i in diagnosis.get("inputs") or []] + [root.get("host")]
+        gpus = [(f.get("host"), f.get("gpu_index")) for f in diagnosis.get("findings") or []]
+        if interactive:
+            display(Drill(diagnosis, steps.CATEGORIES, culprit_choices(hosts, gpus)).widget())
+        else:
+            display(Markdown("*Drill mode: the diagnosis is hidden (run interactively to answer the drill).*"))
+        return
+    display({"text/plain": diagnosis_text(diagnosis)}, raw=True)
+
+
+def next_step(diagnosis: dict, *, drill: bool = False) -> None:
+    """Name the notebook to open next (withheld in drill mode: it would give the answer away)."""
+    say("*Drill mode: commit your answer above first; the next step follows from it.*" if drill
+        else steps.next_step(diagnosis))
+
+
+def diagnosis_text(diagnosis: dict) -> str:
+    """Verdict, root cause and evidence of a ``gpulib.diagnosis/1`` dict as plain text."""
+    verdict = diagnosis.get("verdict") or {}
+    root = diagnosis.get("root_cause") or {}
+    lines = [f"Verdict: {verdict.get('interruption', 'unknown').upper()} interruption, category "
+             f"{verdict.get('category', 'unknown')}", f"  {verdict.get('summary', '')}"]
+    if root.get("host") or root.get("rank") is not None:
+        where = [f"host {root['host']}" if root.get("host") else "",
+                 f"GPU {root['gpu_index']}" if root.get("gpu_index") is not None else "",
+                 f"PCI {root['gpu_pci']}" if root.get("gpu_pci") else "",
+                 f"rank {root['rank']}" if root.get("rank") is not None else "",
+                 f"at {root['time']}" if root.get("time") else ""]
+        lines.append("Root cause: " + ", ".join(w for w in where if w))
+    evidence = root.get("evidence") or []
+    if evidence:
+        lines.append("Evidence:")
+        lines += [f"  {e.get('file')}:{e.get('line')}: {e.get('text')}" for e in evidence[:8]]
+    cascade = [f for f in diagnosis.get("findings") or [] if f.get("caused_by")]
+    if cascade:
+        lines.append(f"Cascade (symptoms of the root cause, not causes): {len(cascade)} finding(s), e.g. "
+                     f"{cascade[0].get('title')}")
+    return "\n".join(lines)
+
+
+def fabric_test(*, nproc: int = 2, timeout_s: float = 240, backend: str | None = None,
+                max_bytes: str = "1M") -> dict:
+    """Run the collective bandwidth test under torchrun on this host and summarise its verdict.
+
+    Uses NCCL on GPUs and gloo on a machine without CUDA (which exercises the launcher and the
+    rendezvous, not the GPU fabric). Never raises: a failed start or a timeout is a FAIL.
+    """
+    workdir = Path(tempfile.mkdtemp(prefix="gpulib-fabric-"))
+    results = workdir / "nccl-test.json"
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(int(nproc)),
+            "-m", "gpulib.nccl", "--json", str(results), "-b", "1K", "-e", max_bytes, "-f", "4",
+            "-n", "5", "-w", "2", "--pairwise", "off", "-T", str(max(30, int(timeout_s) - 30))]
+    if backend:
+        argv += ["--backend", backend]
+    display({"text/plain": "$ " + shlex.join(argv)}, raw=True)
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False, cwd=workdir)
+        tail = (proc.stdout + proc.stderr)[-3000:]
+        code = proc.returncode
+    except subprocess.TimeoutExpired:
+        tail, code = f"timed out after {timeout_s:g} s", None
+    except OSError as exc:
+        tail, code = f"could not start torchrun: {exc}", None
+    summary = {"returncode": code, "results_path": str(results), "log_tail": tail}
+    data, problem = None, f"no result written (exit {code})"
+    if results.is_file():
+        try:
+            data = json.loads(results.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            problem = f"{results} is unreadable ({exc}): was the run killed while writing it?"
+    if isinstance(data, dict):
+        verdict = data.get("verdict") or {}
+        summary.update(verdict=verdict.get("status", "FAIL"), summary=verdict.get("reason"),
+                       avg_busbw_gbps=data.get("avg_busbw_gbps"), backend=(data.get("config") or {}).get("backend"),
+                       result=data)
+    else:
+        summary.update(verdict="FAIL", summary=problem)
+    display({"text/plain": f"fabric test: {summary['verdict']} - {summary.get('summary') or ''}\n{tail[-1500:]}"},
+            raw=True)
+    return summary
+
+
+# --------------------------------------------------------------------------------------------
+# Display helpers
+
+
+def show(item: Any, interactive: bool) -> None:
+    """Display a :class:`FigurePanel` (widgets when interactive, plain figure headless) or anything."""
+    if isinstance(item, FigurePanel) and interactive:
+        display(item.widget())
+        return
+    item = item.figure if isinstance(item, FigurePanel) else item
+    if isinstance(item, go.Figure) and figures_as_json():
+        display(figure_bundle(item), raw=True)
+    else:
+        display(item)
+
+
+# --------------------------------------------------------------------------------------------
+# Findings
+
+
+class RecordedFindings(list):
+    """The findings :func:`record` returns: a plain list that IPython does not echo as ``Out[n]``.
+
+    ``nbk.record(...)`` is the last line of every notebook's result cell; without this, JupyterLab
+    shows the whole list of finding dicts under the summary that ``record`` already displayed,
+    and in drill mode that dump reveals the hidden answer.
+    """
+
+    def _ipython_display_(self) -> None:
+        """Nothing to show: :func:`record` displayed the summary and the MIME bundle already."""
+
+
+def record(findings: Iterable[Any], findings_path: str | os.PathLike | None, *, step: str,
+           hide: bool = False) -> list[dict]:
+    """Write the step's findings as a JSON list to ``findings_path`` and show them.
+
+    The JSON sidecar is what runbooks, schedulers and tests read; the display carries the same
+    list as ``application/vnd.gpulib.finding+json`` (machine-readable inside the archived
+    notebook) with a text summary for people. ``hide`` (drill mode) writes the file but keeps the
+    answer off the screen.
+    """
+    items = normalize_findings(findings, step=step)
+    if findings_path:
+        path = Path(findings_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(json.dumps(items, indent=2) + "\n", encoding="utf-8")
+        tmp.replace(path)
+    summary = "drill mode: findings recorded, hidden until you commit an answer" if hide else (
+        summarize_findings(items, step=step))
+    display({FINDING_MIME: {"step": step, "findings": [] if hide else items}, "text/plain": summary},
+            raw=True, metadata={"gpulib": {"step": step, "findings_path": str(findings_path or "")}})
+    return RecordedFindings(items)
+
+

@@ -1,0 +1,141 @@
+"""Interactive figures: a plotly figure plus the pickers and threshold sliders that redraw it.
+
+Headless (papermill, ``interactive=False``) the figure is built once with the initial values, so
+an archived notebook shows exactly what an engineer sees before touching a control.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import ipywidgets as widgets
+import pandas as pd
+import plotly.graph_objects as go
+from IPython.display import display
+
+from gpulib.notebook.display import figure_bundle
+
+ALL = "(all)"
+
+
+@dataclass
+class FigurePanel:
+    """A figure plus the pickers that filter its data; the figure is rebuilt on every change.
+
+    ``build(frame, **thresholds)`` is a pure function from :mod:`gpulib.plots`. ``pickers`` names
+    the columns to filter on: ``host``, ``gpu`` (column ``gpu``), ``rank`` and ``time`` (a window
+    over column ``time``). ``thresholds`` maps keyword arguments of ``build`` to their initial
+    value, or to ``(value, min, max)`` for a slider. Headless, the figure is simply built with the
+    initial values; interactively, :meth:`widget` returns the controls and the figure.
+    """
+
+    build: Callable[..., go.Figure]
+    frame: pd.DataFrame
+    pickers: Sequence[str] = ()
+    thresholds: dict[str, Any] = field(default_factory=dict)
+    initial: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.controls: dict[str, widgets.Widget] = {}
+        for name in self.pickers:
+            control = self._picker(name)
+            if control is not None:
+                self.controls[name] = control
+        for name, spec in self.thresholds.items():
+            self.controls[name] = _threshold_slider(name, spec)
+        self._output: widgets.Output | None = None
+        for control in self.controls.values():
+            control.observe(self._changed, names="value")
+        self.figure = self._build()
+
+    # -- the pure part: current control values -> filtered frame -> figure
+    def selection(self) -> pd.DataFrame:
+        frame = self.frame
+        if frame is None or frame.empty:
+            return frame
+        for name, control in self.controls.items():
+            if name in self.thresholds:
+                continue
+            if name == "time":
+                start, end = control.value
+                times = pd.to_datetime(frame["time"], utc=True, errors="coerce")
+                frame = frame[(times >= pd.Timestamp(start)) & (times <= pd.Timestamp(end))]
+            elif control.value != ALL:
+                frame = frame[frame[name].astype(str) == str(control.value)]
+        return frame
+
+    def _build(self) -> go.Figure:
+        kwargs = {name: self.controls[name].value for name in self.thresholds}
+        return self.build(self.selection(), **kwargs)
+
+    def _changed(self, _change: dict) -> None:
+        self.figure = self._build()
+        if self._output is not None:
+            self._output.clear_output(wait=True)
+            self._render()
+
+    def _render(self) -> None:
+        # Inside a widget only a live frontend shows the figure, so the plotly mime part is enough;
+        # the embedded-JS part (~5 MB) would stall nbclient's Output emulation (papermill P1).
+        with self._output:
+            display(figure_bundle(self.figure), raw=True)
+
+    def widget(self) -> widgets.Widget:
+        """Controls above an output area that always shows the current figure."""
+        if self._output is None:
+            self._output = widgets.Output()
+            self._render()
+        return widgets.VBox([widgets.HBox(list(self.controls.values())), self._output])
+
+    def _picker(self, name: str) -> widgets.Widget | None:
+        frame = self.frame
+        if frame is None or frame.empty or name not in frame.columns:
+            return None
+        if name == "time":
+            times = sorted(pd.to_datetime(frame["time"], utc=True, errors="coerce").dropna().unique())
+            if len(times) < 2:
+                return None
+            stamps = [pd.Timestamp(t) for t in times]
+            # The readout shows "start-end" in a fixed width: drop the date when it is the same for
+            # all events (the figure's axis shows it), or the end of the window is cut off.
+            fmt = "%H:%M:%S" if len({s.date() for s in stamps}) == 1 else "%m-%d %H:%M:%S"
+            labels = [(s.strftime(fmt), s) for s in stamps]
+            start = self.initial.get("time_start")
+            end = self.initial.get("time_end")
+            lo = _nearest_index(times, start, default=0)
+            hi = _nearest_index(times, end, default=len(times) - 1)
+            return widgets.SelectionRangeSlider(
+                options=labels, index=(lo, max(lo, hi)), description="window", continuous_update=False,
+                layout=widgets.Layout(width="520px"),
+            )
+        values = sorted({str(v) for v in frame[name].dropna()}, key=natural_key)
+        initial = self.initial.get(name)
+        value = str(initial) if initial is not None and str(initial) in values else ALL
+        return widgets.Dropdown(options=[ALL, *values], value=value, description=name)
+
+
+def _threshold_slider(name: str, spec: Any) -> widgets.Widget:
+    if isinstance(spec, tuple):
+        value, lo, hi = spec
+    else:
+        value, lo, hi = spec, 0, max(1, spec * 2)
+    slider = widgets.IntSlider if all(isinstance(v, int) for v in (value, lo, hi)) else widgets.FloatSlider
+    return slider(value=value, min=lo, max=hi, description=name, continuous_update=False,
+                  style={"description_width": "initial"})
+
+
+def _nearest_index(times: list, moment: Any, default: int) -> int:
+    if moment in (None, ""):
+        return default
+    target = pd.Timestamp(moment)
+    target = target.tz_localize("UTC") if target.tzinfo is None else target.tz_convert("UTC")
+    best = min(range(len(times)), key=lambda i: abs(pd.Timestamp(times[i]) - target))
+    return best
+
+
+def natural_key(text: str) -> tuple:
+    return (0, int(text), "") if text.lstrip("-").isdigit() else (1, 0, text)
+
+
