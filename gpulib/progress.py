@@ -20,7 +20,7 @@ class Progress:
                  every_s: float = 10.0, min_total: float = 0, tty: bool | None = None) -> None:
         self.total, self.desc, self.unit, self.every_s = total, desc, unit, every_s
         self.stream = stream if stream is not None else sys.stderr
-        self.done = 0.0
+        self.done: float = 0
         self.enabled = total is None or total >= min_total
         is_tty = self.stream.isatty() if tty is None and hasattr(self.stream, "isatty") else bool(tty)
         self._bar = None
