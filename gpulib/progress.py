@@ -9,6 +9,7 @@ line is due, so quick runs keep their logs clean. Steps below ``min_total`` item
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import TextIO
 
@@ -68,3 +69,28 @@ class Progress:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class Ticking:
+    """Progress of a step that runs for a known time (a ``seconds``-long measurement): a
+    background thread advances the display once a second until the ``with`` block ends."""
+
+    def __init__(self, seconds: float, desc: str, **options) -> None:
+        self._bar = Progress(seconds, desc, "s", **options)
+        self._seconds = seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gpulib-progress", daemon=True)
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        while not self._stop.wait(1.0):
+            self._bar.set(min(self._seconds, round(time.monotonic() - started)))
+
+    def __enter__(self) -> Ticking:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._bar.close()

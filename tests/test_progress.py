@@ -37,3 +37,16 @@ def test_terminal_gets_a_tqdm_bar_and_small_steps_nothing():
     with Progress(1, "x", stream=quiet, tty=True, min_total=2, every_s=0) as bar:
         bar.update()
     assert quiet.getvalue() == ""
+
+
+def test_ticking_advances_with_the_clock_while_a_step_runs():
+    import time
+
+    from gpulib.progress import Ticking
+
+    out = io.StringIO()
+    with Ticking(2, "measuring /data", stream=out, every_s=0):
+        time.sleep(2.3)
+    lines = out.getvalue().splitlines()
+    assert "measuring /data: 1/2 s" in lines and "measuring /data: 2/2 s" in lines
+    assert lines[-1].startswith("measuring /data: 2/2 s done in 2 s")
