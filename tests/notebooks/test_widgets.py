@@ -4,6 +4,7 @@ commands never run without interactive confirmation."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import sys
 
@@ -63,14 +64,22 @@ def test_widget_view_holds_controls_and_current_figure():
     assert {t.name for t in panel.figure.data} == {"dgx-09 gpu 3"}
 
 
-def test_tables_show_missing_values_as_empty_cells(monkeypatch):
+def test_tables_show_missing_values_as_empty_cells_and_numbers_as_people_read_them(monkeypatch):
     shown = []
-    monkeypatch.setattr(display_mod, "display", shown.append)
+    monkeypatch.setattr(display_mod, "display", lambda obj, **kw: shown.append(obj))
     frame = pd.DataFrame({"file": ["README.md", "n1/dmesg.txt"], "host": [None, "n1"], "records": [0, 6],
-                          "problems": [None, "truncated"], "gpu_index": [float("nan"), 2.0]})
+                          "problems": [None, "truncated"], "gpu_index": [float("nan"), 2.0],
+                          "xid": [79.0, None], "temp_c": [35.0, 88.5],
+                          "start": [pd.Timestamp("2025-04-22 12:51:30.270000+00:00"), pd.NaT],
+                          "took": [pd.Timedelta("0.27s"), pd.Timedelta(minutes=3)]})
     nbk.table(frame)
-    html = shown[0]._repr_html_()
+    html = shown[0]["text/html"]
     assert "NaN" not in html and "None" not in html and "n1/dmesg.txt" in html and "truncated" in html
+    cells = re.findall(r"<td>(.*?)</td>", html)
+    assert {"79", "2", "35 °C", "88.5 °C", "2025-04-22T12:51:30.27Z", "0.27 s", "3 min"} <= set(cells), cells
+    assert not any(c.endswith(".0") or "000000" in c or "days" in c for c in cells), cells
+    assert "<th></th>" not in html and "<th>0</th>" not in html  # no pandas row numbers
+    assert "79" in shown[0]["text/plain"]
 
 
 def test_record_writes_the_json_sidecar_and_returns_normalised_findings(tmp_path, capsys):
