@@ -28,7 +28,14 @@ from gpulib.runbooks.report_prepare import (
     breakable_headers,
     prepare_notebook,
 )
-from gpulib.runbooks.report_view import banner, facts_by_role, facts_per_step, headline, merge_facts, step_parameters
+from gpulib.runbooks.report_view import (
+    banner,
+    facts_by_role,
+    facts_per_step,
+    headline,
+    merge_facts,
+    step_parameters,
+)
 
 __all__ = ["PLOTLY_MIME", "RenderedStep", "build_report", "offline", "prepare_notebook", "render_step"]
 

@@ -29,11 +29,15 @@ def test_setup_selects_the_renderer_that_survives_html_export():
 
 def test_gpu_picker_changes_the_figure_traces():
     panel = nbk.FigurePanel(plots.thermal_power, _samples(), pickers=("host", "gpu", "time"))
-    assert {t.name for t in panel.figure.data} == {"dgx-09 gpu 0", "dgx-09 gpu 3"}
+    assert {t.name for t in panel.figure.data} == {"GPU 0", "GPU 3"}
+    colour = {t.name: t.line.color for t in panel.figure.data}
     panel.controls["gpu"].value = "3"
-    assert {t.name for t in panel.figure.data} == {"dgx-09 gpu 3"}
+    assert {t.name for t in panel.figure.data} == {"GPU 3"}
+    assert {t.line.color for t in panel.figure.data} == {colour["GPU 3"]}  # picking a GPU does not recolour it
+    assert panel.figure.layout.showlegend is True  # one trace left: the legend stays
     panel.controls["gpu"].value = "0"
-    assert {t.name for t in panel.figure.data} == {"dgx-09 gpu 0"}
+    assert {t.name for t in panel.figure.data} == {"GPU 0"}
+    assert {t.line.color for t in panel.figure.data} == {colour["GPU 0"]}
     assert not [s for s in panel.figure.layout.shapes if s.type == "rect"]  # GPU 0 never throttled
 
 
@@ -51,7 +55,7 @@ def test_initial_picker_values_come_from_parameters_and_unknown_values_fall_back
     panel = nbk.FigurePanel(plots.thermal_power, _samples(), pickers=("gpu", "rank"), initial={"gpu": "3"})
     assert panel.controls["gpu"].value == "3"
     assert "rank" not in panel.controls  # no such column: no picker
-    assert {t.name for t in panel.figure.data} == {"dgx-09 gpu 3"}
+    assert {t.name for t in panel.figure.data} == {"GPU 3"}
     other = nbk.FigurePanel(plots.thermal_power, _samples(), pickers=("gpu",), initial={"gpu": "7"})
     assert other.controls["gpu"].value == widgets_mod.ALL
 
@@ -61,7 +65,7 @@ def test_widget_view_holds_controls_and_current_figure():
     box = panel.widget()
     assert box.children[0].children[0] is panel.controls["gpu"]
     panel.controls["gpu"].value = "3"  # the output area is re-rendered without error
-    assert {t.name for t in panel.figure.data} == {"dgx-09 gpu 3"}
+    assert {t.name for t in panel.figure.data} == {"GPU 3"}
 
 
 def test_tables_show_missing_values_as_empty_cells_and_numbers_as_people_read_them(monkeypatch):
