@@ -118,7 +118,10 @@ def gpu_memory(frame: pd.DataFrame, imbalance_gib: float = 2.0, palette: GpuPale
         mark = palette.lost_label(key)
         fig.add_trace(go.Bar(x=[palette.name(key)], y=list(used), name=palette.name(key) + (f" ({mark})" if mark else ""),
                              marker_color=palette.color(key), meta={"gpu": key}, legendgroup=key,
-                             text=[mark] if mark else None, textposition="outside", cliponaxis=False))
+                             text=[mark] if mark else None, textposition="none"))
+        if mark:  # written above its empty slot, readable (bar text would shrink to fit a zero-height bar)
+            fig.add_annotation(x=palette.name(key), y=max(list(used)), text=mark.replace(" at ", " at<br>"),
+                               showarrow=False, yanchor="bottom", font={"color": palette.color(key), "size": 12})
     if len(read):
         floor = read["mem_used_mib"].min() / 1024
         fig.add_hline(y=floor + imbalance_gib, line_dash="dash", line_color="#d9480f",
