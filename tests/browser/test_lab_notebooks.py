@@ -94,7 +94,7 @@ def test_triage_notebook_runs_renders_and_reacts_to_its_pickers(lab, page):
         before = graph.evaluate(FIGURE_DATA)
         hosts_before = {y for trace in before for y in trace["y"]}
         assert hosts_before == {EXAMPLE_ANSWER["host"], "gx-a800-101"}, hosts_before  # no "(unknown host)" row
-        assert {t["name"] for t in before} == {"kernel log", "training log"}, before  # kinds, not file names
+        assert {t["name"] for t in before} == {"kernel log", "training log", "root cause"}, before  # kinds, not files
 
     with screenshot_check(page, "00-triage-5-host-picked"):
         pick(host, EXAMPLE_ANSWER["host"])
