@@ -417,3 +417,14 @@ def test_a_line_a_kind_rule_reported_is_not_reported_again_by_the_signature_scan
     example = Path(__file__).resolve().parents[2] / "examples" / "incident-gpu-fell-off-bus"
     hung = [f for f in diagnose([example]).findings if "hung-task" in f.id]
     assert len(hung) == 1 and hung[0].caused_by and hung[0].caused_by.startswith("xid79-")
+
+
+def test_a_snapshot_that_still_sees_a_throttle_is_the_same_slowdown_as_the_time_series():
+    from pathlib import Path
+
+    case = Path(__file__).resolve().parents[3] / "shared" / "corpus" / "incidents" / "case-02-a100-thermal-throttle"
+    if not case.is_dir():
+        pytest.skip(f"{case} is absent (the shared corpus lies beside the repository)")
+    throttles = [f for f in diagnose([case / "input"]).findings if f.id.startswith("throttle")]
+    assert len(throttles) == 1 and throttles[0].role == "cause"
+    assert {e.file.split("/")[-1].split("_")[0] for e in throttles[0].evidence} >= {"gpu", "nvidia-smi-q"}
