@@ -319,18 +319,25 @@ def step_findings(steps: pd.DataFrame, stall_factor: float = 2.0) -> list[dict]:
 
     Logs give either the whole step (``s/step``, usually printed by rank 0 only, and including
     the wait for the slowest rank) or per-phase timings per rank (compute + data, without the
-    wait); each is compared with its own median so the two are never mixed.
+    wait); each is compared with its own median so the two are never mixed. Where a rank's own
+    work is timed, stragglers are judged on it alone: its slow whole steps were spent waiting.
     """
     if steps is None or steps.empty or "step_time_s" not in steps.columns:
         return []
     data = steps[steps["step_time_s"].notna()]
     measures = data["measure"] if "measure" in data.columns else pd.Series("s/step", index=data.index)
+    # Ranks whose own work is timed: their whole-step time includes the wait for the slowest
+    # rank, so a slow whole step says the *job* waited, not that this rank was slow (rank 0 logs
+    # s/step and waits for a throttled rank 3: blaming rank 0 sends the engineer to its loader).
+    own_work = set(data.loc[measures != "s/step", "rank"].dropna().astype(int)) if "rank" in data.columns else set()
     out = []
     for measure, rows in data.groupby(measures, sort=True):
         median = float(rows["step_time_s"].median())
         slow = rows[rows["step_time_s"] > median * stall_factor]
         ranks = slow["rank"].astype("Float64").fillna(-1) if "rank" in slow.columns else pd.Series(-1, index=slow.index)
         for rank, mine in slow.groupby(ranks, sort=True):
+            if measure == "s/step" and own_work and (rank == -1 or int(rank) in own_work):
+                continue  # judged on its compute time (the other measure), not on its waiting
             worst = mine.loc[mine["step_time_s"].idxmax()]
             who = "the logging rank" if rank == -1 else f"rank {int(rank)}"
             out.append(finding(

@@ -96,7 +96,7 @@ def test_triage_notebook_runs_renders_and_reacts_to_its_pickers(lab, page):
         before = graph.evaluate(FIGURE_DATA)
         hosts_before = {y for trace in before for y in trace["y"]}
         assert hosts_before == {EXAMPLE_ANSWER["host"], "gx-a800-101"}, hosts_before  # no "(unknown host)" row
-        assert {t["name"] for t in before} == {"kernel log", "training log"}, before  # kinds, not file names
+        assert {t["name"] for t in before} == {"kernel log", "training log", "root cause"}, before  # kinds, not files
 
     with screenshot_check(page, "00-triage-5-host-picked"):
         pick(host, EXAMPLE_ANSWER["host"])
@@ -317,3 +317,40 @@ def test_remediation_runs_only_after_the_confirmation_and_only_on_its_own_host(l
         assert f"skipped: meant for {EXAMPLE_ANSWER['host']}, this is {socket.gethostname()}" in log.inner_text()
         expect(box.get_by_role("checkbox")).not_to_be_checked(timeout=30_000)  # the confirmation is used up
     assert nb.errors() == []
+
+
+#: The thermal straggler: GPU 3 (0000:4e:00.0) of dgx-a100-09 throttles, eight GPUs sampled.
+CASE_02 = INCIDENTS / "case-02-a100-thermal-throttle"
+#: GPU key -> colours of its traces in one rendered graph (plotly's JSON as drawn), and the legend.
+GPU_TRACES = """el => { const out = {};
+  for (const t of el.data) { const key = t.meta && t.meta.gpu; if (!key) continue;
+    (out[key] = out[key] || []).push(String((t.line && t.line.color) || (t.marker && t.marker.color))); }
+  return {colours: out, legend: !!el.querySelector('.legend')}; }"""
+
+
+def test_a_gpu_keeps_its_colour_and_the_legend_when_the_gpu_picker_changes(lab, page):
+    if not CASE_02.is_dir():
+        pytest.skip(f"the thermal incident is absent: {CASE_02}")
+    run_notebook(page, lab, set_parameters(lab, "04_thermal_power.ipynb", "04_thermal-colours.ipynb",
+                                           evidence=CASE_02 / "input"), "04-colours")
+    panel = page.locator(".jupyter-widgets.widget-vbox", has=page.locator(".js-plotly-plot")).first
+    throttled = "dgx-a100-09|0000:4e:00.0"
+    with screenshot_check(page, "04-colours-3-all"):
+        before = plot_in(page, panel).evaluate(GPU_TRACES)
+        assert len(before["colours"]) == 8 and all(len(set(c)) == 1 for c in before["colours"].values()), before
+        assert len({c[0] for c in before["colours"].values()}) == 8  # eight GPUs, eight colours
+        names = {t["name"] for t in plot_in(page, panel).evaluate(FIGURE_DATA)}
+        assert any(n.startswith("0000:4e:00.0 (GPU 3)") for n in names), names  # named by PCI, index at capture
+
+    with screenshot_check(page, "04-colours-4-gpu-picked"):
+        gpu = panel.locator(".widget-dropdown select").nth(1)
+        previous = json.dumps(plot_in(page, panel).evaluate(FIGURE_DATA), separators=(",", ":"))
+        pick(gpu, "3")
+        page.wait_for_function(
+            f"""([prev]) => {{ const el = document.querySelector('.widget-vbox .js-plotly-plot');
+                 return el && el._fullData && JSON.stringify(({FIGURE_DATA})(el)) !== prev; }}""",
+            arg=[previous], timeout=30_000, polling=250)
+        after = plot_in(page, panel).evaluate(GPU_TRACES)
+        assert list(after["colours"]) == [throttled], after
+        assert set(after["colours"][throttled]) == set(before["colours"][throttled])
+        assert after["legend"], "the legend disappeared with one GPU left"

@@ -172,7 +172,8 @@ def test_00_timeline_traces_are_source_kinds_and_every_event_has_a_host(kernel, 
     [timeline] = [o["data"]["application/vnd.plotly.v1+json"] for c in nb.cells for o in c.get("outputs", [])
                   if "Incident timeline" in str(o.get("data", {}).get("application/vnd.plotly.v1+json", {}))]
     traces = {t["name"]: t["y"] for t in timeline["data"]}
-    assert set(traces) == {"kernel log", "training log"}, traces
+    assert set(traces) == {"kernel log", "training log", "root cause"}, traces
+    assert traces["root cause"] == ["gx-a800-102"]  # the Xid 79, marked
     # the NCCL timeout summary names no host, but its file is gx-a800-101's training log
     assert {y for ys in traces.values() for y in ys} == {"gx-a800-101", "gx-a800-102"}, traces
 
