@@ -128,15 +128,22 @@ def run(ctx: Context) -> None:
 
 
 def _place_on_utc(ctx: Context, file: InputFile, events: list[SelEvent], clock) -> str:
-    """Fill each event's ``time_utc``; return how (for the finding's evidence)."""
-    if clock is not None and file.captured_at:
-        offset = align_to_utc(events, clock.time_bmc, file.captured_at)
+    return place_on_utc(events, clock.time_bmc if clock is not None else None, file.captured_at,
+                        file.timezone or ctx.tz or "UTC")
+
+
+def place_on_utc(events: list[SelEvent], clock_bmc: str | None, captured_at: str | None, zone: str = "UTC") -> str:
+    """Fill each event's ``time_utc`` and return how it was done (shown beside the entries).
+
+    With the BMC's clock at capture (``sel time get``) and the bundle's UTC capture time, the
+    BMC's offset is measured and taken off; without them the BMC clock is read in ``zone``."""
+    if clock_bmc and captured_at:
+        offset = align_to_utc(events, clock_bmc, captured_at)
         return f"BMC clock {_offset_text(offset)} (sel time get vs the bundle's capture time); SEL times corrected"
-    zone = file.timezone or ctx.tz or "UTC"
     for e in events:
         if e.time_bmc:
             e.time_utc = stamp_in(e.time_bmc, year=None, tz=zone_of(zone))
-    why = "no `ipmitool sel time get`" if clock is None else "no bundle capture time"
+    why = "no `ipmitool sel time get`" if not clock_bmc else "no bundle capture time"
     return f"{why}: SEL times read as {zone} (a BMC clock is often minutes or hours off)"
 
 
