@@ -36,6 +36,9 @@ COMMANDS = {
                       "measure a dataset path (throughput, IOPS, latency, file sizes) against the job's need"),
     "watch": ("gpulib.watch.cli",
               "follow training logs; alert on silence, error signatures, slow steps; capture + diagnose"),
+    "slurm": ("gpulib.slurm.cli", "Slurm hooks: Epilog capture and HealthCheckProgram drain/resume"),
+    "drill": ("gpulib.notebook.cli",
+              "set up a triage drill on an incident folder (the answer hidden until the trainee commits)"),
 }
 
 

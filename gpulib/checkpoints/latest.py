@@ -97,7 +97,8 @@ class LatestReport:
 
 
 def _verify_hard(c: Candidate, deep: bool) -> None:
-    """Checks too costly for every candidate: sidecar sha256, and (deep) CRC of every member."""
+    """Checks too costly for every candidate: sidecar sha256, the seal's checksums, and (deep) CRC
+    of every member."""
     if c.sidecar and isinstance(c.sidecar.get("sha256"), str):
         from gpulib.bundle import sha256_file  # here: hashing is rare, and `ckpt latest` starts lean
 
@@ -108,6 +109,16 @@ def _verify_hard(c: Candidate, deep: bool) -> None:
             return
         if got != c.sidecar["sha256"].lower():
             c.reasons.append(f"sha256 of {c.path.name} is {got[:16]}..., its manifest says {c.sidecar['sha256'][:16]}... (changed after the save)")
+    if not c.reasons:  # the seal (`gpulib ckpt seal`, `checkpoints.save`): every byte of the one to recommend
+        from gpulib.checkpoints import seal
+
+        for p in c.paths:
+            try:
+                sealed = seal.check(p, checksums=True)
+            except OSError as exc:
+                c.reasons.append(f"cannot check {p.name} against its seal: {exc.strerror or exc}")
+                continue
+            c.reasons += [f"differs from its seal {sealed.seal.name}: {x}" for x in sealed.problems]
     if deep and not c.reasons:
         fresh = Candidate(c.layout, c.series, c.name, c.paths, step_name=c.step_name)
         EVALUATORS[c.layout](fresh, True)

@@ -33,7 +33,7 @@ SCHEMA = "gpulib.digest/1"
 #: Records of one file beyond this are not written (the digest stays bounded); a digest that had
 #: to drop any is not used, so the answer never depends on what was dropped.
 MAX_RECORDS_PER_FILE = 20_000
-FILE_FIELDS = ("kind", "host", "host_basis", "bundle_path", "collector", "fallback_host", "timezone", "boot_time",
+FILE_FIELDS = ("kind", "host", "host_basis", "bundle_path", "collector", "fallback_host", "timezone", "boot_time", "captured_at",
                 "wrapped", "facts")
 
 

@@ -21,10 +21,13 @@ from gpulib.diagnose import digest
 from gpulib.parsers import detect, gpu_series, registry, signatures, unwrap
 from gpulib.parsers.base import Problem, looks_binary, read_text
 from gpulib.parsers.gpu_records import GpuSample
+from gpulib.progress import Progress
 
 log = logging.getLogger(__name__)
 
 HEAD_BYTES = 8192
+#: Evidence of at least this many files (an incident of hundreds of nodes) shows its reading progress.
+PROGRESS_MIN_FILES = 500
 #: Pasted evidence (an issue comment, a chat paste) is small; a multi-GB job log is never unwrapped
 #: as a whole (its lines are still read one by one by the signature scan).
 UNWRAP_MAX_BYTES = 64 * 1024 * 1024
@@ -68,6 +71,7 @@ class InputFile:
     fallback_host: str | None = None  # a copied log's bundle host: used when nothing better names one
     timezone: str | None = None
     boot_time: str | None = None
+    captured_at: str | None = None  # the bundle's UTC capture time (puts a BMC clock reading on UTC)
     records: list = field(default_factory=list)
     signals: list[signatures.Signal] = field(default_factory=list)  # catalogue matches, whatever the kind
     problems: list[Problem] = field(default_factory=list)
@@ -139,6 +143,7 @@ def _walk(root: Path, problems: list[Problem], notes: list[Problem], digests: bo
             try:
                 b = Bundle.open(here)
                 bundle_info[here] = {"host": b.host, "timezone": b.timezone, "boot_time": b.boot_time, "root": here,
+                                     "captured_at": b.manifest.get("captured_at"),
                                      "collectors": {rel: c for c in b.collectors for rel in c.files}}
             except Exception as exc:  # noqa: BLE001 - a broken manifest: still read the raw files
                 bundle_info[here] = {"problem": str(exc), "root": here}
@@ -318,19 +323,22 @@ def _gather(paths: list[str | Path], tz: str | None, *, full_series: bool, diges
         if not files and len(inputs.problems) == listing_problems:
             inputs.problems.append(Problem(str(given), "empty folder: no evidence files in it"))
         named_from = base or (root if root.is_dir() else root.parent)
-        for path, info in files:
-            if "digest" in info:
-                redo += _from_digest(inputs, info["digest"], named_from)
-                continue
-            display = str(path.relative_to(named_from)) if named_from in path.parents else str(path)
-            f = InputFile(path=path, display=display, root=named_from, timezone=info.get("timezone"),
-                          boot_time=info.get("boot_time"))
-            if "root" in info:
-                _place_in_bundle(f, info)
-            inputs.files.append(f)
-            _examine(f, tz, inputs)
-            if not full_series:
-                _reduce_series(f)
+        with Progress(len(files), f"reading {given}", "files", min_total=PROGRESS_MIN_FILES) as bar:
+            for path, info in files:
+                if "digest" in info:
+                    redo += _from_digest(inputs, info["digest"], named_from)
+                    bar.update()
+                    continue
+                display = str(path.relative_to(named_from)) if named_from in path.parents else str(path)
+                f = InputFile(path=path, display=display, root=named_from, timezone=info.get("timezone"),
+                              boot_time=info.get("boot_time"), captured_at=info.get("captured_at"))
+                if "root" in info:
+                    _place_in_bundle(f, info)
+                inputs.files.append(f)
+                _examine(f, tz, inputs)
+                if not full_series:
+                    _reduce_series(f)
+                bar.update()
     year = _incident_year(inputs) if inputs.deferred or redo else None
     for f in redo:
         if f.digest_year != year:

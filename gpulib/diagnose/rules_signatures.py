@@ -104,6 +104,11 @@ RESOLVED_BY = {"power-restored": "power-supply", "fm-nothing-to-do": "fabric-man
 NEARBY_IDENTITY = {"no-grad-rank", "launcher-local-rank"}
 
 
+#: Categories whose facts are about one GPU: a line's PCI id or device index names that GPU.
+GPU_CATEGORIES = ("cuda_oom", "gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error", "thermal_throttling",
+                  "power_fault", "nvlink_error")
+
+
 def _cited(ctx: Context) -> dict[tuple[str, int], Finding]:
     return {(e.file, e.line): f for f in ctx.findings for e in f.evidence if e.line is not None}
 
@@ -113,9 +118,10 @@ def _lend_identity(finding: Finding, s: Signal) -> None:
     finding.host = finding.host or s.host
     if finding.rank is None and s.rank is not None:
         finding.rank = s.rank
+    if finding.category not in GPU_CATEGORIES:
+        return  # a PCI id on a NIC's line (mlx5_core 0000:5c:00.0) is the NIC's, not a GPU's
     finding.gpu_pci = finding.gpu_pci or s.gpu_pci
-    if finding.gpu_index is None and s.gpu_index is not None and finding.category in (
-            "cuda_oom", "gpu_fell_off_bus", "gpu_memory_error", "thermal_throttling"):
+    if finding.gpu_index is None and s.gpu_index is not None:
         finding.gpu_index = s.gpu_index
 
 
@@ -156,6 +162,8 @@ def run(ctx: Context) -> None:
         sig = catalogue.get(s.signature)
         if sig is None or sig.role in ("benign", "completion", "identity"):
             continue
+        if (f.display, s.line) in ctx.judged:
+            continue  # a kind-specific rule placed this line in time and judged it (SEL history)
         hit = cited.get((f.display, s.line))
         if hit is not None:
             _lend_identity(hit, s)
@@ -165,10 +173,13 @@ def run(ctx: Context) -> None:
         if (f.display, sig.id) in resolved:  # e.g. the PSU came back (Fully Redundant) in the same event log
             meaning = (meaning[0], None, "warning", "context", meaning[4] + " (resolved later in the same log)")
         key = _group_key(sig, s, meaning[0])
-        # a line another rule cited explains this match only if that rule read it the same way (an
-        # Xid 45 "caused by previous Xid 149" read as a bare 45 still has its NVLink cause to tell)
-        groups[key].append((f, s, hit is not None and hit.category == meaning[0]
-                            and (hit.role == "cause" or meaning[3] != "cause")))
+        # a line another rule cited explains this match if that rule reported the same fact (its rule
+        # has the signature's name: the kernel rule's hung task, chained to the Xid before it), or
+        # read the line the same way (an Xid 45 "caused by previous Xid 149" read as a bare 45 still
+        # has its NVLink cause to tell; a progress line a timeout cites still tells of a data stall)
+        same_reading = hit is not None and hit.category == meaning[0] and (hit.role == "cause" or meaning[3] != "cause")
+        same_fact = hit is not None and hit.id.rsplit("-", 1)[0] == sig.id
+        groups[key].append((f, s, same_reading or same_fact))
         meanings.setdefault(key, (sig, *meaning))
     for key, members in groups.items():
         if any(was_cited for *_x, was_cited in members):

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import sys
 from pathlib import Path
 
+from gpulib.runbooks import textfile
 from gpulib.runbooks.archive import REPORT, default_archive_root, list_runs, resolve_run
 from gpulib.runbooks.compare import diff_runs
 from gpulib.runbooks.execute import skip_slow_imports
@@ -64,6 +66,8 @@ def _run(args) -> int:
             print(f"gpulib run: error: {evidence}: evidence path does not exist", file=sys.stderr)
             return RUN_FAILED
         values["evidence"] = str(evidence.resolve())
+    if args.textfile:
+        textfile.check_directory(args.textfile)  # a usage error (exit 2) before a long run, not after
     skip_slow_imports()
     # A scheduler stops a job with SIGTERM (systemd stop, Kubernetes deadline): treat it as Ctrl-C,
     # which stops the kernels and still archives what ran (exit 3).
@@ -76,9 +80,11 @@ def _run(args) -> int:
         )
     except RunbookError as exc:
         print(f"gpulib run: error: {exc}", file=sys.stderr)
+        _textfile(args, [], RUN_FAILED, steps_failed=1)
         return RUN_FAILED
     finally:
         signal.signal(signal.SIGTERM, previous)
+    _textfile(args, outcome.findings, outcome.exit_code, sum(s.status != "ok" for s in outcome.steps))
     ok = sum(step.status == "ok" for step in outcome.steps)
     print(f"runbook {args.runbook}: {ok}/{len(outcome.steps)} steps completed")
     for step in outcome.steps:
@@ -89,6 +95,20 @@ def _run(args) -> int:
     print(f"report:   {outcome.report}")
     print(f"exit {outcome.exit_code}: {EXIT_MEANINGS[outcome.exit_code]}")
     return outcome.exit_code
+
+
+def _textfile(args, findings: list[dict], exit_code: int, steps_failed: int) -> None:
+    """``--textfile DIR``: the run's verdict for node_exporter (a failure to write is reported,
+    never a change of the run's exit code, which schedulers act on)."""
+    if not args.textfile:
+        return
+    name = Path(args.runbook).stem if args.runbook.endswith((".yaml", ".yml")) else args.runbook
+    try:
+        path = textfile.write(args.textfile, name, socket.gethostname(), findings, exit_code, steps_failed)
+        print(f"metrics:  {path}")
+    except OSError as exc:
+        print(f"gpulib run: error: cannot write {args.textfile}/{textfile.FILE_NAME}: {exc.strerror or exc}",
+              file=sys.stderr)
 
 
 def _list(args) -> int:
@@ -150,6 +170,9 @@ def register(subparsers) -> None:
     p.add_argument("--jobs", type=int, default=None, help="notebooks run in parallel (default: CPU cores)")
     p.add_argument("--cell-timeout", type=float, default=None, metavar="SECONDS",
                    help="per-cell execution timeout (default: the runbook's timeouts.cell_s)")
+    p.add_argument("--textfile", metavar="DIR",
+                   help="also write DIR/gpulib.prom for node_exporter's textfile collector (findings by severity and "
+                        "category, per-GPU health, time of the last run; atomic rename)")
     p.add_argument("--parameters", action="store_true",
                    help="list the runbook's steps and the parameters each accepts, then exit (runs nothing)")
     p.set_defaults(func=_run)
