@@ -43,8 +43,12 @@ def _encode(value, base: str):
     name a path below the node's folder are made relative to it (the folder may be moved)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         cls = type(value)
-        return {"~c": f"{cls.__module__}:{cls.__qualname__}",
-                **{f.name: _encode(getattr(value, f.name), base) for f in dataclasses.fields(value)}}
+        out = {"~c": f"{cls.__module__}:{cls.__qualname__}"}
+        for name, default in _defaults(cls):  # a field at its default is left out: the class restores it
+            field_value = getattr(value, name)
+            if default is _REQUIRED or field_value != default or type(field_value) is not type(default):
+                out[name] = _encode(field_value, base)
+        return out
     if isinstance(value, list):
         return [_encode(v, base) for v in value]
     if isinstance(value, tuple):
@@ -58,6 +62,23 @@ def _encode(value, base: str):
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     raise TypeError(f"cannot write a {type(value).__name__} into a digest")
+
+
+_REQUIRED = object()
+
+
+@cache
+def _defaults(cls: type) -> tuple[tuple[str, object], ...]:
+    """(field name, its default or ``_REQUIRED``) of a record class; a factory's default is what it makes."""
+    out = []
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            out.append((f.name, f.default))
+        elif f.default_factory is not dataclasses.MISSING:
+            out.append((f.name, f.default_factory()))
+        else:
+            out.append((f.name, _REQUIRED))
+    return tuple(out)
 
 
 def _decoder(base: str):
