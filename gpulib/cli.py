@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
-from gpulib import __version__
+from gpulib import __version__, exit_codes
 from gpulib.errors import GpulibError
 
 #: command name -> the module that registers it. Only the module of the command being run is
@@ -43,13 +44,40 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpulib",
         description="Runbook for interrupted multi-GPU training: collect, diagnose, recover, relaunch.",
+        epilog=exit_codes.epilog(), formatter_class=exit_codes.HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"gpulib {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _modules_for(sys.argv[1:] if argv is None else argv):
         importlib.import_module(name).register(subparsers)
+    _add_exit_table(parser)
     return parser
+
+
+def _subcommands(parser: argparse.ArgumentParser):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # aliases map to the same parser
+                yield sub
+                yield from _subcommands(sub)
+
+
+def _add_exit_table(parser: argparse.ArgumentParser) -> None:
+    """Every command's ``--help`` ends with the one exit-code table (:mod:`gpulib.exit_codes`):
+    a command that says what it returns passes ``epilog=exit_codes.epilog(...)``; any other
+    gets the table alone here, so no command can lack it."""
+    for sub in _subcommands(parser):
+        sub.formatter_class = exit_codes.HelpFormatter
+        if exit_codes.table_text() not in (sub.epilog or ""):
+            sub.epilog = (sub.epilog + "\n\n" if sub.epilog else "") + exit_codes.epilog()
+
+
+def _quiet_stdout() -> None:
+    """The reader of our stdout left (``gpulib ... | head``): point stdout at /dev/null so that
+    the interpreter's final flush cannot raise again (the Python docs' recipe for SIGPIPE)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,11 +88,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     if not getattr(args, "func", None):
         parser.print_help()
-        return 2
+        return exit_codes.USAGE
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        _quiet_stdout()
+        return exit_codes.PIPE_CLOSED
     except GpulibError as exc:
         print(f"gpulib {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
     except KeyboardInterrupt:
-        return 130
+        return exit_codes.INTERRUPTED

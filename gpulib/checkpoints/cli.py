@@ -14,21 +14,34 @@ from __future__ import annotations
 import json
 import sys
 
+from gpulib import exit_codes
+from gpulib.readable import require_readable
+
+FILES_EXIT = """0 every checkpoint is valid (structure; with --deep also every CRC-32)
+1 at least one is invalid or incomplete (the reasons are printed)
+2 a path that does not exist or cannot be read"""
+LATEST_EXIT = """0 a resumable checkpoint was found (its resume command is printed)
+1 none is resumable (why, and every candidate's reasons, are printed)
+2 a folder that does not exist or cannot be listed"""
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("ckpt", help="inspect / verify checkpoints and find the newest complete one (no torch, no unpickling)")
     sub = p.add_subparsers(dest="ckpt_command", metavar="ACTION", required=True)
-    ins = sub.add_parser("inspect", help="list tensors and state of a checkpoint file or DCP directory")
+    ins = sub.add_parser("inspect", help="list tensors and state of a checkpoint file or DCP directory",
+                         epilog=exit_codes.epilog(FILES_EXIT))
     ins.add_argument("paths", nargs="+", metavar="PATH")
     ins.add_argument("--format", choices=("text", "json"), default="text")
     ins.add_argument("--limit", type=int, default=40, help="tensors to list per file in text mode (default 40; 0 = all)")
     ins.set_defaults(func=cmd_inspect)
-    ver = sub.add_parser("verify", help="check a checkpoint is complete and uncorrupted (exit 0 valid, 1 invalid)")
+    ver = sub.add_parser("verify", help="check a checkpoint is complete and uncorrupted (exit 0 valid, 1 invalid)",
+                         epilog=exit_codes.epilog(FILES_EXIT))
     ver.add_argument("paths", nargs="+", metavar="PATH")
     ver.add_argument("--deep", action="store_true", help="also CRC-32 every zip member (reads all bytes)")
     ver.add_argument("--format", choices=("text", "json"), default="text")
     ver.set_defaults(func=cmd_verify)
-    lat = sub.add_parser("latest", help="newest complete checkpoint across DIRs (one per node) and the resume command")
+    lat = sub.add_parser("latest", help="newest complete checkpoint across DIRs (one per node) and the resume command",
+                         epilog=exit_codes.epilog(LATEST_EXIT))
     lat.add_argument("dirs", nargs="+", metavar="DIR")
     lat.add_argument("--deep", action="store_true", help="CRC-check the chosen checkpoint before recommending it")
     lat.add_argument("--format", choices=("text", "json"), default="text")
@@ -81,6 +94,7 @@ def _print_report(r, limit: int | None) -> None:
 def _run_files(args, deep: bool, limit: int | None) -> int:
     from gpulib.checkpoints.files import inspect_path
 
+    require_readable(args.paths, what="checkpoint")
     reports = [inspect_path(p, deep) for p in args.paths]
     if args.format == "json":
         json.dump([r.to_dict(with_tensors=limit is not None) for r in reports], sys.stdout, indent=1, default=str)
@@ -102,6 +116,8 @@ def cmd_verify(args) -> int:
 def cmd_latest(args) -> int:
     from gpulib.checkpoints.latest import find_latest
 
+    require_readable(args.dirs, "dir", what="checkpoint folder",
+                     hint="ckpt latest takes the checkpoint folder of each node; `gpulib ckpt verify FILE` checks one file")
     report = find_latest(args.dirs, deep=args.deep)
     if args.format == "json":
         json.dump(report.to_dict(), sys.stdout, indent=1, default=str)

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gpulib import exit_codes
 from gpulib.errors import GpulibError, InputError
 from gpulib.nccl import nics
 from gpulib.nccl.bandwidth import canonical_collective
@@ -151,16 +152,20 @@ def _nccl_test(args) -> int:
     return subprocess.run(command, check=False).returncode
 
 
-PARSE_EXIT_CODES = ("exit status: 0 every run PASS, 1 a WARN (clearly below the model, or not judged), "
-                    "2 bad arguments or a file with no nccl-tests output, 3 a FAIL (wrong data, far below the model, "
-                    "a crash, a hang, ranks that never formed one communicator)")
+PARSE_EXIT_CODES = exit_codes.epilog("""0 every run PASS
+1 a WARN (clearly below the model, or not judged)
+2 bad arguments, a missing or unreadable file, or a file with no nccl-tests output
+3 a FAIL (wrong data, far below the model, a crash, a hang, ranks that never formed one communicator)""")
 _PARSE_EXIT = {"PASS": 0, "WARN": 1, "FAIL": 3}
 
 
 def _nccl_parse(args) -> int:
     from gpulib.nccl import thresholds
     from gpulib.nccl.parsed import summarize_file
+    from gpulib.readable import require_readable
 
+    require_readable(args.file, "file", what="nccl-tests output")
+    require_readable([p for p in (args.thresholds, args.ibstat) if p])
     table = thresholds.load(args.thresholds)  # once for all files
     known = nics.from_flags(args.nic_gbps, args.nics) or (nics.from_ibstat(args.ibstat) if args.ibstat else None)
     worst = 0
