@@ -80,19 +80,35 @@ def _quiet_stdout() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
+def _flushed(code: int) -> int:
+    """Flush stdout inside our own handling: a closed pipe surfaces here (not as a traceback at
+    interpreter exit) and ends the command quietly with :data:`exit_codes.PIPE_CLOSED`."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+        return exit_codes.PIPE_CLOSED
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version or a usage error: argparse printed and exits
+        code = _flushed(exc.code if isinstance(exc.code, int) else exit_codes.USAGE)
+        raise SystemExit(code) from None
+    except BrokenPipeError:  # --help into a closed pipe, while argparse was writing
+        _quiet_stdout()
+        return exit_codes.PIPE_CLOSED
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="gpulib: %(levelname)s: %(message)s"
     )
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return exit_codes.USAGE
     try:
-        code = int(args.func(args) or 0)
-        sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at interpreter exit
-        return code
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return _flushed(exit_codes.USAGE)
+        return _flushed(int(args.func(args) or 0))
     except BrokenPipeError:
         _quiet_stdout()
         return exit_codes.PIPE_CLOSED
