@@ -102,7 +102,20 @@ def _run_files(args, deep: bool, limit: int | None) -> int:
     else:
         for r in reports:
             _print_report(r, limit)
+        if deep:
+            print(_deep_line(reports))
     return 0 if all(r.valid for r in reports) else 1
+
+
+def _deep_line(reports) -> str:
+    """One line saying what --deep looked at, over every file given."""
+    checked = sum(r.meta.get("deep_checksummed_members", 0) for r in reports)
+    total = sum(r.meta.get("deep_members", r.meta.get("deep_checksummed_members", 0)) for r in reports)
+    bare = [r for r in reports if not r.deep_checked]
+    line = f"deep: CRC-32 of {checked:,} of {total:,} zip members checked in {len(reports) - len(bare)} file(s)"
+    if bare:
+        line += f"; {len(bare)} file(s) not CRC-checked (no checksum in the format, or unreadable)"
+    return line
 
 
 def cmd_inspect(args) -> int:
