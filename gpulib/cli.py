@@ -11,6 +11,7 @@ import importlib
 import logging
 import os
 import sys
+import traceback
 
 from gpulib import __version__, exit_codes
 from gpulib.errors import GpulibError
@@ -117,3 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return exit_codes.INTERRUPTED
+    except Exception:  # noqa: BLE001 - a bug must not exit 1 ("soft": a script would relaunch)
+        traceback.print_exc()
+        print(f"gpulib {args.command}: internal error (a bug in gpulib, please report it with the traceback "
+              f"above); exit {exit_codes.RUN_FAILED}", file=sys.stderr)
+        return exit_codes.RUN_FAILED

@@ -143,3 +143,13 @@ def test_a_shell_pipe_into_head_prints_one_line_and_no_error():
     proc = subprocess.run(["bash", "-c", f"{sys.executable} -m gpulib diagnose {EXAMPLE} --format json | head -1"],
                           capture_output=True, text=True, env=ENV, timeout=120)
     assert proc.stdout == "{\n" and proc.stderr == ""
+
+
+def test_a_bug_exits_5_not_1(monkeypatch, capsys):
+    """An uncaught exception would exit 1 ("soft": a wrapper script relaunches); it is 5, with the traceback."""
+    import gpulib.diagnose.cli as diagnose_cli
+
+    monkeypatch.setattr(diagnose_cli, "diagnose", lambda *a, **k: 1 / 0)
+    assert main(["diagnose", str(EXAMPLE)]) == exit_codes.RUN_FAILED
+    err = capsys.readouterr().err
+    assert "ZeroDivisionError" in err and "gpulib diagnose: internal error" in err
