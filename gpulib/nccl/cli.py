@@ -83,8 +83,10 @@ def add_nic_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nics", type=int, metavar="N", help="compute NICs per node (e.g. 8); with --nic-gbps")
 
 
-EXIT_CODES = ("exit status: 0 PASS or WARN, 1 FAIL (wrong data, too slow) or a collective error, 2 bad arguments, "
-              "3 timeout (the ranks that did not arrive are named)")
+EXIT_CODES = exit_codes.epilog("""0 PASS or WARN
+1 FAIL (wrong data, too slow) or a collective error (not yet 3 as in the table: torchrun reports any failed worker as 1)
+2 bad arguments
+3 timeout inside a worker (the ranks that did not arrive are named)""")
 
 
 def tester_parser() -> argparse.ArgumentParser:
