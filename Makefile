@@ -38,8 +38,12 @@ demo: $(DEMO_STAMP)
 	echo "demo: exit $$code is the incident's verdict (0 healthy, 1 warnings, 3 no-go, 4 unknown); open the report above in a browser,"; \
 	echo "demo: then walk the steps yourself: $(BIN)/jupyter lab notebooks/00_triage.ipynb"
 
-test: $(TEST_STAMP)
+# Style and the layers of docs/ARCHITECTURE.md (import-linter contracts in pyproject.toml).
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check gpulib tests benchmarks
+	$(BIN)/lint-imports
+
+test: lint
 	$(BIN)/python -m pytest
 
 bench: $(TEST_STAMP)

@@ -10,7 +10,7 @@ import importlib
 
 _EXPORTS = {
     "inspect_path": "gpulib.checkpoints.files", "FileReport": "gpulib.checkpoints.records",
-    "Finding": "gpulib.checkpoints.records", "find_latest": "gpulib.checkpoints.latest",
+    "CheckpointIssue": "gpulib.checkpoints.records", "find_latest": "gpulib.checkpoints.latest",
     "LatestReport": "gpulib.checkpoints.latest", "save": "gpulib.checkpoints.saver",
 }
 __all__ = sorted(_EXPORTS)

@@ -21,7 +21,10 @@ MAX_VALUES = 200
 
 
 @dataclass
-class Finding:
+class CheckpointIssue:
+    """What the inspector found wrong or noteworthy in one checkpoint file (not an incident
+    finding: ``severity`` here says whether the file can be resumed from)."""
+
     severity: str  # incomplete | corrupt | unsafe | needs_review | needs_allowlist | warning | info
     message: str
 
@@ -50,7 +53,7 @@ class FileReport:
     path: str
     format: str  # torch_zip | torch_legacy | torchscript | pickle | safetensors | dcp | json | unknown | missing
     size_bytes: int | None = None
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[CheckpointIssue] = field(default_factory=list)
     tensors: list[TensorRecord] = field(default_factory=list)
     values: dict[str, object] = field(default_factory=dict)  # scalar leaves (first MAX_VALUES)
     globals: list[GlobalRecord] = field(default_factory=list)
@@ -59,7 +62,7 @@ class FileReport:
     deep_checked: bool = False
 
     def add(self, severity: str, message: str) -> None:
-        self.findings.append(Finding(severity, message))
+        self.findings.append(CheckpointIssue(severity, message))
 
     @property
     def valid(self) -> bool:

@@ -24,13 +24,9 @@ from collections.abc import Callable
 
 from gpulib.collect.core import Collector, Outcome, Sink
 from gpulib.identity import normalize_pci, utc_now_iso
-from gpulib.parsers import nvml_samples
-from gpulib.parsers.gpu_records import decode_throttle_bitmask
+from gpulib.nvml_fields import SAMPLE_COLUMNS, decode_throttle_bitmask
 
 SNAPSHOT_SCHEMA = "gpulib.nvml-snapshot/1"
-#: Columns of ``nvml/samples.csv`` (the :class:`gpulib.parsers.gpu_records.GpuSample` fields); the
-#: reader :mod:`gpulib.parsers.nvml_samples` owns the list.
-SAMPLE_COLUMNS = nvml_samples.COLUMNS
 _MIB = 1 << 20
 
 

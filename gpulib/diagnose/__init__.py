@@ -12,13 +12,14 @@ import logging
 import os
 from pathlib import Path
 
-from gpulib.diagnose import rules_gpu, rules_job, rules_kernel, rules_other, rules_signatures, verdict
+from gpulib.checkpoints.latest import find_latest
+from gpulib.diagnose import nodes, rules_gpu, rules_job, rules_kernel, rules_other, rules_signatures, verdict
 from gpulib.diagnose.context import Context
 from gpulib.diagnose.inputs import Inputs, gather
 from gpulib.diagnose.joins import IdentityMap
-from gpulib.diagnose.model import Finding, TimelineEntry
+from gpulib.diagnose.model import TimelineEntry
 from gpulib.diagnose.report import Diagnosis
-from gpulib.fleet import report as fleet_report
+from gpulib.findings import Finding, event_id
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +47,13 @@ def diagnose(paths: list[str | Path], tz: str | None = None, *, inputs: Inputs |
     verdict.fold(ctx)
     verdict.promote_stall(ctx)
     diagnosis = _decide(ctx, failed, completed)
+    _name_events(ctx.findings)
     diagnosis.checkpoints = _checkpoints(inputs)
     diagnosis.inputs = [f.to_dict() for f in inputs.files] + [
         {"path": p.source, "kind": "missing", "host": None, "problems": [p.message]} for p in inputs.problems] + [
         {"path": n.source, "kind": "skipped", "host": None, "notes": [n.message]} for n in inputs.notes]
     diagnosis.timeline = _timeline(ctx)
-    fleet_report.attach(diagnosis, inputs)  # many nodes: per-node summary and config drift (never raises)
+    nodes.attach(diagnosis, inputs)  # many nodes: per-node summary and config drift (never raises)
     return diagnosis
 
 
@@ -90,6 +92,27 @@ def _decide(ctx: Context, failed: bool, completed: bool) -> Diagnosis:
     verdict.adopt_rank(ctx, root)
     verdict.chain(ctx, root)
     return Diagnosis(root.interruption or "unknown", root.category, _summary(root, findings), root, _ordered(findings))
+
+
+def _name_events(findings: list[Finding]) -> None:
+    """Give every finding the id of its event (:func:`gpulib.findings.event_id`: rule, host, GPU,
+    rank) in place of the counter the rules minted while they ran (``xid79-1``), so that a
+    notebook step, last night's report and ``archive diff`` name the same event the same way."""
+    renamed: dict[str, str] = {}
+    taken: set[str] = set()
+    for f in findings:
+        rule = f.id.rsplit("-", 1)[0] if f.id.rsplit("-", 1)[-1].isdigit() else f.id
+        detail = f.xid if rule.startswith("xid") and not rule.endswith(str(f.xid)) else None
+        new = base = event_id(rule, host=f.host, gpu=f.gpu_pci or f.gpu_index, rank=f.rank, detail=detail)
+        n = 1
+        while new in taken:
+            n += 1
+            new = f"{base}-{n}"
+        taken.add(new)
+        renamed[f.id] = new
+    for f in findings:
+        f.id = renamed[f.id]
+        f.caused_by = renamed.get(f.caused_by, f.caused_by)
 
 
 def _signalled(ctx: Context, signature: str) -> bool:
@@ -198,13 +221,6 @@ def _timeline(ctx: Context) -> list[TimelineEntry]:
 def _checkpoints(inputs: Inputs) -> dict:
     if not inputs.checkpoint_dirs:
         return {"resume_from": None, "rejected": []}
-    try:
-        from gpulib.checkpoints import find_latest
-    except ImportError:  # older layout: the function lives in its module only
-        try:
-            from gpulib.checkpoints.latest import find_latest
-        except ImportError:
-            return {"resume_from": None, "rejected": [], "note": "checkpoint inspector not available"}
     roots: dict[Path, list[Path]] = {}
     for root, folder in inputs.checkpoint_dirs:
         roots.setdefault(root, []).append(folder)

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import gpulib
 from gpulib import kernel_env
+from gpulib.diagnose import diagnose
+from gpulib.diagnose.inputs import gather
 from gpulib.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -81,9 +83,6 @@ def resolve_evidence(evidence: str | Path, cwd: Path | None = None) -> Path:
 
 def read_evidence(path: Path) -> tuple[EvidenceFiles, dict]:
     """Walk, detect and parse ``path`` once; return its files and its ``gpulib.diagnosis/1`` dict."""
-    from gpulib.diagnose import diagnose
-    from gpulib.diagnose.inputs import gather
-
     inputs = gather([path], full_series=True)  # the notebooks plot every sample
     files = EvidenceFiles(
         [EvidenceFile(f.path, f.display, f.kind, f.host, f.host_basis, [asdict(r) for r in f.records],

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from gpulib.diagnose.inputs import InputFile, Inputs
 from gpulib.diagnose.joins import IdentityMap
-from gpulib.diagnose.model import EvidenceLine, Finding
+from gpulib.findings import EvidenceLine, Finding
 from gpulib.parsers.logtime import stamp_in, zone_of
 
 

@@ -7,7 +7,6 @@ say exactly what was *not* looked at - an on-call engineer must know when eviden
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import re
@@ -18,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from gpulib.bundle import Bundle, is_bundle
-from gpulib.parsers import detect, gpu_series, signatures, unwrap
+from gpulib.parsers import detect, gpu_series, registry, signatures, unwrap
 from gpulib.parsers.base import Problem, looks_binary, read_text
 from gpulib.parsers.gpu_records import GpuSample
 
@@ -170,32 +169,19 @@ def _is_checkpoint(path: Path) -> bool:
 
 
 def _parse(f: InputFile, tz: str | None, year: int | None = None) -> None:
-    module = detect.parser_modules()[f.kind]
-    zone = f.timezone or tz
-    if f.wrapped:
-        text, problems = read_text(f.path)
-        f.problems.extend(problems)
-        text = unwrap.unwrap(text).text
-        options = {"tz": zone, "year": year, "boot_time": f.boot_time}
-        params = inspect.signature(module.parse).parameters
-        result = module.parse(text, str(f.path), **{k: v for k, v in options.items() if k in params and v})
-    elif f.kind == "kernel_log" and hasattr(module, "parse_file"):
-        opts = {"tz": zone, "year": year}
-        if f.boot_time:
-            opts["boot_time"] = f.boot_time
-        result = module.parse_file(f.path, **opts)
-    elif f.kind == "training_log" and hasattr(module, "parse_file"):
-        result = module.parse_file(f.path, source=str(f.path), tz=zone)
-    elif f.kind == "flight_recorder" and (data := f.path.read_bytes())[:1] == b"\x80":  # pickle protocol 2+
-        result = module.parse_bytes(data, str(f.path))
-    else:
+    spec = registry.BY_KIND[f.kind]
+    opts = registry.Options(tz=f.timezone or tz, year=year, boot_time=f.boot_time)
+    if f.wrapped or spec.input == "text":
         text, problems = read_text(f.path)
         f.problems.extend(problems)
         if not text:
             return
-        params = inspect.signature(module.parse).parameters
-        kwargs = {"tz": zone} if "tz" in params else {}
-        result = module.parse(text, str(f.path), **kwargs)
+        src = registry.Source(str(f.path), f.path, text=unwrap.unwrap(text).text if f.wrapped else text)
+    elif spec.input == "bytes":
+        src = registry.Source(str(f.path), f.path, data=f.path.read_bytes())
+    else:  # the parser streams the file itself: memory flat for multi-GB logs
+        src = registry.Source(str(f.path), f.path)
+    result = spec.parse(src, opts)
     f.records = list(result.records)
     f.problems.extend(result.problems)
     if f.kind == "training_log":
@@ -335,7 +321,7 @@ def _place_in_bundle(f: InputFile, info: dict) -> None:
 
 def _bundle_bookkeeping(f: InputFile) -> bool:
     """Bundle files that are not evidence to parse: metadata, version files (read by
-    :mod:`gpulib.fleet.config`), a collector's stderr. True when ``f`` is one (and is settled)."""
+    :mod:`gpulib.diagnose.node_facts`), a collector's stderr. True when ``f`` is one (and is settled)."""
     rel = f.bundle_path
     if rel is None:
         return False

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from gpulib.diagnose.model import Finding, TimelineEntry
+from gpulib.diagnose.model import TimelineEntry
+from gpulib.diagnose.nodes import nodes_text
+from gpulib.findings import Finding
 
 SCHEMA = "gpulib.diagnosis/1"
 
@@ -77,7 +79,6 @@ class Diagnosis:
         cascade = [f for f in self.findings if rc is not None and f.caused_by and f.role in ("symptom", "context")]
         _section(out, "DISCOUNTED AS CASCADE (consequences of the root cause)",
                  [f"  - {_clip(f.title, 120)}{_first_location(f)}" for f in cascade[:10]])
-        from gpulib.fleet.report import nodes_text  # here: gpulib.fleet.report imports gpulib.diagnose
 
         out += nodes_text(self.nodes, self.findings)
         _section(out, "TIMELINE (UTC)",

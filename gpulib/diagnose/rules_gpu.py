@@ -17,7 +17,7 @@ from collections import defaultdict
 from statistics import median
 
 from gpulib.diagnose.context import Context, evidence, place
-from gpulib.diagnose.model import Pointers
+from gpulib.findings import Pointers
 from gpulib.parsers import gpu_series, prom_text
 from gpulib.parsers.gpu_records import GpuSample
 from gpulib.parsers.gpu_series import GpuSeries
@@ -306,5 +306,6 @@ def zombies(ctx: Context, after: str | None) -> None:
                     host=rec.host or file.host, time=captured, observed=True, evidence=[_line(file, rec, f"processes: {pids}")],
                     actions=[f"Kill the leftover processes (`kill -9 {pids}`) before relaunch; if they are in D "
                              "state, reboot the node"])
+        f.extra["pids"] = [int(p.pid) for p in rec.processes if p.pid is not None]  # the remediation's kill list
         place(ctx, f, host=rec.host or file.host, pci=rec.pci_bus_id)
 

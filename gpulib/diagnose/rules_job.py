@@ -19,7 +19,7 @@ from collections import defaultdict
 from statistics import median
 
 from gpulib.diagnose.context import Context, evidence, place
-from gpulib.diagnose.model import Pointers
+from gpulib.findings import Pointers
 
 CASCADE_EXCEPTIONS = {"DistBackendError", "ChildFailedError", "DistStoreError", "DistNetworkError",
                       "RendezvousClosedError", "KeyboardInterrupt", "SignalException", "ProcessExitedException"}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from gpulib.catalog import xid_info
 from gpulib.diagnose.context import Context, evidence, place
-from gpulib.diagnose.model import Finding, Pointers
+from gpulib.findings import Finding, Pointers
 from gpulib.parsers import prom_text
 from gpulib.parsers.logtime import seconds_between
 
@@ -137,7 +137,7 @@ def _xid(ctx: Context, file, ev, host: str | None, by_gpu: dict) -> None:
     interruption = info.interruption if info else "soft"
     category = info.category if info and info.category != "none" else "application_error"
     name = info.name if info else "unknown Xid"
-    f = ctx.add(f"xid{code}", severity=_SEVERITY.get(interruption, "error"), category=category,
+    f = ctx.add(f"xid{code}", severity=_SEVERITY.get(interruption, "error"), category=category, xid=code,
                 interruption=interruption if interruption in ("hard", "soft") else None,
                 role="cause" if interruption in ("hard", "soft") else "context", hardware=True,
                 title=f"Xid {code} ({name}) on GPU {_gpu_name(ev)} of {host}", host=host, time=ev.time_utc,

@@ -7,9 +7,9 @@ import re
 from collections import defaultdict
 
 from gpulib.diagnose.context import Context, evidence, place
-from gpulib.diagnose.model import EvidenceLine, Pointers
-from gpulib.fleet.config import node_configs
-from gpulib.fleet.drift import WHY, config_drift
+from gpulib.diagnose.drift import WHY, config_drift
+from gpulib.diagnose.node_facts import node_configs
+from gpulib.findings import EvidenceLine, Pointers
 
 #: The software stack that must be the same on every node of a job.
 VERSION_FIELDS = ("driver", "cuda", "nccl", "torch")

@@ -20,7 +20,7 @@ from collections import defaultdict
 from gpulib.catalog import xid_info
 from gpulib.catalog.signatures import Signature, load_signatures, render
 from gpulib.diagnose.context import Context, evidence, place
-from gpulib.diagnose.model import Finding, Pointers
+from gpulib.findings import Finding, Pointers
 from gpulib.parsers.signatures import Signal
 
 #: Categories whose hard findings are the machine's fault (drain, reset, RMA), not the job's.

@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 from gpulib.diagnose.context import Context, place
-from gpulib.diagnose.model import Finding, Pointers
+from gpulib.findings import Finding, Pointers
 from gpulib.parsers.logtime import seconds_between
 
 FOLD_S = 60  # precursors/duplicates within this many seconds belong to the same event

@@ -41,8 +41,8 @@ def register(subparsers) -> None:
 
 
 def run_diff(args) -> int:
-    from gpulib.fleet.config import configs_from_paths
-    from gpulib.fleet.drift import config_drift, odd_nodes, text_report
+    from gpulib.diagnose.drift import config_drift, odd_nodes, text_report
+    from gpulib.diagnose.node_facts import configs_from_paths
 
     require_readable(args.paths, what="evidence")
     configs = configs_from_paths(args.paths, tz=args.tz)

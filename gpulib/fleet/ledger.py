@@ -25,6 +25,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpulib.diagnose.inputs import gather
+from gpulib.runbooks.archive import ArchivedRun
+from gpulib.runbooks.spec import RunbookError
+
 log = logging.getLogger(__name__)
 
 #: Root-cause categories that are the GPU's own fault (not the job's, not the fabric's).
@@ -202,9 +206,6 @@ class _Builder:
                 self.add_finding(f, source, False, None)
 
     def add_run(self, run_dir: Path) -> None:
-        from gpulib.runbooks.archive import ArchivedRun
-        from gpulib.runbooks.spec import RunbookError
-
         try:
             run = ArchivedRun.open(run_dir)
             findings = run.findings
@@ -226,8 +227,6 @@ class _Builder:
         self.ledger.sources.append(source)
 
     def add_evidence(self, path: Path, fallback_time: str | None = None) -> None:
-        from gpulib.diagnose.inputs import gather
-
         inputs = gather([path])
         for f in inputs.of_kind("nvidia_smi_q", "nvidia_smi_xml", "nvidia_smi_table"):
             states = [s for s in f.records if hasattr(s, "lost")]

@@ -13,13 +13,13 @@ import logging
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 from gpulib import exit_codes
 from gpulib.errors import GpulibError, InputError
 from gpulib.nccl import nics
+from gpulib.nccl.arguments import validate_args
 from gpulib.nccl.bandwidth import canonical_collective
-from gpulib.nccl.sizes import dtype, parse_size, size_sweep
+from gpulib.nccl.sizes import parse_size
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
 _FLAGS = (  # (dest, flag) in the order they are forwarded to the torchrun workers
@@ -95,19 +95,6 @@ def tester_parser() -> argparse.ArgumentParser:
                                 epilog=EXIT_CODES)
     add_tester_arguments(p)
     return p
-
-
-def validate_args(args: argparse.Namespace) -> None:
-    """Argument errors that need no torch: raised before torchrun starts or before ranks wait."""
-    size_sweep(args.minbytes, args.maxbytes, args.stepfactor, args.stepbytes)
-    nics.from_flags(args.nic_gbps, args.nics)
-    dt = dtype(args.datatype)
-    if dt.name in ("uint32", "uint64"):
-        raise InputError(f"data type {dt.name} has no torch.distributed support", hint="use int32/int64")
-    if args.op == "avg" and not dt.is_float:
-        raise InputError("-o avg needs a floating-point type", hint="use -d float")
-    if args.bundle and Path(args.bundle).exists():
-        raise InputError("bundle already exists", path=args.bundle, hint="bundles are never overwritten; pick a new --bundle")
 
 
 def forward_argv(args: argparse.Namespace) -> list[str]:

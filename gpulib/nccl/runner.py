@@ -25,8 +25,8 @@ from gpulib import __version__
 from gpulib.bundle import BundleWriter, CollectorRecord
 from gpulib.errors import InputError
 from gpulib.nccl import nics, thresholds
+from gpulib.nccl.arguments import validate_args
 from gpulib.nccl.bandwidth import algbw_gbps, bus_factor
-from gpulib.nccl.cli import validate_args
 from gpulib.nccl.collectives import REDUCING, ROOTED, Case, has_in_place, sleep_before
 from gpulib.nccl.injection import Injections
 from gpulib.nccl.pairwise import run_pairwise

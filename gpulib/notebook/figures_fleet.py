@@ -13,10 +13,10 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
-from gpulib.fleet.config import node_configs
-from gpulib.fleet.drift import config_drift, diff_table
+from gpulib.diagnose.drift import config_drift, diff_table
+from gpulib.diagnose.node_facts import node_configs
+from gpulib.diagnose.nodes import drift_findings
 from gpulib.fleet.ledger import COUNTERS, Ledger, build_ledger
-from gpulib.fleet.report import drift_findings
 from gpulib.parsers.gpu_records import SLOWDOWN_REASONS
 
 #: metric -> (colour-bar title, why it matters)

@@ -1,80 +1,61 @@
-"""Step checks of the runbook notebooks: evidence tables + thresholds -> findings.
+"""What each runbook step records: views over the diagnosis, plus the step's threshold checks.
 
-A finding is the unit every notebook records (``findings-NN.json``) and every runbook
-aggregates: ``{id, severity, category, title, host, gpu_index, rank, time, evidence, actions}``
-with ``severity`` in critical|error|warning|info and ``category`` from the DESIGN vocabulary.
-The root cause itself comes from :func:`gpulib.diagnose.diagnose`; the checks here are the
-step-level readings an engineer tunes with the notebook's thresholds (how hot is too hot, how
-much memory imbalance is suspicious, how slow is a stalled step).
+The diagnosis (:func:`gpulib.diagnose.diagnose`) is the one rule engine: a step shows the
+diagnosis findings of its subject (the kernel log's, the GPU snapshots', a category's). The
+readings an engineer tunes with a notebook's sliders (how hot is too hot, how much memory
+imbalance is suspicious, how slow is a stalled step) are checked here, and :func:`combine` hands
+an event the diagnosis also reports back to the diagnosis's finding, so one event has one id,
+one severity and one category in every step, in ``findings.json``, the report and ``archive diff``.
+Records are :class:`gpulib.findings.Finding` as dicts (``findings-NN.json`` is JSON).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from gpulib.identity import to_utc_iso
+from gpulib.findings import Finding, event_id, ordered, summarize
+from gpulib.identity import normalize_pci, to_utc_iso
 from gpulib.notebook.tables import gpu_labels, throttle_periods
 from gpulib.parsers.gpu_records import ERROR_COUNTERS, SLOWDOWN_REASONS
-from gpulib.vocabulary import CATEGORIES, SEVERITIES
+from gpulib.vocabulary import SEVERITIES
 
 FINDING_MIME = "application/vnd.gpulib.finding+json"
-FIELDS = ("id", "severity", "category", "title", "host", "gpu_index", "rank", "time", "evidence", "actions")
 
 
 def finding(id: str, severity: str, category: str, title: str, *, host: str | None = None,
             gpu_index: int | None = None, rank: int | None = None, time: Any = None,
             evidence: Sequence[dict] = (), actions: Sequence[str] = (), **extra: Any) -> dict:
-    """One finding in the recorded shape (extra keys such as ``caused_by`` or ``step`` are kept)."""
-    if severity not in SEVERITIES:
-        raise ValueError(f"severity {severity!r} is not one of {SEVERITIES}")
-    if category not in CATEGORIES:
-        raise ValueError(f"category {category!r} is not in the DESIGN vocabulary")
-    return {"id": id, "severity": severity, "category": category, "title": title, "host": host,
+    """One finding as its JSON dict (extra keys such as ``pids`` or ``step`` are kept); raises
+    ValueError for a severity or category outside the vocabulary."""
+    data = {"id": id, "severity": severity, "category": category, "title": title, "host": host,
             "gpu_index": None if gpu_index is None or pd.isna(gpu_index) else int(gpu_index),
-            "rank": None if rank is None or pd.isna(rank) else int(rank),
-            "time": _iso(time), "evidence": [dict(e) for e in evidence], "actions": list(actions), **extra}
+            "rank": None if rank is None or pd.isna(rank) else int(rank), "time": _iso(time),
+            "evidence": [dict(e) for e in evidence], "actions": list(actions), **extra}
+    return Finding.from_dict(data).check().to_dict()
 
 
 def normalize_findings(items: Iterable[Any], *, step: str | None = None) -> list[dict]:
-    """Dicts, dataclasses or objects with ``to_dict`` -> finding dicts with every field present,
-    de-duplicated by id, most severe first."""
-    out: dict[str, dict] = {}
+    """Findings or their dicts -> dicts with every key of the model, de-duplicated by id, most
+    severe first."""
+    out: dict[str, Finding] = {}
     for item in items:
-        if hasattr(item, "to_dict"):
-            item = item.to_dict()
-        elif is_dataclass(item):
-            item = asdict(item)
-        data = {key: item.get(key) for key in FIELDS} | {k: v for k, v in item.items() if k not in FIELDS}
-        data["evidence"] = list(data.get("evidence") or [])
-        data["actions"] = list(data.get("actions") or [])
-        data["time"] = _iso(data.get("time"))
-        if step and "step" not in data:
-            data["step"] = step
-        out.setdefault(str(data["id"]), data)
-    return sorted(out.values(), key=lambda f: (SEVERITIES.index(f["severity"]) if f["severity"] in SEVERITIES
-                                               else len(SEVERITIES), str(f.get("time") or "")))
+        f = item if isinstance(item, Finding) else Finding.from_dict(item.to_dict() if hasattr(item, "to_dict")
+                                                                     else dict(item))
+        f.time = _iso(f.time)
+        if step:
+            f.extra.setdefault("step", step)
+        out.setdefault(str(f.id), f)
+    return [f.to_dict() for f in ordered(out.values())]
 
 
 def summarize_findings(items: Sequence[dict], *, step: str = "") -> str:
     """The text people read under the findings: counts, then one line per finding."""
-    head = f"{step}: " if step else ""
-    if not items:
-        return f"{head}no findings (nothing abnormal in this evidence for this step)"
-    counts = ", ".join(f"{n} {s}" for s in SEVERITIES if (n := sum(f["severity"] == s for f in items)))
-    lines = [f"{head}{len(items)} finding(s): {counts}"]
-    for f in items:
-        where = " ".join(x for x in (
-            f.get("host") or "", f"gpu {f['gpu_index']}" if f.get("gpu_index") is not None else "",
-            f"rank {f['rank']}" if f.get("rank") is not None else "", f.get("time") or "") if x)
-        lines.append(f"  [{f['severity'].upper()}] {f['category']}: {f['title']}" + (f" ({where})" if where else ""))
-        lines += [f"      -> {a}" for a in f.get("actions") or []][:3]
-    return "\n".join(lines)
+    return summarize([Finding.from_dict(f) for f in items], step=step)
 
 
 def _iso(value: Any) -> str | None:
@@ -85,8 +66,18 @@ def _iso(value: Any) -> str | None:
     return to_utc_iso(pd.Timestamp(value).to_pydatetime())  # naive = UTC already
 
 
-def _slug(*parts: Any) -> str:
-    return "-".join(re.sub(r"[^0-9A-Za-z.]+", "_", str(p)) for p in parts if p is not None and p != "")
+def _pci(row: Any) -> str | None:
+    pci = row.get("pci_bus_id")
+    return (normalize_pci(pci) or pci) if isinstance(pci, str) and pci else None
+
+
+def _gpu(row: Any) -> str | int | None:
+    """Whom a table row's GPU finding is about, as :func:`gpulib.findings.event_id` names it: the
+    PCI id where known (it survives renumbering after a GPU is lost), else the index."""
+    if _pci(row):
+        return _pci(row)
+    index = row.get("gpu_index")
+    return None if index is None or pd.isna(index) else int(index)
 
 
 def _evidence_rows(rows: pd.DataFrame, limit: int = 3) -> list[dict]:
@@ -126,76 +117,70 @@ def findings_table(items: Sequence[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def merge(primary: Iterable[dict], secondary: Iterable[dict]) -> list[dict]:
-    """``primary`` (the diagnosis) plus the step findings that say something new: a step finding
-    about the same category, host and GPU as a diagnosis finding is the same fact twice."""
-    primary = list(primary)
-    seen = {(f.get("category"), f.get("host"), f.get("gpu_index")) for f in primary}
-    return primary + [f for f in secondary if (f.get("category"), f.get("host"), f.get("gpu_index")) not in seen]
-
-
 def from_diagnosis(diagnosis: dict, categories: Iterable[str] | None = None) -> list[dict]:
     """The diagnosis findings of the given categories (all when None)."""
     wanted = None if categories is None else set(categories)
     return [f for f in diagnosis.get("findings") or [] if wanted is None or f.get("category") in wanted]
 
 
+def supported_by(diagnosis: dict, kinds: Iterable[str], categories: Iterable[str] | None = None) -> list[dict]:
+    """The diagnosis findings with an evidence line in a file of one of ``kinds`` (the kernel
+    step shows what the kernel log says, the hardware step what the GPU snapshots say)."""
+    kinds = set(kinds)
+    files = {i.get("path") for i in diagnosis.get("inputs") or [] if i.get("kind") in kinds}
+    return [f for f in from_diagnosis(diagnosis, categories)
+            if any(e.get("file") in files for e in f.get("evidence") or [])]
+
+
+def event_keys(f: dict) -> list[tuple]:
+    """What makes two findings the same event: category, host and the GPU (by PCI id where both
+    know it, else by index) or, for a finding about no GPU, the rank."""
+    pci = f.get("gpu_pci") or f.get("pci_bus_id")
+    keys = []
+    if pci:
+        keys.append((f.get("category"), f.get("host"), "pci", normalize_pci(pci) or pci))
+    if f.get("gpu_index") is not None:
+        keys.append((f.get("category"), f.get("host"), "index", int(f["gpu_index"])))
+    if not keys:
+        keys.append((f.get("category"), f.get("host"), "rank", f.get("rank")))
+    return keys
+
+
+def combine(diagnosis: dict, categories: Iterable[str] | None, *checks: Iterable[dict]) -> list[dict]:
+    """The step's findings: the diagnosis findings of ``categories``, then each threshold-check
+    finding that says something new. A check finding about an event the diagnosis reports too
+    (same category, host and GPU) *is* that diagnosis finding: it is recorded with the
+    diagnosis's id, severity and title, never as a second row."""
+    out = from_diagnosis(diagnosis, categories) if categories is not None else []
+    known: dict[tuple, dict] = {}
+    for f in diagnosis.get("findings") or []:
+        for key in event_keys(f):
+            known.setdefault(key, f)
+    ids = {f["id"] for f in out}
+    for f in (f for group in checks for f in group):
+        f = next((known[k] for k in event_keys(f) if k in known), f)
+        if f["id"] not in ids:
+            ids.add(f["id"])
+            out.append(f)
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 # 01 kernel log and Xid
 
-#: Kernel event kinds that are findings by themselves, with their category and severity.
-KERNEL_KINDS = {
-    "fell_off_bus": ("gpu_fell_off_bus", "critical", "GPU fell off the bus"),
-    "gpu_reset_required": ("gpu_memory_error", "critical", "GPU reset required"),
-    "oom_kill": ("host_oom", "error", "host OOM killer killed a process"),
-    "ib_link_down": ("network_fabric", "error", "InfiniBand link down"),
-    "aer": ("gpu_fell_off_bus", "warning", "PCIe AER error"),
-    "pcie_link_degraded": ("gpu_fell_off_bus", "warning", "PCIe link degraded"),
-    "hung_task": ("application_error", "warning", "task hung in the kernel (D state)"),
-}
-
-_INTERRUPTION_SEVERITY = {"hard": "critical", "soft": "error", "info": "info"}
+#: The files whose lines a step's view shows: the kernel log, and the GPU state snapshots.
+KERNEL_KINDS = ("kernel_log",)
+GPU_STATE_KINDS = ("nvidia_smi_q", "nvidia_smi_xml", "nvidia_smi_table", "nvidia_smi_csv", "nvml_snapshot",
+                   "nvml_samples", "nvidia_smi_dmon", "dcgm_exporter")
+#: Categories of a GPU's own hardware (what the preflight and health report judge per GPU).
+HARDWARE_CATEGORIES = ("gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error", "nvlink_error", "power_fault")
 
 
-def kernel_findings(events: pd.DataFrame) -> list[dict]:
-    """One finding per (host, GPU, Xid code) and per (host, notable kernel event kind).
-
-    Grouping matters: a flapping GPU prints the same Xid hundreds of times; the engineer needs
-    *which GPU, which code, first seen when, how many*, with the catalog's meaning and action.
-    """
-    if events is None or events.empty:
-        return []
-    out = []
-    xids = events[events["xid"].notna()] if "xid" in events.columns else events.iloc[0:0]
-    for (host, gpu_key, code), rows in xids.groupby(
-            [events["host"].fillna(""), events["pci_bus_id"].fillna(events["gpu"].astype(str)), "xid"],
-            sort=True, dropna=False):
-        rows = rows.sort_values("time", na_position="last")
-        first = rows.iloc[0]
-        info = {k: first.get(k) for k in ("name", "interruption", "category", "action")}
-        name = info["name"] if isinstance(info["name"], str) else "unknown Xid"
-        category = info["category"] if info["category"] in CATEGORIES else "application_error"
-        severity = _INTERRUPTION_SEVERITY.get(info["interruption"], "warning")
-        where = f"GPU {gpu_key}" + (f" on {host}" if host else "")
-        out.append(finding(
-            _slug("xid", int(code), host, gpu_key), severity, category,
-            f"Xid {int(code)} ({name}) on {where}, {len(rows)} event(s)",
-            host=host or None, gpu_index=first.get("gpu_index"), time=first.get("time"),
-            evidence=_evidence_rows(rows), actions=[info["action"]] if isinstance(info["action"], str) else [],
-            xid=int(code), pci_bus_id=first.get("pci_bus_id") if isinstance(first.get("pci_bus_id"), str) else None,
-            count=len(rows),
-        ))
-    for (host, kind), rows in events[events["kind"].isin(KERNEL_KINDS)].groupby(
-            [events["host"].fillna(""), "kind"], sort=True):
-        category, severity, label = KERNEL_KINDS[kind]
-        rows = rows.sort_values("time", na_position="last")
-        first = rows.iloc[0]
-        out.append(finding(
-            _slug(kind, host), severity, category, f"{label}" + (f" on {host}" if host else "") + f", {len(rows)} line(s)",
-            host=host or None, gpu_index=first.get("gpu_index"), time=first.get("time"),
-            evidence=_evidence_rows(rows),
-        ))
-    return out
+def kernel_findings(diagnosis: dict) -> list[dict]:
+    """What the kernel log says, as the diagnosis judged it: one finding per event (a flapping GPU
+    that printed the same Xid hundreds of times is one finding with its first lines), the
+    catalog's meaning and action, and whether it is the root cause or part of the cascade."""
+    return supported_by(diagnosis, KERNEL_KINDS)
 
 
 # --------------------------------------------------------------------------------------------
@@ -203,11 +188,10 @@ def kernel_findings(events: pd.DataFrame) -> list[dict]:
 
 
 def memory_findings(states: pd.DataFrame, imbalance_gib: float = 2.0) -> list[dict]:
-    """Memory imbalance between the GPUs of a host, and processes still holding GPUs.
+    """Memory imbalance between the GPUs of a host, beyond ``imbalance_gib``.
 
     Data-parallel ranks hold identical models, so used memory should match within a few
-    hundred MiB. After a crash, a process still holding a GPU blocks the relaunch (the new job
-    OOMs at start-up or hangs on NCCL init); it must be found and stopped first.
+    hundred MiB; an outlier holds more activations, leaks, or shares its GPU with a stray process.
     """
     if states is None or states.empty or "mem_used_mib" not in states.columns:
         return []
@@ -219,27 +203,25 @@ def memory_findings(states: pd.DataFrame, imbalance_gib: float = 2.0) -> list[di
         spread_gib = (hi["mem_used_mib"] - lo["mem_used_mib"]) / 1024
         if spread_gib > imbalance_gib:
             out.append(finding(
-                _slug("mem-imbalance", host), "warning", "cuda_oom",
+                event_id("mem-imbalance", host=host or None, gpu=_gpu(hi)), "warning", "cuda_oom",
                 f"GPU memory imbalance of {spread_gib:.1f} GiB on {host or 'this host'}: GPU {hi['gpu']} uses "
                 f"{hi['mem_used_mib'] / 1024:.1f} GiB, GPU {lo['gpu']} {lo['mem_used_mib'] / 1024:.1f} GiB",
-                host=host or None, gpu_index=hi.get("gpu_index"), time=hi.get("time"),
+                host=host or None, gpu_index=hi.get("gpu_index"), gpu_pci=_pci(hi), time=hi.get("time"),
                 evidence=_evidence_rows(pd.DataFrame([hi])),
                 actions=["An outlier rank holds more activations or leaks: check its batch/sequence length; "
                          "a GPU near zero may have lost its process (see the kernel log)."],
             ))
-    procs = states[states["processes"].map(bool)] if "processes" in states.columns else states.iloc[0:0]
-    for _, row in procs.iterrows():
-        pid_list = [int(p["pid"]) for p in row["processes"] if p.get("pid") is not None]
-        pids = ", ".join(map(str, pid_list))
-        out.append(finding(
-            _slug("gpu-held", row.get("host"), row["gpu"]), "warning", "application_error",
-            f"GPU {row['gpu']} is still held by process(es) {pids}",
-            host=row.get("host") if isinstance(row.get("host"), str) else None, gpu_index=row.get("gpu_index"),
-            time=row.get("time"), evidence=_evidence_rows(pd.DataFrame([row])),
-            actions=["Stop the leftover training processes before relaunching (see the remediation cell)."],
-            pids=pid_list,
-        ))
     return out
+
+
+def held_findings(diagnosis: dict) -> list[dict]:
+    """GPUs still held by processes in a snapshot taken *after* the job failed, as the diagnosis
+    found them (rule ``zombie``; its ``pids`` feed the remediation's kill commands). A snapshot
+    from before the crash shows the live job, not a leftover: it is not a finding.
+
+    A leftover process blocks the relaunch (the new job OOMs at start-up or hangs on NCCL init);
+    it must be found and stopped first."""
+    return [f for f in diagnosis.get("findings") or [] if str(f.get("id", "")).startswith("zombie")]
 
 
 # --------------------------------------------------------------------------------------------
@@ -275,10 +257,10 @@ def thermal_findings(samples: pd.DataFrame, states: pd.DataFrame | None = None,
             f"SM clock down to {clock:.0f}" + (f" of {clock_max:.0f} MHz" if pd.notna(clock_max) else " MHz")
             if pd.notna(clock) else "") if x)
         out.append(finding(
-            _slug(category, label), "error", category,
+            event_id("throttle", host=_first(rows, "host"), gpu=_gpu(rows.iloc[0])), "error", category,
             f"{label} slowed by {', '.join(reasons)} for {minutes:.1f} min from {_iso(first['start'])}"
             + (f" ({detail})" if detail else ""),
-            host=_first(rows, "host"), gpu_index=_first(rows, "gpu_index"), time=first["start"],
+            host=_first(rows, "host"), gpu_index=_first(rows, "gpu_index"), gpu_pci=_pci(rows.iloc[0]), time=first["start"],
             evidence=_evidence_rows(inside[inside["throttle_reasons"].map(lambda r: bool(set(r or ()) & SLOWDOWN_REASONS))]),
             actions=["Check the airflow/fans and inlet temperature of this node and GPU slot; compare with its "
                      "neighbours. Drain it until cooling is fixed: a throttled GPU makes its rank a straggler "
@@ -292,9 +274,10 @@ def thermal_findings(samples: pd.DataFrame, states: pd.DataFrame | None = None,
             if label in by_gpu:
                 continue
             out.append(finding(
-                _slug("hot", label), "warning", "thermal_throttling",
+                event_id("hot", host=_first(rows, "host"), gpu=_gpu(rows.iloc[0])), "warning", "thermal_throttling",
                 f"{label} reached {rows['temp_c'].max():.0f} C (limit {temp_limit_c:g} C) without throttling yet",
-                host=_first(rows, "host"), gpu_index=_first(rows, "gpu_index"), time=rows["time"].min(),
+                host=_first(rows, "host"), gpu_index=_first(rows, "gpu_index"), gpu_pci=_pci(rows.iloc[0]),
+                time=rows["time"].min(),
                 evidence=_evidence_rows(rows),
                 actions=["Watch this GPU: it is close to its slowdown temperature."],
             ))
@@ -306,11 +289,12 @@ def thermal_findings(samples: pd.DataFrame, states: pd.DataFrame | None = None,
             if slow and label not in seen:
                 seen.add(label)
                 out.append(finding(
-                    _slug("snapshot-slowdown", label), "error",
+                    event_id("throttle", host=_first(pd.DataFrame([row]), "host"), gpu=_gpu(row)), "error",
                     "power_fault" if slow == ["hw_power_brake_slowdown"] else "thermal_throttling",
                     f"{label} reported {', '.join(slow)} in a snapshot"
                     + (f" at {row['temp_c']:.0f} C" if pd.notna(row.get("temp_c")) else ""),
-                    host=_first(pd.DataFrame([row]), "host"), gpu_index=row.get("gpu_index"), time=row.get("time"),
+                    host=_first(pd.DataFrame([row]), "host"), gpu_index=row.get("gpu_index"), gpu_pci=_pci(row),
+                    time=row.get("time"),
                     evidence=_evidence_rows(pd.DataFrame([row])),
                     actions=["Sample it over time (gpulib collect --sample-seconds 60) to see how long it lasts."],
                 ))
@@ -348,7 +332,7 @@ def step_findings(steps: pd.DataFrame, stall_factor: float = 2.0) -> list[dict]:
             worst = mine.loc[mine["step_time_s"].idxmax()]
             who = "the logging rank" if rank == -1 else f"rank {int(rank)}"
             out.append(finding(
-                _slug("slow-steps", measure, "rank", int(rank)), "warning", "data_pipeline_stall",
+                event_id("slow-steps", rank=int(rank), detail=measure), "warning", "data_pipeline_stall",
                 f"{len(mine)} step(s) of {who} took more than {stall_factor:g} x the median {measure} "
                 f"({median:.2f} s); worst {worst['step_time_s']:.2f} s at step {int(worst['step'])}",
                 host=worst.get("host") if isinstance(worst.get("host"), str) else None,
@@ -365,50 +349,14 @@ def step_findings(steps: pd.DataFrame, stall_factor: float = 2.0) -> list[dict]:
 # 06 driver, CUDA, ECC, topology
 
 
-def hardware_findings(states: pd.DataFrame) -> list[dict]:
-    """ECC and row-remap state, lost GPUs, PCIe links below their maximum, per GPU.
+def hardware_findings(diagnosis: dict) -> list[dict]:
+    """What the GPU snapshots say of each GPU's hardware, as the diagnosis judged it: lost GPUs,
+    uncorrectable ECC and pending or failed row remaps, PCIe links below their maximum while busy.
 
-    Driver/NCCL version skew across nodes is the diagnosis's finding (rule ``version-skew``,
-    from :mod:`gpulib.fleet`): take it with ``from_diagnosis(diagnosis, ["driver_mismatch"])``.
+    Driver/NCCL version skew across nodes is the diagnosis's finding too (rule ``version-skew``):
+    take it with ``from_diagnosis(diagnosis, ["driver_mismatch"])``.
     """
-    if states is None or states.empty:
-        return []
-    out = []
-    for _, row in states.iterrows():
-        label = gpu_labels(pd.DataFrame([row])).iloc[0]
-        host = row.get("host") if isinstance(row.get("host"), str) else None
-        common = {"host": host, "gpu_index": row.get("gpu_index"), "time": row.get("time"),
-                  "evidence": _evidence_rows(pd.DataFrame([row])),
-                  "pci_bus_id": row.get("pci_bus_id") if isinstance(row.get("pci_bus_id"), str) else None}
-        if row.get("lost"):
-            out.append(finding(_slug("lost", label), "critical", "gpu_fell_off_bus",
-                               f"{label} is lost: {row.get('lost_reason') or 'no readings'}",
-                               actions=["Drain the node and power-cycle it: a lost GPU has left the PCIe bus and a GPU "
-                                        "reset cannot reach it; RMA it if it repeats."],
-                               **common))
-            continue
-        dbe = _num(row.get("ecc_volatile_dbe")) + _num(row.get("remapped_rows_uncorrectable"))
-        pending = bool(row.get("remapped_rows_pending") is True or row.get("retired_pages_pending") is True)
-        if row.get("remapped_rows_failure") is True:
-            out.append(finding(_slug("remap-failure", label), "critical", "gpu_memory_error",
-                               f"{label}: row remapping failed (no spare rows left)",
-                               actions=["RMA the GPU: it can no longer hide bad memory rows."], **common))
-        elif dbe or pending:
-            what = [f"{int(dbe)} uncorrectable error(s)" if dbe else "", "remap/retirement pending" if pending else ""]
-            out.append(finding(_slug("ecc", label), "critical" if pending else "error", "gpu_memory_error",
-                               f"{label}: " + ", ".join(w for w in what if w),
-                               actions=["Drain the GPU and reset it (nvidia-smi -r, or reboot) so the pending "
-                                        "remap takes effect; run dcgmi diag -r 3 before returning it."], **common))
-        gen, gen_max = row.get("pcie_gen_current"), row.get("pcie_gen_max")
-        width, width_max = row.get("pcie_width_current"), row.get("pcie_width_max")
-        busy = _num(row.get("util_gpu_pct")) > 0
-        if busy and ((pd.notna(width) and pd.notna(width_max) and width < width_max)
-                     or (pd.notna(gen) and pd.notna(gen_max) and gen < gen_max)):
-            out.append(finding(_slug("pcie", label), "warning", "gpu_fell_off_bus",
-                               f"{label}: PCIe link at Gen{gen} x{width} while busy (max Gen{gen_max} x{width_max})",
-                               actions=["Reseat or check the riser/switch; a degraded link precedes Xid 79."],
-                               **common))
-    return out
+    return supported_by(diagnosis, GPU_STATE_KINDS, HARDWARE_CATEGORIES)
 
 
 def presence_findings(states: pd.DataFrame) -> list[dict]:
@@ -486,7 +434,7 @@ def version_findings(versions: pd.DataFrame) -> list[dict]:
             built = _version(row.get(key))
             if built is not None and built > driver:
                 out.append(finding(
-                    _slug(key, "newer", row.get("host")), severity, "driver_mismatch",
+                    event_id(f"{key}-newer", host=row.get("host")), severity, "driver_mismatch",
                     f"{what} {row[key]} but the driver on {row.get('host') or 'this host'} supports CUDA "
                     f"{row['cuda_driver']} at most (driver {row.get('driver')})", host=row.get("host"),
                     actions=["Upgrade the NVIDIA driver, or use a PyTorch/CUDA build not newer than the driver's "
@@ -509,7 +457,7 @@ def topology_findings(matrix: pd.DataFrame, host: str | None = None) -> list[dic
     slow = [f"{a}-{b} ({link})" for a, b, link in pairs if not link.startswith("NV")]
     if not slow:
         return []
-    return [finding(_slug("nvlink-missing", host), "warning", "nvlink_error",
+    return [finding(event_id("nvlink-missing", host=host), "warning", "nvlink_error",
                     f"{len(slow)} GPU pair(s) without NVLink on a board that has it: {', '.join(slow[:6])}",
                     host=host, actions=["Check nvidia-smi nvlink -s for inactive links and the kernel log for Xid 74; "
                                         "collectives across these pairs run at PCIe speed."])]
@@ -728,7 +676,7 @@ def checkpoint_findings(report: Any) -> list[dict]:
                                     "Or: gpulib ckpt latest DIR... before relaunching."]))
     for item in data.get("rejected") or []:
         path, reason = (item.get("path"), item.get("reason")) if isinstance(item, dict) else item
-        out.append(finding(_slug("rejected", Path(str(path)).name), "warning", "none",
+        out.append(finding(event_id("rejected", detail=Path(str(path)).name), "warning", "none",
                            f"rejected {path}: {reason}", evidence=[{"file": str(path), "line": None, "text": reason}]))
     return out
 
@@ -757,7 +705,7 @@ def resume_findings(steps: pd.DataFrame, max_jump_pct: float = 10.0) -> list[dic
                 jump = (loss - ref) / ref * 100 if ref else 0.0
                 ok = abs(jump) <= max_jump_pct
                 out.append(finding(
-                    _slug("resume", step, row.get("time")), "info" if ok else "warning", "none",
+                    event_id("resume", detail=step), "info" if ok else "warning", "none",
                     f"restart at step {step}: loss {loss:.4g} vs {ref:.4g} at step {ref_step} before ({jump:+.1f} %)"
                     + ("" if ok else f", more than {max_jump_pct:g} %"),
                     rank=row.get("rank"), time=row.get("time"), evidence=_evidence_rows(pd.DataFrame([row])),

@@ -25,6 +25,8 @@ from pathlib import Path
 import pandas as pd
 
 from gpulib.bundle import is_bundle
+from gpulib.catalog import xid_info
+from gpulib.checkpoints.latest import find_latest
 from gpulib.diagnose.cache import EvidenceFiles, load_cached, read_evidence, resolve_evidence
 from gpulib.diagnose.cache import repo_root as repo_root  # re-exported: notebooks and tests use it here
 from gpulib.errors import InputError
@@ -114,8 +116,6 @@ class EvidenceTables:
     # ---------------------------------------------------------------- tables
     def kernel_events(self) -> pd.DataFrame:
         """Kernel events with the Xid catalog's meaning, interruption class and action."""
-        from gpulib.catalog import xid_info
-
         rows = self._rows("kernel_log")
         for row in rows:
             info = xid_info(row["xid"]) if row.get("xid") is not None else None
@@ -290,8 +290,6 @@ class EvidenceTables:
     def checkpoints(self, checkpoint_dirs: str = ""):
         """``find_latest`` over the given folders (comma-separated), else over the checkpoint
         folders found in the evidence, else the evidence path itself."""
-        from gpulib.checkpoints.latest import find_latest
-
         roots = [resolve_evidence(p) for p in checkpoint_dirs.split(",") if p.strip()]
         roots = roots or self.gathered.checkpoint_dirs or [self.path]
         return find_latest(roots)

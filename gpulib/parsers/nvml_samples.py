@@ -13,13 +13,12 @@ from __future__ import annotations
 import csv
 
 from gpulib.identity import normalize_pci
+from gpulib.nvml_fields import SAMPLE_COLUMNS, decode_throttle_bitmask
 from gpulib.parsers.base import ParseResult, Problem
-from gpulib.parsers.gpu_records import GpuSample, decode_throttle_bitmask
+from gpulib.parsers.gpu_records import GpuSample
 
 KIND = "nvml_samples"
-#: The header the NVML sampling collector writes (one source of truth for writer and reader).
-COLUMNS = ("time_utc", "index", "pci_bus_id", "temp_c", "sm_clock_mhz", "sm_clock_max_mhz", "power_draw_w",
-           "util_gpu_pct", "mem_used_mib", "throttle_bitmask", "throttle_reasons")
+COLUMNS = SAMPLE_COLUMNS
 _NUMBERS = ("temp_c", "sm_clock_mhz", "sm_clock_max_mhz", "power_draw_w", "util_gpu_pct", "mem_used_mib")
 
 

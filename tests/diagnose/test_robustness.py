@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from gpulib.cli import main
 from gpulib.diagnose import diagnose
-from gpulib.parsers import dcgmi_diag, detect, flight_recorder, slurm, torchrun_error
+from gpulib.parsers import dcgmi_diag, flight_recorder, registry, slurm, torchrun_error
 from gpulib.parsers import training_log as tl
 from tests.conftest import locked_folder
 
@@ -118,10 +118,10 @@ def test_ten_thousand_small_files(tmp_path):
 @given(st.binary(max_size=4096))
 def test_every_parser_survives_random_bytes(data):
     text = data.decode("utf-8", "replace")
-    for module in detect.parser_modules().values():
-        module.looks_like(text)
-        result = module.parse(text, "random")
-        assert result.kind == module.KIND
+    for spec in registry.SPECS:
+        spec.looks_like(text)
+        result = spec.parse(registry.Source("random", text=text), registry.Options())
+        assert result.kind == spec.kind
     assert flight_recorder.parse_bytes(b"\x80\x04" + data, "random").records == []
     for module in (dcgmi_diag, slurm, torchrun_error, tl):
         module.parse(text, "random")

@@ -317,7 +317,7 @@ def test_torch_skew_on_one_node_is_a_warning_when_it_explains_nothing(tmp_path):
                         "gp-3": ("2.1.0+cu118", "2.21.5")})
     d = diagnose([tmp_path])
     skew = [f for f in d.findings if f.category == "driver_mismatch"]
-    assert [(f.id, f.severity, f.role, f.host) for f in skew] == [("version-skew-torch-1", "warning", "context", "gp-3")]
+    assert [(f.id, f.severity, f.role, f.host) for f in skew] == [("version-skew-torch-gp_3", "warning", "context", "gp-3")]
     assert "gp-3: 2.1.0+cu118" in skew[0].title and d.category == "none"
 
 
@@ -342,9 +342,9 @@ def test_bundle_versions_and_nvml_driver_feed_the_skew(tmp_path):
             bundle.write_json("nvml/snapshot.json", {"schema": "gpulib.nvml-snapshot/1", "driver_version": driver,
                                                      "cuda_driver_version": "12.4", "gpu_count": 0, "gpus": []})
     found = {f.id: f for f in diagnose([tmp_path]).findings if f.category == "driver_mismatch"}
-    assert set(found) == {"version-skew-driver-1", "version-skew-torch-1"}
-    assert found["version-skew-driver-1"].title.endswith("bx-1: 550.90.07; bx-2: 535.161.08")
-    assert found["version-skew-torch-1"].evidence[0].file == "bx-1/versions/python-stack.json"
+    assert set(found) == {"version-skew-driver", "version-skew-torch"}
+    assert found["version-skew-driver"].title.endswith("bx-1: 550.90.07; bx-2: 535.161.08")
+    assert found["version-skew-torch"].evidence[0].file == "bx-1/versions/python-stack.json"
 
 
 def test_nccl_skew_stays_a_warning_when_a_majority_node_fails_on_its_own(tmp_path):

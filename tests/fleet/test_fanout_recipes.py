@@ -17,8 +17,8 @@ import sys
 import pytest
 
 from gpulib.bundle import Bundle, verify
-from gpulib.fleet.config import configs_from_paths
-from gpulib.fleet.drift import config_drift
+from gpulib.diagnose.drift import config_drift
+from gpulib.diagnose.node_facts import configs_from_paths
 
 NODES = [f"node{i:02d}" for i in range(1, 5)]
 

@@ -55,7 +55,7 @@ def test_diagnosis_of_many_nodes_names_culprit_and_odd_nodes(tmp_path):
     assert len(nodes) == 12 and nodes[0]["host"] == incident.host and nodes[0]["role"] == "culprit"
     odd = {n["host"]: n["odd_config"] for n in nodes if n["role"] == "odd"}
     assert odd == {h: {"kernel": "5.15.0-119-generic", "nccl": "2.18.3"} for h in incident.drift}
-    drift = {f.id.rsplit("-", 1)[0] if f.id.startswith("version-skew") else f.id: f for f in result.findings
+    drift = {"-".join(f.id.split("-")[:3]) if f.id.startswith("version-skew") else f.id: f for f in result.findings
              if f.category == "driver_mismatch"}
     assert drift["config-drift-kernel"].severity == "warning"  # not the culprit's: fix before relaunch
     assert "version-skew-nccl" in drift and "config-drift-nccl" not in drift  # judged once, by the rules

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from gpulib.diagnose import diagnose
+from gpulib.notebook import remediation
 from gpulib.notebook import steps as checks
 from tests.notebooks.test_plots import _samples
 
@@ -18,18 +20,36 @@ def _states(**over) -> pd.DataFrame:
     return pd.DataFrame(base)
 
 
-def test_xid_events_are_grouped_per_gpu_and_code_with_first_time_and_count():
-    events = pd.DataFrame({
-        "time": pd.to_datetime(["2025-03-11T03:12:09Z", "2025-03-11T03:12:07Z", "2025-03-11T03:13:00Z"]),
-        "host": ["h"] * 3, "gpu": ["5", "5", "2"], "gpu_index": [5, 5, 2],
-        "pci_bus_id": ["0000:ab:00.0", "0000:ab:00.0", "0000:1b:00.0"], "kind": ["xid"] * 3, "xid": [79, 79, 13],
-        "name": ["fell off", "fell off", "gr exception"], "interruption": ["hard", "hard", "soft"],
-        "category": ["gpu_fell_off_bus", "gpu_fell_off_bus", "application_error"], "action": ["drain", "drain", "fix"],
-        "text": ["a", "b", "c"], "file": "dmesg", "line": [3, 1, 9]})
-    found = {f["xid"]: f for f in checks.kernel_findings(events)}
-    assert found[79]["count"] == 2 and found[79]["time"] == "2025-03-11T03:12:07Z"
-    assert found[79]["severity"] == "critical" and found[79]["evidence"][0]["line"] == 1
+#: A kernel log as ``dmesg -T`` prints it on two nodes: a GPU that fell off the bus (its Xid twice
+#: and the "fallen off" line), a soft Xid 13 of the job, and a double-bit ECC error (Xid 48).
+_KERNEL = {
+    "hgx-018": "[Tue Mar 11 03:12:07 2025] NVRM: Xid (PCI:0000:ab:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+               "[Tue Mar 11 03:12:07 2025] NVRM: GPU 0000:ab:00.0: GPU has fallen off the bus.\n"
+               "[Tue Mar 11 03:12:09 2025] NVRM: Xid (PCI:0000:ab:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+               "[Tue Mar 11 03:13:00 2025] NVRM: Xid (PCI:0000:1b:00): 13, pid=88123, name=python3, Graphics SM Warp "
+               "Exception on (GPC 0, TPC 1, SM 0): Out Of Range Address\n",
+    "hgx-019": "[Tue Mar 11 03:12:30 2025] NVRM: Xid (PCI:0000:bb:00): 48, pid=77001, name=python3, An uncorrectable "
+               "double bit error (DBE) has been detected on GPU in the framebuffer at partition 1, subpartition 0.\n",
+}
+
+
+def _kernel_diagnosis(tmp_path) -> dict:
+    for host, text in _KERNEL.items():
+        (tmp_path / host).mkdir()
+        (tmp_path / host / "dmesg.txt").write_text(text, encoding="utf-8")
+    return diagnose([tmp_path]).to_dict()
+
+
+def test_kernel_step_is_the_diagnosis_view_one_finding_per_gpu_and_code(tmp_path):
+    diagnosis = _kernel_diagnosis(tmp_path)
+    found = {f["xid"]: f for f in checks.kernel_findings(diagnosis)}
+    assert set(found) == {79, 48, 13}
+    assert found[79]["time"] == "2025-03-11T03:12:07Z" and found[79]["evidence"][0]["line"] == 1
+    assert found[79]["severity"] == "critical" and found[79]["gpu_pci"] == "0000:ab:00.0"
     assert found[13]["severity"] == "error" and found[13]["category"] == "application_error"
+    by_id = {f["id"]: f for f in diagnosis["findings"]}
+    for f in checks.kernel_findings(diagnosis):  # the same record as the diagnosis's, not a second opinion
+        assert by_id[f["id"]] == f
 
 
 def test_memory_imbalance_follows_the_threshold():
@@ -40,13 +60,12 @@ def test_memory_imbalance_follows_the_threshold():
 
 
 def test_leftover_processes_become_kill_commands_with_integer_pids_only():
-    states = _states(processes=[[{"pid": 4242, "name": "python"}], []])
-    [held] = checks.memory_findings(states)
-    assert held["pids"] == [4242]
-    [command] = checks.remediation_commands([held])
+    held = checks.finding("zombie-n1-0000_07_00.0", "warning", "application_error", "GPU 0 still held", host="n1",
+                          gpu_index=0, pids=[4242])  # as the diagnosis's zombie rule records it
+    [command] = remediation.remediation_commands([held])
     assert command.argv == ("kill", "-TERM", "4242") and command.host == "n1"
     with pytest.raises(ValueError):
-        checks.remediation_commands([{**held, "pids": ["1; reboot"]}])
+        remediation.remediation_commands([{**held, "pids": ["1; reboot"]}])
 
 
 def _xid_events(*rows: tuple[str, str, str, int]) -> pd.DataFrame:
@@ -61,20 +80,14 @@ def _xid_events(*rows: tuple[str, str, str, int]) -> pd.DataFrame:
                           "file": f"{host}/dmesg.txt", "line": n + 1} for n, (host, gpu, pci, code) in enumerate(rows)])
 
 
-def test_remediation_follows_the_xid_catalog_a_gpu_off_the_bus_is_never_reset():
-    events = _xid_events(("hgx-018", "5", "0000:ab:00.0", 79), ("hgx-019", "2", "0000:bb:00.0", 48),
-                         ("hgx-020", "1", "0000:1b:00.0", 13))
-    off_bus_line = {**events.iloc[0].to_dict(), "kind": "fell_off_bus", "xid": None, "line": 9,
-                    "text": "NVRM: GPU 0000:ab:00.0: GPU has fallen off the bus."}
-    events = pd.concat([events, pd.DataFrame([off_bus_line])], ignore_index=True)
-    commands = [c.argv for c in checks.remediation_commands(checks.kernel_findings(events))]
+def test_remediation_follows_the_xid_catalog_a_gpu_off_the_bus_is_never_reset(tmp_path):
+    commands = [c.argv for c in remediation.remediation_commands(checks.kernel_findings(_kernel_diagnosis(tmp_path)))]
     assert ("nvidia-smi", "-r", "-i", "0000:ab:00.0") not in commands  # Xid 79: a reset cannot reach it
     assert commands.count(("ipmitool", "chassis", "power", "cycle")) == 1  # the Xid and its "fallen off" line
     assert commands[:2] == [("scontrol", "update", "nodename=hgx-018", "state=drain", "reason=gpulib: Xid 79 on GPU 0000:ab:00.0"),
                             ("scontrol", "update", "nodename=hgx-019", "state=drain", "reason=gpulib: Xid 48 on GPU 0000:bb:00.0")]
-    assert ("ipmitool", "chassis", "power", "cycle") in commands  # the catalog: power-cycle the node
     assert ("nvidia-smi", "-r", "-i", "0000:bb:00.0") in commands  # Xid 48: the row remap activates on reset
-    assert not [c for c in commands if "hgx-020" in " ".join(c) or "0000:1b:00.0" in c]  # soft Xid 13: the job's
+    assert not [c for c in commands if "0000:1b:00.0" in c]  # soft Xid 13: the job's
 
 
 def test_each_hard_xid_gets_the_first_step_its_catalog_action_names():
@@ -84,7 +97,7 @@ def test_each_hard_xid_gets_the_first_step_its_catalog_action_names():
     expected = {"RESTART_BM": "power_cycle", "RESTART_VM": "reboot", "RESET_GPU": "reset_gpu",
                 "WORKFLOW_XID_48": "reset_gpu", "CONTACT_SUPPORT": "drain", "CHECK_MECHANICALS": "drain"}
     for info in load_catalog().values():
-        got = checks.xid_recovery(info.code)
+        got = remediation.xid_recovery(info.code)
         if not info.hard:
             assert got is None, info.code
         elif info.nvidia_immediate in expected:
@@ -98,23 +111,23 @@ def test_hard_findings_without_an_xid_code_take_the_catalog_step_of_their_catego
                            pci_bus_id="0000:9b:00.0")
     forged = {**remap, "pci_bus_id": "0000:9b:00.0 && reboot", "host": "gx-103; reboot"}
     symptom = checks.finding("aer", "error", "gpu_fell_off_bus", "aer", host="gx-102", gpu_index=2)
-    commands = [c.argv for c in checks.remediation_commands([root, remap, symptom])]
+    commands = [c.argv for c in remediation.remediation_commands([root, remap, symptom])]
     assert commands == [("scontrol", "update", "nodename=gx-102", "state=drain",
                          "reason=gpulib: gpu_fell_off_bus on GPU 0000:4f:00.0"),
                         ("scontrol", "update", "nodename=gx-103", "state=drain",
                          "reason=gpulib: gpu_memory_error on GPU 0000:9b:00.0"),
                         ("ipmitool", "chassis", "power", "cycle"), ("nvidia-smi", "-r", "-i", "0000:9b:00.0")]
     # a malformed PCI id falls back to the index; a host that is not a plain name gets no node command
-    assert [c.argv for c in checks.remediation_commands([forged])] == [("nvidia-smi", "-r", "-i", "5")]
+    assert [c.argv for c in remediation.remediation_commands([forged])] == [("nvidia-smi", "-r", "-i", "5")]
     # nvidia-smi's spelling of the same GPU is normalised, not dropped for the index
     spelled = {**remap, "host": None, "pci_bus_id": "00000000:9B:00.0"}
-    assert [c.argv for c in checks.remediation_commands([spelled])] == [("nvidia-smi", "-r", "-i", "0000:9b:00.0")]
+    assert [c.argv for c in remediation.remediation_commands([spelled])] == [("nvidia-smi", "-r", "-i", "0000:9b:00.0")]
 
 
 def test_lost_gpu_finding_leads_to_drain_and_power_cycle_not_reset():
-    states = _states(lost=[False, True], lost_reason=[None, "GPU is lost"])
-    [lost] = checks.hardware_findings(states)
-    commands = [c.argv for c in checks.remediation_commands([lost])]
+    lost = checks.finding("gpu-lost-n1-0000_0f_00.0", "critical", "gpu_fell_off_bus", "GPU 1 is lost", host="n1",
+                          gpu_index=1, gpu_pci="0000:0f:00.0")
+    commands = [c.argv for c in remediation.remediation_commands([lost])]
     assert commands == [("scontrol", "update", "nodename=n1", "state=drain", "reason=gpulib: gpu_fell_off_bus on GPU 0000:0f:00.0"),
                         ("ipmitool", "chassis", "power", "cycle")]
 
@@ -129,16 +142,17 @@ def test_thermal_findings_need_min_samples_and_warn_when_hot_but_not_throttled()
     assert hot["severity"] == "warning" and "88 C" in hot["title"]
 
 
-def test_hardware_findings_pending_remap_lost_gpu_pcie_but_not_driver_skew():
-    states = _states(remapped_rows_pending=[True, None], lost=[False, True], lost_reason=[None, "GPU is lost"],
-                     driver_version=["550.54", "535.104"], util_gpu_pct=[90.0, 0.0], pcie_width_current=[8, None],
-                     pcie_width_max=[16, None], pcie_gen_current=[4, None], pcie_gen_max=[4, None])
-    found = {f["id"]: f for f in checks.hardware_findings(states)}
-    assert found["ecc-n1_gpu_0"]["severity"] == "critical"
-    assert found["lost-n1_gpu_1"]["category"] == "gpu_fell_off_bus"
-    assert "x8" in found["pcie-n1_gpu_0"]["title"]
-    # version skew across nodes is the diagnosis's finding (rule version-skew), not repeated here
-    assert not [f for f in found.values() if f["category"] == "driver_mismatch"], found
+def test_hardware_step_shows_the_snapshot_findings_of_hardware_categories_only():
+    diagnosis = {"inputs": [{"path": "n1/nvidia-smi-q.txt", "kind": "nvidia_smi_q"}, {"path": "n1/dmesg", "kind": "kernel_log"}],
+                 "findings": [
+                     checks.finding("ecc-n1-0", "critical", "gpu_memory_error", "remap pending", host="n1",
+                                    evidence=[{"file": "n1/nvidia-smi-q.txt", "line": 40, "text": "Pending : Yes"}]),
+                     checks.finding("version-skew-driver", "warning", "driver_mismatch", "skew",
+                                    evidence=[{"file": "n1/nvidia-smi-q.txt", "line": 3, "text": "Driver"}]),
+                     checks.finding("xid79-n1", "critical", "gpu_fell_off_bus", "Xid 79",
+                                    evidence=[{"file": "n1/dmesg", "line": 1, "text": "Xid 79"}])]}
+    assert [f["id"] for f in checks.hardware_findings(diagnosis)] == ["ecc-n1-0"]
+    assert [f["id"] for f in checks.kernel_findings(diagnosis)] == ["xid79-n1"]
 
 
 def test_nccl_findings_leave_version_skew_to_the_diagnosis():
@@ -170,11 +184,16 @@ def test_steps_compared_per_measure_and_rank():
     assert slow["rank"] == 1 and "3.50 s at step 3" in slow["title"]
 
 
-def test_merge_drops_step_findings_that_repeat_the_diagnosis():
-    diag = [checks.finding("d", "error", "thermal_throttling", "from diagnose", host="n1", gpu_index=3)]
-    step = [checks.finding("s1", "error", "thermal_throttling", "same", host="n1", gpu_index=3),
-            checks.finding("s2", "warning", "thermal_throttling", "other gpu", host="n1", gpu_index=4)]
-    assert [f["id"] for f in checks.merge(diag, step)] == ["d", "s2"]
+def test_combine_hands_an_event_the_diagnosis_reports_back_to_the_diagnosis_finding():
+    diagnosis = {"findings": [
+        checks.finding("throttle-n1-0000_9b_00.0", "error", "thermal_throttling", "from diagnose", host="n1",
+                       gpu_index=3, gpu_pci="0000:9b:00.0"),
+        checks.finding("ecc-n1-0000_9b_00.0", "critical", "gpu_memory_error", "not this step's", host="n1", gpu_index=3)]}
+    step = [checks.finding("throttle-n1-0000_9b_00.0-x", "warning", "thermal_throttling", "same GPU by PCI", host="n1",
+                           pci_bus_id="00000000:9B:00.0"),
+            checks.finding("hot-n1-4", "warning", "thermal_throttling", "other gpu", host="n1", gpu_index=4)]
+    got = checks.combine(diagnosis, ["thermal_throttling"], step)
+    assert [(f["id"], f["severity"]) for f in got] == [("throttle-n1-0000_9b_00.0", "error"), ("hot-n1-4", "warning")]
 
 
 def test_go_no_go_and_next_step():

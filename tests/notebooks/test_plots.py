@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from gpulib import plots
+from gpulib.notebook import figures as plots
 
 
 def _samples() -> pd.DataFrame:

@@ -12,8 +12,12 @@ import plotly.io as pio
 import pytest
 
 from gpulib.notebook import face as nbk
-from gpulib import plots
-from gpulib.notebook.steps import FINDING_MIME, Command, finding
+from gpulib.notebook import figures as plots
+from gpulib.notebook import display as display_mod
+from gpulib.notebook import drill as drill_mod
+from gpulib.notebook import widgets as widgets_mod
+from gpulib.notebook.remediation import Command
+from gpulib.notebook.steps import FINDING_MIME, finding
 from tests.notebooks.test_plots import _samples
 
 
@@ -48,7 +52,7 @@ def test_initial_picker_values_come_from_parameters_and_unknown_values_fall_back
     assert "rank" not in panel.controls  # no such column: no picker
     assert {t.name for t in panel.figure.data} == {"dgx-09 gpu 3"}
     other = nbk.FigurePanel(plots.thermal_power, _samples(), pickers=("gpu",), initial={"gpu": "7"})
-    assert other.controls["gpu"].value == nbk.ALL
+    assert other.controls["gpu"].value == widgets_mod.ALL
 
 
 def test_widget_view_holds_controls_and_current_figure():
@@ -61,7 +65,7 @@ def test_widget_view_holds_controls_and_current_figure():
 
 def test_tables_show_missing_values_as_empty_cells(monkeypatch):
     shown = []
-    monkeypatch.setattr(nbk, "display", shown.append)
+    monkeypatch.setattr(display_mod, "display", shown.append)
     frame = pd.DataFrame({"file": ["README.md", "n1/dmesg.txt"], "host": [None, "n1"], "records": [0, 6],
                           "problems": [None, "truncated"], "gpu_index": [float("nan"), 2.0]})
     nbk.table(frame)
@@ -144,7 +148,7 @@ def test_drill_reveals_the_answer_only_after_commit():
     diagnosis = {"verdict": {"interruption": "hard", "category": "gpu_fell_off_bus", "summary": "GPU 5 fell off"},
                  "root_cause": {"host": "hgx-018", "gpu_index": 5,
                                 "evidence": [{"file": "dmesg", "line": 9, "text": "Xid 79"}]}}
-    drill = nbk.Drill(diagnosis, ["gpu_fell_off_bus", "cuda_oom"], nbk.culprit_choices(["hgx-018"], [("hgx-018", 5)]))
+    drill = drill_mod.Drill(diagnosis, ["gpu_fell_off_bus", "cuda_oom"], drill_mod.culprit_choices(["hgx-018"], [("hgx-018", 5)]))
     assert drill.verdict is None
     drill.category.value = "cuda_oom"
     drill.culprit.value = "hgx-018 gpu 5"
@@ -168,7 +172,7 @@ def test_bad_evidence_path_stops_with_a_short_clear_message(tmp_path):
 def test_widget_figure_is_sent_as_serialisable_plotly_json(monkeypatch):
     """Timestamps must survive the kernel's JSON packer (numpy datetime64 does not)."""
     shown = []
-    monkeypatch.setattr(nbk, "display", lambda obj, **kw: shown.append(obj))
+    monkeypatch.setattr(widgets_mod, "display", lambda obj, **kw: shown.append(obj))
     panel = nbk.FigurePanel(plots.thermal_power, _samples(), pickers=("gpu",))
     panel.widget()
     panel.controls["gpu"].value = "3"

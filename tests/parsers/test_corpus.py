@@ -21,6 +21,7 @@ from gpulib.parsers import (
     nvsmi_topo,
     nvsmi_xml,
     prom_text,
+    registry,
 )
 from gpulib.parsers.base import ParseResult, read_text
 from tests.parsers.corpus_files import incident_tool_files, read_head, recorded_files, skipped_reason
@@ -103,9 +104,9 @@ def test_every_parser_survives_every_file(recorded, incidents):
     files += incident_tool_files(incidents)
     for path in files:
         text, _ = read_text(path, cap_bytes=2 * 1024 * 1024)
-        for module in PARSERS:
-            result = module.parse(text, str(path))
-            assert isinstance(result, ParseResult), (module.KIND, path)
+        for spec in registry.SPECS:  # every parser gpulib detects, as inputs calls it
+            result = spec.parse(registry.Source(str(path), text=text), registry.Options())
+            assert isinstance(result, ParseResult), (spec.kind, path)
 
 
 def test_files_cut_anywhere_never_raise(recorded, incidents):

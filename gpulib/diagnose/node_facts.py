@@ -25,10 +25,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # imported lazily: gpulib.diagnose imports this module
-    from gpulib.diagnose.inputs import InputFile, Inputs
+from gpulib.diagnose.inputs import InputFile, Inputs, gather
 
 #: Fields compared across nodes, in the order a diff table shows them.
 FIELDS = ("driver", "cuda", "nccl", "torch", "kernel", "os", "gpu_model", "gpu_count", "vbios",
@@ -215,6 +213,4 @@ def node_configs(inputs: Inputs) -> dict[str, NodeConfig]:
 
 def configs_from_paths(paths: list[str | Path], tz: str | None = None) -> dict[str, NodeConfig]:
     """Gather bundles / raw folders (as :func:`gpulib.diagnose.diagnose` does) and read the facts."""
-    from gpulib.diagnose.inputs import gather
-
     return node_configs(gather([Path(p) for p in paths], tz))

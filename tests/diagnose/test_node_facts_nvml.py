@@ -4,8 +4,8 @@ recorded nvidia-smi XML, the only thing gpulib may fake)."""
 from __future__ import annotations
 
 from gpulib.collect.capture import collect
-from gpulib.fleet.config import configs_from_paths
-from gpulib.fleet.drift import config_drift
+from gpulib.diagnose.drift import config_drift
+from gpulib.diagnose.node_facts import configs_from_paths
 from tests.fakes.fake_pynvml import FakeNvml
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpulib.fleet.config import NodeConfig, configs_from_paths, summarize
-from gpulib.fleet.drift import config_drift, diff_table, odd_nodes, text_report
+from gpulib.diagnose.drift import config_drift, diff_table, odd_nodes, text_report
+from gpulib.diagnose.node_facts import NodeConfig, configs_from_paths, summarize
 from gpulib.fleet.simulate import BASELINE, simulate_incident
 
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-from gpulib.diagnose.model import EvidenceLine, Finding
-from gpulib.fleet.config import NodeConfig, node_configs
-from gpulib.fleet.drift import WHY, FieldDrift, config_drift, odd_nodes
+from gpulib.diagnose.drift import WHY, FieldDrift, config_drift, odd_nodes
+from gpulib.diagnose.node_facts import NodeConfig, node_configs
+from gpulib.findings import EvidenceLine, Finding
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from gpulib.fleet.config import FIELDS, NodeConfig
+from gpulib.diagnose.node_facts import FIELDS, NodeConfig
 
 LABELS = {
     "driver": "NVIDIA driver", "cuda": "CUDA (driver API)", "nccl": "NCCL", "torch": "torch",

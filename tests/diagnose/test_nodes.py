@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from gpulib.diagnose.model import Finding
-from gpulib.fleet.config import NodeConfig
-from gpulib.fleet.drift import config_drift
-from gpulib.fleet.report import drift_findings, nodes_text
+from gpulib.diagnose.drift import config_drift
+from gpulib.diagnose.node_facts import NodeConfig
+from gpulib.diagnose.nodes import drift_findings, nodes_text
+from gpulib.findings import Finding
 
 
 def _configs(**odd) -> dict[str, NodeConfig]:
@@ -64,7 +64,7 @@ def test_attach_leaves_version_skew_to_the_diagnosis_rule_and_adds_the_other_fie
     from gpulib.bundle import BundleWriter
     from gpulib.diagnose import diagnose
     from gpulib.diagnose.inputs import gather
-    from gpulib.fleet.report import attach
+    from gpulib.diagnose.nodes import attach
 
     for host, torch_v, kernel in (("kx-1", "2.4.0", "6.8.0-45"), ("kx-2", "2.4.0", "6.8.0-45"),
                                   ("kx-3", "2.5.1", "6.8.0-31")):
@@ -74,4 +74,4 @@ def test_attach_leaves_version_skew_to_the_diagnosis_rule_and_adds_the_other_fie
     d = diagnose([tmp_path])
     attach(d, gather([tmp_path]))
     ids = sorted(f.id for f in d.findings if f.category == "driver_mismatch")
-    assert ids == ["config-drift-kernel", "version-skew-torch-1"]
+    assert ids == ["config-drift-kernel", "version-skew-torch-kx_3"]  # the odd node names the event

@@ -1,0 +1,181 @@
+"""The finding: one fact about an incident, with one id, one severity and one category everywhere.
+
+The diagnosis, each notebook step (``findings-NN.json``), the runbook's ``findings.json``, the HTML
+report and ``gpulib archive diff`` all read and write this one record. Why it matters at 03:00:
+``archive diff`` compares two runs by finding id, and a report that counts the same Xid 79 four
+times under three ids and two severities sends the engineer chasing ghosts.
+
+The id names the *event*, not the order it was found in: :func:`event_id` builds it from the rule
+and whom the fact is about (host, GPU, rank), so the diagnosis and a notebook's threshold check
+that see the same throttled GPU give it the same id, and last night's report and tonight's can be
+compared line by line.
+
+Roles (what the fact is to the interruption): ``cause`` (can stop a job by itself: an Xid, an
+OOM, a thermal slowdown, a lost IB link), ``symptom`` (what the job printed because of a cause:
+watchdog timeouts, torchrun's ChildFailedError), ``context`` (supports or locates a cause: the AER
+report before an Xid, a GPU still held by a process). Symptoms carry :class:`Pointers` - the
+ranks, hosts and GPUs they blame - which is how the root cause is linked to the interruption.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from gpulib.vocabulary import CATEGORIES, SEVERITIES
+
+#: Keys every serialised finding has, in this order (the JSON contract of DESIGN.md).
+KEYS = ("id", "severity", "category", "title", "role", "host", "gpu_index", "gpu_pci", "rank", "time",
+        "evidence", "actions", "caused_by")
+#: Evidence lines kept per finding in JSON (the first ones: where the fact was first seen).
+EVIDENCE_KEPT = 12
+
+
+@dataclass
+class EvidenceLine:
+    """One line of one input file (``file`` as the user gave it, ``line`` 1-based or None)."""
+
+    file: str
+    line: int | None
+    text: str
+
+    def to_dict(self) -> dict:
+        return {"file": self.file, "line": self.line, "text": self.text[:500]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> EvidenceLine:
+        line = data.get("line")
+        return cls(str(data.get("file") or ""), None if line is None else int(line), str(data.get("text") or ""))
+
+
+@dataclass
+class Pointers:
+    """Whom a symptom blames: ranks/hosts/GPUs (``(host, pci)``) and peer IP addresses."""
+
+    ranks: set[int] = field(default_factory=set)
+    hosts: set[str] = field(default_factory=set)
+    gpus: set[tuple[str | None, str]] = field(default_factory=set)
+    peer_addrs: set[str] = field(default_factory=set)
+
+    def __bool__(self) -> bool:
+        return bool(self.ranks or self.hosts or self.gpus or self.peer_addrs)
+
+
+@dataclass
+class Finding:
+    """One fact. ``severity`` is one of :data:`gpulib.vocabulary.SEVERITIES`, ``category`` one of
+    :data:`gpulib.vocabulary.CATEGORIES`. ``extra`` keeps what a step adds for its own commands
+    (``pids`` of processes still holding a GPU, ``power_limit_w`` of a throttled one, ``step``)."""
+
+    id: str
+    severity: str
+    category: str
+    title: str
+    role: str = "cause"  # cause | symptom | context
+    interruption: str | None = None  # hard | soft, for causes
+    host: str | None = None
+    gpu_index: int | None = None
+    gpu_pci: str | None = None
+    gpu_uuid: str | None = None
+    rank: int | None = None
+    time: str | None = None
+    time_approx: bool = False
+    observed: bool = False  # ``time`` is when a snapshot saw the state; it began earlier
+    evidence: list[EvidenceLine] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
+    caused_by: str | None = None
+    xid: int | None = None
+    pointers: Pointers = field(default_factory=Pointers)
+    hardware: bool = False
+    benign: bool = False
+    tier: int | None = None  # catalogue tier (1 needs service ... 5 bare exception); None: derived
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def check(self) -> Finding:
+        """Raise ValueError unless severity and category are words of the vocabulary."""
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"finding {self.id}: severity {self.severity!r} is not one of {SEVERITIES}")
+        if self.category not in CATEGORIES:
+            raise ValueError(f"finding {self.id}: category {self.category!r} is not in the DESIGN vocabulary")
+        return self
+
+    def gpu_label(self) -> str | None:
+        """``GPU 2 (0000:4f:00.0)``: the index as seen at capture and the PCI id that survives
+        renumbering (after an Xid 79 nvidia-smi numbers the survivors anew)."""
+        if self.gpu_index is None and not self.gpu_pci:
+            return None
+        if self.gpu_index is None:
+            return f"GPU {self.gpu_pci}"
+        return f"GPU {self.gpu_index}" + (f" ({self.gpu_pci})" if self.gpu_pci else "")
+
+    def where(self) -> str:
+        """``host gx-a800-102, GPU 2 (0000:4f:00.0), rank 10, at 2026-03-10T03:12:44Z`` (known parts only)."""
+        parts = [f"host {self.host}" if self.host else "", self.gpu_label() or "",
+                 f"rank {self.rank}" if self.rank is not None else "", f"at {self.time}" if self.time else ""]
+        return ", ".join(p for p in parts if p)
+
+    def to_dict(self) -> dict:
+        out = {
+            "id": self.id, "severity": self.severity, "category": self.category, "title": self.title,
+            "role": self.role, "host": self.host, "gpu_index": self.gpu_index, "gpu_pci": self.gpu_pci,
+            "rank": self.rank, "time": self.time, "evidence": [e.to_dict() for e in self.evidence[:EVIDENCE_KEPT]],
+            "actions": list(self.actions), "caused_by": self.caused_by,
+        }
+        if self.xid is not None:
+            out["xid"] = self.xid
+        return out | {k: v for k, v in self.extra.items() if k not in out}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Finding:
+        """A finding from its JSON (any extra keys are kept in ``extra``); missing keys take defaults."""
+        known = {f.name for f in fields(cls)} - {"evidence", "pointers", "extra", "actions"}
+        values = {k: data[k] for k in known if k in data}
+        values.setdefault("gpu_pci", data.get("pci_bus_id"))
+        for key in ("gpu_index", "rank", "xid"):
+            if values.get(key) is not None:
+                values[key] = int(values[key])
+        evidence = [e if isinstance(e, EvidenceLine) else EvidenceLine.from_dict(e) for e in data.get("evidence") or []]
+        extra = {k: v for k, v in data.items()
+                 if k not in known and k not in ("evidence", "actions", "pointers", "pci_bus_id")}
+        return cls(**{"id": str(data.get("id")), "severity": data.get("severity") or "info",
+                      "category": data.get("category") or "none", "title": data.get("title") or "",
+                      **{k: v for k, v in values.items() if k not in ("id", "severity", "category", "title")}},
+                   evidence=evidence, actions=list(data.get("actions") or []), extra=extra)
+
+
+def severity_rank(severity: str) -> int:
+    """0 for critical ... 3 for info; unknown words sort last."""
+    return SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES)
+
+
+def event_id(rule: str, *, host: str | None = None, gpu: str | int | None = None, rank: int | None = None,
+             detail: str | int | None = None) -> str:
+    """The id of an event: the rule's name and whom it is about, e.g. ``xid79-gx_a800_102-0000_4f_00.0``.
+
+    ``gpu`` is the PCI bus id where known (it survives renumbering), else the index; the rank
+    names the event only when no GPU does (a rank's GPU is learnt late, from NCCL lines, and the
+    same GPU event seen in a snapshot knows no rank). Unknown parts are left out; ``detail``
+    separates two events of one rule on one GPU (two Xid codes)."""
+    parts = [host, gpu, f"r{rank}" if rank is not None and gpu is None else None, detail]
+    return "-".join([rule] + [re.sub(r"[^0-9A-Za-z.]+", "_", str(p)) for p in parts if p is not None and p != ""])
+
+
+def ordered(items: Iterable[Finding]) -> list[Finding]:
+    """Most severe first, then by time (unknown times last)."""
+    return sorted(items, key=lambda f: (severity_rank(f.severity), f.time is None, f.time or ""))
+
+
+def summarize(items: Sequence[Finding], *, step: str = "") -> str:
+    """The text people read under a list of findings: counts, then one line per finding."""
+    head = f"{step}: " if step else ""
+    if not items:
+        return f"{head}no findings (nothing abnormal in this evidence for this step)"
+    counts = ", ".join(f"{n} {s}" for s in SEVERITIES if (n := sum(f.severity == s for f in items)))
+    lines = [f"{head}{len(items)} finding(s): {counts}"]
+    for f in items:
+        where = f.where()
+        lines.append(f"  [{f.severity.upper()}] {f.category}: {f.title}" + (f" ({where})" if where else ""))
+        lines += [f"      -> {a}" for a in f.actions][:3]
+    return "\n".join(lines)
