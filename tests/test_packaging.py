@@ -75,7 +75,8 @@ def test_make_test_adds_pinned_torch_and_the_test_extras():
     recipe = _makefile_recipe("$(TEST_STAMP)")
     assert 'pip install --progress-bar on "$(TORCH_REQ)"' in recipe
     assert _extras(recipe) == {"test", "frameworks"}
-    assert re.search(r"^test: \$\(TEST_STAMP\)$", (REPO / "Makefile").read_text(), re.M)
+    makefile = (REPO / "Makefile").read_text()
+    assert re.search(r"^lint: \$\(TEST_STAMP\)$", makefile, re.M) and re.search(r"^test: lint$", makefile, re.M)
     assert 'TORCH_REQ="torch==2.13.0"' in (REPO / ".ci" / "run").read_text()  # never a bare torch in CI
 
 
