@@ -110,10 +110,14 @@ class Finding:
             return f"GPU {self.gpu_pci}"
         return f"GPU {self.gpu_index}" + (f" ({self.gpu_pci})" if self.gpu_pci else "")
 
-    def where(self) -> str:
-        """``host gx-a800-102, GPU 2 (0000:4f:00.0), rank 10, at 2026-03-10T03:12:44Z`` (known parts only)."""
+    def where(self, *, when: bool = True) -> str:
+        """``host gx-a800-102, GPU 2 (0000:4f:00.0), rank 10, at 2026-03-10T03:12:44Z`` (known parts
+        only). A time read off a snapshot says so: the state began before it was seen."""
         parts = [f"host {self.host}" if self.host else "", self.gpu_label() or "",
-                 f"rank {self.rank}" if self.rank is not None else "", f"at {self.time}" if self.time else ""]
+                 f"rank {self.rank}" if self.rank is not None else ""]
+        if when and self.time:
+            parts.append(f"seen at {self.time} (began earlier)" if self.observed else
+                         f"at {self.time}" + (" (approx.)" if self.time_approx else ""))
         return ", ".join(p for p in parts if p)
 
     def to_dict(self) -> dict:

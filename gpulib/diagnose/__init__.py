@@ -126,25 +126,12 @@ def _ordered(findings: list[Finding]) -> list[Finding]:
                                            f.time or "~"))
 
 
-def _where(f: Finding) -> str:
-    parts = []
-    if f.gpu_index is not None:
-        parts.append(f"GPU {f.gpu_index}" + (f" ({f.gpu_pci})" if f.gpu_pci else ""))
-    elif f.gpu_pci:
-        parts.append(f"GPU {f.gpu_pci}")
-    if f.host:
-        parts.append(("of " if parts else "") + f.host)
-    if f.rank is not None:
-        parts.append(f"rank {f.rank}")
-    return " ".join(parts[:2]) + (f", {parts[2]}" if len(parts) > 2 else "")
-
-
 def _summary(root: Finding, findings: list[Finding]) -> str:
     cascade = [f for f in findings if f.caused_by == root.id and f.role == "symptom"]
     timeouts = next((f for f in cascade if f.id.startswith("nccl-timeout")), None)
     when = f" at {root.time}" if root.time else ""
     text = f"{root.interruption}: {root.title}{when}"
-    where = _where(root)
+    where = root.where(when=False)
     if where and where not in root.title:
         text += f" [{where}]"
     if timeouts:

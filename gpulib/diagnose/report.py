@@ -54,11 +54,7 @@ class Diagnosis:
         if rc is not None:
             out.append("")
             out.append("ROOT CAUSE")
-            where = ", ".join(x for x in (
-                f"host {rc.host}" if rc.host else "", f"GPU {rc.gpu_index}" if rc.gpu_index is not None else "",
-                f"PCI {rc.gpu_pci}" if rc.gpu_pci else "", f"rank {rc.rank}" if rc.rank is not None else "",
-                (f"seen at {rc.time} (began earlier)" if rc.observed else
-                 f"at {rc.time}" + (" (approx.)" if rc.time_approx else "")) if rc.time else "") if x)
+            where = rc.where()
             out.append(f"  {rc.title}")
             if where:
                 out.append(f"  culprit: {where}")

@@ -10,6 +10,7 @@ from gpulib.diagnose.context import Context, evidence, place
 from gpulib.diagnose.drift import WHY, config_drift
 from gpulib.diagnose.node_facts import node_configs
 from gpulib.findings import EvidenceLine, Pointers
+from gpulib.parsers.slurm import NodeReason, PartitionState
 
 #: The software stack that must be the same on every node of a job.
 VERSION_FIELDS = ("driver", "cuda", "nccl", "torch")
@@ -115,8 +116,17 @@ def _stack_errors(ctx: Context) -> list[tuple]:
     return out
 
 
+#: Unreachable nodes (``down*``) in a sinfo table that make an outage site-wide rather than a node's:
+#: at least this many, and at least this share of every node the table lists.
+SITE_WIDE_NODES = 4
+SITE_WIDE_SHARE = 0.9
+
+
 def _sinfo(ctx: Context) -> None:
+    _site_outage(ctx)
     for file, rec in ctx.records("slurm_sinfo"):
+        if not isinstance(rec, NodeReason):
+            continue
         reason = rec.reason.lower()
         if "not responding" in reason or "no_respond" in reason or "unexpectedly rebooted" in reason:
             for node in rec.nodes:
@@ -132,6 +142,35 @@ def _sinfo(ctx: Context) -> None:
                     pointers=Pointers(hosts=set(rec.nodes)) if "kill task failed" in reason else Pointers(),
                     actions=["'Kill task failed' = a process stuck in the GPU driver: reboot the node before "
                              "resuming it (`scontrol update nodename=... state=resume`)"])
+
+
+def _site_outage(ctx: Context) -> None:
+    """Every node of the cluster unreachable at once (``sinfo``: all partitions ``down*``).
+
+    One node that stops answering is that node's fault (power supply, kernel panic, a GPU that
+    took the PCIe bus down). All of them at the same moment is not: no per-node fault strikes
+    36 machines together, but a lost power feed, a tripped PDU or UPS, or the management network
+    going away does. The head node that still answers is the tell. The engineer's first call is
+    to facilities/the network team, not an RMA."""
+    for file in ctx.inputs.of_kind("slurm_sinfo"):
+        rows = [r for r in file.records if isinstance(r, PartitionState)]
+        every = {n for r in rows for n in r.nodes}
+        gone = {n for r in rows if r.unreachable and r.state in ("down", "idle", "alloc", "mix", "drain", "drng",
+                                                                  "comp", "unk", "fail")
+                for n in r.nodes}
+        if len(gone) < SITE_WIDE_NODES or len(gone) < SITE_WIDE_SHARE * len(every):
+            continue
+        ctx.add("site-outage", severity="critical", category="power_fault", interruption="hard", hardware=True,
+                title=f"Slurm cannot reach {len(gone)} of {len(every)} nodes at once (every partition "
+                      f"unreachable): a site power or network outage, not one node's fault",
+                evidence=[evidence(file, r.line, f"{r.partition} {r.available} {r.node_count} {r.state}* "
+                                                  f"{','.join(r.nodes[:3])}{'...' if len(r.nodes) > 3 else ''}")
+                          for r in rows if r.unreachable][:4],
+                actions=["Check the facility: power feeds, PDUs/UPS and the management network of the racks; "
+                         "read one node's BMC event log (`ipmitool sel elist`) for AC lost / power off when it "
+                         "answers again",
+                         "When power returns, run `gpulib run preflight` on every node before resuming them"],
+                )
 
 
 def _dcgmi(ctx: Context) -> None:

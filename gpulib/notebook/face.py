@@ -41,6 +41,7 @@ from IPython.display import Markdown, display
 
 from gpulib.collect import collect
 from gpulib.errors import GpulibError
+from gpulib.findings import Finding
 from gpulib.notebook import steps, tables
 from gpulib.notebook.display import PLOTLY_RENDERER, figure_bundle, figures_as_json, say, table
 from gpulib.notebook.drill import Drill, culprit_choices
@@ -48,6 +49,7 @@ from gpulib.notebook.remediation import Remediation, remediation_commands
 from gpulib.notebook.steps import FINDING_MIME, normalize_findings, summarize_findings
 from gpulib.notebook.tables import EvidenceTables
 from gpulib.notebook.widgets import FigurePanel
+from gpulib.vocabulary import CATEGORIES
 
 #: What a runbook notebook calls (``from gpulib.notebook import face as nbk``).
 __all__ = [
@@ -120,7 +122,7 @@ def show_diagnosis(diagnosis: dict, *, interactive: bool, drill: bool = False) -
         hosts = [i.get("host") for i in diagnosis.get("inputs") or []] + [root.get("host")]
         gpus = [(f.get("host"), f.get("gpu_index")) for f in diagnosis.get("findings") or []]
         if interactive:
-            display(Drill(diagnosis, steps.CATEGORIES, culprit_choices(hosts, gpus)).widget())
+            display(Drill(diagnosis, CATEGORIES, culprit_choices(hosts, gpus)).widget())
         else:
             display(Markdown("*Drill mode: the diagnosis is hidden (run interactively to answer the drill).*"))
         return
@@ -140,12 +142,7 @@ def diagnosis_text(diagnosis: dict) -> str:
     lines = [f"Verdict: {verdict.get('interruption', 'unknown').upper()} interruption, category "
              f"{verdict.get('category', 'unknown')}", f"  {verdict.get('summary', '')}"]
     if root.get("host") or root.get("rank") is not None:
-        where = [f"host {root['host']}" if root.get("host") else "",
-                 f"GPU {root['gpu_index']}" if root.get("gpu_index") is not None else "",
-                 f"PCI {root['gpu_pci']}" if root.get("gpu_pci") else "",
-                 f"rank {root['rank']}" if root.get("rank") is not None else "",
-                 f"at {root['time']}" if root.get("time") else ""]
-        lines.append("Root cause: " + ", ".join(w for w in where if w))
+        lines.append("Root cause: " + Finding.from_dict({"id": "root", **root}).where())
     evidence = root.get("evidence") or []
     if evidence:
         lines.append("Evidence:")

@@ -141,9 +141,9 @@ def event_keys(f: dict) -> list[tuple]:
         keys.append((f.get("category"), f.get("host"), "pci", normalize_pci(pci) or pci))
     if f.get("gpu_index") is not None:
         keys.append((f.get("category"), f.get("host"), "index", int(f["gpu_index"])))
-    if not keys:
-        keys.append((f.get("category"), f.get("host"), "rank", f.get("rank")))
-    return keys
+    if not keys and f.get("rank") is not None:
+        keys.append((f.get("category"), f.get("host"), "rank", int(f["rank"])))
+    return keys  # a fact about no GPU and no rank (a cascade summary) is nobody's event
 
 
 def combine(diagnosis: dict, categories: Iterable[str] | None, *checks: Iterable[dict]) -> list[dict]:
@@ -616,7 +616,7 @@ def nccl_findings(ranks: pd.DataFrame, diagnosis: dict) -> list[dict]:
             "nccl-timeout-cascade", "info", root.get("category") or "none",
             f"{len(timeouts)} of {len(ranks)} ranks first reported a watchdog timeout (cascade: they were waiting)"
             + (f"; ranks that did not: {', '.join(map(str, silent))}" if silent else ""),
-            rank=root.get("rank"), caused_by=root.get("category"),
+            caused_by=(diagnosis.get("root_cause") or {}).get("finding"),
             actions=["Look at the rank(s) that did not time out: that is where the job stopped."],
         ))
     return out

@@ -1,8 +1,10 @@
-"""The typed finding of a preflight check."""
+"""The typed result of a preflight check, and the same as the one finding model."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from gpulib.findings import Finding, event_id
 
 
 @dataclass
@@ -28,3 +30,11 @@ EXIT_CODES = {"error": 3, "warning": 1, "info": 0}
 
 def exit_code(findings: list[EnvFinding]) -> int:
     return max((EXIT_CODES[f.severity] for f in findings), default=0)
+
+
+def as_finding(check: EnvFinding) -> Finding:
+    """The check as the one finding model (the preflight's go/no-go counts it with the others): a
+    version check is ``driver_mismatch``, an NCCL variable ``network_fabric``; an error is no-go."""
+    return Finding(event_id(check.check), "error" if check.severity == "error" else check.severity,
+                   "driver_mismatch" if check.variable is None else "network_fabric", check.message,
+                   actions=[check.fix] if check.fix else [], extra={"hosts": list(check.hosts)} if check.hosts else {})

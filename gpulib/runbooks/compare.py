@@ -6,7 +6,7 @@ nothing but the two runs' ``findings.json``, so it works on any archive, offline
 
 The finding fields it compares (notebooks add them; every one is optional):
 
-``xid`` (int) with ``host`` and ``pci_bus_id`` or ``gpu_index``
+``xid`` (int) with ``host`` and ``gpu_pci`` or ``gpu_index``
     a kernel Xid on a GPU; a (host, GPU, Xid) that B has and A had not is a **new Xid**.
 ``gpus`` (list of GPU records: ``host``, ``uuid``, ``pci_bus_id``, ``index``/``gpu_index``,
 ``name``, ``lost`` and any :data:`COUNTERS`)
@@ -101,7 +101,7 @@ class RunDigest:
             if f.get("severity") in _WORSE:
                 digest.worse[(f.get("step"), f.get("id"))] = f
             if _is_number(f.get("xid")):
-                gpu = normalize_pci(f.get("pci_bus_id")) or f.get("gpu_index")
+                gpu = normalize_pci(f.get("gpu_pci") or f.get("pci_bus_id")) or f.get("gpu_index")
                 digest.xids.setdefault((f.get("host"), gpu, int(f["xid"])), f)
             for name, value in _bandwidths(f):
                 digest.bandwidth[(f.get("step"), f.get("id"), name)] = value

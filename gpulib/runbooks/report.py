@@ -20,6 +20,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpulib.findings import Finding
 from gpulib.vocabulary import SEVERITIES
 
 log = logging.getLogger(__name__)
@@ -107,9 +108,7 @@ def _convert(nb, exporter) -> tuple[str, list[str]]:
 
 
 def _where(finding: dict) -> str:
-    parts = [finding.get("host"), f"GPU {finding['gpu_index']}" if finding.get("gpu_index") is not None else None,
-             f"rank {finding['rank']}" if finding.get("rank") is not None else None]
-    return ", ".join(p for p in parts if p)
+    return Finding.from_dict(finding).where(when=False)
 
 
 def findings_table(findings: list[dict]) -> str:

@@ -355,3 +355,21 @@ def test_nccl_skew_stays_a_warning_when_a_majority_node_fails_on_its_own(tmp_pat
     d = diagnose([tmp_path])
     skew = next(f for f in d.findings if f.id.startswith("version-skew-nccl"))
     assert (skew.severity, skew.role, d.category == "driver_mismatch") == ("warning", "context", False)
+
+
+
+def test_every_node_unreachable_at_once_is_a_site_outage_but_two_are_not(tmp_path):
+    (tmp_path / "all").mkdir()
+    (tmp_path / "all" / "sinfo.txt").write_text(
+        "PARTITION  AVAIL  TIMELIMIT  NODES  STATE NODELIST\n"
+        "a100*         up 1-00:00:00     38  down* rk[01-38]\n"
+        "debug         up    2:00:00      2  down* rk[39-40]\n", encoding="utf-8")
+    d = diagnose([tmp_path / "all"])
+    assert (d.interruption, d.category) == ("hard", "power_fault")
+    assert d.root_cause.host is None and "40 of 40 nodes" in d.root_cause.title
+    (tmp_path / "two").mkdir()
+    (tmp_path / "two" / "sinfo.txt").write_text(
+        "PARTITION  AVAIL  TIMELIMIT  NODES  STATE NODELIST\n"
+        "a100*         up 1-00:00:00      2  down* rk[01-02]\n"
+        "a100*         up 1-00:00:00     38   idle rk[03-40]\n", encoding="utf-8")
+    assert not [f for f in diagnose([tmp_path / "two"]).findings if f.id.startswith("site-outage")]

@@ -70,7 +70,7 @@ def test_headless_on_bundled_example(kernel, tmp_path, name):
     if name.startswith(("00", "01", "06", "09")):
         assert [f for f in findings if f["severity"] == "critical" and f["host"] == "gx-a800-102"], findings
     if name.startswith("01"):
-        assert one(findings, xid=79)["pci_bus_id"] == "0000:4f:00.0"
+        assert one(findings, xid=79)["gpu_pci"] == "0000:4f:00.0"
     if name.startswith("00"):
         assert one(findings, category="gpu_fell_off_bus", host="gx-a800-102")["gpu_index"] == 2
 
@@ -102,7 +102,7 @@ def test_01_on_a_single_log_file(kernel, tmp_path):
     if not dmesg.is_file():
         pytest.skip(f"{dmesg} not found")
     _, findings = kernel.run("01_kernel_xid.ipynb", tmp_path, evidence=str(dmesg))
-    assert one(findings, xid=79)["pci_bus_id"] == "0000:ab:00.0"
+    assert one(findings, xid=79)["gpu_pci"] == "0000:ab:00.0"
 
 
 def test_00_freezes_the_scene_first_when_asked(kernel, tmp_path):
@@ -126,7 +126,7 @@ def test_00_drill_mode_hides_the_answer_headless(kernel, tmp_path):
 def test_01_finds_xid79_on_ab_and_shows_drain_and_power_cycle_never_a_reset(kernel, tmp_path):
     nb, findings = kernel.run("01_kernel_xid.ipynb", tmp_path, evidence=case("case-01-xid79-fell-off-bus"))
     xid = one(findings, xid=79)
-    assert xid["pci_bus_id"] == "0000:ab:00.0" and xid["host"] == "hgx-h100-018" and xid["gpu_index"] == 5
+    assert xid["gpu_pci"] == "0000:ab:00.0" and xid["host"] == "hgx-h100-018" and xid["gpu_index"] == 5
     assert xid["severity"] == "critical" and xid["category"] == "gpu_fell_off_bus"
     text = outputs_text(nb)
     # the catalog: a GPU off the bus is gone from PCIe, a reset cannot reach it; drain, then power-cycle
@@ -140,7 +140,7 @@ def test_01_finds_xid79_on_ab_and_shows_drain_and_power_cycle_never_a_reset(kern
 
 def test_01_ecc_case_finds_xid48_and_94_on_bb(kernel, tmp_path):
     _, findings = kernel.run("01_kernel_xid.ipynb", tmp_path, evidence=case("case-06-ecc-dbe-truncated-ckpt"))
-    assert {f["xid"] for f in findings if f.get("pci_bus_id") == "0000:bb:00.0"} >= {48, 94}
+    assert {f["xid"] for f in findings if f.get("gpu_pci") == "0000:bb:00.0"} >= {48, 94}
     assert one(findings, xid=48)["category"] == "gpu_memory_error"
 
 

@@ -23,8 +23,6 @@ ALL = cases(SHARED_THREADS) + cases(OWN_CASES)
 KNOWN_GAPS = {
     "hw-23-nvlink-bridge-half-seated-nvml-query-slow-system-freeze":
         "needs an NVML-query latency check (8 s on one GPU, 0 ms on its peer) to blame the NVLink bridge",
-    "hw-27-all-compute-nodes-down-site-power-issue":
-        "needs a sinfo rule: every node of a partition down at once is a site power/network event",
     "hw-29-nccltest-unhandled-cuda-error-gpu-memory-held-by-service":
         "needs nvidia-smi memory of other processes joined to an NCCL 'unhandled cuda error' at init",
     "hw-14-nvsmi-err-fan-power-darknet-hang": "needs ERR! in the fan/power columns read as a power fault",

@@ -36,7 +36,7 @@ def test_incident_runs_every_step_and_names_the_culprit(incident_run):
     fell_off = [f for f in incident_run.findings
                 if f["category"] == "gpu_fell_off_bus" and f["severity"] == "critical"]
     assert {f.get("host") for f in fell_off} == {"gx-a800-102"}
-    assert {f.get("pci_bus_id") for f in fell_off if f.get("xid") == 79} == {"0000:4f:00.0"}
+    assert {f.get("gpu_pci") for f in fell_off if f.get("xid") == 79} == {"0000:4f:00.0"}
     assert incident_run.exit_code == 3  # critical findings: no-go
 
 
