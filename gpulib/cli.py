@@ -30,6 +30,7 @@ COMMANDS = {
     "fleet": "gpulib.fleet.cli",
     "storage-probe": "gpulib.storage.cli",
     "watch": "gpulib.watch.cli",
+    "slurm": "gpulib.slurm.cli",
 }
 
 

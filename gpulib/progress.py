@@ -1,24 +1,105 @@
-"""Progress of a multi-step job on stderr: one plain line per finished step, a live bar on a terminal.
+"""Progress of a long step, for the person waiting on it.
 
-Why: ``gpulib run`` spends seconds to minutes in notebook kernels; a command that prints nothing
-for 11 s looks hung to an engineer at 3 a.m., and one that redraws a bar fills a cron mail or a
-CI log with carriage returns. So: on a TTY a ``tqdm`` bar (elapsed time ticking, the running
-steps named) with each finished step written above it; otherwise only the plain lines::
+On a terminal: a ``tqdm`` bar on stderr (rate, time left, cleared when done). Elsewhere (cron,
+systemd, CI, a pipe): a plain line such as ``sampling GPUs: 30/60 s`` at most every ``every_s``
+seconds and one line at the end - and nothing at all for a step that ends before the first
+line is due, so quick runs keep their logs clean. Steps below ``min_total`` items show nothing.
 
-    [3/8] 02_gpu_memory_oom            ok        1.4 s
-
-Small API, shared by every command that runs steps::
-
-    with StepProgress(total=8, label="incident") as progress:
-        progress.started("01_kernel_xid")              # any thread
-        progress.finished("01_kernel_xid", "ok", 1.4)  # any thread
+:class:`StepProgress` is the same idea for a job of named steps that run in parallel (``gpulib
+run``'s notebooks): every finished step is a plain line, ``[3/8] 02_gpu_memory_oom  ok  1.4 s``,
+also off a terminal (a scheduler's log says which step took the time); on a terminal a bar above
+them names the running steps and keeps its clock moving while none finishes.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+import time
 from typing import TextIO
+
+
+class Progress:
+    """``with Progress(total, "reading evidence", "files") as bar: ... bar.update()``."""
+
+    def __init__(self, total: float | None, desc: str, unit: str = "", *, stream: TextIO | None = None,
+                 every_s: float = 10.0, min_total: float = 0, tty: bool | None = None) -> None:
+        self.total, self.desc, self.unit, self.every_s = total, desc, unit, every_s
+        self.stream = stream if stream is not None else sys.stderr
+        self.done: float = 0
+        self.enabled = total is None or total >= min_total
+        is_tty = self.stream.isatty() if tty is None and hasattr(self.stream, "isatty") else bool(tty)
+        self._bar = None
+        if self.enabled and is_tty:
+            from tqdm import tqdm  # only where a bar is drawn
+
+            self._bar = tqdm(total=total, desc=desc, unit=f" {unit}" if unit else "it", file=self.stream,
+                             leave=False, dynamic_ncols=True)
+        self._started = self._last = time.monotonic()
+        self._printed = False
+
+    def update(self, n: float = 1) -> None:
+        self.set(self.done + n)
+
+    def set(self, done: float) -> None:
+        """Progress is ``done`` (of ``total``)."""
+        if not self.enabled:
+            return
+        step, self.done = done - self.done, done
+        if self._bar is not None:
+            self._bar.update(step)
+            return
+        now = time.monotonic()
+        if now - self._last >= self.every_s:
+            self._last = now
+            self._line()
+
+    def _line(self, final: bool = False) -> None:
+        of = f"/{self.total:g}" if self.total is not None else ""
+        unit = f" {self.unit}" if self.unit else ""
+        took = f" in {time.monotonic() - self._started:.0f} s" if final else ""
+        print(f"{self.desc}: {self.done:g}{of}{unit}{' done' if final else ''}{took}", file=self.stream, flush=True)
+        self._printed = True
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        elif self.enabled and self._printed:
+            self._line(final=True)
+        self.enabled = False
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Ticking:
+    """Progress of a step that runs for a known time (a ``seconds``-long measurement): a
+    background thread advances the display once a second until the ``with`` block ends."""
+
+    def __init__(self, seconds: float, desc: str, **options) -> None:
+        self._bar = Progress(seconds, desc, "s", **options)
+        self._seconds = seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gpulib-progress", daemon=True)
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        while not self._stop.wait(1.0):
+            self._bar.set(min(self._seconds, round(time.monotonic() - started)))
+
+    def __enter__(self) -> Ticking:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._bar.close()
+
 
 #: Seconds between redraws of the bar while no step finishes (the elapsed clock keeps moving).
 REFRESH_S = 0.5

@@ -70,6 +70,18 @@ def serve_text(render: Callable[[], str]) -> Iterator[str]:
         server.server_close()
 
 
+def sample_value(text: str, name: str, **labels: str) -> float | None:
+    """The value of the first sample ``name`` whose labels include ``labels`` in a text exposition
+    (parsed by prometheus_client, so label order and number formatting do not matter); None if absent."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return sample.value
+    return None
+
+
 def api(url: str, path: str, **params) -> dict:
     """POST a Prometheus HTTP API call; returns the JSON envelope, also for 4xx/5xx errors."""
     data = urllib.parse.urlencode(params).encode()

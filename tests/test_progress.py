@@ -1,33 +1,52 @@
-"""gpulib/progress.py: plain step lines off a terminal, a tqdm bar with the same lines on one."""
+"""gpulib.progress: a tqdm bar on a terminal, plain lines in logs, silence for quick steps."""
+
+from __future__ import annotations
 
 import io
-import time
 
-from gpulib.progress import StepProgress, step_line
+from gpulib.progress import Progress
 
 
-def test_plain_lines_when_not_a_terminal():
+def test_quick_step_in_a_log_prints_nothing():
     out = io.StringIO()
-    with StepProgress(3, "gpulib run incident", stream=out) as progress:
-        assert not progress.is_bar
-        progress.started("00_triage")
-        progress.finished("00_triage", "ok", 1.42)
-        progress.finished("02_gpu_memory_oom", "failed", 12.0, "RuntimeError: boom")
+    with Progress(3, "reading evidence", "files", stream=out, every_s=60) as bar:
+        for _ in range(3):
+            bar.update()
+    assert out.getvalue() == ""
+
+
+def test_slow_step_in_a_log_prints_plain_lines_and_a_final_one():
+    out = io.StringIO()
+    with Progress(60, "sampling GPUs", "s", stream=out, every_s=0) as bar:
+        bar.set(30)
+        bar.set(60)
     lines = out.getvalue().splitlines()
-    assert lines == [step_line(1, 3, "00_triage", "ok", 1.42), step_line(2, 3, "02_gpu_memory_oom", "failed", 12.0,
-                                                                          "RuntimeError: boom")]
-    assert lines[0].startswith("[1/3] 00_triage") and lines[0].endswith("1.4 s") and "\r" not in out.getvalue()
+    assert lines[:2] == ["sampling GPUs: 30/60 s", "sampling GPUs: 60/60 s"]
+    assert lines[-1].startswith("sampling GPUs: 60/60 s done in ")
+    assert "\r" not in out.getvalue()
 
 
-def test_a_bar_names_the_running_steps_and_keeps_the_lines():
+def test_terminal_gets_a_tqdm_bar_and_small_steps_nothing():
     out = io.StringIO()
-    with StepProgress(2, "gpulib run incident", stream=out, bar=True) as progress:
-        progress.started("00_triage")
-        progress.started("01_kernel_xid")
-        time.sleep(0.7)  # the clock ticks while nothing finishes
-        progress.finished("01_kernel_xid", "ok", 0.7)
-        progress.finished("00_triage", "ok", 0.8)
-    text = out.getvalue()
-    assert "running: 00_triage, 01_kernel_xid" in text and "\r" in text
-    assert step_line(1, 2, "01_kernel_xid", "ok", 0.7) in text and "2/2 steps" in text
-    assert text.count("0/2 steps") >= 3  # redrawn before any step finished
+    with Progress(4, "deep-verifying", "checkpoints", stream=out, tty=True) as bar:
+        bar.update(2)
+    drawn = out.getvalue()
+    assert drawn.startswith("\rdeep-verifying:") and "/4 [" in drawn and "checkpoints/s" in drawn
+    assert drawn.endswith("\r")  # the bar is cleared when the step ends (leave=False)
+    quiet = io.StringIO()
+    with Progress(1, "x", stream=quiet, tty=True, min_total=2, every_s=0) as bar:
+        bar.update()
+    assert quiet.getvalue() == ""
+
+
+def test_ticking_advances_with_the_clock_while_a_step_runs():
+    import time
+
+    from gpulib.progress import Ticking
+
+    out = io.StringIO()
+    with Ticking(2, "measuring /data", stream=out, every_s=0):
+        time.sleep(2.3)
+    lines = out.getvalue().splitlines()
+    assert "measuring /data: 1/2 s" in lines and "measuring /data: 2/2 s" in lines
+    assert lines[-1].startswith("measuring /data: 2/2 s done in 2 s")

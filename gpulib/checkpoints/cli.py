@@ -93,9 +93,14 @@ def _print_report(r, limit: int | None) -> None:
 
 def _run_files(args, deep: bool, limit: int | None) -> int:
     from gpulib.checkpoints.files import inspect_path
+    from gpulib.progress import Progress
 
     require_readable(args.paths, what="checkpoint")
-    reports = [inspect_path(p, deep) for p in args.paths]
+    with Progress(len(args.paths) if deep else 0, "deep-verifying", "checkpoints", min_total=2) as bar:
+        reports = []
+        for p in args.paths:
+            reports.append(inspect_path(p, deep))
+            bar.update()
     if args.format == "json":
         json.dump([r.to_dict(with_tensors=limit is not None) for r in reports], sys.stdout, indent=1, default=str)
         print()

@@ -14,6 +14,7 @@ one rename succeeds; the other stops with an error and keeps its data under the 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ from gpulib.collect.bugreport import bug_report_collector
 from gpulib.collect.core import Collector, run_collectors
 from gpulib.collect.filesystems import filesystems_collector
 from gpulib.collect.prometheus import PrometheusQuery, prometheus_collector
+from gpulib.collect.slurm import slurm_job_collector
 from gpulib.errors import BundleError, InputError
 
 HOST_PLACEHOLDER = "%h"
@@ -49,7 +51,8 @@ def bundle_path(out: str | Path, host: str) -> Path:
 
 def plan(logs: list[Path], checkpoints: Path | None, sample_seconds: int, prev_boot: bool,
          prometheus: PrometheusQuery | None, log_cap_bytes: int, data: list[Path] = (),
-         sel_entries: int = bmc.SEL_ENTRIES, bug_report: bool = False) -> list[Collector]:
+         sel_entries: int = bmc.SEL_ENTRIES, bug_report: bool = False, slurm_job: str | None = None,
+         host: str | None = None) -> list[Collector]:
     """The collectors of one capture, in the order the manifest lists them."""
     collectors = [nvml.snapshot_collector()]
     if sample_seconds > 0:
@@ -65,6 +68,9 @@ def plan(logs: list[Path], checkpoints: Path | None, sample_seconds: int, prev_b
         collectors.append(files.checkpoint_listing_collector(checkpoints))
     if prometheus is not None:
         collectors.append(prometheus_collector(prometheus))
+    if slurm_job:
+        # Slurm's name for this node (inside a job step or the epilog), else the bundle's host name
+        collectors.append(slurm_job_collector(slurm_job, os.environ.get("SLURMD_NODENAME") or host))
     return collectors
 
 
@@ -73,7 +79,7 @@ def collect(out: str | Path, logs: list[str | Path] = (), checkpoints: str | Pat
             host: str | None = None, log_cap_bytes: int = files.LOG_CAP_BYTES,
             collector_timeouts: dict[str, float] | None = None, only: list[str] | None = None,
             command_line: list[str] | None = None, data: list[str | Path] = (), sel_entries: int = bmc.SEL_ENTRIES,
-            bug_report: bool = False) -> Path:
+            bug_report: bool = False, slurm_job: str | None = None) -> Path:
     """Capture this host into a bundle and return its path.
 
     ``prometheus`` says which DCGM metrics to pull for which window; ``timeout_scale`` multiplies
@@ -82,12 +88,13 @@ def collect(out: str | Path, logs: list[str | Path] = (), checkpoints: str | Pat
     ``only`` keeps just the named collectors (``["prometheus"]`` to pull DCGM history from anywhere);
     ``data`` names dataset folders whose file systems are measured beside ``/dev/shm`` and the
     checkpoints; ``sel_entries`` how many newest BMC SEL entries to keep; ``bug_report`` also runs
-    ``nvidia-bug-report.sh`` (minutes).
+    ``nvidia-bug-report.sh`` (minutes); ``slurm_job`` adds Slurm's record of that job
+    (``scontrol show job -d``, ``sacct``, ``sinfo -R``, this node's ``scontrol show node``).
     """
     host = host or this_host()
     collectors = plan([Path(p) for p in logs], Path(checkpoints) if checkpoints is not None else None,
                       sample_seconds, prev_boot, prometheus, log_cap_bytes, data=[Path(p) for p in data],
-                      sel_entries=sel_entries, bug_report=bug_report)
+                      sel_entries=sel_entries, bug_report=bug_report, slurm_job=slurm_job, host=host)
     by_name = {c.name: c for c in collectors}
     for name in [*(collector_timeouts or {}), *(only or [])]:
         if name not in by_name:

@@ -52,7 +52,7 @@ def _collect(args) -> int:
         args.out, logs=args.logs, checkpoints=args.checkpoints, sample_seconds=args.sample_seconds,
         prev_boot=args.prev_boot, prometheus=prometheus, timeout_scale=args.timeout_scale, host=args.host,
         log_cap_bytes=args.log_cap_mib << 20, collector_timeouts=dict(args.collector_timeout), only=args.only, command_line=["gpulib", *sys.argv[1:]],
-        data=args.data, sel_entries=args.sel_entries, bug_report=args.bug_report,
+        data=args.data, sel_entries=args.sel_entries, bug_report=args.bug_report, slurm_job=args.slurm_job,
     )
     print("\n".join(summary_lines(root)))
     return 0
@@ -101,6 +101,9 @@ def register(subparsers) -> None:
                    help="set one collector's timeout in seconds (names as in the summary), e.g. ipmitool-sdr=120")
     c.add_argument("--only", nargs="+", action="extend", metavar="NAME",
                    help="run only these collectors, e.g. --only prometheus (names as in the summary)")
+    c.add_argument("--slurm-job", metavar="ID",
+                   help="add Slurm's record of job ID: scontrol show job -d, sacct steps, sinfo -R, this node's "
+                        "scontrol show node (slurm/ in the bundle); e.g. --slurm-job \"$SLURM_JOB_ID\"")
     c.add_argument("--host", help="host name for the bundle and %%h (default: this machine's hostname; "
                                   "in Kubernetes pass the node name)")
     c.set_defaults(func=_collect)

@@ -18,13 +18,13 @@ Degradation rules (each one is a real failure mode on a sick node):
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 
 from gpulib.collect.core import Collector, Outcome, Sink
 from gpulib.identity import normalize_pci, utc_now_iso
 from gpulib.nvml_fields import SAMPLE_COLUMNS, decode_throttle_bitmask
+from gpulib.progress import Progress
 
 SNAPSHOT_SCHEMA = "gpulib.nvml-snapshot/1"
 _MIB = 1 << 20
@@ -330,25 +330,6 @@ def _csv_line(values: list) -> str:
     return ",".join("" if v is None else str(v) for v in values) + "\n"
 
 
-class _Progress:
-    """``sampling GPUs [=====     ] 3/5 s`` on stderr, only when stderr is a terminal."""
-
-    def __init__(self, total_s: int):
-        self.total_s = total_s
-        self.enabled = sys.stderr.isatty()
-
-    def show(self, done_s: int) -> None:
-        if self.enabled:
-            width = 30
-            filled = width * done_s // max(self.total_s, 1)
-            sys.stderr.write(f"\rsampling GPUs [{'=' * filled}{' ' * (width - filled)}] {done_s}/{self.total_s} s")
-            sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\n")
-
-
 def sampling_collector(seconds: int, interval_s: float = 1.0) -> Collector:
     """``nvml/samples.csv``: temperature, SM clock, power, utilization, memory and throttle
     reasons of every GPU once per ``interval_s`` for ``seconds``; a throttling GPU shows as a
@@ -359,7 +340,7 @@ def sampling_collector(seconds: int, interval_s: float = 1.0) -> Collector:
             nv = load_nvml()
         except NvmlUnavailable as exc:
             return Outcome(exc.status, exc.reason)
-        progress = _Progress(seconds)
+        progress = Progress(seconds, "sampling GPUs", "s")
         try:
             count = nv.nvmlDeviceGetCount()
             gpus = []
@@ -376,7 +357,7 @@ def sampling_collector(seconds: int, interval_s: float = 1.0) -> Collector:
                         for index, handle, sm_max in gpus]
                 sink.append("nvml/samples.csv", "".join(_csv_line(row) for row in rows))
                 ticks += 1
-                progress.show(min(seconds, round(ticks * interval_s)))
+                progress.set(min(seconds, round(ticks * interval_s)))
                 if ticks * interval_s >= seconds:
                     break
                 time.sleep(max(0.0, started + ticks * interval_s - time.monotonic()))

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from gpulib.checkpoints.latest import find_latest
 from gpulib.diagnose import nodes, rules_gpu, rules_job, rules_kernel, rules_other, rules_signatures, verdict
+from gpulib.diagnose import rules_slurm as rules_slurm
 from gpulib.diagnose.context import Context
 from gpulib.diagnose.inputs import Inputs, gather
 from gpulib.diagnose.joins import IdentityMap
@@ -35,7 +36,7 @@ def diagnose(paths: list[str | Path], tz: str | None = None, *, inputs: Inputs |
     """
     inputs = gather([Path(p) for p in paths], tz) if inputs is None else inputs
     ctx = Context(inputs, IdentityMap(inputs), tz)
-    for rules in (rules_kernel, rules_gpu, rules_job, rules_other, rules_signatures):
+    for rules in (rules_kernel, rules_gpu, rules_job, rules_other, rules_slurm, rules_signatures):
         try:
             rules.run(ctx)
         except Exception as exc:  # noqa: BLE001 - a rule bug must cost one rule, not the diagnosis
@@ -43,6 +44,8 @@ def diagnose(paths: list[str | Path], tz: str | None = None, *, inputs: Inputs |
             ctx.add("internal", severity="warning", category="none", role="context",
                     title=f"internal error in {rules.__name__}: {type(exc).__name__}: {exc} (other rules still ran)")
     failed, completed = rules_job.job_outcome(ctx)
+    slurm_failed, slurm_completed = rules_slurm.job_outcome(ctx)  # the scheduler's record of the same job
+    failed, completed = failed or slurm_failed, (completed or slurm_completed) and not slurm_failed
     rules_gpu.zombies(ctx, rules_job.last_failure_time(ctx))
     verdict.fold(ctx)
     verdict.promote_stall(ctx)

@@ -20,10 +20,13 @@ from gpulib.bundle import Bundle, is_bundle
 from gpulib.parsers import detect, gpu_series, registry, signatures, unwrap
 from gpulib.parsers.base import Problem, looks_binary, read_text
 from gpulib.parsers.gpu_records import GpuSample
+from gpulib.progress import Progress
 
 log = logging.getLogger(__name__)
 
 HEAD_BYTES = 8192
+#: Evidence of at least this many files (an incident of hundreds of nodes) shows its reading progress.
+PROGRESS_MIN_FILES = 500
 #: Pasted evidence (an issue comment, a chat paste) is small; a multi-GB job log is never unwrapped
 #: as a whole (its lines are still read one by one by the signature scan).
 UNWRAP_MAX_BYTES = 64 * 1024 * 1024
@@ -274,16 +277,18 @@ def gather(paths: list[str | Path], tz: str | None = None, *, full_series: bool 
         if not files and len(inputs.problems) == listing_problems:
             inputs.problems.append(Problem(str(given), "empty folder: no evidence files in it"))
         base = root if root.is_dir() else root.parent
-        for path, info in files:
-            display = str(path.relative_to(base)) if base in path.parents or path.parent == base else str(path)
-            f = InputFile(path=path, display=display, root=base, timezone=info.get("timezone"),
-                          boot_time=info.get("boot_time"))
-            if "root" in info:
-                _place_in_bundle(f, info)
-            inputs.files.append(f)
-            _examine(f, tz, inputs)
-            if not full_series:
-                _reduce_series(f)
+        with Progress(len(files), f"reading {given}", "files", min_total=PROGRESS_MIN_FILES) as bar:
+            for path, info in files:
+                display = str(path.relative_to(base)) if base in path.parents or path.parent == base else str(path)
+                f = InputFile(path=path, display=display, root=base, timezone=info.get("timezone"),
+                              boot_time=info.get("boot_time"))
+                if "root" in info:
+                    _place_in_bundle(f, info)
+                inputs.files.append(f)
+                _examine(f, tz, inputs)
+                if not full_series:
+                    _reduce_series(f)
+                bar.update()
     year = _incident_year(inputs) if inputs.deferred else None
     for f, head in inputs.deferred:
         _parse_safely(f, tz, head, year)

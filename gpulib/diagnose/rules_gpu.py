@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from statistics import median
 
-from gpulib.diagnose.context import Context, evidence, place
+from gpulib.diagnose.context import Context, evidence, place, without_unknowns
 from gpulib.findings import Pointers
 from gpulib.parsers import gpu_series, prom_text
 from gpulib.parsers.gpu_records import GpuSample
@@ -72,6 +72,7 @@ def _snapshot(ctx: Context, host: str | None, states: list) -> None:
             f.evidence.append(evidence(file, s.line, f"{what}: {s.lost_reason or 'GPU is lost'}"))
             continue
         _ecc(ctx, host, captured, file, s)
+        _power_unreadable(ctx, host, captured, file, s)
         _throttle_snapshot(ctx, host, captured, file, s)
         _pcie(ctx, host, captured, file, s)
     _missing_job_gpus(ctx, host, captured, states)
@@ -84,6 +85,27 @@ def _snapshot(ctx: Context, host: str | None, states: list) -> None:
                 evidence=[evidence(file, None, f"indexes present: {indexes}")],
                 actions=["Check `lspci | grep -i nvidia` and dmesg for Xid 79 / AER on the missing GPU"])
     _memory(ctx, host, captured, present, states)
+
+
+def _power_unreadable(ctx: Context, host, captured, file, s) -> None:
+    """``ERR!`` in a GPU's power draw while the driver still reads its temperature: the board's
+    power telemetry (and with it often the fan controller) stopped answering. On a GPU that is
+    otherwise alive this points at its power delivery - the PCIe power cables, the PSU rail feeding
+    it - and such a GPU stalls its job without an error (the process hangs, Ctrl+C does nothing).
+    A GPU whose every reading is ERR! is lost, which the lost-GPU rule says instead."""
+    if "power_draw_w" not in s.unreadable:
+        return
+    what = " and ".join(n.removesuffix("_pct").removesuffix("_w").removesuffix("_c").replace("_", " ")
+                     for n in s.unreadable)
+    f = ctx.add("power-unreadable", severity="critical", category="power_fault", interruption="hard",
+                hardware=True, title="", host=host, time=captured, observed=True,
+                evidence=[evidence(file, s.line, f"GPU {s.index}: ERR! in {what}")],
+                actions=["Reseat the GPU's PCIe power cables and check the PSU feeding it (`ipmitool sdr`, "
+                         "`ipmitool sel elist`); swap the card into another slot/PSU to tell board from supply",
+                         "Drain the node until `nvidia-smi` reads the power draw again and `dcgmi diag -r 2` passes"])
+    place(ctx, f, host=host, pci=s.pci_bus_id)
+    f.title = without_unknowns(f"GPU {f.gpu_index} ({s.pci_bus_id}) on {host} reports ERR! for its {what}: its "
+                               "power delivery is failing")
 
 
 def _missing_job_gpus(ctx: Context, host, captured, states) -> None:

@@ -260,3 +260,4 @@ def _fuser(ctx: Context) -> None:
                     host=file.host, evidence=[evidence(file, getattr(rec, "line", None), f"{device}: {pid}")],
                     actions=[f"Kill pid {pid} before relaunch; if it is in D state (stuck in the driver), reboot"])
         place(ctx, f, host=file.host, pid=pid)
+        f.extra["pids"] = [int(pid)]  # the remediation's kill list

@@ -61,6 +61,7 @@ def _just_before(a: Finding, b: Finding) -> bool:
 def fold(ctx: Context) -> None:
     """Merge precursors and after-the-fact snapshots into the GPU event they belong to."""
     kernel_gpu = [f for f in ctx.findings if f.hardware and f.role == "cause" and f.id.startswith(("xid", "fell-off", "sig-xid", "sig-fell-off"))]
+    slowed = [f for f in ctx.findings if f.id.startswith("throttle-") and not f.observed]  # from a time series
     drop: set[str] = set()
     for f in ctx.findings:
         if f.id.startswith(("aer-", "sig-aer-fatal")) and f.role == "cause":
@@ -75,6 +76,12 @@ def fold(ctx: Context) -> None:
                            and (f.time is None or g.time is None or seconds_between(g.time, f.time) >= -FOLD_S)),
                           None)
             if target and (target.time or "") <= (f.time or "~"):
+                target.evidence.extend(f.evidence)
+                drop.add(f.id)
+        elif f.id.startswith("throttle-") and f.observed:
+            # a snapshot that saw the GPU still throttled is the same slowdown the time series shows
+            target = next((g for g in slowed if g is not f and _same_gpu(g, f)), None)
+            if target:
                 target.evidence.extend(f.evidence)
                 drop.add(f.id)
     ctx.findings[:] = [f for f in ctx.findings if f.id not in drop]

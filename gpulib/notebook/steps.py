@@ -215,13 +215,14 @@ def memory_findings(states: pd.DataFrame, imbalance_gib: float = 2.0) -> list[di
 
 
 def held_findings(diagnosis: dict) -> list[dict]:
-    """GPUs still held by processes in a snapshot taken *after* the job failed, as the diagnosis
-    found them (rule ``zombie``; its ``pids`` feed the remediation's kill commands). A snapshot
+    """GPUs still held by processes in a snapshot taken *after* the job failed, or by a process
+    ``fuser`` names, as the diagnosis found them (rules ``zombie`` and ``gpu-held``; their ``pids``
+    feed the remediation's kill commands). A snapshot
     from before the crash shows the live job, not a leftover: it is not a finding.
 
     A leftover process blocks the relaunch (the new job OOMs at start-up or hangs on NCCL init);
     it must be found and stopped first."""
-    return [f for f in diagnosis.get("findings") or [] if str(f.get("id", "")).startswith("zombie")]
+    return [f for f in diagnosis.get("findings") or [] if str(f.get("id", "")).startswith(("zombie", "gpu-held"))]
 
 
 # --------------------------------------------------------------------------------------------

@@ -62,6 +62,9 @@ class GpuState:
     minor_number: int | None = None  # the N of /dev/nvidiaN (fuser output); NOT the index
     lost: bool = False  # "GPU is lost", "Unable to determine the device handle", ERR! everywhere
     lost_reason: str | None = None
+    #: Readings the tool printed as ``ERR!`` (``fan_pct``, ``temp_c``, ``power_draw_w``, ``util_gpu_pct``):
+    #: the driver asked the board and got no answer. Not the same as N/A (the board has no sensor).
+    unreadable: list[str] = field(default_factory=list)
     mig_enabled: bool | None = None
     fan_pct: float | None = None  # None on passively cooled boards (A100/H100) and on ERR!
     temp_c: float | None = None

@@ -112,6 +112,10 @@ _COUNTER_ALIASES = {
 _LOST = re.compile(r"gpu is lost|unable to determine the device handle|gpu requires reset", re.I)
 
 
+#: How -q/-x print a reading the driver asked for and got no answer to (not N/A: no such sensor).
+_UNANSWERED = re.compile(r"\[?(?:Unknown Error|ERR!)\]?", re.I)
+
+
 class _Reader:
     """Converts field-map values, turning conversion errors into problems."""
 
@@ -201,6 +205,9 @@ def state_from_fields(
     state = GpuState(index=index, source=source, line=line, **header)
     for name, (convert, paths) in FIELDS.items():
         setattr(state, name, read.get(convert, paths))
+        raw = next((fields[p][0] for p in paths if p in fields), "")
+        if _UNANSWERED.fullmatch(raw.strip()):
+            state.unreadable.append(name)
     pci_text = read.get(units.text_value, ("pci/bus_id", "pci/pci_bus_id")) or header_pci
     state.pci_bus_id = normalize_pci(pci_text)
     pending = [read.get(units.yes_no, (p,)) for p in _RETIRED_PENDING if p in fields]

@@ -104,10 +104,12 @@ def _readings(state: GpuState, cells: list[str], problems: list[Problem], source
     errors = 0
     if len(left) >= 3:
         state.fan_pct = _safe(units.number, left[0], problems, source, f"{who} fan", number)
-        errors += left[1] == "ERR!"
         state.temp_c = _safe(units.number, left[1], problems, source, f"{who} temp", number)
         power = " ".join(left[3:]).split("/")
         state.power_draw_w = _safe(units.number, power[0], problems, source, f"{who} power", number)
+        state.unreadable += [name for name, cell in (("fan_pct", left[0]), ("temp_c", left[1]),
+                                                     ("power_draw_w", power[0].strip())) if cell == "ERR!"]
+        errors += left[1] == "ERR!"
         errors += power[0].strip() == "ERR!"
         if len(power) > 1:
             state.power_limit_w = _safe(units.number, power[1], problems, source, f"{who} power cap", number)
@@ -118,6 +120,7 @@ def _readings(state: GpuState, cells: list[str], problems: list[Problem], source
     util = cells[2].split()
     if util:
         errors += util[0] == "ERR!"
+        state.unreadable += ["util_gpu_pct"] if util[0] == "ERR!" else []
         state.util_gpu_pct = _safe(units.number, util[0], problems, source, f"{who} util", number)
     if errors >= 3:
         state.lost, state.lost_reason = True, "ERR! in temperature, power and utilization"

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import sys
 from pathlib import Path
 
 from gpulib import exit_codes
 from gpulib.progress import StepProgress
 from gpulib.readable import require_readable
+from gpulib.runbooks import textfile
 from gpulib.runbooks.archive import REPORT, default_archive_root, list_runs, require_archive_root, resolve_run
 from gpulib.runbooks.compare import diff_runs
 from gpulib.runbooks.execute import skip_slow_imports
@@ -56,6 +58,8 @@ def _run(args) -> int:
     if args.evidence is not None:
         (evidence,) = require_readable([args.evidence], what="evidence")
         values["evidence"] = str(evidence.resolve())
+    if args.textfile:
+        textfile.check_directory(args.textfile)  # a usage error (exit 2) before a long run, not after
     skip_slow_imports()
     total = len(load_runbook(find_runbook(args.runbook)).steps)  # an unknown runbook: exit 2 before the header
     print(f"gpulib run {args.runbook}: {total} step(s)"
@@ -75,9 +79,13 @@ def _run(args) -> int:
             args.runbook, cli=parse_assignments(args.param), values=values, archive_root=Path(args.archive),
             jobs=args.jobs, cell_timeout_s=args.cell_timeout, progress=finished, on_start=progress.started,
         )
+    except RunbookError as exc:  # before anything ran (a parameter, the kernel): gpulib.cli prints it
+        _textfile(args, [], exc.exit_code, steps_failed=1)
+        raise
     finally:
         progress.close()
         signal.signal(signal.SIGTERM, previous)
+    _textfile(args, outcome.findings, outcome.exit_code, sum(s.status != "ok" for s in outcome.steps))
     ok = sum(step.status == "ok" for step in outcome.steps)
     print(f"runbook {args.runbook}: {ok}/{len(outcome.steps)} steps completed")
     for step in outcome.steps:
@@ -88,6 +96,20 @@ def _run(args) -> int:
     print(f"report:   {outcome.report}")
     print(f"exit {outcome.exit_code}: {EXIT_MEANINGS[outcome.exit_code]}")
     return outcome.exit_code
+
+
+def _textfile(args, findings: list[dict], exit_code: int, steps_failed: int) -> None:
+    """``--textfile DIR``: the run's verdict for node_exporter (a failure to write is reported,
+    never a change of the run's exit code, which schedulers act on)."""
+    if not args.textfile:
+        return
+    name = Path(args.runbook).stem if args.runbook.endswith((".yaml", ".yml")) else args.runbook
+    try:
+        path = textfile.write(args.textfile, name, socket.gethostname(), findings, exit_code, steps_failed)
+        print(f"metrics:  {path}")
+    except OSError as exc:
+        print(f"gpulib run: error: cannot write {args.textfile}/{textfile.FILE_NAME}: {exc.strerror or exc}",
+              file=sys.stderr)
 
 
 def _evidence_label(run) -> str:
@@ -167,6 +189,9 @@ def register(subparsers) -> None:
     p.add_argument("--jobs", type=int, default=None, help="notebooks run in parallel (default: CPU cores)")
     p.add_argument("--cell-timeout", type=float, default=None, metavar="SECONDS",
                    help="per-cell execution timeout (default: the runbook's timeouts.cell_s)")
+    p.add_argument("--textfile", metavar="DIR",
+                   help="also write DIR/gpulib.prom for node_exporter's textfile collector (findings by severity and "
+                        "category, per-GPU health, time of the last run; atomic rename)")
     p.add_argument("--parameters", action="store_true",
                    help="list the runbook's steps and the parameters each accepts, then exit (runs nothing)")
     p.set_defaults(func=_run)

@@ -8,6 +8,7 @@ import os
 import sys
 
 from gpulib.errors import InputError
+from gpulib.progress import Ticking
 from gpulib.storage import fio, measure, scan, verdict
 
 EXIT_CODES = ("exit status: 0 enough (or measured, no need given), 1 marginal headroom or many small files, "
@@ -15,8 +16,9 @@ EXIT_CODES = ("exit status: 0 enough (or measured, no need given), 1 marginal he
 
 
 def probe(path: str, seconds: float, threads: int, need: verdict.Need | None, engine: str = "auto",
-          max_files: int = 200_000) -> dict:
-    """Scan, measure (fio or Python), judge; everything as one JSON-ready dict."""
+          max_files: int = 200_000, show_progress: bool = False) -> dict:
+    """Scan, measure (fio or Python), judge; everything as one JSON-ready dict. ``show_progress``:
+    the measurement's progress on stderr (the command line; a notebook shows its own output)."""
     if not os.path.exists(path):
         raise InputError("no such file or folder", path=path, hint="give the dataset folder the job reads")
     found = scan.scan(path, max_files=max_files)
@@ -24,6 +26,14 @@ def probe(path: str, seconds: float, threads: int, need: verdict.Need | None, en
     if not readable:
         raise InputError(f"no readable non-empty file ({found.files} file(s), {found.unreadable} unreadable)",
                          path=path, hint="probe the folder that holds the training data, as the user the job runs as")
+    with Ticking(seconds if show_progress else 0, f"measuring {path}", min_total=1):
+        io = _measure(readable, seconds, threads, engine)
+    judged = verdict.judge(found, io, need)
+    return {"path": path, "scan": found, "io": io, "need": need, "verdict": judged}
+
+
+def _measure(readable: list[str], seconds: float, threads: int, engine: str):
+    """fio when asked or available, else the Python reader (saying why in its note)."""
     fallback_note = None
     io = None
     if engine in ("auto", "fio") and fio.available():
@@ -36,8 +46,7 @@ def probe(path: str, seconds: float, threads: int, need: verdict.Need | None, en
     if io is None:
         io = measure.measure(readable, seconds, threads)
         io.note = "; ".join(n for n in (fallback_note, io.note) if n) or None
-    judged = verdict.judge(found, io, need)
-    return {"path": path, "scan": found, "io": io, "need": need, "verdict": judged}
+    return io
 
 
 def report_lines(result: dict) -> list[str]:
@@ -84,7 +93,7 @@ def _run(args) -> int:
         print("gpulib storage-probe: error: --ranks, --batch and --sample-bytes go together", file=sys.stderr)
         return 2
     need = verdict.Need(args.ranks, args.batch, args.sample_bytes, args.step_seconds) if args.ranks else None
-    result = probe(args.path, args.seconds, args.threads, need, args.engine, args.max_files)
+    result = probe(args.path, args.seconds, args.threads, need, args.engine, args.max_files, show_progress=True)
     print(_as_json(result) if args.format == "json" else "\n".join(report_lines(result)))
     return result["verdict"].exit_code
 

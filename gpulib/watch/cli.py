@@ -18,7 +18,7 @@ from gpulib.collect.capture import this_host
 from gpulib.errors import InputError
 from gpulib.watch.actions import IncidentCapture
 from gpulib.watch.follow import Follower
-from gpulib.watch.metrics import MetricsServer, exposition
+from gpulib.watch.metrics import MetricsServer, registry_for
 from gpulib.watch.rules import WatchConfig, WatchRules
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?$")
@@ -61,12 +61,8 @@ def run(args) -> int:  # noqa: C901 - the main loop, kept in one place
     followers = [Follower(p, from_start=args.from_start) for p in paths]
     lock = threading.Lock()
 
-    def render() -> str:
-        with lock:
-            return exposition(rules, host)
-
     try:
-        server = MetricsServer(args.listen, render).start() if args.listen else None
+        server = MetricsServer(args.listen, registry_for(rules, host, lock)).start() if args.listen else None
     except OSError as exc:
         raise InputError(f"cannot serve metrics on {args.listen[0]}:{args.listen[1]}: {exc.strerror or exc}",
                          hint="pick another --listen HOST:PORT (port 0 = any free one), or --listen off") from exc

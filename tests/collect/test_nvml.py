@@ -158,7 +158,8 @@ def test_sampling_shows_a_progress_bar_only_on_a_terminal(tmp_path, fake_nvml, m
     terminal = Terminal()
     monkeypatch.setattr("sys.stderr", terminal)
     _capture(tmp_path / "tty", nvml.sampling_collector(2))
-    assert "\rsampling GPUs [" in terminal.getvalue() and "] 2/2 s" in terminal.getvalue()
+    drawn = terminal.getvalue()  # a tqdm bar (gpulib.progress), cleared when sampling ends
+    assert "\rsampling GPUs:" in drawn and "| 2/2 [" in drawn and drawn.endswith("\r")
     piped = io.StringIO()
     monkeypatch.setattr("sys.stderr", piped)
     _capture(tmp_path / "pipe", nvml.sampling_collector(1))

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import pickle
 
+import pytest
+
 from gpulib.diagnose import diagnose
 from gpulib.parsers import dcgmi_diag, flight_recorder, slurm, torchrun_error
 
@@ -373,3 +375,56 @@ def test_every_node_unreachable_at_once_is_a_site_outage_but_two_are_not(tmp_pat
         "a100*         up 1-00:00:00      2  down* rk[01-02]\n"
         "a100*         up 1-00:00:00     38   idle rk[03-40]\n", encoding="utf-8")
     assert not [f for f in diagnose([tmp_path / "two"]).findings if f.id.startswith("site-outage")]
+
+
+_TABLE = """Tue Mar  3 02:10:11 2026
++-----------------------------------------------------------------------------+
+| NVIDIA-SMI 535.161.08   Driver Version: 535.161.08   CUDA Version: 12.2     |
+|-------------------------------+----------------------+----------------------+
+| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp  Perf  Pwr:Usage/Cap|         Memory-Usage | GPU-Util  Compute M. |
+|===============================+======================+======================|
+|   0  NVIDIA RTX A6000    Off  | 00000000:21:00.0 Off |                  Off |
+| 30%   55C    P2   180W / 300W |  20111MiB / 49140MiB |     97%      Default |
++-------------------------------+----------------------+----------------------+
+|   1  NVIDIA RTX A6000    Off  | 00000000:41:00.0 Off |                  Off |
+|{fan}   {temp}    P2   {power} / 300W |  20111MiB / 49140MiB |     {util}      Default |
++-------------------------------+----------------------+----------------------+
+"""
+
+
+@pytest.mark.parametrize("fan, temp, power, util, expect", [
+    ("ERR!", "57C", "ERR!", "97%", "power-unreadable"),  # power telemetry gone, the GPU still answers
+    (" 31%", "57C", "ERR!", "97%", "power-unreadable"),
+    ("ERR!", "ERR!", "ERR!", "ERR!", "gpu-lost"),  # nothing answers: a lost GPU, not a power reading
+    (" 31%", "57C", "181W", "97%", None),
+])
+def test_err_in_the_power_reading_is_a_power_fault_of_that_gpu(tmp_path, fan, temp, power, util, expect):
+    (tmp_path / "ws-7").mkdir()
+    (tmp_path / "ws-7" / "nvidia-smi.txt").write_text(_TABLE.format(fan=fan, temp=temp, power=power, util=util),
+                                                      encoding="utf-8")
+    found = [f for f in diagnose([tmp_path]).findings if f.id.startswith(("power-unreadable", "gpu-lost"))]
+    assert [f.id.split("-ws_7")[0] for f in found] == ([expect] if expect else [])
+    if expect == "power-unreadable":
+        assert found[0].category == "power_fault" and found[0].gpu_pci == "0000:41:00.0"
+
+
+def test_a_line_a_kind_rule_reported_is_not_reported_again_by_the_signature_scan():
+    """The example's hung task: the kernel rule chains it to the Xid 79 before it; the signature
+    catalogue's 'hung-task' row matches the same line and must not add a second finding of it."""
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "incident-gpu-fell-off-bus"
+    hung = [f for f in diagnose([example]).findings if "hung-task" in f.id]
+    assert len(hung) == 1 and hung[0].caused_by and hung[0].caused_by.startswith("xid79-")
+
+
+def test_a_snapshot_that_still_sees_a_throttle_is_the_same_slowdown_as_the_time_series():
+    from pathlib import Path
+
+    case = Path(__file__).resolve().parents[3] / "shared" / "corpus" / "incidents" / "case-02-a100-thermal-throttle"
+    if not case.is_dir():
+        pytest.skip(f"{case} is absent (the shared corpus lies beside the repository)")
+    throttles = [f for f in diagnose([case / "input"]).findings if f.id.startswith("throttle")]
+    assert len(throttles) == 1 and throttles[0].role == "cause"
+    assert {e.file.split("/")[-1].split("_")[0] for e in throttles[0].evidence} >= {"gpu", "nvidia-smi-q"}

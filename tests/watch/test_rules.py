@@ -9,6 +9,7 @@ from gpulib.diagnose import diagnose
 from gpulib.watch import rules as rules_module
 from gpulib.watch.metrics import exposition
 from gpulib.watch.rules import WatchConfig, WatchRules
+from tests.prometheus_server import sample_value
 
 LOG = "train.log"
 
@@ -126,17 +127,22 @@ def test_metrics_exposition_has_the_per_rank_gauges():
     rules = WatchRules(WatchConfig(silence_s=30), [LOG], now=0)
     rules.feed(LOG, [b'[rank1]: step 4 | 0.25 s/step | fwd_bwd_ms=200.5', b'host-"x": hello'], now=10)
     text = exposition(rules, host="node-a", now=25)
-    assert 'gpulib_watch_seconds_since_last_line{file="train.log",rank="1",host="node-a"} 15.0' in text
-    assert 'gpulib_watch_seconds_since_last_line{file="train.log",rank="",host="node-a"} 15.0' in text
+
+    def value(name, **labels):
+        return sample_value(text, name, **labels)
+
+    assert value("gpulib_watch_seconds_since_last_line", file="train.log", rank="1", host="node-a") == 15.0
+    assert value("gpulib_watch_seconds_since_last_line", file="train.log", rank="", host="node-a") == 15.0
     later = WatchRules(WatchConfig(), [LOG], now=1795946903.25)
     later.feed(LOG, [b"[rank0]: hello"], now=1795946903.25)
-    assert 'gpulib_watch_last_line_timestamp_seconds{file="train.log",rank="0",host="h"} 1795946903.25' in exposition(
-        later, host="h", now=1795946904)
-    assert 'gpulib_watch_step_seconds{file="train.log",rank="1",host="node-a"} 0.25' in text
-    assert 'gpulib_watch_step_phase_ms{file="train.log",rank="1",host="node-a",phase="fwd_bwd_ms"} 200.5' in text
-    assert 'gpulib_watch_silence_threshold_seconds{host="node-a"} 30' in text
-    assert 'gpulib_watch_alerts_total{host="node-a",kind="signature"} 0' in text
-    assert 'gpulib_watch_heartbeat{file="train.log",rank="1",host="node-a"} 1' in text
+    assert sample_value(exposition(later, host="h", now=1795946904), "gpulib_watch_last_line_timestamp_seconds",
+                        file="train.log", rank="0", host="h") == 1795946903.25  # unix times keep their digits
+    assert value("gpulib_watch_step_seconds", file="train.log", rank="1", host="node-a") == 0.25
+    assert value("gpulib_watch_step_phase_ms", file="train.log", rank="1", host="node-a", phase="fwd_bwd_ms") == 200.5
+    assert value("gpulib_watch_silence_threshold_seconds", host="node-a") == 30
+    assert value("gpulib_watch_alerts_total", host="node-a", kind="signature") == 0
+    assert value("gpulib_watch_heartbeat", file="train.log", rank="1", host="node-a") == 1
+    assert "# TYPE gpulib_watch_lines_total counter" in text
 
 
 def test_binary_junk_and_undecodable_lines_are_survived():

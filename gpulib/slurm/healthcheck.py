@@ -1,0 +1,152 @@
+"""``gpulib slurm healthcheck``: preflight's self-check of this node, acted on through Slurm.
+
+For ``HealthCheckProgram=`` (slurmd runs it every ``HealthCheckInterval`` seconds and at start,
+as root, and kills it after 60 s) or as a ``Prolog``. It runs the single-node part of the
+preflight runbook (notebook 08: every GPU visible, no pending row remap or uncorrectable ECC,
+no slowdown reasons, no leftover processes, no Xid in the kernel log, one driver) - not the NCCL
+fabric test, which needs the whole node for minutes - on a fresh capture of this node, or on
+``--evidence PATH`` (a bundle or recorded tool outputs: replaying what a node printed).
+
+* **no-go** (an error or critical finding): ``scontrol update nodename=NODE state=drain
+  reason="gpulib: <first blocking finding>"``. A node someone else drained (a reason that does
+  not start with ``gpulib:``) is left alone: their reason says more than ours.
+* **go**: a node drained with a ``gpulib:`` reason is resumed - the checks that drained it now
+  pass. Nothing else is ever resumed.
+* the check itself failing (scontrol unreachable, the capture crashing) changes nothing on the
+  node: a monitoring failure must not take a healthy node out of service.
+
+``--gpus N`` says how many GPUs this node must show (default: Slurm's ``Gres=gpu:...`` for it;
+without one, at least one - a GPU node that shows none is a no-go). ``--gpus 0`` marks a node
+without GPUs, where only the kernel-log and driver checks apply.
+
+Exit codes (DESIGN.md): 0 go, 1 go with warnings, 2 usage error, 3 no-go (drained), 5 the check
+itself failed. Slurm ignores a health check's exit code; it acts only on the drain.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpulib.slurm import scontrol
+from gpulib.slurm.capture import capture
+
+#: Collectors a periodic health check needs (seconds, not a minute: no IPMI, no torch probe).
+QUICK_COLLECTORS = ["nvml", "nvidia-smi-q-xml", "kernel-log", "gpu-device-users", "versions"]
+#: Default seconds for the whole check (slurmd kills a HealthCheckProgram after 60 s).
+DEFAULT_BUDGET_S = 45.0
+
+EXIT_GO, EXIT_WARN, EXIT_USAGE, EXIT_NO_GO, EXIT_FAILED = 0, 1, 2, 3, 5
+
+
+@dataclass
+class CheckResult:
+    """The go/no-go of one node: ``verdict`` GO | NO-GO, the findings (recorded-finding dicts),
+    and ``cause``, the one line a drain reason carries."""
+
+    verdict: str
+    findings: list[dict] = field(default_factory=list)
+    cause: str | None = None
+    gpus_seen: int = 0
+
+    @property
+    def warnings(self) -> list[dict]:
+        return [f for f in self.findings if f["severity"] == "warning"]
+
+
+def self_check(evidence: Path, expected_gpus: int | None) -> CheckResult:
+    """Preflight's single-node checks (the same functions notebook 08 calls) on ``evidence``.
+    ``expected_gpus``: None = at least one; 0 = a node without GPUs; N = exactly N visible."""
+    from gpulib.notebook import steps as checks  # pandas: only when a check actually runs
+    from gpulib.notebook.tables import open_evidence
+
+    ev = open_evidence(evidence)
+    states = ev.gpu_states()
+    seen = len(states.drop_duplicates(subset=["host", "gpu"])) if not states.empty else 0
+    if expected_gpus is None:
+        presence = checks.presence_findings(states)
+    elif seen < expected_gpus:
+        presence = [checks.finding(
+            "gpu-count", "critical", "gpu_fell_off_bus", f"{seen} of {expected_gpus} GPUs visible",
+            actions=["Check `nvidia-smi -L` and `lspci | grep -i nvidia`: a GPU missing from both fell off the bus "
+                     "(reboot or reseat); one in lspci only has a driver problem"])]
+    else:
+        presence = []
+    # the self-check of notebook 08 (preflight), in its order
+    findings = checks.combine(ev.diagnosis, ["driver_mismatch"], presence, checks.hardware_findings(ev.diagnosis),
+                              checks.held_findings(ev.diagnosis), checks.memory_findings(states),
+                              checks.thermal_findings(ev.gpu_samples(), states), checks.kernel_findings(ev.diagnosis))
+    verdict = checks.go_no_go(findings)
+    blocking = [f for f in findings if f["severity"] in ("critical", "error")]
+    return CheckResult(verdict["verdict"], findings, blocking[0]["title"] if blocking else None, seen)
+
+
+@dataclass
+class HealthOutcome:
+    """What the health check found and did to the node. ``action``: drained | resumed | none | failed."""
+
+    node: str
+    check: CheckResult | None
+    action: str
+    message: str
+    exit_code: int
+
+
+def run_healthcheck(env: dict[str, str], *, node: str | None = None, evidence: Path | None = None,
+                    expected_gpus: int | None = None, budget_s: float = DEFAULT_BUDGET_S,
+                    dry_run: bool = False) -> HealthOutcome:
+    """Check this node and drain or resume it through scontrol (never raises for Slurm trouble)."""
+    node = scontrol.node_name(node, env)
+    try:
+        state = scontrol.show_node(node, timeout_s=min(scontrol.TIMEOUT_S, budget_s / 4))
+    except scontrol.SlurmError as exc:
+        if not dry_run:
+            return HealthOutcome(node, None, "failed", f"cannot read the node from Slurm: {exc}", EXIT_FAILED)
+        state = None
+    if expected_gpus is None and state is not None:
+        expected_gpus = state.gpus_configured
+    scratch = None
+    try:
+        if evidence is None:
+            scratch = Path(tempfile.mkdtemp(prefix="gpulib-healthcheck-"))
+            result = capture(scratch / node, node, budget_s * 0.7, only=QUICK_COLLECTORS)
+            if result.bundle is None:
+                return HealthOutcome(node, None, "failed", f"capture of this node failed: {result.reason}",
+                                     EXIT_FAILED)
+            evidence = result.bundle
+        check = self_check(evidence, expected_gpus)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return _act(node, state, check, dry_run)
+
+
+def _act(node: str, state, check: CheckResult, dry_run: bool) -> HealthOutcome:
+    ours = state is not None and state.draining and (state.reason or "").startswith(scontrol.REASON_PREFIX)
+    if check.verdict == "NO-GO":
+        reason = scontrol.one_line_reason(check.cause or "preflight no-go")
+        if state is not None and state.draining and not ours:
+            return HealthOutcome(node, check, "none", f"no-go ({check.cause}); already drained by someone else "
+                                                      f"({state.reason!r}): left as is", EXIT_NO_GO)
+        if ours and state.reason == reason:
+            return HealthOutcome(node, check, "none", f"no-go; still drained: {reason}", EXIT_NO_GO)
+        if dry_run:
+            return HealthOutcome(node, check, "none", f"no-go; would drain: {reason}", EXIT_NO_GO)
+        try:
+            scontrol.drain(node, reason)
+        except scontrol.SlurmError as exc:
+            return HealthOutcome(node, check, "failed", f"no-go, but the drain failed: {exc}", EXIT_FAILED)
+        return HealthOutcome(node, check, "drained", f"no-go; drained: {reason}", EXIT_NO_GO)
+    code = EXIT_WARN if check.warnings else EXIT_GO
+    if not ours:
+        return HealthOutcome(node, check, "none", "go" + (f" with {len(check.warnings)} warning(s)"
+                                                          if check.warnings else ""), code)
+    if dry_run:
+        return HealthOutcome(node, check, "none", f"go; would resume (drained by gpulib: {state.reason!r})", code)
+    try:
+        scontrol.resume(node)
+    except scontrol.SlurmError as exc:
+        return HealthOutcome(node, check, "failed", f"go, but the resume failed: {exc}", EXIT_FAILED)
+    return HealthOutcome(node, check, "resumed", f"go; resumed (was drained: {state.reason!r})", code)
