@@ -1,5 +1,5 @@
-"""Every bundled example incident (examples/) is diagnosed right: its answer lies apart, in
-examples/answers/<name>.json, and `gpulib diagnose` must find it from the evidence alone."""
+"""Every bundled example incident (examples/) is diagnosed right: its answer lies beside the
+folder, in examples/<name>.answer.json, and `gpulib diagnose` must find it from the evidence alone."""
 
 from __future__ import annotations
 
@@ -12,8 +12,12 @@ from gpulib.cli import main
 from tests.conftest import REPO
 
 EXAMPLES = REPO / "examples"
-ANSWERS = sorted((EXAMPLES / "answers").glob("*.json"))
+ANSWERS = sorted(EXAMPLES.glob("*.answer.json"))
 EXIT = {"hard": exit_codes.HARD, "soft": exit_codes.SOFT, "none": exit_codes.OK, "unknown": exit_codes.UNKNOWN}
+
+
+def _name(answer) -> str:
+    return answer.name.removesuffix(".answer.json")
 
 
 def _diagnose(name: str, capsys) -> tuple[int, dict]:
@@ -23,13 +27,13 @@ def _diagnose(name: str, capsys) -> tuple[int, dict]:
 
 def test_every_example_has_an_answer_and_every_answer_an_example():
     folders = {p.name for p in EXAMPLES.iterdir() if p.is_dir() and p.name.startswith("incident-")}
-    assert folders == {p.stem for p in ANSWERS} and len(folders) >= 5
+    assert folders == {_name(p) for p in ANSWERS} and len(folders) >= 5
 
 
-@pytest.mark.parametrize("answer", ANSWERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("answer", ANSWERS, ids=_name)
 def test_example_is_diagnosed_right(answer, capsys):
     want = json.loads(answer.read_text())
-    code, doc = _diagnose(answer.stem, capsys)
+    code, doc = _diagnose(_name(answer), capsys)
     rc = doc["root_cause"]
     assert (doc["verdict"]["interruption"], doc["verdict"]["category"]) == (want["interruption"], want["category"])
     got = {k: rc.get(k) for k in ("category", "host", "gpu_index", "gpu_pci", "rank")}
@@ -48,11 +52,11 @@ KNOWN_TIME_GAPS = {
 
 
 @pytest.mark.parametrize("answer", [
-    pytest.param(a, marks=pytest.mark.xfail(reason=KNOWN_TIME_GAPS[a.stem], strict=True)) if a.stem in KNOWN_TIME_GAPS
-    else a for a in ANSWERS], ids=lambda p: p.stem)
+    pytest.param(a, marks=pytest.mark.xfail(reason=KNOWN_TIME_GAPS[_name(a)], strict=True)) if _name(a) in KNOWN_TIME_GAPS
+    else a for a in ANSWERS], ids=_name)
 def test_example_first_event_time(answer, capsys):
     want = json.loads(answer.read_text())
-    _code, doc = _diagnose(answer.stem, capsys)
+    _code, doc = _diagnose(_name(answer), capsys)
     assert doc["root_cause"]["time"] == want["first_event_utc"]
 
 

@@ -21,7 +21,7 @@ EXAMPLE = REPO / "examples" / "incident-ecc-truncated-checkpoint"
 
 
 def test_ecc_example_runs_cleanly_and_shows_the_resume_step(tmp_path):
-    answer = json.loads((REPO / "examples" / "answers" / f"{EXAMPLE.name}.json").read_text())
+    answer = json.loads((REPO / "examples" / f"{EXAMPLE.name}.answer.json").read_text())
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.run([sys.executable, "-m", "gpulib", "run", "incident", "--evidence", str(EXAMPLE),
                            "--archive", str(tmp_path)], capture_output=True, text=True, cwd=REPO, env=env, timeout=600)
