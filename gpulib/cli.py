@@ -31,6 +31,7 @@ COMMANDS = {
     "storage-probe": "gpulib.storage.cli",
     "watch": "gpulib.watch.cli",
     "slurm": "gpulib.slurm.cli",
+    "drill": "gpulib.notebook.cli",
 }
 
 

@@ -149,6 +149,19 @@ class Finding:
                    evidence=evidence, actions=list(data.get("actions") or []), extra=extra)
 
 
+def gpu_name(pci: str | None, index: int | None = None, uuid: str | None = None) -> str | None:
+    """``0000:4f:00.0 (GPU 2)``: a GPU named by what survives renumbering (its PCI bus id, else its
+    UUID), with the index nvidia-smi showed when it was captured. After an Xid 79 nvidia-smi
+    numbers the survivors anew, so "GPU 2" alone can name two GPUs in one incident; the figures,
+    the report and the diagnosis headline all use this one form."""
+    ident = pci or uuid
+    if ident and index is not None:
+        return f"{ident} (GPU {index})"
+    if ident:
+        return ident
+    return None if index is None else f"GPU {index}"
+
+
 def severity_rank(severity: str) -> int:
     """0 for critical ... 3 for info; unknown words sort last."""
     return SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from gpulib.diagnose.headline import headline_lines
 from gpulib.diagnose.model import TimelineEntry
 from gpulib.diagnose.nodes import nodes_text
 from gpulib.findings import Finding
@@ -45,11 +46,7 @@ class Diagnosis:
 
     # ---------------------------------------------------------------- text
     def to_text(self) -> str:
-        out: list[str] = []
-        head = {"hard": "HARD failure", "soft": "SOFT failure", "none": "NO interruption",
-                "unknown": "UNKNOWN cause"}[self.interruption]
-        out.append(f"{head} - {self.category}")
-        out.append(f"  {self.summary}")
+        out: list[str] = headline_lines(self.to_dict())  # the block the runbook report shows on top
         rc = self.root_cause
         if rc is not None:
             out.append("")

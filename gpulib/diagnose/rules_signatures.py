@@ -104,6 +104,11 @@ RESOLVED_BY = {"power-restored": "power-supply", "fm-nothing-to-do": "fabric-man
 NEARBY_IDENTITY = {"no-grad-rank", "launcher-local-rank"}
 
 
+#: Categories whose facts are about one GPU: a line's PCI id or device index names that GPU.
+GPU_CATEGORIES = ("cuda_oom", "gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error", "thermal_throttling",
+                  "power_fault", "nvlink_error")
+
+
 def _cited(ctx: Context) -> dict[tuple[str, int], Finding]:
     return {(e.file, e.line): f for f in ctx.findings for e in f.evidence if e.line is not None}
 
@@ -113,9 +118,10 @@ def _lend_identity(finding: Finding, s: Signal) -> None:
     finding.host = finding.host or s.host
     if finding.rank is None and s.rank is not None:
         finding.rank = s.rank
+    if finding.category not in GPU_CATEGORIES:
+        return  # a PCI id on a NIC's line (mlx5_core 0000:5c:00.0) is the NIC's, not a GPU's
     finding.gpu_pci = finding.gpu_pci or s.gpu_pci
-    if finding.gpu_index is None and s.gpu_index is not None and finding.category in (
-            "cuda_oom", "gpu_fell_off_bus", "gpu_memory_error", "thermal_throttling"):
+    if finding.gpu_index is None and s.gpu_index is not None:
         finding.gpu_index = s.gpu_index
 
 

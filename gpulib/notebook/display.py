@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from IPython.display import Markdown, display
 
-from gpulib import kernel_env
+from gpulib import formats, kernel_env
 
 #: The renderer that survives every consumer: JupyterLab uses the mime part, nbconvert HTML
 #: reports the embedded-JS part (plotly >= 6.1 defaults to the mime part only, and nbconvert
@@ -33,13 +33,26 @@ def figure_bundle(figure: go.Figure) -> dict:
             "text/plain": f"<figure: {figure.layout.title.text or ''}>"}
 
 
+def readable(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every cell as the text people read (:func:`gpulib.formats.text`): ``79`` not ``79.0``,
+    ``35 °C`` for a ``temp_c`` column, ``0.27 s`` not ``0 days 00:00:00.270000``, times in UTC
+    ISO-8601 with ``Z``; a missing value is an empty cell ("NaN" or "None" in a host column
+    reads as a name)."""
+    return pd.DataFrame({column: [formats.text(v, str(column)) for v in frame[column]] for column in frame.columns},
+                        index=frame.index, columns=frame.columns)
+
+
 def table(frame: pd.DataFrame, empty: str = "nothing found") -> None:
     """Show a table, or one line saying it is empty (an empty table reads like a rendering bug).
-    A missing value shows as an empty cell: "NaN" or "None" in a host column reads as a name."""
+
+    Shown without pandas' row numbers (they name nothing) and with readable cells; the HTML part
+    is what JupyterLab and the archived report show, the text part what a terminal shows."""
     if frame is None or frame.empty:
         display(Markdown(f"*{empty}*"))
-    else:
-        display(frame.astype(object).where(frame.notna(), ""))
+        return
+    shown = readable(frame)
+    display({"text/html": shown.to_html(index=False, border=0, classes="dataframe gpulib-table"),
+             "text/plain": shown.to_string(index=False)}, raw=True)
 
 
 def say(text: str) -> None:

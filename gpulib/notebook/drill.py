@@ -1,62 +1,194 @@
-"""Drill mode (training): ask for the answer, reveal the diagnosis only after it is committed."""
+"""Drill mode (training): the trainee commits to an answer before the diagnosis is revealed.
+
+The flow, and why each part exists:
+
+1. **Ask** every facet (category, hard or soft, culprit host, GPU, rank) with pickers that offer
+   everything the evidence mentions (:mod:`~gpulib.notebook.drill_grading`), so picking is reading.
+2. **Commit** scores each facet on its own (partial credit). A wrong facet gets a hint about
+   *where to look*, not the answer, and the trainee may **try again** (up to ``max_attempts``):
+   finding the mistake yourself is what the drill is for.
+3. **Reveal** (everything right, the last attempt used, or "Show the answer"): every facet with
+   its answer and why, the evidence lines, the score of each attempt; then whatever waited for it
+   runs (:meth:`Drill.on_reveal`): the step's findings file is written and "What next" appears.
+   Until then nothing that holds the answer is on screen or on disk.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import textwrap
+from collections.abc import Callable, Sequence
 
 import ipywidgets as widgets
 
-from gpulib.notebook.widgets import natural_key
+from gpulib.notebook.drill_grading import (
+    INTERRUPTIONS,
+    NOBODY,
+    UNANSWERED,
+    AnswerKey,
+    Choices,
+    Mark,
+    grade,
+    score,
+)
+
+__all__ = ["Drill"]
+
+_STYLE = {"description_width": "initial"}
+#: Wide enough for the longest label of each picker (a GPU is "host GPU i (dddd:bb:dd.f)").
+_WIDTHS = {"category": "330px", "interruption": "440px", "host": "300px", "gpu": "420px", "rank": "220px"}
+_TEXT_WIDTH = 100  # the output area's width in characters: longer lines wrap mid-word in JupyterLab
+
+
+def _wrapped(label: str, text: str) -> list[str]:
+    """``      why: ...`` wrapped to the output width, continuation lines aligned under the text."""
+    return textwrap.wrap(text, _TEXT_WIDTH, initial_indent=f"      {label}: ",
+                         subsequent_indent=" " * (8 + len(label)), break_on_hyphens=False) if text else []
 
 
 class Drill:
-    """Ask for a category and a culprit; reveal the diagnosis only after the answer is committed.
+    """Pickers, Commit / Try again / Show the answer buttons, and the graded result.
 
-    ``answer`` is the diagnosis dict (``gpulib.diagnosis/1``); ``culprits`` the choices offered
-    (hosts, GPUs, ranks seen in the evidence).
+    ``diagnosis`` is the ``gpulib.diagnosis/1`` dict (the answer), ``categories`` the vocabulary,
+    ``choices`` what the evidence offers. The state is kept in plain attributes (``attempts``,
+    ``revealed``, ``result_text``) so tests and the notebook read it without a browser.
     """
 
-    def __init__(self, answer: dict, categories: Sequence[str], culprits: Sequence[str]):
-        self.answer = answer
-        self.category = widgets.Dropdown(options=["(pick one)", *categories], description="category")
-        self.culprit = widgets.Dropdown(options=["(pick one)", "none", *culprits], description="culprit")
+    def __init__(self, diagnosis: dict, categories: Sequence[str], choices: Choices, *, max_attempts: int = 3):
+        self.key = AnswerKey.from_diagnosis(diagnosis, choices)
+        self.choices = choices
+        self.max_attempts = max_attempts
+        self.attempts: list[list[Mark]] = []
+        self.revealed = False
+        self.result_text = ""
+        self._waiting: list[Callable[[], None]] = []
+        prompt = [("(pick one)", UNANSWERED)]
+        self.pickers: dict[str, widgets.Dropdown] = {
+            "category": widgets.Dropdown(options=prompt + [(c, c) for c in categories], value=UNANSWERED,
+                                         description="category", style=_STYLE),
+            "interruption": widgets.Dropdown(options=prompt + list(INTERRUPTIONS), value=UNANSWERED,
+                                             description="hard or soft", style=_STYLE),
+            "host": widgets.Dropdown(options=prompt + [("no single host", NOBODY)] + [(h, h) for h in choices.hosts],
+                                     value=UNANSWERED, description="host", style=_STYLE),
+            "gpu": widgets.Dropdown(options=prompt + [("no single GPU", NOBODY)] + [(g.label(), g) for g in choices.gpus],
+                                    value=UNANSWERED, description="GPU", style=_STYLE),
+            "rank": widgets.Dropdown(options=prompt + [("no single rank", NOBODY)] + [(f"rank {r}", r) for r in choices.ranks],
+                                     value=UNANSWERED, description="rank", style=_STYLE),
+        }
+        for facet, picker in self.pickers.items():
+            picker.layout = widgets.Layout(width=_WIDTHS[facet])
         self.commit = widgets.Button(description="Commit my answer", button_style="primary")
+        self.retry = widgets.Button(description="Try again", disabled=True)
+        self.show_answer = widgets.Button(description="Show the answer", disabled=True)
         self.out = widgets.Output()
-        self.verdict: str | None = None
-        self.commit.on_click(lambda _b: self.reveal())
+        self.next_out = widgets.Output()  # "What next", filled at the reveal (face.next_step shows it)
+        self.commit.on_click(lambda _b: self.submit())
+        self.retry.on_click(lambda _b: self.try_again())
+        self.show_answer.on_click(lambda _b: self.reveal())
+
+    # ---------------------------------------------------------------- the flow
+    def picked(self) -> dict:
+        return {facet: picker.value for facet, picker in self.pickers.items()}
+
+    def submit(self) -> list[Mark]:
+        """Grade the current picks as one attempt; reveal when all right or out of attempts."""
+        if self.revealed or self.commit.disabled:
+            return self.attempts[-1] if self.attempts else []
+        marks = grade(self.picked(), self.key, self.choices)
+        self.attempts.append(marks)
+        self._lock(True)
+        points, total = score(marks)
+        if points == total or len(self.attempts) >= self.max_attempts:
+            self.reveal()
+        else:
+            left = self.max_attempts - len(self.attempts)
+            lines = [f"Attempt {len(self.attempts)}: {points} / {total}. Wrong facets get a hint; "
+                     f"{left} attempt(s) left (Try again), or Show the answer."]
+            for m in marks:
+                lines.append(f"  {m.question}: {m.picked} -> " + ("right" if m.right else "WRONG"))
+                lines += [] if m.right else _wrapped("hint", m.hint)
+            self._print("\n".join(lines))
+            self.retry.disabled = False
+            self.show_answer.disabled = False
+        return marks
+
+    def try_again(self) -> None:
+        """Unlock the pickers (the right facets stay picked) for another attempt."""
+        if self.revealed or len(self.attempts) >= self.max_attempts:
+            return
+        self._lock(False)
+        self.retry.disabled = True
 
     def reveal(self) -> str:
-        root = self.answer.get("root_cause") or {}
-        verdict = self.answer.get("verdict") or {}
-        right_cat = verdict.get("category") or root.get("category") or "none"
-        picked = self.culprit.value
-        culprit_ok = picked == _culprit_label(root)
-        lines = [
-            f"Your category: {self.category.value} -> {'right' if self.category.value == right_cat else 'wrong'}"
-            f" (answer: {right_cat}, {verdict.get('interruption', 'unknown')} interruption)",
-            f"Your culprit: {picked} -> {'right' if culprit_ok else 'wrong'} (answer: {_culprit_label(root)})",
-            f"Summary: {verdict.get('summary', '')}",
-            "Evidence you should have used:",
-        ]
-        lines += [f"  {e.get('file')}:{e.get('line')}: {e.get('text')}" for e in root.get("evidence") or []]
-        self.verdict = "\n".join(lines)
-        self.commit.disabled = True
-        with self.out:
-            print(self.verdict)
-        return self.verdict
+        """Show every facet's answer and why, the evidence and the scores; run what waited."""
+        if self.revealed:
+            return self.result_text
+        if not self.attempts:  # "Show the answer" before any commit counts as an empty attempt
+            self.attempts.append(grade({}, self.key, self.choices))
+        self.revealed = True
+        self._lock(True)
+        self.retry.disabled = self.show_answer.disabled = True
+        self.result_text = self.report()
+        self._print(self.result_text)
+        for callback in self._waiting:
+            callback()
+        self._waiting.clear()
+        return self.result_text
+
+    def on_reveal(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` at the reveal (now, if it has happened): writing the findings file,
+        showing the next step."""
+        if self.revealed:
+            callback()
+        else:
+            self._waiting.append(callback)
+
+    # ---------------------------------------------------------------- what is shown
+    def report(self) -> str:
+        marks = self.attempts[-1]
+        scores = [score(a) for a in self.attempts]
+        first, total = scores[0]
+        lines = [f"Drill result: {first} / {total} on the first attempt"
+                 + (f", {scores[-1][0]} / {total} on attempt {len(scores)}" if len(scores) > 1 else "")]
+        for m in marks:
+            verdict = "right" if m.right else f"WRONG (answer: {m.answer})"
+            lines.append(f"  {m.question}: {m.picked} -> {verdict} [{m.points}/1]")
+            lines += _wrapped("why", m.why)
+        if self.key.evidence:
+            lines.append("Evidence you should have used:")
+            for e in self.key.evidence[:6]:
+                lines += textwrap.wrap(f"{e.get('file')}:{e.get('line')}: {e.get('text')}", _TEXT_WIDTH,
+                                       initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False)
+        if self.key.summary:
+            lines += textwrap.wrap(f"Summary: {self.key.summary}", _TEXT_WIDTH, subsequent_indent="  ",
+                                   break_on_hyphens=False)
+        return "\n".join(lines)
 
     def widget(self) -> widgets.Widget:
-        return widgets.VBox([widgets.HBox([self.category, self.culprit, self.commit]), self.out])
+        p = self.pickers
+        intro = widgets.HTML("<b>Drill:</b> name the root cause from the evidence below, then commit. "
+                             "Each of the five answers is scored on its own.")
+        return widgets.VBox([intro, widgets.HBox([p["category"], p["interruption"]]),
+                             widgets.HBox([p["host"], p["gpu"], p["rank"]]),
+                             widgets.HBox([self.commit, self.retry, self.show_answer]), self.out])
+
+    def _lock(self, locked: bool) -> None:
+        for picker in self.pickers.values():
+            picker.disabled = locked
+        self.commit.disabled = locked
+
+    def _print(self, text: str) -> None:
+        show_in(self.out, {"text/plain": text}, replace=True)
 
 
-def culprit_choices(hosts: Iterable[str], gpus: Iterable[tuple[str, int]]) -> list[str]:
-    """Labels such as ``node-b`` and ``node-b gpu 5`` for the drill's culprit picker."""
-    labels = sorted({str(h) for h in hosts if h})
-    labels += sorted({f"{h} gpu {g}" for h, g in gpus if h and g is not None}, key=natural_key)
-    return labels
+def show_in(out: widgets.Output, bundle: dict, *, replace: bool = False, metadata: dict | None = None) -> None:
+    """Put a MIME bundle into an Output widget's ``outputs`` directly.
 
-
-def _culprit_label(root: dict) -> str:
-    if not root.get("host"):
-        return "none"
-    return f"{root['host']} gpu {root['gpu_index']}" if root.get("gpu_index") is not None else root["host"]
+    Why not ``with out: print(...)``: the context manager captures only while a kernel is
+    executing a request; writing the trait works from button callbacks, outside a kernel (tests)
+    and in the archived widget state alike.
+    """
+    if "text/plain" in bundle and len(bundle) == 1:
+        item = {"output_type": "stream", "name": "stdout", "text": bundle["text/plain"] + "\n"}
+    else:
+        item = {"output_type": "display_data", "data": bundle, "metadata": metadata or {}}
+    out.outputs = ((item,) if replace else (*out.outputs, item))

@@ -43,8 +43,10 @@ from gpulib.collect import collect
 from gpulib.errors import GpulibError
 from gpulib.findings import Finding
 from gpulib.notebook import steps, tables
+from gpulib.notebook.checkpoint_picker import CheckpointPicker
 from gpulib.notebook.display import PLOTLY_RENDERER, figure_bundle, figures_as_json, say, table
-from gpulib.notebook.drill import Drill, culprit_choices
+from gpulib.notebook.drill import Drill, show_in
+from gpulib.notebook.drill_grading import drill_choices
 from gpulib.notebook.remediation import Remediation, remediation_commands
 from gpulib.notebook.steps import FINDING_MIME, normalize_findings, summarize_findings
 from gpulib.notebook.tables import EvidenceTables
@@ -53,7 +55,7 @@ from gpulib.vocabulary import CATEGORIES
 
 #: What a runbook notebook calls (``from gpulib.notebook import face as nbk``).
 __all__ = [
-    "EvidenceTables", "FigurePanel", "NotebookStop", "Remediation", "diagnosis_text", "fabric_test",
+    "CheckpointPicker", "EvidenceTables", "FigurePanel", "NotebookStop", "Remediation", "diagnosis_text", "fabric_test",
     "figure_bundle", "freeze_scene", "next_step", "open_evidence", "record", "remediation_commands",
     "say", "setup", "show", "show_diagnosis", "table",
 ]
@@ -115,24 +117,45 @@ def freeze_scene(collect_to: str = "") -> str:
     return str(bundle)
 
 
-def show_diagnosis(diagnosis: dict, *, interactive: bool, drill: bool = False) -> None:
-    """The verdict, root cause and its evidence lines; in drill mode a challenge instead."""
-    if drill:
-        root = diagnosis.get("root_cause") or {}
-        hosts = [i.get("host") for i in diagnosis.get("inputs") or []] + [root.get("host")]
-        gpus = [(f.get("host"), f.get("gpu_index")) for f in diagnosis.get("findings") or []]
-        if interactive:
-            display(Drill(diagnosis, CATEGORIES, culprit_choices(hosts, gpus)).widget())
-        else:
-            display(Markdown("*Drill mode: the diagnosis is hidden (run interactively to answer the drill).*"))
+def show_diagnosis(diagnosis: dict, *, interactive: bool, drill: bool = False,
+                   evidence: EvidenceTables | None = None) -> Drill | bool:
+    """The verdict, root cause and its evidence lines; in drill mode a challenge instead.
+
+    Returns what :func:`record` and :func:`next_step` take as ``drill``: ``False`` (no drill),
+    ``True`` (a headless drill: nobody can answer, the answer is only hidden from the screen) or
+    the live :class:`Drill`, whose reveal writes the findings and shows the next step. With
+    ``evidence`` the pickers offer every host, GPU and rank of its rank map and GPU snapshots too.
+    """
+    if not drill:
+        display({"text/plain": diagnosis_text(diagnosis)}, raw=True)
+        return False
+    if not interactive:
+        display(Markdown("*Drill mode: the diagnosis is hidden (run interactively to answer the drill).*"))
+        return True
+    choices = drill_choices(diagnosis, evidence.ranks() if evidence is not None else None,
+                            evidence.gpu_states() if evidence is not None else None)
+    challenge = Drill(diagnosis, CATEGORIES, choices)
+    display(challenge.widget())
+    return challenge
+
+
+def next_step(diagnosis: dict, *, drill: Drill | bool = False) -> None:
+    """Name the notebook to open next. In a drill it would give the answer away: a live drill
+    shows it at the reveal (after the commit), a headless one withholds it."""
+    if isinstance(drill, Drill):
+        show_in(drill.next_out, _markdown(WITHHELD), replace=True)
+        drill.on_reveal(lambda: show_in(drill.next_out, _markdown(steps.next_step(diagnosis)), replace=True))
+        display(drill.next_out)
         return
-    display({"text/plain": diagnosis_text(diagnosis)}, raw=True)
+    say(WITHHELD if drill else steps.next_step(diagnosis))
 
 
-def next_step(diagnosis: dict, *, drill: bool = False) -> None:
-    """Name the notebook to open next (withheld in drill mode: it would give the answer away)."""
-    say("*Drill mode: commit your answer above first; the next step follows from it.*" if drill
-        else steps.next_step(diagnosis))
+#: What a drill shows in place of the next step until the trainee commits.
+WITHHELD = "*Drill mode: commit your answer above first; the next step follows from it.*"
+
+
+def _markdown(text: str) -> dict:
+    return {"text/markdown": text, "text/plain": text}
 
 
 def diagnosis_text(diagnosis: dict) -> str:
@@ -229,25 +252,79 @@ class RecordedFindings(list):
 
 
 def record(findings: Iterable[Any], findings_path: str | os.PathLike | None, *, step: str,
-           hide: bool = False) -> list[dict]:
+           hide: bool = False, drill: Drill | bool = False) -> list[dict]:
     """Write the step's findings as a JSON list to ``findings_path`` and show them.
 
     The JSON sidecar is what runbooks, schedulers and tests read; the display carries the same
     list as ``application/vnd.gpulib.finding+json`` (machine-readable inside the archived
-    notebook) with a text summary for people. ``hide`` (drill mode) writes the file but keeps the
-    answer off the screen.
+    notebook) with a text summary for people.
+
+    Drill mode (``drill`` from :func:`show_diagnosis`, or ``hide``) keeps the answer off the
+    screen. A live :class:`Drill` also keeps it off the disk until the trainee commits: the
+    sidecar is written at the reveal, and a sidecar left by an earlier run at ``findings_path``
+    (which would hold the answer, one click away in JupyterLab's file browser) is removed first.
+    A headless drill (``drill=True``: papermill, ``gpulib run``) has nobody to commit, and its
+    archive must stay complete (``findings.json``, the report, ``archive diff``), so it writes
+    the sidecar at once and hides only the display.
     """
     items = normalize_findings(findings, step=step)
-    if findings_path:
-        path = Path(findings_path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps(items, indent=2) + "\n", encoding="utf-8")
-        tmp.replace(path)
-    summary = "drill mode: findings recorded, hidden until you commit an answer" if hide else (
-        summarize_findings(items, step=step))
-    display({FINDING_MIME: {"step": step, "findings": [] if hide else items}, "text/plain": summary},
-            raw=True, metadata={"gpulib": {"step": step, "findings_path": str(findings_path or "")}})
+    if isinstance(drill, Drill):
+        removed = _remove_sidecar(findings_path)
+
+        def write_at_reveal() -> None:
+            _write_findings(items, findings_path)
+            # into the drill's own output: a button callback's display() would land in the log console
+            show_in(drill.out, _findings_bundle(items, step), metadata=_findings_metadata(step, findings_path))
+
+        drill.on_reveal(write_at_reveal)
+        note = f"drill mode: the findings are written to {findings_path} when you commit an answer" + (
+            " (the file an earlier run left there was removed: it held the answer)" if removed else "")
+        display({FINDING_MIME: {"step": step, "findings": []}, "text/plain": note}, raw=True,
+                metadata=_findings_metadata(step, findings_path))
+        return RecordedFindings(items)
+    _write_findings(items, findings_path)
+    if hide or drill:
+        summary = "drill mode: findings recorded, hidden until you commit an answer"
+        display({FINDING_MIME: {"step": step, "findings": []}, "text/plain": summary}, raw=True,
+                metadata=_findings_metadata(step, findings_path))
+    else:
+        _show_findings(items, findings_path, step)
     return RecordedFindings(items)
 
 
+def _write_findings(items: list[dict], findings_path: str | os.PathLike | None) -> None:
+    if not findings_path:
+        return
+    path = Path(findings_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(items, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def _findings_bundle(items: list[dict], step: str) -> dict:
+    return {FINDING_MIME: {"step": step, "findings": items}, "text/plain": summarize_findings(items, step=step)}
+
+
+def _findings_metadata(step: str, findings_path: str | os.PathLike | None) -> dict:
+    return {"gpulib": {"step": step, "findings_path": str(findings_path or "")}}
+
+
+def _show_findings(items: list[dict], findings_path: str | os.PathLike | None, step: str) -> None:
+    display(_findings_bundle(items, step), raw=True, metadata=_findings_metadata(step, findings_path))
+
+
+def _remove_sidecar(findings_path: str | os.PathLike | None) -> bool:
+    """Remove a findings sidecar an earlier run left (a JSON list of findings; anything else at
+    that path is left alone). True when one was removed."""
+    if not findings_path:
+        return False
+    path = Path(findings_path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not (isinstance(data, list) and all(isinstance(f, dict) and "id" in f and "category" in f for f in data)):
+        return False
+    path.unlink()
+    return True

@@ -13,6 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from gpulib.notebook.palette import GpuPalette, kind_color, rank_color
 from gpulib.notebook.tables import gpu_labels, throttle_periods
 
 #: ``nvidia-smi topo -m`` link types from slowest to fastest path between two GPUs.
@@ -45,8 +46,9 @@ def _time_axis(fig: go.Figure, times: pd.Series) -> None:
         fig.update_xaxes(range=[(moment - ONE_INSTANT_PAD).isoformat(), (moment + ONE_INSTANT_PAD).isoformat()])
 
 
-def xid_events(frame: pd.DataFrame) -> go.Figure:
-    """Xid (and other GPU kernel) events per GPU over time, one trace per Xid code.
+def xid_events(frame: pd.DataFrame, palette: GpuPalette | None = None) -> go.Figure:
+    """Xid (and other GPU kernel) events per GPU over time, one trace per GPU in its colour
+    (hard Xids as crosses, the code in the hover text).
 
     A healthy node has none. One hard Xid (79, 48, 95, 119...) followed by nothing is the
     classic single-GPU failure; the same code on every GPU of a node points at the node
@@ -58,54 +60,77 @@ def xid_events(frame: pd.DataFrame) -> go.Figure:
     timed = frame[frame["time"].notna()]
     if timed.empty:
         return _empty(title, f"{len(frame)} Xid events, none with a timestamp (see the table)")
+    palette = palette or GpuPalette.from_frames(frame)
+    keys = palette.keys(timed)
     fig = go.Figure()
-    labels = gpu_labels(timed)
-    for code, rows in timed.groupby("xid", sort=True):
-        name = rows["name"].iloc[0] if "name" in rows.columns and pd.notna(rows["name"].iloc[0]) else ""
+    for key in palette.order(keys.dropna()):
+        rows = timed[keys == key]
+        what = [f"Xid {int(x)} {n if isinstance(n, str) else ''}".strip() if pd.notna(x) else "kernel event"
+                for x, n in zip(rows["xid"], rows["name"] if "name" in rows.columns else [None] * len(rows),
+                                strict=True)]
+        hard = rows["interruption"].eq("hard") if "interruption" in rows.columns else pd.Series(False, index=rows.index)
         fig.add_trace(go.Scatter(
-            x=rows["time"], y=labels[rows.index], mode="markers", name=f"Xid {int(code)} {name}".strip(),
-            marker={"size": 12, "symbol": "x" if _is_hard(rows) else "circle"},
-            hovertext=rows["text"] if "text" in rows.columns else None,
+            x=rows["time"], y=[palette.name(key)] * len(rows), mode="markers", name=palette.name(key),
+            marker={"size": 12, "color": palette.color(key), "symbol": ["x" if h else "circle" for h in hard]},
+            text=what, hovertext=rows["text"] if "text" in rows.columns else None, meta={"gpu": key},
+            legendgroup=key, hovertemplate="%{x}<br>%{text}<br>%{hovertext}<extra>%{fullData.name}</extra>",
         ))
+    others = timed[keys.isna()]
+    if len(others):  # kernel lines about no GPU of the palette (a PCIe port's AER report)
+        fig.add_trace(go.Scatter(x=others["time"], y=gpu_labels(others), mode="markers", name="other device",
+                                 marker={"size": 10, "color": kind_color("other")},
+                                 hovertext=others["text"] if "text" in others.columns else None))
     missing = len(frame) - len(timed)
     fig.update_layout(title=title + (f" ({missing} without time not drawn)" if missing else ""),
                       template="plotly_white", xaxis_title="time (UTC)", yaxis_title="GPU",
-                      yaxis={"categoryorder": "category ascending"})
+                      yaxis={"categoryorder": "category ascending"}, showlegend=True)
     _time_axis(fig, timed["time"])
     return fig
 
 
-def _is_hard(rows: pd.DataFrame) -> bool:
-    return "interruption" in rows.columns and (rows["interruption"] == "hard").any()
-
-
-def gpu_memory(frame: pd.DataFrame, imbalance_gib: float = 2.0) -> go.Figure:
+def gpu_memory(frame: pd.DataFrame, imbalance_gib: float = 2.0, palette: GpuPalette | None = None) -> go.Figure:
     """Memory used per GPU against its total, with the imbalance line (lowest + ``imbalance_gib``).
 
     In data-parallel training every rank holds the same model, so used memory should be within
     a few hundred MiB across GPUs; a GPU far above the others is the one that ran out (a long
-    sequence bucket, a leak), one far below may have lost its process.
+    sequence bucket, a leak), one far below may have lost its process. A GPU that was lost is
+    drawn as an empty slot marked "lost at T" (its absence is the finding, not a gap in the chart).
+    Per GPU the snapshot with the most memory used is shown (what the job held at its peak).
     """
     title = "GPU memory used per GPU"
     if not _has(frame, "gpu", "mem_used_mib"):
         return _empty(title, "no GPU memory readings in this evidence")
-    data = frame[frame["mem_used_mib"].notna()]
-    if data.empty:
+    palette = palette or GpuPalette.from_frames(frame)
+    keys = palette.keys(frame)
+    read = frame[frame["mem_used_mib"].notna()]
+    lost = [k for k in palette.order(keys.dropna()) if palette.lost_label(k) and k not in set(keys[read.index])]
+    if read.empty and not lost:
         return _empty(title, "GPUs seen, but none reported memory use (lost GPU or N/A)")
-    labels = gpu_labels(data)
     fig = go.Figure()
-    if "mem_total_mib" in data.columns:
-        fig.add_trace(go.Bar(x=labels, y=data["mem_total_mib"] / 1024, name="total GiB",
-                             marker_color="#dee2e6"))
-    fig.add_trace(go.Bar(x=labels, y=data["mem_used_mib"] / 1024, name="used GiB", marker_color="#1c7ed6"))
-    floor = data["mem_used_mib"].min() / 1024
-    fig.add_hline(y=floor + imbalance_gib, line_dash="dash", line_color="#d9480f",
-                  annotation_text=f"lowest + {imbalance_gib:g} GiB")
-    fig.update_layout(title=title, barmode="overlay", template="plotly_white", yaxis_title="GiB")
+    peak = read.loc[read.groupby(keys[read.index])["mem_used_mib"].idxmax()] if len(read) else read
+    peak_keys = keys[peak.index]
+    if "mem_total_mib" in peak.columns and len(peak):
+        fig.add_trace(go.Bar(x=[palette.name(k) for k in peak_keys], y=peak["mem_total_mib"] / 1024, name="total GiB",
+                             marker_color="#dee2e6", hoverinfo="skip"))
+    for key in palette.order(set(peak_keys) | set(lost)):
+        rows = peak[peak_keys == key]
+        used = rows["mem_used_mib"] / 1024 if len(rows) else [0]
+        mark = palette.lost_label(key)
+        fig.add_trace(go.Bar(x=[palette.name(key)], y=list(used), name=palette.name(key) + (f" ({mark})" if mark else ""),
+                             marker_color=palette.color(key), meta={"gpu": key}, legendgroup=key,
+                             text=[mark] if mark else None, textposition="none"))
+        if mark:  # written above its empty slot, readable (bar text would shrink to fit a zero-height bar)
+            fig.add_annotation(x=palette.name(key), y=max(list(used)), text=mark.replace(" at ", " at<br>"),
+                               showarrow=False, yanchor="bottom", font={"color": palette.color(key), "size": 12})
+    if len(read):
+        floor = read["mem_used_mib"].min() / 1024
+        fig.add_hline(y=floor + imbalance_gib, line_dash="dash", line_color="#d9480f",
+                      annotation_text=f"lowest + {imbalance_gib:g} GiB")
+    fig.update_layout(title=title, barmode="overlay", template="plotly_white", yaxis_title="GiB", showlegend=True)
     return fig
 
 
-def thermal_power(frame: pd.DataFrame, temp_limit_c: float = 85.0) -> go.Figure:
+def thermal_power(frame: pd.DataFrame, temp_limit_c: float = 85.0, palette: GpuPalette | None = None) -> go.Figure:
     """Temperature, SM clock vs its maximum, and power over time, one line per GPU, with the
     periods where a GPU reported a heat/power slowdown reason shaded.
 
@@ -119,12 +144,23 @@ def thermal_power(frame: pd.DataFrame, temp_limit_c: float = 85.0) -> go.Figure:
     data = frame[frame["time"].notna()].sort_values("time")
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
                         subplot_titles=("temperature (C)", "SM clock (MHz)", "power (W)"))
-    labels = gpu_labels(data)
-    for label, rows in data.groupby(labels, sort=True):
+    palette = palette or GpuPalette.from_frames(frame)
+    keys = palette.keys(data)
+    for key in palette.order(keys.dropna()):
+        rows = data[keys == key]
+        name, mark = palette.name(key), palette.lost_label(key)
         for row, column in ((1, "temp_c"), (2, "sm_clock_mhz"), (3, "power_draw_w")):
             if column in rows.columns and rows[column].notna().any():
-                fig.add_trace(go.Scatter(x=rows["time"], y=rows[column], mode="lines", name=label,
-                                         legendgroup=label, showlegend=row == 1), row=row, col=1)
+                fig.add_trace(go.Scatter(x=rows["time"], y=rows[column], mode="lines",
+                                         name=name + (f" ({mark})" if mark else ""), legendgroup=key,
+                                         showlegend=row == 1, line={"color": palette.color(key)}, meta={"gpu": key}),
+                              row=row, col=1)
+        if mark and len(rows):  # where its line ends: the GPU is gone, not idle
+            last = rows.iloc[-1]
+            fig.add_trace(go.Scatter(x=[last["time"]], y=[last.get("temp_c")], mode="markers+text", text=[mark],
+                                     textposition="top left", name=mark, legendgroup=key, showlegend=False,
+                                     marker={"symbol": "x", "size": 12, "color": palette.color(key)},
+                                     meta={"gpu": key}), row=1, col=1)
     if "sm_clock_max_mhz" in data.columns and data["sm_clock_max_mhz"].notna().any():
         fig.add_hline(y=float(data["sm_clock_max_mhz"].max()), line_dash="dot", row=2, col=1,
                       annotation_text="max SM clock")
@@ -138,7 +174,7 @@ def thermal_power(frame: pd.DataFrame, temp_limit_c: float = 85.0) -> go.Figure:
                       line_width=0, layer="below",
                       annotation_text=f"{period['label']}: {', '.join(period['reasons'])}",
                       annotation_position="top left", annotation_font_size=9)
-    fig.update_layout(title=title, template="plotly_white", height=720, hovermode="x unified")
+    fig.update_layout(title=title, template="plotly_white", height=720, hovermode="x unified", showlegend=True)
     _time_axis(fig, data["time"])
     return fig
 
@@ -177,11 +213,12 @@ def step_times(frame: pd.DataFrame, stall_factor: float = 2.0) -> go.Figure:
     group = data["rank"].fillna(-1).astype(int).astype(str) if "rank" in data.columns else "all"
     for rank, rows in data.groupby(group, sort=True):
         fig.add_trace(go.Scatter(x=rows["step"], y=rows["step_time_s"], mode="lines+markers",
-                                 name="rank ?" if rank == "-1" else f"rank {rank}"))
+                                 name="rank ?" if rank == "-1" else f"rank {rank}",
+                                 line={"color": rank_color(rank) if rank != "-1" else kind_color("other")}))
     median = float(data["step_time_s"].median())
     fig.add_hline(y=median * stall_factor, line_dash="dash", line_color="#d9480f",
                   annotation_text=f"stall: {stall_factor:g} x median ({median:.2f} s)")
-    fig.update_layout(title=title, template="plotly_white", xaxis_title="step", yaxis_title="s/step")
+    fig.update_layout(title=title, template="plotly_white", xaxis_title="step", yaxis_title="s/step", showlegend=True)
     return fig
 
 
@@ -227,10 +264,20 @@ def timeline(frame: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
     for kind, rows in data.groupby(kinds, sort=True):
         fig.add_trace(go.Scatter(x=rows["time"], y=hosts[rows.index], mode="markers", name=str(kind),
-                                 customdata=files[rows.index], hovertext=rows["event"], marker={"size": 10},
+                                 customdata=files[rows.index], hovertext=rows["event"],
+                                 marker={"size": 10, "color": kind_color(kind)},
                                  hovertemplate="%{x}<br>%{y}<br>%{hovertext}<br>%{customdata}<extra>%{fullData.name}"
                                                "</extra>"))
-    fig.update_layout(title=title, template="plotly_white", xaxis_title="time (UTC)", yaxis_title="host")
+    root = data[data["root_cause"].fillna(False).astype(bool)] if "root_cause" in data.columns else data.iloc[0:0]
+    if len(root):  # the first failure, ringed, so the eye starts there and not at the wall of timeouts
+        fig.add_trace(go.Scatter(x=root["time"], y=hosts[root.index], mode="markers+text", name="root cause",
+                                 text=["root cause"] * len(root), textposition="top center",
+                                 hovertext=root["event"], marker={"size": 22, "symbol": "star-open",
+                                                                   "color": kind_color("root cause"),
+                                                                   "line": {"width": 2}}))
+        fig.add_vline(x=root["time"].iloc[0], line_dash="dot", line_color=kind_color("root cause"))
+    fig.update_layout(title=title, template="plotly_white", xaxis_title="time (UTC)", yaxis_title="host",
+                      showlegend=True)
     _time_axis(fig, data["time"])
     return fig
 
@@ -255,9 +302,9 @@ def rank_events(frame: pd.DataFrame) -> go.Figure:
     for kind, rows in data.groupby("kind", sort=True):
         fig.add_trace(go.Scatter(x=rows["time"], y=rows["rank"].astype(int), mode="markers", name=str(kind),
                                  hovertext=rows["text"] if "text" in rows.columns else None,
-                                 marker={"size": 10}))
+                                 marker={"size": 10, "color": kind_color(kind)}))
     fig.update_layout(title=title, template="plotly_white", xaxis_title="time (UTC)", yaxis_title="rank",
-                      yaxis={"dtick": 1})
+                      yaxis={"dtick": 1}, showlegend=True)
     _time_axis(fig, data["time"])
     return fig
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from gpulib.notebook.palette import kind_color
+
 
 def busbw_figure(series: dict[str, list[tuple[int, float]]], expect_gbps: float | None = None,
                  expected: list[tuple[int, float]] | None = None) -> go.Figure:
@@ -18,15 +20,16 @@ def busbw_figure(series: dict[str, list[tuple[int, float]]], expect_gbps: float 
     fig = go.Figure()
     for name, points in series.items():
         points = sorted(points)
-        fig.add_trace(go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], mode="lines+markers", name=name))
+        fig.add_trace(go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], mode="lines+markers", name=name,
+                                 line={"color": kind_color(name)}))
     if expected:
         points = sorted(expected)
         fig.add_trace(go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], mode="lines",
-                                 name="expected (model)", line={"dash": "dash"}))
+                                 name="expected (model)", line={"dash": "dash", "color": kind_color("expected (model)")}))
     if expect_gbps is not None:
         fig.add_hline(y=expect_gbps, line_dash="dash", annotation_text=f"expected {expect_gbps:g} GB/s")
     fig.update_layout(title="Bus bandwidth vs message size", xaxis_title="message size (bytes)",
-                      yaxis_title="busbw (GB/s, 1e9)", xaxis_type="log")
+                      yaxis_title="busbw (GB/s, 1e9)", xaxis_type="log", showlegend=True)
     return fig
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpulib.checkpoints import resume as resume_plan
 from gpulib.findings import Finding, event_id, ordered, summarize
 from gpulib.identity import normalize_pci, to_utc_iso
 from gpulib.notebook.tables import gpu_labels, throttle_periods
@@ -318,18 +319,25 @@ def step_findings(steps: pd.DataFrame, stall_factor: float = 2.0) -> list[dict]:
 
     Logs give either the whole step (``s/step``, usually printed by rank 0 only, and including
     the wait for the slowest rank) or per-phase timings per rank (compute + data, without the
-    wait); each is compared with its own median so the two are never mixed.
+    wait); each is compared with its own median so the two are never mixed. Where a rank's own
+    work is timed, stragglers are judged on it alone: its slow whole steps were spent waiting.
     """
     if steps is None or steps.empty or "step_time_s" not in steps.columns:
         return []
     data = steps[steps["step_time_s"].notna()]
     measures = data["measure"] if "measure" in data.columns else pd.Series("s/step", index=data.index)
+    # Ranks whose own work is timed: their whole-step time includes the wait for the slowest
+    # rank, so a slow whole step says the *job* waited, not that this rank was slow (rank 0 logs
+    # s/step and waits for a throttled rank 3: blaming rank 0 sends the engineer to its loader).
+    own_work = set(data.loc[measures != "s/step", "rank"].dropna().astype(int)) if "rank" in data.columns else set()
     out = []
     for measure, rows in data.groupby(measures, sort=True):
         median = float(rows["step_time_s"].median())
         slow = rows[rows["step_time_s"] > median * stall_factor]
         ranks = slow["rank"].astype("Float64").fillna(-1) if "rank" in slow.columns else pd.Series(-1, index=slow.index)
         for rank, mine in slow.groupby(ranks, sort=True):
+            if measure == "s/step" and own_work and (rank == -1 or int(rank) in own_work):
+                continue  # judged on its compute time (the other measure), not on its waiting
             worst = mine.loc[mine["step_time_s"].idxmax()]
             who = "the logging rank" if rank == -1 else f"rank {int(rank)}"
             out.append(finding(
@@ -652,6 +660,118 @@ def checkpoint_step(report: Any) -> int | None:
         return int(data["step"])
     match = re.search(r"(?:step|iter|global_step)[_-]?(\d+)", str(data.get("resume_from") or ""))
     return int(match.group(1)) if match else None
+
+
+def last_logged_step(steps: pd.DataFrame | None) -> dict | None:
+    """The last training step the logs show: ``{step, time, rank, file, line}``, or None.
+
+    "Last" is in time order, not the highest number: after a restart the counter goes back, and
+    the run that crashed is the one that logged last. Without times, the highest step counts.
+    """
+    if steps is None or steps.empty or "step" not in steps.columns:
+        return None
+    data = steps[steps["step"].notna()]
+    if data.empty:
+        return None
+    timed = data[data["time"].notna()] if "time" in data.columns else data.iloc[0:0]
+    row = (timed.sort_values(["time", "step"]).iloc[-1] if len(timed)
+           else data.sort_values("step").iloc[-1])
+    return {"step": int(row["step"]), "time": _iso(row.get("time")), "rank": None if pd.isna(row.get("rank"))
+            else int(row["rank"]), "file": row.get("file"), "line": None if pd.isna(row.get("line")) else int(row["line"]),
+            "seconds_per_step": _median_step_s(data)}
+
+
+def _median_step_s(steps: pd.DataFrame) -> float | None:
+    if "step_time_s" not in steps.columns:
+        return None
+    values = pd.to_numeric(steps["step_time_s"], errors="coerce").dropna()
+    return float(values.median()) if len(values) else None
+
+
+def checkpoint_candidates(report: Any, steps: pd.DataFrame | None = None) -> list[dict]:
+    """Every checkpoint ``find_latest`` found, in the order notebook 07's picker offers them:
+    the recommended one first, then the other complete ones (newest first), then the rejected
+    ones (newest first) with why.
+
+    Each is ``{name, path, step, verdict (recommended|complete|rejected), label, why, lacks,
+    resume_command, steps_lost, redo_s, last_step}``. ``steps_lost`` is the last step the
+    training log shows minus the checkpoint's step (what resuming from it re-trains), ``redo_s``
+    that times the median seconds per step of the log. A rejected checkpoint has no command: its
+    ``resume_command`` is a shell comment saying why not, so a copied line cannot run it.
+    """
+    last = last_logged_step(steps)
+    candidates = list(getattr(report, "candidates", None) or [])
+    chosen = getattr(report, "chosen", None)
+    if not candidates and not hasattr(report, "candidates"):  # a to_dict(): only the recommended one has a command
+        return _candidates_from_dict(_report_dict(report), last)
+    targets = [Path(v).name for ptrs in (getattr(report, "pointers", None) or {}).values() for v in ptrs.values()]
+    complete = [c for c in reversed(candidates) if c.complete and c is not chosen]
+    rejected = [c for c in reversed(candidates) if not c.complete]
+    rows = []
+    for c, verdict in ([(chosen, "recommended")] if chosen else []) + [(c, "complete") for c in complete] + [
+            (c, "rejected") for c in rejected]:
+        if verdict == "rejected":
+            why, lacks, command = "; ".join(c.reasons), [], f"# do not resume from {c.path}: {'; '.join(c.reasons)}"
+        else:
+            lacks = list(report.lacks) if c is chosen else resume_plan.lacks(c, candidates)
+            why = "newest complete checkpoint" if c is chosen else "complete, older than the recommended one"
+            command = report.resume_command if c is chosen and report.resume_command else resume_plan.command(
+                c, c.path.parent, targets)
+        rows.append(_candidate_row(str(c.path), c.name, c.step, verdict, why, lacks, command, last))
+    return rows
+
+
+def _candidates_from_dict(data: dict, last: dict | None) -> list[dict]:
+    rows = []
+    if data.get("resume_from"):
+        rows.append(_candidate_row(data["resume_from"], Path(data["resume_from"]).name, data.get("step"), "recommended",
+                                   "newest complete checkpoint", data.get("lacks") or [], data.get("resume_command"), last))
+    for item in data.get("rejected") or []:
+        path, reason = (item.get("path"), item.get("reason")) if isinstance(item, dict) else item
+        rows.append(_candidate_row(str(path), Path(str(path)).name, None, "rejected", reason, [],
+                                   f"# do not resume from {path}: {reason}", last))
+    return rows
+
+
+def _candidate_row(path: str, name: str, step: int | None, verdict: str, why: str, lacks: list[str],
+                   command: str | None, last: dict | None) -> dict:
+    lost = None
+    if verdict != "rejected" and step is not None and last is not None and last["step"] >= step:
+        lost = last["step"] - step
+    per_step = (last or {}).get("seconds_per_step")
+    shown = {"recommended": "recommended", "complete": "older, complete",
+             "rejected": "REJECTED: " + (why or "").replace(f"{name}: ", "")[:70]}[verdict]
+    return {"name": name, "path": path, "step": step, "verdict": verdict,
+            "label": f"{name} (step {step if step is not None else '?'}) - {shown}", "why": why, "lacks": list(lacks),
+            "resume_command": command, "steps_lost": lost,
+            "redo_s": lost * per_step if lost is not None and per_step else None, "last_step": last}
+
+
+def steps_lost_text(candidate: dict) -> str:
+    """``steps lost: 2000 (last logged step 6000 at ... in train.log:556; checkpoint step 4000),
+    about 1 h 17 min of training to redo at 2.3 s/step`` - or why it cannot be said."""
+    last = candidate.get("last_step")
+    if candidate["verdict"] == "rejected":
+        return "steps lost: not resumable"
+    if last is None:
+        return "steps lost: unknown (no training step in the logs of the evidence)"
+    if candidate.get("step") is None:
+        return f"steps lost: unknown (the checkpoint has no step; the log's last step is {last['step']})"
+    if candidate["steps_lost"] is None:
+        return (f"steps lost: unknown (the checkpoint's step {candidate['step']} is past the log's last step "
+                f"{last['step']}: the log is cut or from another run)")
+    where = f"{last['file']}:{last['line']}" if last.get("file") else "the training log"
+    text = (f"steps lost: {candidate['steps_lost']} (last logged step {last['step']}"
+            + (f" at {last['time']}" if last.get("time") else "") + f" in {where}; checkpoint step {candidate['step']})")
+    if candidate.get("redo_s"):
+        text += (f", about {_duration(candidate['redo_s'])} of training to redo at "
+                 f"{last['seconds_per_step']:.3g} s/step")
+    return text
+
+
+def _duration(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    return f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{max(minutes, 1)} min"
 
 
 def checkpoint_findings(report: Any) -> list[dict]:

@@ -30,6 +30,9 @@ from gpulib.checkpoints.latest import find_latest
 from gpulib.diagnose.cache import EvidenceFiles, load_cached, read_evidence, resolve_evidence
 from gpulib.diagnose.cache import repo_root as repo_root  # re-exported: notebooks and tests use it here
 from gpulib.errors import InputError
+from gpulib.findings import gpu_name
+from gpulib.identity import normalize_pci
+from gpulib.notebook.palette import GpuPalette
 from gpulib.parsers.base import read_text
 from gpulib.parsers.gpu_records import SLOWDOWN_REASONS
 
@@ -294,11 +297,38 @@ class EvidenceTables:
         roots = roots or self.gathered.checkpoint_dirs or [self.path]
         return find_latest(roots)
 
+    def gpu_palette(self) -> GpuPalette:
+        """One colour and name per GPU of this evidence (snapshots, samples, kernel events), and
+        which were lost when: pass it to every figure so a GPU looks the same in each."""
+        kernel = self.kernel_events()
+        kernel = kernel[kernel["xid"].notna()]  # an AER line names the PCIe port above a GPU, not a GPU
+        named = pd.DataFrame([{"host": f.get("host"), "pci_bus_id": f.get("gpu_pci"), "gpu_index": f.get("gpu_index")}
+                              for f in self.diagnosis.get("findings") or [] if f.get("gpu_pci")],
+                             columns=["host", "pci_bus_id", "gpu_index"])  # the index at failure (NCCL, nvidia-smi)
+        return GpuPalette.from_frames(self.gpu_states(), self.gpu_samples(), kernel, named)
+
     def timeline(self) -> pd.DataFrame:
-        """The diagnosis timeline as a table (time, host, source, event)."""
+        """The diagnosis timeline as a table (time, host, source, event, ``root_cause``: the
+        event that is the diagnosis's root cause, marked on the timeline figure)."""
         frame = pd.DataFrame(self.diagnosis.get("timeline") or [], columns=["time", "host", "source", "event"])
+        frame["root_cause"] = root_cause_rows(frame, self.diagnosis.get("root_cause") or {})
         frame["time"] = _utc(frame["time"])
         return frame
+
+
+def root_cause_rows(timeline: pd.DataFrame, root: dict) -> pd.Series:
+    """True for the timeline entries of the root cause: its time and host, and a source that is
+    one of its evidence lines (else the first entry at its time and host)."""
+    marks = pd.Series(False, index=timeline.index, dtype=bool)
+    if timeline.empty or not root.get("time"):
+        return marks
+    same = (timeline["time"] == root["time"]) & ((timeline["host"] == root.get("host")) | (root.get("host") is None))
+    sources = {f"{e.get('file')}:{e.get('line')}" for e in root.get("evidence") or []}
+    exact = same & timeline["source"].isin(sources)
+    chosen = exact if exact.any() else same
+    if chosen.any():
+        marks[chosen[chosen].index[0]] = True
+    return marks
 
 
 #: Job-log event kinds that mean something went wrong on a rank.
@@ -325,10 +355,20 @@ def _state_text(row: pd.Series) -> str:
 
 
 def gpu_labels(frame: pd.DataFrame) -> pd.Series:
-    """``host gpu N`` labels (host omitted when unknown). The figures and the step checks name GPUs
-    with it, so a throttle period of a plot matches the rows of its GPU in a table."""
-    host = frame["host"].fillna("").astype(str) if "host" in frame.columns else pd.Series("", index=frame.index)
-    return (host + " gpu " + frame["gpu"].fillna("?").astype(str)).str.strip()
+    """``host 0000:4e:00.0 (GPU 3)`` labels: the PCI id that survives renumbering and the index
+    as captured (:func:`gpulib.findings.gpu_name`; host omitted when unknown, ``GPU N`` when no
+    PCI id is known). The step checks name GPUs with it, so a throttle period of a plot matches
+    the rows of its GPU in a table."""
+    def col(name: str) -> list:
+        return list(frame[name]) if name in frame.columns else [None] * len(frame)
+
+    labels = []
+    for host, pci, index, gpu in zip(col("host"), col("pci_bus_id"), col("gpu_index"), col("gpu"), strict=True):
+        pci = normalize_pci(pci) or pci if isinstance(pci, str) and pci else None
+        index = int(index) if index is not None and not pd.isna(index) else None
+        name = gpu_name(pci, index) or (f"GPU {gpu}" if gpu is not None and not pd.isna(gpu) else "GPU ?")
+        labels.append(f"{host} {name}" if isinstance(host, str) and host else name)
+    return pd.Series(labels, index=frame.index, dtype=object)
 
 
 def throttle_periods(frame: pd.DataFrame) -> list[dict]:

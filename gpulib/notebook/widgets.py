@@ -6,6 +6,7 @@ an archived notebook shows exactly what an engineer sees before touching a contr
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,7 @@ import plotly.graph_objects as go
 from IPython.display import display
 
 from gpulib.notebook.display import figure_bundle
+from gpulib.notebook.palette import GpuPalette
 
 ALL = "(all)"
 
@@ -24,7 +26,9 @@ ALL = "(all)"
 class FigurePanel:
     """A figure plus the pickers that filter its data; the figure is rebuilt on every change.
 
-    ``build(frame, **thresholds)`` is a pure function from :mod:`gpulib.plots`. ``pickers`` names
+    ``build(frame, **thresholds)`` is a pure function from :mod:`gpulib.notebook.figures`; one
+    that takes ``palette`` gets :attr:`palette` (pass ``ev.gpu_palette()`` so a GPU has the same
+    colour in every panel). ``pickers`` names
     the columns to filter on: ``host``, ``gpu`` (column ``gpu``), ``rank`` and ``time`` (a window
     over column ``time``). ``thresholds`` maps keyword arguments of ``build`` to their initial
     value, or to ``(value, min, max)`` for a slider. Headless, the figure is simply built with the
@@ -36,8 +40,14 @@ class FigurePanel:
     pickers: Sequence[str] = ()
     thresholds: dict[str, Any] = field(default_factory=dict)
     initial: dict[str, Any] = field(default_factory=dict)
+    palette: GpuPalette | None = None
 
     def __post_init__(self) -> None:
+        # Colours come from the whole evidence (``ev.gpu_palette()``, the same in every panel) or,
+        # failing that, from this panel's unfiltered data: never from what a picker left.
+        self._takes_palette = "palette" in inspect.signature(self.build).parameters
+        if self._takes_palette and self.palette is None:
+            self.palette = GpuPalette.from_frames(self.frame)
         self.controls: dict[str, widgets.Widget] = {}
         for name in self.pickers:
             control = self._picker(name)
@@ -68,6 +78,8 @@ class FigurePanel:
 
     def _build(self) -> go.Figure:
         kwargs = {name: self.controls[name].value for name in self.thresholds}
+        if self._takes_palette:
+            kwargs["palette"] = self.palette
         return self.build(self.selection(), **kwargs)
 
     def _changed(self, _change: dict) -> None:
@@ -87,7 +99,9 @@ class FigurePanel:
         if self._output is None:
             self._output = widgets.Output()
             self._render()
-        return widgets.VBox([widgets.HBox(list(self.controls.values())), self._output])
+        # The controls wrap onto a second line rather than squeeze a slider (and its readout) to 20 px.
+        controls = widgets.HBox(list(self.controls.values()), layout=widgets.Layout(flex_flow="row wrap"))
+        return widgets.VBox([controls, self._output])
 
     def _picker(self, name: str) -> widgets.Widget | None:
         frame = self.frame
@@ -108,7 +122,7 @@ class FigurePanel:
             hi = _nearest_index(times, end, default=len(times) - 1)
             return widgets.SelectionRangeSlider(
                 options=labels, index=(lo, max(lo, hi)), description="window", continuous_update=False,
-                layout=widgets.Layout(width="520px"),
+                layout=widgets.Layout(width="560px", min_width="420px"), style={"description_width": "initial"},
             )
         values = sorted({str(v) for v in frame[name].dropna()}, key=natural_key)
         initial = self.initial.get(name)
@@ -123,7 +137,7 @@ def _threshold_slider(name: str, spec: Any) -> widgets.Widget:
         value, lo, hi = spec, 0, max(1, spec * 2)
     slider = widgets.IntSlider if all(isinstance(v, int) for v in (value, lo, hi)) else widgets.FloatSlider
     return slider(value=value, min=lo, max=hi, description=name, continuous_update=False,
-                  style={"description_width": "initial"})
+                  style={"description_width": "initial"}, layout=widgets.Layout(width="380px", min_width="300px"))
 
 
 def _nearest_index(times: list, moment: Any, default: int) -> int:

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from gpulib import __version__, exit_codes, kernel_env
 from gpulib.bundle import sha256_file
-from gpulib.diagnose.cache import resolve_evidence, write_cache
+from gpulib.diagnose import diagnose
+from gpulib.diagnose.cache import load_cached, resolve_evidence, write_cache
 from gpulib.errors import GpulibError
 from gpulib.identity import to_utc_iso, utc_now_iso
 from gpulib.runbooks.archive import FINDINGS, FINDINGS_FORMAT, REPORT, RUN_FORMAT, ArchiveWriter
@@ -109,6 +110,27 @@ def kernel_environment(plan: dict[str, dict], cwd: Path, scratch: Path) -> dict[
     return env
 
 
+def evidence_diagnosis(plan: dict[str, dict], cwd: Path, env: dict[str, str]) -> dict | None:
+    """The ``gpulib.diagnosis/1`` dict of the evidence the steps analysed, for the report's headline.
+
+    The evidence most steps read; taken from the run's evidence cache when the runner wrote one
+    (no second reading), else diagnosed here. None when no step was given evidence (a preflight
+    capturing this host, a health report of the notebook's default) or it cannot be read (the
+    steps report that in their notebooks)."""
+    if any(values.get("capture_live") for values in plan.values()):
+        return None
+    uses = Counter(str(values["evidence"]) for values in plan.values() if values.get("evidence"))
+    if not uses:
+        return None
+    try:
+        path = resolve_evidence(uses.most_common(1)[0][0], cwd)
+        cached = load_cached(path, env.get(kernel_env.EVIDENCE_CACHE)) if env.get(kernel_env.EVIDENCE_CACHE) else None
+        return cached[1] if cached else diagnose([path]).to_dict()
+    except Exception as exc:  # noqa: BLE001 - the headline is a summary: it must not fail the run
+        log.warning("report headline: evidence not diagnosed (%s: %s)", type(exc).__name__, exc)
+        return None
+
+
 def run_runbook(name: str, *, cli: dict[str, str] | None = None, values: dict | None = None,
                 archive_root: Path, jobs: int | None = None, cwd: Path | None = None,
                 cell_timeout_s: float | None = None, progress=None, on_start=None) -> RunOutcome:
@@ -129,6 +151,7 @@ def run_runbook(name: str, *, cli: dict[str, str] | None = None, values: dict | 
         steps = execute_runbook(spec, plan, outputs, Path(scratch), cwd=cwd, jobs=jobs,
                                 cell_timeout_s=cell_timeout_s, progress=progress, env=env, on_start=on_start,
                                 after_step=lambda r: rendered.__setitem__(r.id, render_step(r.output, r.id)))
+        diagnosis = evidence_diagnosis(plan, cwd, env)  # before the scratch folder (and its cache) goes
     for step in steps:  # steps that never ran (interrupted) still get their section
         if step.id not in rendered:
             rendered[step.id] = render_step(step.output, step.id)
@@ -160,6 +183,6 @@ def run_runbook(name: str, *, cli: dict[str, str] | None = None, values: dict | 
     }
     writer.write_json(FINDINGS, {"format": FINDINGS_FORMAT, "runbook": spec.name, "run": writer.name,
                                  "host": writer.host, "started_at": manifest["started_at"], "findings": findings})
-    report = build_report(manifest, manifest["steps"], findings, rendered)
+    report = build_report(manifest, manifest["steps"], findings, rendered, diagnosis)
     writer.path(REPORT).write_text(report, encoding="utf-8")
     return RunOutcome(writer.finish(manifest), code, steps, findings)

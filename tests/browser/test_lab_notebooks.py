@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import re
 import socket
+import time
 from datetime import datetime
 
 import pytest
 from playwright.sync_api import expect
 
+from gpulib.notebook.tables import open_evidence
 from tests.browser.chromium import screenshot_check
 from tests.browser.conftest import EXAMPLE, EXAMPLE_ANSWER, set_parameters
 from tests.browser.lab import NotebookPage
@@ -94,7 +96,7 @@ def test_triage_notebook_runs_renders_and_reacts_to_its_pickers(lab, page):
         before = graph.evaluate(FIGURE_DATA)
         hosts_before = {y for trace in before for y in trace["y"]}
         assert hosts_before == {EXAMPLE_ANSWER["host"], "gx-a800-101"}, hosts_before  # no "(unknown host)" row
-        assert {t["name"] for t in before} == {"kernel log", "training log"}, before  # kinds, not file names
+        assert {t["name"] for t in before} == {"kernel log", "training log", "root cause"}, before  # kinds, not files
 
     with screenshot_check(page, "00-triage-5-host-picked"):
         pick(host, EXAMPLE_ANSWER["host"])
@@ -148,14 +150,27 @@ def test_checkpoint_notebook_names_the_newest_valid_checkpoint(lab, page):
         truncated = [r for r in rows if "ckpt_step_006000.pt" in r]
         assert len(truncated) == 1 and "rejected" in truncated[0] and "truncated" in truncated[0], rows
 
-    with screenshot_check(page, "07-ckpt-4-loss"):
+    with screenshot_check(page, "07-ckpt-4-picker"):
+        picker = page.locator(".jupyter-widgets.widget-vbox", has=page.locator("textarea")).first
+        picker.scroll_into_view_if_needed()
+        select, command = picker.locator(".widget-dropdown select").first, picker.locator("textarea").first
+        labels = options(select)
+        assert labels[0].startswith(resume) and labels[0].endswith("- recommended"), labels
+        assert any("ckpt_step_006000.pt" in label and "REJECTED" in label for label in labels), labels
+        assert command.input_value().startswith("torchrun ") and command.input_value().endswith(resume)
+        assert "steps lost: 2000" in picker.inner_text()
+        pick(select, next(label for label in labels if "older, complete" in label))  # go further back
+        expect(command).to_have_value(re.compile(r"--resume \S*ckpt_step_002000\.pt$"), timeout=30_000)
+        expect(picker.locator("pre")).to_contain_text("steps lost: 4000", timeout=30_000)
+
+    with screenshot_check(page, "07-ckpt-5-loss"):
         graph = plot_in(page, page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)"))
         traces = graph.evaluate(FIGURE_DATA)
         assert traces and len(traces[0]["y"]) > 2, traces
         step = int(re.search(r"(\d+)", resume).group(1))
         assert f"resume from step {step}" in graph.inner_text()
 
-    with screenshot_check(page, "07-ckpt-5-decision"):
+    with screenshot_check(page, "07-ckpt-6-decision"):
         decision = page.locator(".jp-OutputArea-output", has_text="07_checkpoint_resume:").last
         decision.scroll_into_view_if_needed()
         text = decision.inner_text()
@@ -164,34 +179,84 @@ def test_checkpoint_notebook_names_the_newest_valid_checkpoint(lab, page):
         assert "ckpt_step_006000.pt: truncated" in text, text
 
 
-def test_triage_drill_hides_the_answer_until_the_trainee_commits(lab, page):
-    name = set_parameters(lab, "00_triage.ipynb", "00_triage-drill.ipynb", drill=True)
+def wait_for_file(path, present: bool, timeout_s: float = 30) -> bool:
+    """Poll until ``path`` exists (or is gone): the kernel handles a click after the browser sent it."""
+    deadline = time.monotonic() + timeout_s
+    while path.exists() != present and time.monotonic() < deadline:
+        time.sleep(0.25)
+    return path.exists() == present
+
+
+def test_triage_drill_offers_every_host_and_writes_no_answer_before_the_commit(lab, page):
+    """The drill as a trainee meets it: pickers over the whole evidence, nothing of the answer on
+    screen or on disk (an earlier run's findings file is removed), a wrong GPU gets a hint and a
+    retry, and the commit reveals the scores, writes the findings and shows the next step."""
+    ev = open_evidence(str(EXAMPLE))
+    evidence_hosts = set(ev.inputs()["host"].dropna()) | set(ev.ranks()["host"])
+    rank_map_gpus = {f"{r.host} GPU {r.gpu_index} ({r.pci_bus_id})" for r in ev.ranks().itertuples()}
+    answer_file = lab.root / "findings-00-drill.json"
+    answer_file.write_text(json.dumps([{"id": "xid79", "category": EXAMPLE_ANSWER["category"],
+                                        "title": "left by an earlier run"}]))
+    name = set_parameters(lab, "00_triage.ipynb", "00_triage-drill.ipynb", drill=True,
+                          findings_path=answer_file.name)
     run_notebook(page, lab, name, "00-drill")
     drill = page.locator(".jupyter-widgets.widget-vbox", has=page.get_by_role("button", name="Commit my answer")).first
+    commit = drill.get_by_role("button", name="Commit my answer")
     plain_outputs = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output:not(:has(.jupyter-widgets))")
+    next_step = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output", has_text="the next step follows")
 
     with screenshot_check(page, "00-drill-3-challenge"):
         drill.scroll_into_view_if_needed()
-        before_commit = "\n".join([*plain_outputs.all_inner_texts(), drill.locator(".widget-output").inner_text()])
-        category, culprit = drill.locator(".widget-dropdown select").all()
-        assert EXAMPLE_ANSWER["category"] in options(category)
-        answer = f"{EXAMPLE_ANSWER['host']} gpu {EXAMPLE_ANSWER['gpu'].split()[-1]}"
-        assert answer in options(culprit)
+        category, interruption, host, gpu, rank = drill.locator(".widget-dropdown select").all()
+        assert evidence_hosts == {"gx-a800-101", EXAMPLE_ANSWER["host"]}
+        assert evidence_hosts <= set(options(host)), options(host)  # every host, not only the culprit's
+        assert rank_map_gpus <= set(options(gpu)), options(gpu)
+        assert {f"rank {r}" for r in range(16)} <= set(options(rank))
+        assert EXAMPLE_ANSWER["category"] in options(category) and len(options(category)) > 10
+        assert any(o.startswith("hard") for o in options(interruption)) and any(o.startswith("soft") for o in options(interruption))
+        before_commit = "\n".join([*plain_outputs.all_inner_texts(), drill.locator(".widget-output").inner_text(),
+                                   *next_step.all_inner_texts()])
+        assert not answer_file.exists(), "the answer lies in the file browser before the trainee committed"
 
-    with screenshot_check(page, "00-drill-4-revealed"):
+    with screenshot_check(page, "00-drill-4-hint"):
+        right_gpu = f"{EXAMPLE_ANSWER['host']} GPU 2 (0000:4f:00.0)"
         pick(category, EXAMPLE_ANSWER["category"])
-        pick(culprit, answer)
-        drill.get_by_role("button", name="Commit my answer").click()
-        revealed = drill.locator(".widget-output", has_text="Your category").first
+        pick(interruption, next(o for o in options(interruption) if o.startswith("hard")))
+        pick(host, EXAMPLE_ANSWER["host"])
+        pick(gpu, f"{EXAMPLE_ANSWER['host']} GPU 3 (0000:54:00.0)")  # nvidia-smi's renumbered "GPU 2"
+        pick(rank, "rank 10")
+        commit.click()
+        hint = drill.locator(".widget-output", has_text="Attempt 1: 4 / 5").first
+        hint.wait_for(timeout=30_000)
+        text = hint.inner_text()
+        assert f"culprit GPU: {EXAMPLE_ANSWER['host']} GPU 3 (0000:54:00.0) -> WRONG" in text, text
+        assert "hint: Kernel lines name a GPU by PCI id" in text and "0000:4f" not in text, text
+        assert wait_for_file(answer_file, present=False, timeout_s=2), "a graded attempt is not the reveal"
+        assert "01_kernel_xid" not in "\n".join(next_step.all_inner_texts())
+
+    with screenshot_check(page, "00-drill-5-revealed"):
+        drill.get_by_role("button", name="Try again").click()
+        expect(commit).to_be_enabled(timeout=30_000)
+        pick(gpu, right_gpu)
+        commit.click()
+        revealed = drill.locator(".widget-output", has_text="Drill result").first
         revealed.wait_for(timeout=30_000)
         text = revealed.inner_text()
-        assert f"Your category: {EXAMPLE_ANSWER['category']} -> right" in text, text
-        assert f"Your culprit: {answer} -> right" in text, text
-        assert "Xid" in text, text  # the evidence the trainee should have used
-        expect(drill.get_by_role("button", name="Commit my answer")).to_be_disabled(timeout=30_000)
+        assert "Drill result: 4 / 5 on the first attempt, 5 / 5 on attempt 2" in text, text
+        assert f"culprit GPU: {right_gpu} -> right" in text and "Xid" in text, text
+        expect(commit).to_be_disabled(timeout=30_000)
+        assert wait_for_file(answer_file, present=True), "the commit did not write the findings"
+        assert any(f["category"] == EXAMPLE_ANSWER["category"] for f in json.loads(answer_file.read_text()))
+        revealed.scroll_into_view_if_needed()
+
+    with screenshot_check(page, "00-drill-6-next-step"):
+        shown_next = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output",
+                                  has_text="01_kernel_xid.ipynb").last
+        shown_next.wait_for(timeout=30_000)
+        shown_next.scroll_into_view_if_needed()
 
     leaks = [line for line in before_commit.splitlines()
-             if EXAMPLE_ANSWER["category"] in line or "Verdict:" in line or "Xid 79" in line]
+             if EXAMPLE_ANSWER["category"] in line or "Verdict:" in line or "Xid 79" in line or "01_kernel_xid" in line]
     assert leaks == [], f"the drill answer is on screen before the trainee committed: {leaks}"
 
 
@@ -252,3 +317,40 @@ def test_remediation_runs_only_after_the_confirmation_and_only_on_its_own_host(l
         assert f"skipped: meant for {EXAMPLE_ANSWER['host']}, this is {socket.gethostname()}" in log.inner_text()
         expect(box.get_by_role("checkbox")).not_to_be_checked(timeout=30_000)  # the confirmation is used up
     assert nb.errors() == []
+
+
+#: The thermal straggler: GPU 3 (0000:4e:00.0) of dgx-a100-09 throttles, eight GPUs sampled.
+CASE_02 = INCIDENTS / "case-02-a100-thermal-throttle"
+#: GPU key -> colours of its traces in one rendered graph (plotly's JSON as drawn), and the legend.
+GPU_TRACES = """el => { const out = {};
+  for (const t of el.data) { const key = t.meta && t.meta.gpu; if (!key) continue;
+    (out[key] = out[key] || []).push(String((t.line && t.line.color) || (t.marker && t.marker.color))); }
+  return {colours: out, legend: !!el.querySelector('.legend')}; }"""
+
+
+def test_a_gpu_keeps_its_colour_and_the_legend_when_the_gpu_picker_changes(lab, page):
+    if not CASE_02.is_dir():
+        pytest.skip(f"the thermal incident is absent: {CASE_02}")
+    run_notebook(page, lab, set_parameters(lab, "04_thermal_power.ipynb", "04_thermal-colours.ipynb",
+                                           evidence=CASE_02 / "input"), "04-colours")
+    panel = page.locator(".jupyter-widgets.widget-vbox", has=page.locator(".js-plotly-plot")).first
+    throttled = "dgx-a100-09|0000:4e:00.0"
+    with screenshot_check(page, "04-colours-3-all"):
+        before = plot_in(page, panel).evaluate(GPU_TRACES)
+        assert len(before["colours"]) == 8 and all(len(set(c)) == 1 for c in before["colours"].values()), before
+        assert len({c[0] for c in before["colours"].values()}) == 8  # eight GPUs, eight colours
+        names = {t["name"] for t in plot_in(page, panel).evaluate(FIGURE_DATA)}
+        assert any(n.startswith("0000:4e:00.0 (GPU 3)") for n in names), names  # named by PCI, index at capture
+
+    with screenshot_check(page, "04-colours-4-gpu-picked"):
+        gpu = panel.locator(".widget-dropdown select").nth(1)
+        previous = json.dumps(plot_in(page, panel).evaluate(FIGURE_DATA), separators=(",", ":"))
+        pick(gpu, "3")
+        page.wait_for_function(
+            f"""([prev]) => {{ const el = document.querySelector('.widget-vbox .js-plotly-plot');
+                 return el && el._fullData && JSON.stringify(({FIGURE_DATA})(el)) !== prev; }}""",
+            arg=[previous], timeout=30_000, polling=250)
+        after = plot_in(page, panel).evaluate(GPU_TRACES)
+        assert list(after["colours"]) == [throttled], after
+        assert set(after["colours"][throttled]) == set(before["colours"][throttled])
+        assert after["legend"], "the legend disappeared with one GPU left"

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.browser.chromium import block_network, screenshot_check
+from tests.browser.chromium import SHOTS, block_network, screenshot_check
 from tests.browser.conftest import EXAMPLE, EXAMPLE_ANSWER
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(420)]
@@ -64,3 +64,67 @@ def test_archived_report_renders_its_figures_and_findings_with_the_network_block
 
     assert blocked == [], f"the report tried to reach the network: {blocked}"
     assert page_errors == [], f"JavaScript errors in the report: {page_errors}"
+
+
+#: Elements (outside plotly's figures) whose box sticks out of their parent's. Strict: a table
+#: inside a sideways-scrolling box counts too (at 03:00 nobody scrolls a 2,400 px table).
+OVERFLOWING = """() => {
+  const out = [];
+  for (const el of document.body.querySelectorAll('*')) {
+    if (el.closest('svg') || el.closest('.plotly-graph-div') || !el.parentElement) continue;
+    const r = el.getBoundingClientRect(), p = el.parentElement.getBoundingClientRect();
+    if (!r.width || getComputedStyle(el).position === 'absolute') continue;
+    if (r.right > p.right + 1 || r.left < p.left - 1)
+      out.push(`${el.tagName}.${el.className} ${Math.round(r.left)}-${Math.round(r.right)} in ` +
+               `${el.parentElement.tagName} ${Math.round(p.left)}-${Math.round(p.right)}: ${el.textContent.slice(0, 60)}`);
+  }
+  return {overflowing: out.slice(0, 20), page: document.documentElement.scrollWidth,
+          viewport: document.documentElement.clientWidth};
+}"""
+#: GPU key -> the colours its traces have, over every figure of the page (plotly's JSON as drawn).
+GPU_COLOURS = """() => { const out = {}; const panels = {};
+  for (const g of document.querySelectorAll('.js-plotly-plot')) {
+    for (const t of (g.data || [])) {
+      const key = t.meta && t.meta.gpu; if (!key) continue;
+      const c = (t.type === 'bar' || t.mode === 'markers') ? (t.marker || {}).color : ((t.line || {}).color
+                || (t.marker || {}).color);
+      (out[key] = out[key] || []).push(String(c)); (panels[key] = panels[key] || new Set()).add(g.id);
+    } }
+  return {colours: out, panels: Object.fromEntries(Object.entries(panels).map(([k, v]) => [k, v.size]))}; }"""
+
+
+def diagnose_headline() -> list[str]:
+    """The first block of `gpulib diagnose` on the example: the lines up to the first blank one."""
+    proc = subprocess.run([sys.executable, "-m", "gpulib", "diagnose", str(EXAMPLE)], capture_output=True, text=True,
+                          timeout=120, check=False)
+    return [line.strip() for line in proc.stdout.split("\n\n", 1)[0].splitlines()]
+
+
+def test_the_report_opens_with_the_diagnose_headline_fits_its_page_and_keeps_gpu_colours(incident_report, page):
+    block_network(page)
+    page.goto(incident_report.as_uri(), wait_until="load", timeout=60_000)
+    with screenshot_check(page, "report-3-headline"):
+        first = page.locator("body > header > *").first
+        assert first.get_attribute("id") == "headline"
+        shown = [line.strip() for line in first.inner_text().splitlines() if line.strip()]
+        assert shown == diagnose_headline(), shown
+        assert "no-go" in page.locator(".gpulib-banner").inner_text()
+
+    with screenshot_check(page, "report-4-fits"):
+        page.wait_for_function(f"() => ({GRAPHS})().every(g => g.drawn)", timeout=60_000, polling=500)
+        fit = page.evaluate(OVERFLOWING)
+        assert fit["overflowing"] == [] and fit["page"] <= fit["viewport"], fit
+
+    with screenshot_check(page, "report-5-gpu-colours"):
+        seen = page.evaluate(GPU_COLOURS)
+        lost = "gx-a800-102|0000:4f:00.0"  # the GPU that fell off: in the Xid chart and the memory chart
+        assert seen["panels"].get(lost, 0) >= 2, seen
+        assert all(len(set(c)) == 1 for c in seen["colours"].values()), seen["colours"]
+        per_gpu = [c[0] for c in seen["colours"].values()]
+        assert len(set(per_gpu)) == len(per_gpu), seen["colours"]  # and no two GPUs share a colour
+        memory = page.locator(".plotly-graph-div", has=page.locator(".gtitle", has_text="GPU memory used")).first
+        memory.scroll_into_view_if_needed()
+        assert "lost at" in memory.inner_text()
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "report-full-page.png"), full_page=True)  # the whole report, for people

@@ -428,3 +428,13 @@ def test_a_snapshot_that_still_sees_a_throttle_is_the_same_slowdown_as_the_time_
     throttles = [f for f in diagnose([case / "input"]).findings if f.id.startswith("throttle")]
     assert len(throttles) == 1 and throttles[0].role == "cause"
     assert {e.file.split("/")[-1].split("_")[0] for e in throttles[0].evidence} >= {"gpu", "nvidia-smi-q"}
+
+
+def test_a_nic_pci_id_is_never_taken_for_a_gpu(tmp_path):
+    (tmp_path / "ib-7").mkdir()
+    (tmp_path / "ib-7" / "dmesg.txt").write_text(
+        "[Thu Apr  9 14:20:05 2026] mlx5_core 0000:5c:00.0: mlx5_port_module_event:1200:(pid 0): Port module "
+        "event: module 0, Cable unplugged\n"
+        "[Thu Apr  9 14:20:05 2026] mlx5_core 0000:5c:00.0 ibp92s0: Link down\n", encoding="utf-8")
+    links = [f for f in diagnose([tmp_path]).findings if f.category == "network_fabric"]
+    assert links and all(f.gpu_pci is None and f.gpu_index is None for f in links)

@@ -184,6 +184,20 @@ def test_steps_compared_per_measure_and_rank():
     assert slow["rank"] == 1 and "3.50 s at step 3" in slow["title"]
 
 
+def test_the_straggler_is_judged_on_compute_time_not_the_rank_that_waited_for_it():
+    """Thermal incident shape: rank 0 prints s/step (its wait for rank 3 included) and every rank
+    prints its phases; rank 3's compute doubled. Rank 0 waited: no finding blames it."""
+    rows = []
+    for step in range(1, 11):
+        slow = step >= 8
+        rows.append({"rank": 0, "step": step, "step_time_s": 2.8 if slow else 1.3, "measure": "s/step"})
+        for rank in range(4):
+            rows.append({"rank": rank, "step": step, "step_time_s": 2.5 if slow and rank == 3 else 1.2,
+                         "measure": "compute+data"})
+    found = checks.step_findings(pd.DataFrame(rows), stall_factor=1.8)
+    assert [(f["rank"], f["measure"]) for f in found] == [(3, "compute+data")], found
+
+
 def test_combine_hands_an_event_the_diagnosis_reports_back_to_the_diagnosis_finding():
     diagnosis = {"findings": [
         checks.finding("throttle-n1-0000_9b_00.0", "error", "thermal_throttling", "from diagnose", host="n1",

@@ -119,8 +119,10 @@ def test_00_drill_mode_hides_the_answer_headless(kernel, tmp_path):
     nb, findings = kernel.run("00_triage.ipynb", tmp_path, evidence=case("case-01-xid79-fell-off-bus"), drill=True)
     text = outputs_text(nb)
     assert "the diagnosis is hidden" in text and "hidden until you commit" in text
-    assert "gpu_fell_off_bus" not in text and "hgx-h100-018 gpu 5" not in text  # no answer on screen
-    assert one(findings, category="gpu_fell_off_bus")  # but recorded for the archive
+    assert "gpu_fell_off_bus" not in text and "Root cause:" not in text  # no answer on screen
+    assert "01_kernel_xid.ipynb" not in text and "commit your answer above first" in text  # next step withheld
+    # nobody can commit in a headless run, and the archive (findings.json, report) must be complete
+    assert one(findings, category="gpu_fell_off_bus")
 
 
 def test_01_finds_xid79_on_ab_and_shows_drain_and_power_cycle_never_a_reset(kernel, tmp_path):
@@ -170,7 +172,8 @@ def test_00_timeline_traces_are_source_kinds_and_every_event_has_a_host(kernel, 
     [timeline] = [o["data"]["application/vnd.plotly.v1+json"] for c in nb.cells for o in c.get("outputs", [])
                   if "Incident timeline" in str(o.get("data", {}).get("application/vnd.plotly.v1+json", {}))]
     traces = {t["name"]: t["y"] for t in timeline["data"]}
-    assert set(traces) == {"kernel log", "training log"}, traces
+    assert set(traces) == {"kernel log", "training log", "root cause"}, traces
+    assert traces["root cause"] == ["gx-a800-102"]  # the Xid 79, marked
     # the NCCL timeout summary names no host, but its file is gx-a800-101's training log
     assert {y for ys in traces.values() for y in ys} == {"gx-a800-101", "gx-a800-102"}, traces
 
@@ -241,9 +244,13 @@ def test_06_lost_gpu_in_the_xid79_case(kernel, tmp_path):
 
 
 def test_07_resume_from_step_4000(kernel, tmp_path):
-    _, findings = kernel.run("07_checkpoint_resume.ipynb", tmp_path, evidence=case("case-06-ecc-dbe-truncated-ckpt"))
+    nb, findings = kernel.run("07_checkpoint_resume.ipynb", tmp_path, evidence=case("case-06-ecc-dbe-truncated-ckpt"))
     resume = one(findings, id="resume-from")
     assert resume["resume_from"].endswith("checkpoints/ckpt_step_004000.pt")
+    # headless, the picker shows the recommended one: steps lost and the command alone on a line
+    text = outputs_text(nb)
+    assert "ckpt_step_004000.pt: RESUME FROM THIS" in text and "steps lost: 2000 (last logged step 6000" in text
+    assert resume["actions"][0] in text.splitlines()
     assert any("--resume" in a and "ckpt_step_004000.pt" in a for a in resume["actions"])
     rejected = [f for f in findings if f["id"].startswith("rejected")]
     assert rejected and "ckpt_step_006000.pt" in rejected[0]["title"] and "truncated" in rejected[0]["title"]
@@ -326,11 +333,11 @@ def test_bad_evidence_path_gives_a_clear_message_not_a_dead_kernel(kernel, tmp_p
 
 @pytest.mark.parametrize(("name", "evidence", "extra", "expected_models"), [
     ("00_triage.ipynb", "case-01-xid79-fell-off-bus", {}, {"DropdownModel", "SelectionRangeSliderModel", "OutputModel"}),
-    ("00_triage.ipynb", "case-01-xid79-fell-off-bus", {"drill": True}, {"DropdownModel", "ButtonModel"}),
+    ("00_triage.ipynb", "case-01-xid79-fell-off-bus", {"drill": True}, {"DropdownModel", "ButtonModel", "OutputModel"}),
     # the power-cap command gets its confirmation box and button, which nobody presses here
     ("04_thermal_power.ipynb", "case-02-a100-thermal-throttle", {}, {"DropdownModel", "FloatSliderModel",
                                                                      "CheckboxModel", "ButtonModel"}),
-    ("07_checkpoint_resume.ipynb", "case-06-ecc-dbe-truncated-ckpt", {}, set()),
+    ("07_checkpoint_resume.ipynb", "case-06-ecc-dbe-truncated-ckpt", {}, {"DropdownModel", "TextareaModel"}),
 ], ids=["triage", "triage-drill", "thermal", "checkpoint"])
 def test_interactive_mode_creates_widgets_without_error(tmp_path, name, evidence, extra, expected_models):
     nb = pm.execute_notebook(str(NOTEBOOKS / name), str(tmp_path / name), prepare_only=True, kernel_name="python3",
@@ -342,10 +349,14 @@ def test_interactive_mode_creates_widgets_without_error(tmp_path, name, evidence
     assert not errors, errors
     state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
     assert expected_models <= {m["model_name"] for m in state.values()}
-    assert (tmp_path / "f.json").exists()
     if extra.get("drill"):
         text = outputs_text(nb)  # the picker lists every category; the answer waits for the commit button
-        assert "(answer:" not in text and "Root cause:" not in text and "hidden until you commit" in text
+        assert "(answer:" not in text and "Root cause:" not in text and "written to" in text
+        assert not (tmp_path / "f.json").exists(), "a live drill writes its findings (the answer) at the commit"
+        hosts = [m["state"].get("_options_labels") for m in state.values() if m["state"].get("description") == "host"]
+        assert hosts and {"hgx-h100-017", "hgx-h100-018"} <= set(hosts[0]), hosts  # not only the culprit's host
+    else:
+        assert (tmp_path / "f.json").exists()
 
 
 # ---------------------------------------------------------------- source hygiene and nbval

@@ -26,8 +26,12 @@ def _samples() -> pd.DataFrame:
 def test_thermal_power_shades_each_throttle_period_and_draws_one_line_per_gpu_and_metric():
     fig = plots.thermal_power(_samples(), temp_limit_c=85)
     names = {t.name for t in fig.data}
-    assert names == {"dgx-09 gpu 0", "dgx-09 gpu 3"}
+    assert names == {"GPU 0", "GPU 3"}  # one host: no host prefix; no PCI id in this table: the index
     assert len(fig.data) == 6  # 2 GPUs x (temp, clock, power)
+    colours = {}
+    for trace in fig.data:  # one colour per GPU in all three rows, and two GPUs never share one
+        colours.setdefault(trace.meta["gpu"], set()).add(trace.line.color)
+    assert all(len(c) == 1 for c in colours.values()) and len(set.union(*colours.values())) == 2, colours
     rects = [s for s in fig.layout.shapes if s.type == "rect"]
     assert len(rects) == 3  # the one period, shaded on each of the three rows
     assert {(pd.Timestamp(r.x0), pd.Timestamp(r.x1)) for r in rects} == {
@@ -42,7 +46,7 @@ def test_throttle_periods_ignore_idle_and_power_cap_reasons():
     assert plots.throttle_periods(frame) == []
 
 
-def test_xid_events_one_trace_per_code_and_hard_codes_marked():
+def test_xid_events_one_trace_per_gpu_in_its_colour_and_hard_codes_marked():
     events = pd.DataFrame([
         {"time": pd.Timestamp("2025-03-11T03:12:07Z"), "host": "hgx-018", "gpu": "5", "xid": 79,
          "name": "GPU has fallen off the bus", "interruption": "hard", "text": "NVRM: Xid (PCI:0000:ab:00): 79"},
@@ -52,9 +56,10 @@ def test_xid_events_one_trace_per_code_and_hard_codes_marked():
          "interruption": "soft", "text": "no time"},
     ])
     fig = plots.xid_events(events)
-    assert [t.name for t in fig.data] == ["Xid 13 Graphics engine exception", "Xid 79 GPU has fallen off the bus"]
-    assert fig.data[1].marker.symbol == "x" and fig.data[0].marker.symbol == "circle"
-    assert list(fig.data[1].y) == ["hgx-018 gpu 5"]
+    assert [t.name for t in fig.data] == ["GPU 2", "GPU 5"]
+    assert list(fig.data[1].marker.symbol) == ["x"] and list(fig.data[0].marker.symbol) == ["circle"]
+    assert list(fig.data[1].y) == ["GPU 5"] and list(fig.data[1].text) == ["Xid 79 GPU has fallen off the bus"]
+    assert fig.data[0].marker.color != fig.data[1].marker.color
     assert "1 without time" in fig.layout.title.text
 
 
@@ -80,7 +85,8 @@ def test_gpu_memory_threshold_line_sits_at_lowest_plus_imbalance():
     fig = plots.gpu_memory(states, imbalance_gib=2.0)
     line = [s for s in fig.layout.shapes if s.type == "line"][0]
     assert line.y0 == 2.0
-    assert list(fig.data[1].y) == [30.0, 31.0, 0.0]
+    assert [t.y[0] for t in fig.data[1:]] == [30.0, 31.0, 0.0]  # one bar trace per GPU, after the totals
+    assert len({t.marker.color for t in fig.data[1:]}) == 3
 
 
 def test_step_times_one_trace_per_rank_with_stall_line():
@@ -104,7 +110,7 @@ def test_health_matrix_takes_worst_severity_per_cell():
         {"host": "n1", "gpu": "1", "check": "thermal", "severity": "warning"},
     ])
     fig = plots.health_matrix(grid)
-    assert list(fig.data[0].y) == ["n1 gpu 0", "n1 gpu 1"]
+    assert list(fig.data[0].y) == ["n1 GPU 0", "n1 GPU 1"]
     assert [row[0] for row in fig.data[0].z] == [3, 1]
 
 

@@ -4,6 +4,7 @@ commands never run without interactive confirmation."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import sys
 
@@ -14,7 +15,6 @@ import pytest
 from gpulib.notebook import face as nbk
 from gpulib.notebook import figures as plots
 from gpulib.notebook import display as display_mod
-from gpulib.notebook import drill as drill_mod
 from gpulib.notebook import widgets as widgets_mod
 from gpulib.notebook.remediation import Command
 from gpulib.notebook.steps import FINDING_MIME, finding
@@ -28,11 +28,15 @@ def test_setup_selects_the_renderer_that_survives_html_export():
 
 def test_gpu_picker_changes_the_figure_traces():
     panel = nbk.FigurePanel(plots.thermal_power, _samples(), pickers=("host", "gpu", "time"))
-    assert {t.name for t in panel.figure.data} == {"dgx-09 gpu 0", "dgx-09 gpu 3"}
+    assert {t.name for t in panel.figure.data} == {"GPU 0", "GPU 3"}
+    colour = {t.name: t.line.color for t in panel.figure.data}
     panel.controls["gpu"].value = "3"
-    assert {t.name for t in panel.figure.data} == {"dgx-09 gpu 3"}
+    assert {t.name for t in panel.figure.data} == {"GPU 3"}
+    assert {t.line.color for t in panel.figure.data} == {colour["GPU 3"]}  # picking a GPU does not recolour it
+    assert panel.figure.layout.showlegend is True  # one trace left: the legend stays
     panel.controls["gpu"].value = "0"
-    assert {t.name for t in panel.figure.data} == {"dgx-09 gpu 0"}
+    assert {t.name for t in panel.figure.data} == {"GPU 0"}
+    assert {t.line.color for t in panel.figure.data} == {colour["GPU 0"]}
     assert not [s for s in panel.figure.layout.shapes if s.type == "rect"]  # GPU 0 never throttled
 
 
@@ -50,7 +54,7 @@ def test_initial_picker_values_come_from_parameters_and_unknown_values_fall_back
     panel = nbk.FigurePanel(plots.thermal_power, _samples(), pickers=("gpu", "rank"), initial={"gpu": "3"})
     assert panel.controls["gpu"].value == "3"
     assert "rank" not in panel.controls  # no such column: no picker
-    assert {t.name for t in panel.figure.data} == {"dgx-09 gpu 3"}
+    assert {t.name for t in panel.figure.data} == {"GPU 3"}
     other = nbk.FigurePanel(plots.thermal_power, _samples(), pickers=("gpu",), initial={"gpu": "7"})
     assert other.controls["gpu"].value == widgets_mod.ALL
 
@@ -60,17 +64,25 @@ def test_widget_view_holds_controls_and_current_figure():
     box = panel.widget()
     assert box.children[0].children[0] is panel.controls["gpu"]
     panel.controls["gpu"].value = "3"  # the output area is re-rendered without error
-    assert {t.name for t in panel.figure.data} == {"dgx-09 gpu 3"}
+    assert {t.name for t in panel.figure.data} == {"GPU 3"}
 
 
-def test_tables_show_missing_values_as_empty_cells(monkeypatch):
+def test_tables_show_missing_values_as_empty_cells_and_numbers_as_people_read_them(monkeypatch):
     shown = []
-    monkeypatch.setattr(display_mod, "display", shown.append)
+    monkeypatch.setattr(display_mod, "display", lambda obj, **kw: shown.append(obj))
     frame = pd.DataFrame({"file": ["README.md", "n1/dmesg.txt"], "host": [None, "n1"], "records": [0, 6],
-                          "problems": [None, "truncated"], "gpu_index": [float("nan"), 2.0]})
+                          "problems": [None, "truncated"], "gpu_index": [float("nan"), 2.0],
+                          "xid": [79.0, None], "temp_c": [35.0, 88.5],
+                          "start": [pd.Timestamp("2025-04-22 12:51:30.270000+00:00"), pd.NaT],
+                          "took": [pd.Timedelta("0.27s"), pd.Timedelta(minutes=3)]})
     nbk.table(frame)
-    html = shown[0]._repr_html_()
+    html = shown[0]["text/html"]
     assert "NaN" not in html and "None" not in html and "n1/dmesg.txt" in html and "truncated" in html
+    cells = re.findall(r"<td>(.*?)</td>", html)
+    assert {"79", "2", "35 °C", "88.5 °C", "2025-04-22T12:51:30.27Z", "0.27 s", "3 min"} <= set(cells), cells
+    assert not any(c.endswith(".0") or "000000" in c or "days" in c for c in cells), cells
+    assert "<th></th>" not in html and "<th>0</th>" not in html  # no pandas row numbers
+    assert "79" in shown[0]["text/plain"]
 
 
 def test_record_writes_the_json_sidecar_and_returns_normalised_findings(tmp_path, capsys):
@@ -142,20 +154,6 @@ def test_commands_for_another_host_are_skipped_even_when_confirmed(tmp_path):
     remediation.confirm.value = True
     [(_, outcome)] = remediation.run_confirmed()
     assert "skipped: meant for some-other-node" in outcome and not marker.exists()
-
-
-def test_drill_reveals_the_answer_only_after_commit():
-    diagnosis = {"verdict": {"interruption": "hard", "category": "gpu_fell_off_bus", "summary": "GPU 5 fell off"},
-                 "root_cause": {"host": "hgx-018", "gpu_index": 5,
-                                "evidence": [{"file": "dmesg", "line": 9, "text": "Xid 79"}]}}
-    drill = drill_mod.Drill(diagnosis, ["gpu_fell_off_bus", "cuda_oom"], drill_mod.culprit_choices(["hgx-018"], [("hgx-018", 5)]))
-    assert drill.verdict is None
-    drill.category.value = "cuda_oom"
-    drill.culprit.value = "hgx-018 gpu 5"
-    drill.commit.click()
-    assert "-> wrong (answer: gpu_fell_off_bus" in drill.verdict
-    assert "Your culprit: hgx-018 gpu 5 -> right" in drill.verdict
-    assert "dmesg:9: Xid 79" in drill.verdict and drill.commit.disabled
 
 
 def test_bad_evidence_path_stops_with_a_short_clear_message(tmp_path):

@@ -43,7 +43,7 @@ def test_the_failure_is_at_the_top(report):
     assert "exit 5" in header  # the run itself failed
     text = re.sub(r"<[^>]+>", "", header)
     assert "raises failed (cell In [4]): RuntimeError" in text
-    assert header.index("#step-raises'>raises</a> failed") < header.index("<h2>Findings</h2>")
+    assert header.index('href="#step-raises">raises</a> failed') < header.index('id="facts"')
     assert "GPU 1 throttled" in header  # the findings table
 
 

@@ -1,0 +1,179 @@
+"""``gpulib drill [EVIDENCE]``: set up a triage drill on any incident folder.
+
+A drill is notebook 00 in drill mode (``drill=True``): the trainee reads the evidence, commits to
+a category, hard or soft, and a culprit host / GPU / rank, and only then sees the diagnosis.
+This command prepares one so that nothing around the notebook gives the answer away:
+
+- a **new folder** (never an existing one), so no ``findings-00.json`` of an earlier run sits in
+  JupyterLab's file browser;
+- the evidence **copied under a neutral name** (``evidence/``): an incident folder is often
+  named after its answer (``incident-cuda-oom``). Files that hold an answer (``expected.json``,
+  an ``answers/`` folder, findings sidecars, the incident's README) are left out. Evidence larger than
+  ``--copy-limit-mib`` is read in place, and the command says that its path is visible;
+- without EVIDENCE, a bundled example picked at random and not named;
+- the next steps' notebooks (01-07) beside it, on the same evidence, for "What next".
+
+It prints the ``jupyter lab`` command to open the drill (``--lab`` runs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import sys
+import warnings
+from datetime import datetime, timezone
+from pathlib import Path
+
+from gpulib.diagnose.cache import repo_root, resolve_evidence
+from gpulib.errors import InputError
+
+#: File and folder names that hold an incident's answer rather than its evidence: answer keys,
+#: findings of earlier runs, and the incident's write-up (a README tells the story: the bundled
+#: examples' READMEs name the culprit GPU and rank).
+ANSWER_NAMES = ("expected.json", "answers", "answer.json", "findings.json")
+ANSWER_PREFIXES = ("findings-", "README", "readme")
+DRILL_NOTEBOOK = "00_triage-drill.ipynb"
+#: The steps a trainee opens after the reveal (preflight and the health report need live nodes).
+NEXT_STEPS = ("01_kernel_xid", "02_gpu_memory_oom", "03_nccl_network", "04_thermal_power", "05_data_loading",
+              "06_driver_cuda_ecc_topology", "07_checkpoint_resume")
+
+
+def is_answer(name: str) -> bool:
+    return name in ANSWER_NAMES or name.startswith(ANSWER_PREFIXES)
+
+
+def bundled_examples() -> list[Path]:
+    """The example incidents shipped in ``examples/`` (each folder but ``answers/``)."""
+    root = repo_root() / "examples"
+    return sorted(p for p in root.iterdir() if p.is_dir() and not is_answer(p.name)) if root.is_dir() else []
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def _answers_inside(path: Path) -> list[str]:
+    if path.is_file():
+        return []
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*") if is_answer(p.name))
+
+
+def copy_evidence(source: Path, target: Path) -> list[str]:
+    """Copy the evidence to ``target`` without answer files; returns what was left out."""
+    if source.is_file():
+        target.mkdir(parents=True)
+        shutil.copy2(source, target / source.name)
+        return []
+    left_out = _answers_inside(source)
+    shutil.copytree(source, target, symlinks=True, ignore=lambda _d, names: [n for n in names if is_answer(n)])
+    return left_out
+
+
+def prepare(evidence: Path, out: Path, *, copy_limit_mib: float = 512) -> dict:
+    """Make the drill folder ``out``; returns what was done (paths, copied or in place, left out)."""
+    notebooks = repo_root() / "notebooks"
+    if not (notebooks / "00_triage.ipynb").is_file():
+        raise InputError("the runbook notebooks are not installed here", path=str(notebooks),
+                         hint="run gpulib drill from a checkout of gpulib (pip install -e .)")
+    if out.exists():
+        raise InputError("the drill folder exists already (a drill starts in a new folder, so no earlier "
+                         "answer lies in it)", path=str(out), hint="give a new --out, or leave it out")
+    out.mkdir(parents=True)
+    try:
+        return _fill(evidence, out, notebooks, copy_limit_mib)
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)  # ours, just made: no half-made drill is left behind
+        raise
+
+
+def _fill(evidence: Path, out: Path, notebooks: Path, copy_limit_mib: float) -> dict:
+    import nbformat  # here: `gpulib --help` and the other commands start without them
+    from nbformat.warnings import MissingIDFieldWarning
+    from papermill.iorw import load_notebook_node
+    from papermill.parameterize import parameterize_notebook
+
+    copied = _size(evidence) <= copy_limit_mib * (1 << 20)
+    left_out: list[str] = []
+    if copied:
+        target = out / "evidence"
+        left_out = copy_evidence(evidence, target)
+        path = target / evidence.name if evidence.is_file() else target
+    else:
+        path = evidence
+    written = []
+    for name, drill in [("00_triage", True), *((n, False) for n in NEXT_STEPS)]:
+        source = notebooks / f"{name}.ipynb"
+        if not source.is_file():
+            continue
+        params = {"evidence": str(path.resolve()), "interactive": True}
+        if drill:
+            params["drill"] = True
+        with warnings.catch_warnings():  # papermill validates its injected cell before it has an id
+            warnings.simplefilter("ignore", MissingIDFieldWarning)
+            nb = parameterize_notebook(load_notebook_node(str(source)), params,
+                                       comment="Parameters set by gpulib drill")
+        for n, cell in enumerate(nb.cells):
+            cell.setdefault("id", f"drill-{n:02d}")  # papermill's injected cell has none (nbformat >= 4.5 wants one)
+        dest = out / (DRILL_NOTEBOOK if drill else source.name)
+        nbformat.write(nb, dest)
+        written.append(dest)
+    return {"folder": out, "notebook": out / DRILL_NOTEBOOK, "evidence": path, "copied": copied,
+            "left_out": left_out, "answers_in_place": [] if copied else _answers_inside(evidence),
+            "notebooks": written}
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.evidence:
+        evidence = resolve_evidence(args.evidence)
+        named = True
+    else:
+        examples = bundled_examples()
+        if not examples:
+            raise InputError("no bundled example to drill on", path=str(repo_root() / "examples"),
+                             hint="give an incident folder: gpulib drill EVIDENCE")
+        evidence, named = random.choice(examples), False
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = Path(args.out) if args.out else Path.cwd() / f"gpulib-drill-{stamp}"
+    done = prepare(evidence, out.resolve(), copy_limit_mib=args.copy_limit_mib)
+    source = str(evidence) if named else "a bundled example (not named: its folder name would give it away)"
+    print(f"Drill ready on {source}")
+    if done["copied"]:
+        print(f"  evidence copied to {done['evidence']} (a neutral name)")
+        if done["left_out"]:
+            print(f"  left out, they hold the answer: {', '.join(done['left_out'])}")
+    else:
+        print(f"  evidence read in place (over {args.copy_limit_mib:g} MiB): {done['evidence']} - the trainee sees "
+              "this path")
+        if done["answers_in_place"]:
+            print(f"  WARNING: answer files inside it, visible to the trainee: {', '.join(done['answers_in_place'])}")
+    print(f"  the answer (findings-00.json) is written into {done['folder']} only when the trainee commits")
+    print(f"  after the reveal, the next steps' notebooks are beside it ({len(done['notebooks']) - 1} on the same evidence)")
+    argv = [sys.executable, "-m", "jupyter", "lab", str(done["notebook"])]
+    print("Open it with:")
+    print(f"  jupyter lab {done['notebook']}")
+    if args.lab:
+        sys.stdout.flush()
+        os.execv(argv[0], argv)  # never returns: JupyterLab takes over this terminal
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "drill", help="set up a triage drill on an incident folder (the answer hidden until the trainee commits)",
+        description="Copy notebook 00 in drill mode (and the next steps' notebooks) into a new folder with the "
+        "evidence under a neutral name, answer files left out, and print the `jupyter lab` command that opens it. "
+        "The trainee commits to a category, hard or soft, and a culprit host / GPU / rank; each is scored with "
+        "why, with hints and up to three attempts; the findings file and the next step appear only after that.",
+        epilog="exit status: 0 drill ready, 2 evidence not found or the folder exists already")
+    p.add_argument("evidence", nargs="?", default="",
+                   help="incident folder, evidence bundle or log file (default: a bundled example, at random)")
+    p.add_argument("--out", default="", help="the new drill folder (default: ./gpulib-drill-<UTC time>)")
+    p.add_argument("--copy-limit-mib", type=float, default=512,
+                   help="copy the evidence up to this size (MiB), else read it in place (default 512)")
+    p.add_argument("--lab", action="store_true", help="start `jupyter lab` on the drill notebook")
+    p.set_defaults(func=run)

@@ -1,0 +1,284 @@
+"""The drill's questions, choices and grading: pure functions, no widgets.
+
+A drill asks what the on-call engineer must name at 3 a.m. (DESIGN.md): the root-cause
+**category**, **hard or soft**, and the culprit **host**, **GPU** and **rank**. Each is scored on
+its own (partial credit), because a trainee who found the right node but blamed the waiting rank
+has learnt something different from one who read the cascade as the cause.
+
+Why the choices come from the whole evidence: a picker that offers only the culprit gives the
+answer away. Every host, GPU and rank the evidence mentions is offered - the hosts of every file
+read, of every finding and of the NCCL rank map; the GPUs of the rank map, the findings and the
+nvidia-smi snapshots; every rank placed or named - so choosing is reading the evidence.
+
+GPUs are named by host, index and PCI id (``node-b GPU 2 (0000:4f:00.0)``). After an Xid 79,
+nvidia-smi numbers the surviving GPUs anew, so "GPU 2" after the crash may be another board than
+the GPU 2 the job ran on: the PCI id is the identity, and the index shown is the one the job saw
+(the NCCL rank map's ``cudaDev``), else the diagnosis's, else the snapshot's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from gpulib.identity import normalize_pci
+from gpulib.notebook.widgets import natural_key
+
+#: The facets a drill asks, in the order they are shown, with the question people read.
+FACETS = (("category", "root-cause category"), ("interruption", "hard or soft"), ("host", "culprit host"),
+          ("gpu", "culprit GPU"), ("rank", "culprit rank"))
+#: ``interruption`` choices (the diagnosis's words) and what each means to the trainee.
+INTERRUPTIONS = (("hard: a GPU, node or its power failed", "hard"),
+                 ("soft: the process failed, the hardware is fine", "soft"),
+                 ("none: the job ended normally", "none"),
+                 ("unknown: the evidence cannot tell", "unknown"))
+#: A facet not answered (the picker left at its prompt): scored wrong, "not answered".
+UNANSWERED = "?"
+#: "No single host / GPU / rank": the right answer when the cause is job-wide (an OOM of the
+#: whole host has no GPU, a healthy run has no culprit at all).
+NOBODY = "-"
+
+#: Where to look, shown for a wrong facet while the trainee may still try again. They point at
+#: the method, never at the answer.
+HINTS = {
+    "category": "Find the FIRST abnormal event in time (the timeline above), not the loudest: NCCL "
+                "timeouts on many ranks at once say who waited, not why.",
+    "interruption": "hard = a GPU, a node or its power failed (drain or repair before relaunch); soft = the "
+                    "process failed and the hardware is fine. What does the first event say about the hardware?",
+    "host": "The host of the first abnormal event, not the host whose rank the launcher reported first.",
+    "gpu": "Kernel lines name a GPU by PCI id (PCI:0000:xx:00); nvidia-smi after a crash may renumber the "
+           "survivors, so match the PCI id, not the index.",
+    "rank": "The rank that did NOT time out, or failed first; NCCL init lines place each rank on a host and "
+            "GPU (rank R ... cudaDev D ... busId B).",
+}
+#: Categories a trainee picks when reading the cascade as the cause.
+CASCADE_LOOKALIKES = ("network_fabric", "application_error")
+
+
+@dataclass(frozen=True)
+class GpuChoice:
+    """One GPU of the evidence: its host, PCI id (the identity) and the index the job saw."""
+
+    host: str
+    pci: str | None
+    index: int | None
+
+    def label(self) -> str:
+        index = f"GPU {self.index}" if self.index is not None else "GPU ?"
+        return f"{self.host} {index}" + (f" ({self.pci})" if self.pci else "")
+
+    def matches(self, host: str | None, pci: str | None, index: int | None) -> bool:
+        """Same board: same host and PCI id, or (no PCI id known on one side) same index."""
+        if host != self.host:
+            return False
+        if self.pci and pci:
+            return self.pci == pci
+        return index is not None and index == self.index
+
+
+@dataclass(frozen=True)
+class Choices:
+    """What the drill's pickers offer: every host, GPU and rank seen in the evidence."""
+
+    hosts: tuple[str, ...]
+    gpus: tuple[GpuChoice, ...]
+    ranks: tuple[int, ...]
+    #: rank -> "gx-a800-102 GPU 2 (0000:4f:00.0)" from the NCCL rank map (for the answer's why)
+    placement: dict[int, str] = field(default_factory=dict, compare=False)
+
+
+def _int(value) -> int | None:
+    return None if value is None or pd.isna(value) else int(value)
+
+
+def _rows(frame: pd.DataFrame | None) -> list[dict]:
+    return [] if frame is None or frame.empty else frame.to_dict("records")
+
+
+def drill_choices(diagnosis: dict, ranks: pd.DataFrame | None = None,
+                  gpu_states: pd.DataFrame | None = None) -> Choices:
+    """Every host, GPU and rank in the diagnosis (its inputs, findings, timeline and root cause),
+    the NCCL rank map (``EvidenceTables.ranks()``) and the GPU snapshots (``gpu_states()``)."""
+    root = diagnosis.get("root_cause") or {}
+    findings = [*(diagnosis.get("findings") or []), root]
+    hosts = {i.get("host") for i in diagnosis.get("inputs") or []}
+    hosts |= {f.get("host") for f in findings} | {t.get("host") for t in diagnosis.get("timeline") or []}
+    rank_rows, state_rows = _rows(ranks), _rows(gpu_states)
+    hosts |= {r.get("host") for r in rank_rows} | {s.get("host") for s in state_rows}
+    # (host, pci, index) sightings, the most trustworthy index first: the job's own (rank map),
+    # the diagnosis's, then the snapshot's (which may be renumbered after a loss)
+    seen = [(r.get("host"), r.get("pci_bus_id"), _int(r.get("gpu_index"))) for r in rank_rows]
+    seen += [(f.get("host"), f.get("gpu_pci"), _int(f.get("gpu_index"))) for f in findings
+             if not _nic_only(f)]
+    seen += [(s.get("host"), s.get("pci_bus_id"), _int(s.get("gpu_index"))) for s in state_rows]
+    gpus = _merge_gpus(seen)
+    rank_set = {_int(r.get("rank")) for r in rank_rows} | {_int(f.get("rank")) for f in findings}
+    placement = {}
+    for r in rank_rows:
+        gpu = next((g for g in gpus if g.matches(r.get("host"), normalize_pci(r.get("pci_bus_id") or ""),
+                                                 _int(r.get("gpu_index")))), None)
+        placement[int(r["rank"])] = gpu.label() if gpu else str(r.get("host"))
+    return Choices(
+        hosts=tuple(sorted({str(h) for h in hosts if h and not pd.isna(h)}, key=natural_key)),
+        gpus=tuple(sorted(gpus, key=lambda g: (natural_key(g.host), g.index if g.index is not None else 1 << 20,
+                                               g.pci or ""))),
+        ranks=tuple(sorted(r for r in rank_set if r is not None)),
+        placement=placement,
+    )
+
+
+def _nic_only(finding: dict) -> bool:
+    """A network finding naming a PCI id but no GPU index: the id is the NIC's (an IB link
+    finding carries the HCA's), and offering it as a GPU would teach a wrong board."""
+    return finding.get("category") == "network_fabric" and _int(finding.get("gpu_index")) is None
+
+
+def _merge_gpus(seen: Iterable[tuple]) -> list[GpuChoice]:
+    """One choice per board: by (host, PCI id); a sighting without a PCI id joins the board of
+    that host with the same index, else stands alone."""
+    by_pci: dict[tuple[str, str], int | None] = {}
+    bare: list[tuple[str, int]] = []
+    for host, pci, index in seen:
+        if not host or (isinstance(host, float) and pd.isna(host)):
+            continue
+        pci = normalize_pci(pci) if isinstance(pci, str) and pci else None
+        if pci:
+            if by_pci.get((host, pci)) is None:
+                by_pci[(host, pci)] = index
+        elif index is not None:
+            bare.append((host, index))
+    gpus = [GpuChoice(host, pci, index) for (host, pci), index in by_pci.items()]
+    for host, index in dict.fromkeys(bare):
+        if not any(g.host == host and g.index == index for g in gpus):
+            gpus.append(GpuChoice(host, None, index))
+    return gpus
+
+
+@dataclass(frozen=True)
+class AnswerKey:
+    """The diagnosis's answer to each facet (``None``: no single host / GPU / rank)."""
+
+    category: str
+    interruption: str
+    host: str | None
+    gpu: GpuChoice | None
+    rank: int | None
+    summary: str
+    evidence: tuple[dict, ...]
+    cascade: int  # findings the diagnosis lists as caused by the root cause
+
+    @classmethod
+    def from_diagnosis(cls, diagnosis: dict, choices: Choices) -> AnswerKey:
+        verdict, root = diagnosis.get("verdict") or {}, diagnosis.get("root_cause") or {}
+        host = root.get("host") or None
+        pci = normalize_pci(root.get("gpu_pci") or "")
+        index = _int(root.get("gpu_index"))
+        gpu = None
+        if host and (pci or index is not None):
+            gpu = next((g for g in choices.gpus if g.matches(host, pci, index)), GpuChoice(host, pci, index))
+        return cls(category=verdict.get("category") or root.get("category") or "none",
+                   interruption=verdict.get("interruption") or "unknown", host=host, gpu=gpu,
+                   rank=_int(root.get("rank")), summary=verdict.get("summary") or "",
+                   evidence=tuple(root.get("evidence") or ()),
+                   cascade=sum(1 for f in diagnosis.get("findings") or [] if f.get("caused_by")))
+
+    def value(self, facet: str):
+        return getattr(self, facet)
+
+
+@dataclass(frozen=True)
+class Mark:
+    """One facet of one attempt: what was picked, whether it is right, and why."""
+
+    facet: str
+    question: str
+    picked: str  # as shown to the trainee
+    right: bool
+    answer: str  # the key, as shown
+    why: str  # the reason, shown with the answer
+    hint: str  # where to look, shown instead while the trainee may still try again
+
+    @property
+    def points(self) -> int:
+        return int(self.right)
+
+
+def label(facet: str, value) -> str:
+    """How a facet's value reads on screen."""
+    if value == UNANSWERED:
+        return "(not answered)"
+    if value is None or value == NOBODY:
+        return {"host": "no single host", "gpu": "no single GPU", "rank": "no single rank"}.get(facet, "-")
+    if isinstance(value, GpuChoice):
+        return value.label()
+    if facet == "rank":
+        return f"rank {value}"
+    return str(value)
+
+
+def grade(picked: dict, key: AnswerKey, choices: Choices) -> list[Mark]:
+    """Score each facet of ``picked`` (facet -> value from the pickers) against ``key``."""
+    marks = []
+    for facet, question in FACETS:
+        value = picked.get(facet, UNANSWERED)
+        expected = key.value(facet)
+        if value == UNANSWERED:
+            right = False
+        elif facet in ("host", "gpu", "rank") and expected is None:
+            right = value == NOBODY
+        else:
+            right = value == expected
+        marks.append(Mark(facet, question, label(facet, value), right, label(facet, expected),
+                          _why(facet, value, key, choices), _hint(facet, value, key)))
+    return marks
+
+
+def _evidence_line(key: AnswerKey) -> str:
+    if not key.evidence:
+        return ""
+    first = key.evidence[0]
+    return f"{first.get('file')}:{first.get('line')}: {first.get('text')}"
+
+
+def _why(facet: str, value, key: AnswerKey, choices: Choices) -> str:
+    """The reason for the key's answer, shown after the reveal."""
+    first = _evidence_line(key)
+    if facet == "category":
+        why = key.summary or f"the diagnosis names {key.category}"
+        if value in CASCADE_LOOKALIKES and value != key.category and key.cascade:
+            why += f" ({value} is what the {key.cascade} cascade finding(s) look like: symptoms, not the cause)"
+        return why
+    if facet == "interruption":
+        meaning = {"hard": "the hardware failed: drain or repair it before relaunching",
+                   "soft": "the process failed and the hardware is fine: fix the job and resume",
+                   "none": "positive evidence of a normal end and no error",
+                   "unknown": "an error without an explained cause: collect more evidence"}
+        return meaning.get(key.interruption, "") + (f"; first event: {first}" if first else "")
+    if facet == "host":
+        return f"the first abnormal event is there: {first}" if key.host and first else (
+            "the cause is not on one host" if key.host is None else f"the diagnosis places it on {key.host}")
+    if facet == "gpu":
+        if key.gpu is None:
+            return "the cause is not one GPU (host-wide, network or job-wide)"
+        return (f"named by PCI id {key.gpu.pci}, which survives renumbering; the index is the one the job saw"
+                if key.gpu.pci else f"the diagnosis names GPU {key.gpu.index} of {key.gpu.host}")
+    if key.rank is None:
+        return "no single rank: no rank map, or the cause is not one process"
+    where = choices.placement.get(key.rank)
+    return f"rank {key.rank} ran on {where} (NCCL rank map); the other ranks waited for it" if where else (
+        f"the diagnosis names rank {key.rank}")
+
+
+def _hint(facet: str, value, key: AnswerKey) -> str:
+    """Where to look for a wrong facet, without the answer."""
+    hint = HINTS[facet]
+    if facet == "category" and value in CASCADE_LOOKALIKES and key.cascade and value != key.category:
+        hint += f" {key.cascade} finding(s) here are caused by an earlier event."
+    return hint
+
+
+def score(marks: Sequence[Mark]) -> tuple[int, int]:
+    """(points, out of)."""
+    return sum(m.points for m in marks), len(marks)
