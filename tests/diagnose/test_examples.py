@@ -46,8 +46,6 @@ KNOWN_TIME_GAPS = {
     # untimed traceback lines borrow the *next* stamped line when the previous is > 120 s before it
     # (gpulib.parsers.training_log._nearby_time): under plain srun that is the others' watchdog, 10 min later
     "incident-cuda-oom": "OOM stamped with the watchdog's time (10:38:11), not the rank's last line (10:28:11)",
-    # the root cause is read from ibstat (no time); the kernel's 'Link down' line that has one is filed as its cascade
-    "incident-ib-port-down": "root cause from ibstat carries no time; the link-down time is on a cascade finding",
 }
 
 
