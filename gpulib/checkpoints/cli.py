@@ -5,6 +5,8 @@ inspect  lists tensors and state without reading tensor data or executing anythi
 verify   exit 0 valid / 1 invalid, with reasons; ``--deep`` adds the CRC-32 of every zip member.
 latest   the newest complete checkpoint across one directory per node, what it lacks, and the
          resume command (exit 0 when one was found, 1 when none).
+seal     a sidecar manifest of each file's size and CRC-32/sha256; verify and latest then call a
+         file that differs from it corrupt, by name (exit 0 sealed, 2 a path that cannot be).
 Imports stay light: ``gpulib ckpt`` loads this module (and ``gpulib --help`` every command's),
 the checkpoint readers only when a sub-command runs.
 """
@@ -40,6 +42,12 @@ def register(subparsers) -> None:
     ver.add_argument("--deep", action="store_true", help="also CRC-32 every zip member (reads all bytes)")
     ver.add_argument("--format", choices=("text", "json"), default="text")
     ver.set_defaults(func=cmd_verify)
+    sl = sub.add_parser("seal", help="write a sidecar manifest (size + CRC-32 or sha256 per file) that verify and "
+                                     "latest check the checkpoint against")
+    sl.add_argument("paths", nargs="+", metavar="DIR|FILE")
+    sl.add_argument("--checksum", choices=("crc32", "sha256"), default="crc32",
+                    help="crc32 (zlib: as fast as the disk; default) or sha256 (also resists tampering)")
+    sl.set_defaults(func=cmd_seal)
     lat = sub.add_parser("latest", help="newest complete checkpoint across DIRs (one per node) and the resume command",
                          epilog=exit_codes.epilog(LATEST_EXIT))
     lat.add_argument("dirs", nargs="+", metavar="DIR")
@@ -129,6 +137,22 @@ def cmd_inspect(args) -> int:
 
 def cmd_verify(args) -> int:
     return _run_files(args, args.deep, None)
+
+
+def cmd_seal(args) -> int:
+    """Seal each path (exit 0), or say which could not be sealed (exit 2: a missing or unreadable path)."""
+    from gpulib.checkpoints.seal import SealError, seal
+
+    code = 0
+    for path in args.paths:
+        try:
+            target = seal(path, args.checksum)
+        except SealError as exc:
+            print(f"gpulib ckpt seal: error: {exc}", file=sys.stderr)
+            code = 2
+            continue
+        print(f"{path}: sealed ({args.checksum}) -> {target}")
+    return code
 
 
 def cmd_latest(args) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-from gpulib.checkpoints import dcp, torch_save
+from gpulib.checkpoints import dcp, seal, torch_save
 from gpulib.checkpoints.contents import ContentSummary
 from gpulib.checkpoints.records import FileReport
 from gpulib.checkpoints.safetensors import inspect_safetensors, looks_like_safetensors
@@ -41,8 +41,32 @@ def _classify_junk(head: bytes) -> tuple[str, str]:
 
 
 def inspect_path(path: str | Path, deep: bool = False) -> FileReport:
-    """Inspect a checkpoint file or DCP directory. ``deep`` adds per-member CRC-32 checks."""
+    """Inspect a checkpoint file or DCP directory. ``deep`` adds per-member CRC-32 checks. A
+    sealed path (``gpulib ckpt seal``) is compared with its seal: sizes always, checksums with
+    ``deep``; a file that differs from its seal is corrupt, by name."""
     path = Path(path)
+    report = _inspect(path, deep)
+    if report.format == "missing":
+        return report
+    try:
+        sealed = seal.check(path, checksums=deep)
+    except OSError as exc:
+        report.add("warning", f"its seal could not be read: {exc.strerror or exc}")
+        return report
+    if not sealed.sealed:
+        return report
+    for problem in sealed.problems:
+        report.add("corrupt", f"differs from its seal {sealed.seal.name}: {problem}")
+    if sealed.ok:
+        report.findings = [f for f in report.findings  # what "deep" could not checksum, the seal did
+                           if not (sealed.checked and f.severity == "warning" and f.message.startswith("deep: "))]
+        how = (f"{sealed.algorithm} of {len(sealed.checked)} file(s) match {sealed.seal.name}" if sealed.checked
+               else f"sizes match {sealed.seal.name} (--deep compares the {sealed.algorithm} too)")
+        report.add("info", f"sealed: {how}")
+    return report
+
+
+def _inspect(path: Path, deep: bool) -> FileReport:
     report = FileReport(str(path), "unknown")
     try:
         st = path.stat()

@@ -124,8 +124,8 @@ def _deep_summary(c: Candidate, reports: list) -> str:
 
 
 def _verify_hard(c: Candidate, deep: bool, checked: list[str] | None = None) -> None:
-    """Checks too costly for every candidate: sidecar sha256, and (deep) CRC of every member.
-    What was checked is appended to ``checked``."""
+    """Checks too costly for every candidate: sidecar sha256, the seal's checksums, and (deep) CRC
+    of every member. What was checked is appended to ``checked``."""
     if c.sidecar and isinstance(c.sidecar.get("sha256"), str):
         from gpulib.bundle import sha256_file  # here: hashing is rare, and `ckpt latest` starts lean
 
@@ -138,6 +138,19 @@ def _verify_hard(c: Candidate, deep: bool, checked: list[str] | None = None) -> 
             c.reasons.append(f"sha256 of {c.path.name} is {got[:16]}..., its manifest says {c.sidecar['sha256'][:16]}... (changed after the save)")
         elif checked is not None:
             checked.append(f"{c.name}: sha256 matches the one its manifest recorded at save time")
+    if not c.reasons:  # the seal (`gpulib ckpt seal`, `checkpoints.save`): every byte of the one to recommend
+        from gpulib.checkpoints import seal
+
+        for p in c.paths:
+            try:
+                sealed = seal.check(p, checksums=True)
+            except OSError as exc:
+                c.reasons.append(f"cannot check {p.name} against its seal: {exc.strerror or exc}")
+                continue
+            c.reasons += [f"differs from its seal {sealed.seal.name}: {x}" for x in sealed.problems]
+            if sealed.sealed and checked is not None:
+                checked.append(f"{c.name}: {len(sealed.checked)} file(s) checked against its seal "
+                               f"{sealed.seal.name} ({sealed.algorithm})" + (" - FAILED" if sealed.problems else " - passed"))
     if deep and not c.reasons:
         fresh = Candidate(c.layout, c.series, c.name, c.paths, step_name=c.step_name)
         EVALUATORS[c.layout](fresh, True)

@@ -8,8 +8,10 @@ don't (reference/checkpoints.md section 3):
    rename stays on one filesystem;
 2. flush + ``fsync`` the file, ``os.replace`` it to its final name, ``fsync`` the directory so
    the rename itself survives a power loss;
-3. write the manifest ``ckpt_step_000000100.json`` (step, bytes, optional sha256) the same way,
-   then move the ``latest`` pointer - both only after the data is durable;
+3. write the seal ``ckpt_step_000000100.pt.seal.json`` (bytes and the CRC-32 computed while
+   writing, :mod:`gpulib.checkpoints.seal`) and the manifest ``ckpt_step_000000100.json`` (step,
+   bytes, optional sha256) the same way, then move the ``latest`` pointer - only after the data
+   is durable;
 4. only then delete old checkpoints, keeping the newest ``keep`` *complete* ones; the newest
    complete one is never deleted before the new one is durable.
 
@@ -24,9 +26,12 @@ import json
 import os
 import re
 import threading
+import zlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+from gpulib.checkpoints.seal import FILE_SUFFIX as SEAL_SUFFIX
+from gpulib.checkpoints.seal import SCHEMA as SEAL_SCHEMA
 from gpulib.identity import utc_now_iso
 
 NAME = "ckpt_step_{step:09d}.pt"
@@ -37,13 +42,16 @@ _lock = threading.Lock()
 
 
 class _HashingWriter:
-    """File wrapper that hashes what torch.save writes (no second read of a multi-GB file)."""
+    """File wrapper that checksums what torch.save writes (no second read of a multi-GB file):
+    always the CRC-32 of the seal, and sha256 when asked for."""
 
-    def __init__(self, fh):
-        self.fh, self.sha = fh, hashlib.sha256()
+    def __init__(self, fh, sha256: bool):
+        self.fh, self.sha, self.crc = fh, hashlib.sha256() if sha256 else None, 0
 
     def write(self, data) -> int:
-        self.sha.update(data)
+        if self.sha is not None:
+            self.sha.update(data)
+        self.crc = zlib.crc32(data, self.crc)
         return self.fh.write(data)
 
     def flush(self) -> None:
@@ -114,19 +122,25 @@ def save_now(state, directory: str | Path, keep: int = 3, step: int | None = Non
     digest = {}
 
     def write_data(fh):
-        target = _HashingWriter(fh) if sha256 else fh
+        target = _HashingWriter(fh, sha256)
         torch.save(state, target)
+        digest["crc32"] = f"{target.crc:08x}"
         if sha256:
             digest["sha256"] = target.sha.hexdigest()
 
     _write_atomic(directory, name, write_data)
-    manifest = {"step": step, "file": name, "bytes": (directory / name).stat().st_size, "status": "complete",
+    size = (directory / name).stat().st_size
+    seal_doc = {"schema": SEAL_SCHEMA, "sealed_at": utc_now_iso(), "algorithm": "crc32",
+                "files": {name: {"bytes": size, "crc32": digest.pop("crc32")}}}
+    _write_atomic(directory, name + SEAL_SUFFIX, lambda fh: fh.write(json.dumps(seal_doc, indent=1).encode()))
+    manifest = {"step": step, "file": name, "bytes": size, "status": "complete",
                 "committed": utc_now_iso(), **digest}
     _write_atomic(directory, name[:-3] + ".json", lambda fh: fh.write(json.dumps(manifest, indent=1).encode()))
     _write_atomic(directory, POINTER, lambda fh: fh.write(name.encode() + b"\n"))
     for _step, old in _complete(directory)[:-keep]:
         (directory / (old[:-3] + ".json")).unlink(missing_ok=True)  # manifest first: never a "complete" half
         (directory / old).unlink(missing_ok=True)
+        (directory / (old + SEAL_SUFFIX)).unlink(missing_ok=True)
     _remove_dead_temps(directory)
     return directory / name
 

@@ -1,8 +1,9 @@
 """Diagnosis of an interrupted multi-GPU training job: the first failure, the culprit, the fix.
 
 ``diagnose(paths)`` reads evidence bundles and raw folders (:mod:`.inputs`), joins ranks to hosts,
-GPUs and PCI ids (:mod:`.joins`), runs the kernel / GPU-state / job / other rules, picks the root
-cause and discounts the cascade (:mod:`.verdict`), and returns a :class:`~.report.Diagnosis`
+GPUs and PCI ids (:mod:`.joins`), runs the kernel / GPU-state / job / other rules, the BMC event
+log (:mod:`.rules_sel`) and shared-memory (:mod:`.rules_shm`) rules, picks the root cause and
+discounts the cascade (:mod:`.verdict`), and returns a :class:`~.report.Diagnosis`
 (``to_dict()`` = the ``gpulib.diagnosis/1`` JSON, ``to_text()`` = the on-call summary).
 """
 
@@ -13,7 +14,17 @@ import os
 from pathlib import Path
 
 from gpulib.checkpoints.latest import find_latest
-from gpulib.diagnose import nodes, rules_gpu, rules_job, rules_kernel, rules_other, rules_signatures, verdict
+from gpulib.diagnose import (
+    nodes,
+    rules_gpu,
+    rules_job,
+    rules_kernel,
+    rules_other,
+    rules_sel,
+    rules_shm,
+    rules_signatures,
+    verdict,
+)
 from gpulib.diagnose import rules_slurm as rules_slurm
 from gpulib.diagnose.context import Context
 from gpulib.diagnose.inputs import Inputs, gather
@@ -36,7 +47,7 @@ def diagnose(paths: list[str | Path], tz: str | None = None, *, inputs: Inputs |
     """
     inputs = gather([Path(p) for p in paths], tz) if inputs is None else inputs
     ctx = Context(inputs, IdentityMap(inputs), tz)
-    for rules in (rules_kernel, rules_gpu, rules_job, rules_other, rules_slurm, rules_signatures):
+    for rules in (rules_kernel, rules_gpu, rules_job, rules_other, rules_slurm, rules_sel, rules_shm, rules_signatures):
         try:
             rules.run(ctx)
         except Exception as exc:  # noqa: BLE001 - a rule bug must cost one rule, not the diagnosis

@@ -19,6 +19,9 @@ class Context:
     findings: list[Finding] = field(default_factory=list)
     _counter: dict[str, int] = field(default_factory=dict)
     _records: dict[tuple, list] = field(default_factory=dict)
+    #: (file, line) of lines a kind-specific rule judged in full (a SEL entry placed on the incident
+    #: timeline and found to be history): the signature scan must not judge them again out of context.
+    judged: set[tuple[str, int]] = field(default_factory=set)
 
     def add(self, prefix: str, **fields) -> Finding:
         """Mint a finding with a stable, readable id (``xid79-1``, ``oom-1``, ...)."""

@@ -70,6 +70,7 @@ class InputFile:
     fallback_host: str | None = None  # a copied log's bundle host: used when nothing better names one
     timezone: str | None = None
     boot_time: str | None = None
+    captured_at: str | None = None  # the bundle's UTC capture time (puts a BMC clock reading on UTC)
     records: list = field(default_factory=list)
     signals: list[signatures.Signal] = field(default_factory=list)  # catalogue matches, whatever the kind
     problems: list[Problem] = field(default_factory=list)
@@ -132,6 +133,7 @@ def _walk(root: Path, problems: list[Problem], notes: list[Problem]) -> list[tup
             try:
                 b = Bundle.open(here)
                 bundle_info[here] = {"host": b.host, "timezone": b.timezone, "boot_time": b.boot_time, "root": here,
+                                     "captured_at": b.manifest.get("captured_at"),
                                      "collectors": {rel: c for c in b.collectors for rel in c.files}}
             except Exception as exc:  # noqa: BLE001 - a broken manifest: still read the raw files
                 bundle_info[here] = {"problem": str(exc), "root": here}
@@ -281,7 +283,7 @@ def gather(paths: list[str | Path], tz: str | None = None, *, full_series: bool 
             for path, info in files:
                 display = str(path.relative_to(base)) if base in path.parents or path.parent == base else str(path)
                 f = InputFile(path=path, display=display, root=base, timezone=info.get("timezone"),
-                              boot_time=info.get("boot_time"))
+                              boot_time=info.get("boot_time"), captured_at=info.get("captured_at"))
                 if "root" in info:
                     _place_in_bundle(f, info)
                 inputs.files.append(f)

@@ -162,6 +162,8 @@ def run(ctx: Context) -> None:
         sig = catalogue.get(s.signature)
         if sig is None or sig.role in ("benign", "completion", "identity"):
             continue
+        if (f.display, s.line) in ctx.judged:
+            continue  # a kind-specific rule placed this line in time and judged it (SEL history)
         hit = cited.get((f.display, s.line))
         if hit is not None:
             _lend_identity(hit, s)

@@ -13,10 +13,13 @@ import logging
 import os
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 from gpulib import exit_codes
 from gpulib.errors import GpulibError, InputError
 from gpulib.nccl import nics
+from gpulib.nccl import status as run_status
 from gpulib.nccl.arguments import validate_args
 from gpulib.nccl.bandwidth import canonical_collective
 from gpulib.nccl.sizes import parse_size
@@ -83,16 +86,17 @@ def add_nic_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nics", type=int, metavar="N", help="compute NICs per node (e.g. 8); with --nic-gbps")
 
 
-EXIT_CODES = exit_codes.epilog("""0 PASS or WARN
-1 FAIL (wrong data, too slow) or a collective error (not yet 3 as in the table: torchrun reports any failed worker as 1)
+EXIT_CODES = exit_codes.epilog("""0 PASS
+1 WARN (clearly below the model, or not judged: gloo/CPU)
 2 bad arguments
-3 timeout inside a worker (the ranks that did not arrive are named)""")
+3 FAIL = no-go (wrong data, far below the model, a hang: the ranks that did not arrive are named)
+5 the run itself failed (a rank crashed or raised, torchrun could not start the ranks, no verdict recorded)""")
 
 
 def tester_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m gpulib.nccl",
                                 description="nccl-tests-style bus bandwidth under torchrun, with a verdict.",
-                                epilog=EXIT_CODES)
+                                epilog=EXIT_CODES, formatter_class=exit_codes.HelpFormatter)
     add_tester_arguments(p)
     return p
 
@@ -113,23 +117,34 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="gpulib: %(levelname)s: %(message)s")
     from gpulib.nccl.runner import run
 
+    code = _run_rank(args, run)
+    # torchrun turns any non-zero worker exit into its own 1 and a ChildFailedError. Under `gpulib
+    # nccl-test` a judged run exits 0 and the launcher exits by the recorded verdict; under a bare
+    # torchrun a WARN exits 0 (not judged is no failed worker), a FAIL 3 and a crash 5.
+    if code == run_status.WARN or (run_status.under_launcher() and code in run_status.VERDICT_EXIT.values()):
+        return 0
+    return code
+
+
+def _run_rank(args, run) -> int:
+    """One rank's run as a table code: its verdict, 2 for bad arguments, 5 when it crashed."""
     try:
         return run(args)
     except GpulibError as exc:
         print(f"gpulib nccl: error: {exc}", file=sys.stderr)
-        return 2
+        return run_status.USAGE
     except RuntimeError as exc:  # torch.distributed's errors (DistBackendError, gloo enforce, NCCL errors)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"gpulib nccl: rank {os.environ.get('RANK', '?')}: the collective failed: {first}", file=sys.stderr)
-        return 1
+        return run_status.RUN_FAILED
 
 
 def _nccl_test(args) -> int:
     validate_args(args)
-    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # already one rank of the user's torchrun
         from gpulib.nccl.runner import run
 
-        return run(args)
+        return _run_rank(args, run)
     nproc = args.nproc_per_node
     if nproc is None:
         import torch
@@ -138,7 +153,21 @@ def _nccl_test(args) -> int:
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
                "-m", "gpulib.nccl", *forward_argv(args)]
     logging.getLogger(__name__).info("starting %s", " ".join(command))
-    return subprocess.run(command, check=False).returncode
+    with tempfile.TemporaryDirectory(prefix="gpulib-nccl-") as scratch:
+        status_file = Path(scratch) / "status.json"
+        env = {**os.environ, run_status.STATUS_ENV: str(status_file)}
+        try:
+            rc = subprocess.run(command, check=False, env=env).returncode
+        except OSError as exc:
+            print(f"gpulib nccl-test: could not start torchrun: {exc}", file=sys.stderr)
+            return run_status.RUN_FAILED
+        recorded = run_status.read(status_file)
+    code = run_status.launcher_exit(rc, recorded)
+    if code == run_status.RUN_FAILED:
+        print(f"gpulib nccl-test: the run itself failed (torchrun exit {rc}, "
+              f"{'verdict ' + recorded['status'] if recorded else 'no verdict recorded'}): see the ranks' errors above",
+              file=sys.stderr)
+    return code
 
 
 PARSE_EXIT_CODES = exit_codes.epilog("""0 every run PASS

@@ -14,6 +14,7 @@ DELAY_RANK = "GPULIB_NCCL_TEST_INJECT_DELAY_RANK"  # this rank sleeps before eac
 DELAY_MS = "GPULIB_NCCL_TEST_INJECT_DELAY_MS"  # how long (default 20 ms)
 WRONG_RANK = "GPULIB_NCCL_TEST_INJECT_WRONG_RANK"  # this rank adds 1 to its first input element in checks
 HANG_RANK = "GPULIB_NCCL_TEST_INJECT_HANG_RANK"  # this rank never arrives at its first measurement
+RAISE_RANK = "GPULIB_NCCL_TEST_INJECT_RAISE_RANK"  # this rank raises at its first measurement, as a failed call does
 
 
 def _int(name: str) -> int | None:
@@ -27,11 +28,13 @@ class Injections:
     delay_ms: float = 20.0
     wrong_rank: int | None = None
     hang_rank: int | None = None
+    raise_rank: int | None = None
 
     @classmethod
     def from_env(cls) -> Injections:
         delay_ms = os.environ.get(DELAY_MS, "").strip()
-        return cls(_int(DELAY_RANK), float(delay_ms) if delay_ms else 20.0, _int(WRONG_RANK), _int(HANG_RANK))
+        return cls(_int(DELAY_RANK), float(delay_ms) if delay_ms else 20.0, _int(WRONG_RANK), _int(HANG_RANK),
+                   _int(RAISE_RANK))
 
     def active(self) -> dict[str, str]:
         out = {}
@@ -41,4 +44,6 @@ class Injections:
             out[WRONG_RANK] = str(self.wrong_rank)
         if self.hang_rank is not None:
             out[HANG_RANK] = str(self.hang_rank)
+        if self.raise_rank is not None:
+            out[RAISE_RANK] = str(self.raise_rank)
         return out

@@ -25,10 +25,11 @@ from gpulib import __version__
 from gpulib.bundle import BundleWriter, CollectorRecord
 from gpulib.errors import InputError
 from gpulib.nccl import nics, thresholds
+from gpulib.nccl import status as run_status
 from gpulib.nccl.arguments import validate_args
 from gpulib.nccl.bandwidth import algbw_gbps, bus_factor
 from gpulib.nccl.collectives import REDUCING, ROOTED, Case, has_in_place, sleep_before
-from gpulib.nccl.injection import Injections
+from gpulib.nccl.injection import RAISE_RANK, Injections
 from gpulib.nccl.pairwise import run_pairwise
 from gpulib.nccl.report import (
     DeviceInfo,
@@ -45,8 +46,6 @@ from gpulib.nccl.sizes import counts, dtype, size_sweep
 from gpulib.nccl.timing import combine, gather_floats, measure_seconds, sum_ints
 from gpulib.nccl.verdict import RunShape, judge
 from gpulib.nccl.watchdog import Watchdog
-
-EXIT_FAIL = 1
 
 
 def _nccl_version(backend: str) -> str:
@@ -97,8 +96,9 @@ def _check_args(args, backend: str) -> None:
 
 
 def _emit(result: TestResult, args, started: float) -> None:
-    """Rank 0: footer, JSON, bundle."""
+    """Rank 0: footer, JSON, bundle, and the verdict for the launcher's exit code."""
     print("\n".join(footer_lines(result)), flush=True)
+    run_status.record(result.verdict.status, result.verdict.reason)
     data = result.to_dict()
     if args.json:
         Path(args.json).write_text(json.dumps(data, indent=2) + "\n")
@@ -128,6 +128,8 @@ def _measure(case: Case, in_place: bool, args, device: torch.device, inj: Inject
     """One placement of one size: warm up, time, gather every rank's time, check correctness."""
     if inj.hang_rank == case.rank:
         time.sleep(24 * 3600)  # test injection: this rank never arrives
+    if inj.raise_rank == case.rank:  # test injection: the call fails on this rank (a crashed run, not a verdict)
+        raise RuntimeError(f"injected failure ({RAISE_RANK}={case.rank}): the collective call raised")
     watchdog.step(f"{case.collective} {case.counts.size_bytes} B {'in-place' if in_place else 'out-of-place'}")
     for _ in range(args.warmup_iters):
         case.run(in_place)
@@ -168,6 +170,7 @@ def _run(args, backend: str, device: torch.device, inj: Injections, started: flo
                      expect_busbw=args.expect_busbw, max_latency_us=args.max_latency_us)
 
     def on_timeout(message: str, reporter: bool) -> None:
+        run_status.record("FAIL", message)  # every rank that sees the hang: the first one's words are kept
         if reporter:
             result.failure = message
             result.verdict = verdict_now(message)
@@ -203,4 +206,4 @@ def _run(args, backend: str, device: torch.device, inj: Injections, started: flo
         _emit(result, args, started)
     dist.barrier()
     watchdog.close()
-    return EXIT_FAIL if result.verdict.status == "FAIL" else 0
+    return run_status.verdict_exit(result.verdict.status)

@@ -327,3 +327,68 @@ def health_matrix(frame: pd.DataFrame) -> go.Figure:
     fig.update_layout(title=title, template="plotly_white", yaxis_autorange="reversed",
                       height=max(300, 24 * len(grid.index) + 120))
     return fig
+
+
+#: SEL entry kinds (:meth:`EvidenceTables.sel_events`) and how they are drawn.
+SEL_STYLE = {"loss": ("#b00020", "x"), "restored": ("#2b8a3e", "circle"), "power": ("#868e96", "diamond")}
+
+
+def sel_power_events(frame: pd.DataFrame) -> go.Figure:
+    """BMC event-log power entries per node over the evidence window: red crosses where a supply or
+    the node lost power, green dots where it came back, a grey line between them while it was out.
+
+    Good: no red, or each red cross with its green dot minutes later (a feed switched over). Bad:
+    a cross with no dot (a supply still failed: the node runs on one PSU and browns out under full
+    GPU load), crosses on many nodes at one instant (the rack's feed or PDU, not a supply), or the
+    same node again and again (a flapping supply to replace before it takes a job down)."""
+    title = "BMC event log: power events per node"
+    if not _has(frame, "time", "host", "kind"):
+        return _empty(title, "no BMC event log (ipmitool sel elist) in this evidence")
+    timed = frame[frame["time"].notna()].assign(host=frame["host"].fillna("?"))
+    if timed.empty:
+        return _empty(title, f"{len(frame)} power entries, none with a usable time (Pre-Init): see the table")
+    fig = go.Figure()
+    for _, row in timed[(timed["kind"] == "loss") & timed["restored_at"].notna()].iterrows():
+        fig.add_trace(go.Scatter(x=[row["time"], row["restored_at"]], y=[row["host"]] * 2, mode="lines",
+                                 line={"color": "#f08c8c", "width": 6}, showlegend=False, hoverinfo="skip"))
+    for kind, (color, symbol) in SEL_STYLE.items():
+        rows = timed[timed["kind"] == kind]
+        if rows.empty:
+            continue
+        fig.add_trace(go.Scatter(x=rows["time"], y=rows["host"], mode="markers", name=kind,
+                                 marker={"color": color, "symbol": symbol, "size": 11},
+                                 text=rows["sensor"] + ": " + rows["event"], hovertemplate="%{text}<br>%{x}"))
+    _time_axis(fig, timed["time"])
+    fig.update_layout(title=title, template="plotly_white", xaxis_title="time (UTC, BMC clock corrected)",
+                      height=max(300, 40 * timed["host"].nunique() + 160))
+    return fig
+
+
+def storage_usage(frame: pd.DataFrame, warn_pct: float = 90.0) -> go.Figure:
+    """``/dev/shm``, data and checkpoint paths: how full each was per node when captured (one point
+    per capture, so nightly captures draw the trend). Good: well below the line and flat. Bad:
+    ``/dev/shm`` at 100 % (DataLoader workers die with a bus error), a checkpoint path climbing
+    towards 100 % (the next save is truncated), a node whose path differs from its peers."""
+    title = "Storage: use per node and path"
+    if not _has(frame, "host", "path", "use_pct"):
+        return _empty(title, "no df / stat -f output in this evidence (gpulib collect --data PATH records it)")
+    data = frame.assign(host=frame["host"].fillna("?"))
+    fig = go.Figure()
+    several = data["time"].notna().any() and data.groupby(["host", "path"])["time"].nunique().max() > 1
+    for path, rows in data.groupby("path", sort=True):
+        label = rows.apply(lambda r: f"{r['used_gib']:.1f} of {r['size_gib']:.1f} GiB", axis=1)
+        if several:
+            for host, hrows in rows.groupby("host"):
+                fig.add_trace(go.Scatter(x=hrows["time"], y=hrows["use_pct"], mode="lines+markers",
+                                         name=f"{host} {path}", text=label[hrows.index]))
+        else:
+            fig.add_trace(go.Bar(x=rows["use_pct"], y=rows["host"], orientation="h", name=path, text=label))
+    if several:
+        fig.add_hline(y=warn_pct, line_dash="dash", annotation_text=f"{warn_pct:g} %")
+        fig.update_layout(xaxis_title="captured (UTC)", yaxis_title="used %", yaxis_range=[0, 105])
+    else:
+        fig.add_vline(x=warn_pct, line_dash="dash", annotation_text=f"{warn_pct:g} %")
+        fig.update_layout(barmode="group", xaxis_title="used %", xaxis_range=[0, 105],
+                          height=max(300, 30 * len(data) + 160))
+    fig.update_layout(title=title, template="plotly_white")
+    return fig

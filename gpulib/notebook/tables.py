@@ -19,22 +19,28 @@ from __future__ import annotations
 import json
 import os
 import re
-from functools import cached_property
+from dataclasses import fields
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import pandas as pd
 
-from gpulib.bundle import is_bundle
+from gpulib.bundle import Bundle, is_bundle
 from gpulib.catalog import xid_info
 from gpulib.checkpoints.latest import find_latest
 from gpulib.diagnose.cache import EvidenceFiles, load_cached, read_evidence, resolve_evidence
 from gpulib.diagnose.cache import repo_root as repo_root  # re-exported: notebooks and tests use it here
+from gpulib.diagnose.rules_sel import place_on_utc, power_losses
 from gpulib.errors import InputError
 from gpulib.findings import gpu_name
 from gpulib.identity import normalize_pci
+from gpulib.nccl import thresholds
+from gpulib.nccl.parsed import summarize_run
 from gpulib.notebook.palette import GpuPalette
+from gpulib.parsers import nccl_tests
 from gpulib.parsers.base import read_text
 from gpulib.parsers.gpu_records import SLOWDOWN_REASONS
+from gpulib.parsers.ipmi_sel import SelEvent
 
 #: The bundled example incident the notebooks analyse by default.
 DEFAULT_EVIDENCE = "examples/incident-gpu-fell-off-bus"
@@ -314,6 +320,116 @@ class EvidenceTables:
         frame["root_cause"] = root_cause_rows(frame, self.diagnosis.get("root_cause") or {})
         frame["time"] = _utc(frame["time"])
         return frame
+
+    # ---------------------------------------------------------------- BMC history and storage (trends)
+    def sel_events(self) -> pd.DataFrame:
+        """Every BMC event-log power entry, per node, on UTC: ``kind`` is ``loss`` (power cut or a
+        supply degraded), ``restored`` (its recovery) or ``power`` (any other power entry, e.g. a
+        supply inserted); ``restored_at`` is when a loss came back (NaT: never, in this log).
+
+        SEL times are on the BMC's clock: they are put on UTC with ``sel time get`` of the same
+        capture and the bundle's capture time (``clock`` says how), as the diagnosis does."""
+        columns = ["time", "host", "sensor", "event", "direction", "kind", "restored_at", "clock", "file", "line"]
+        clocks = {Path(f.path).parent: r["time_bmc"] for f in self.gathered.of_kind("ipmitool_sel_time")
+                  for r in f.records if r.get("time_bmc")}
+        rows = []
+        for f in self.gathered.of_kind("ipmitool_sel"):
+            events = [SelEvent(**{k: r.get(k) for k in _SEL_FIELDS}) for r in f.records]
+            clock = place_on_utc(events, clocks.get(Path(f.path).parent), _captured_at(Path(f.path)))
+            losses = {id(p.event): p for p in power_losses(events)}
+            recoveries = {id(p.restored) for p in losses.values() if p.restored is not None}
+            for e in events:
+                kind = "loss" if id(e) in losses else "restored" if id(e) in recoveries else (
+                    "power" if e.is_power_event else None)
+                if kind is None:
+                    continue
+                back = losses[id(e)].restored if kind == "loss" else None
+                rows.append({"time": e.time_utc, "host": f.host, "sensor": e.sensor, "event": e.event,
+                             "direction": e.direction, "kind": kind, "restored_at": back.time_utc if back else None,
+                             "clock": clock, "file": self._rel(Path(f.path)), "line": e.line})
+        frame = pd.DataFrame(rows, columns=columns)
+        frame["time"], frame["restored_at"] = _utc(frame["time"]), _utc(frame["restored_at"])
+        return frame
+
+    def storage_usage(self) -> pd.DataFrame:
+        """How full ``/dev/shm`` and the data and checkpoint paths were on each node when captured
+        (``stat -f``'s exact bytes where present, else ``df -h``'s rounded ones): ``use_pct``,
+        ``inodes_used_pct``, ``full``. Several captures of one node over time make the trend."""
+        columns = ["time", "host", "path", "fs_type", "size_gib", "used_gib", "avail_gib", "use_pct",
+                   "inodes_used_pct", "full", "source", "file", "line"]
+        rows = {}
+        for f in sorted(self.gathered.of_kind("statfs", "df"), key=lambda f: f.kind != "statfs"):  # stat -f wins
+            when = _captured_at(Path(f.path))
+            for r in f.records:
+                path = r.get("path") or r.get("mount")
+                key = (f.host, path, when)
+                if not path or key in rows:
+                    continue
+                total, free = r.get("inodes_total"), r.get("inodes_free")
+                rows[key] = {"time": when, "host": f.host, "path": path, "fs_type": r.get("fs_type") or r.get("filesystem"),
+                             "size_gib": r["size_bytes"] / 2**30, "used_gib": r["used_bytes"] / 2**30,
+                             "avail_gib": r["avail_bytes"] / 2**30, "use_pct": r["use_pct"],
+                             "inodes_used_pct": 100.0 * (total - free) / total if total and free is not None else None,
+                             "full": r["avail_bytes"] <= 0 or free == 0, "source": f.kind,
+                             "file": self._rel(Path(f.path)), "line": r.get("line")}
+        frame = pd.DataFrame(list(rows.values()), columns=columns)
+        frame["time"] = _utc(frame["time"])
+        return frame.sort_values(["host", "path", "time"], ignore_index=True)
+
+    def nccl_runs(self) -> list[dict]:
+        """Every nccl-tests run recorded in the evidence (nightly fabric checks, a pasted run), judged
+        like ``gpulib nccl-parse``: ``series`` (out-of-place / in-place busbw per size, as printed),
+        ``expected`` (the bandwidth model's curve at the same sizes, None when the GPU or fabric is
+        unknown to it), ``status`` PASS/WARN/FAIL and ``summary`` (one line with the reason)."""
+        table = thresholds.load()
+        out = []
+        for f in self.gathered.of_kind(nccl_tests.KIND):
+            text, _problems = read_text(Path(f.path))
+            for run in (nccl_tests.parse(text, source=str(f.path)).records if text else []):
+                summary = summarize_run(run, table)
+                series: dict[str, list[tuple[int, float]]] = {}
+                for r in run.rows:
+                    for label, busbw in (("out-of-place", r.oop_busbw_gbps), ("in-place", r.ip_busbw_gbps)):
+                        if busbw is not None:
+                            series.setdefault(label, []).append((r.size_bytes, busbw))
+                verdict = summary["verdict"]
+                curve = (verdict.get("expected") or {}).get("curve")
+                out.append({"file": self._rel(Path(f.path)), "line": run.line, "host": f.host, "series": series,
+                            "expected": [(int(s), float(g)) for s, g in curve] if curve else None,
+                            "status": verdict["status"],
+                            "summary": f"{self._rel(Path(f.path))} line {run.line}: {run.collective or '?'} on "
+                                       f"{summary['nranks'] or '?'} ranks ({summary['gpu']}): **{verdict['status']}** "
+                                       f"{verdict['reason']}"})
+        return out
+
+
+_SEL_FIELDS = tuple(f.name for f in fields(SelEvent))
+
+
+@lru_cache(maxsize=256)
+def _captured_at(path: Path) -> str | None:
+    """The capture time of the evidence bundle holding ``path`` (None outside a bundle)."""
+    for folder in path.parents:
+        if is_bundle(folder):
+            try:
+                return Bundle.open(folder).manifest.get("captured_at")
+            except Exception:  # noqa: BLE001 - a broken manifest: the times stay on the BMC clock
+                return None
+    return None
+
+
+def sel_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per node: power losses in the SEL, how many came back, the first and the last. A node whose
+    supplies flap month after month shows here before the night one of them takes a job down."""
+    columns = ["host", "losses", "restored", "still_lost", "first", "last"]
+    losses = frame[frame["kind"] == "loss"] if not frame.empty else frame
+    if losses.empty:
+        return pd.DataFrame(columns=columns)
+    out = losses.groupby(losses["host"].fillna("?")).agg(
+        losses=("kind", "size"), restored=("restored_at", "count"), first=("time", "min"), last=("time", "max"))
+    out["still_lost"] = out["losses"] - out["restored"]
+    return out.reset_index().reindex(columns=columns).sort_values(["still_lost", "losses"], ascending=False,
+                                                                   ignore_index=True)
 
 
 def root_cause_rows(timeline: pd.DataFrame, root: dict) -> pd.Series:

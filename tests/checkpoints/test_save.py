@@ -28,7 +28,8 @@ def test_save_layout_and_retention(tmp_path):
         path = save(_state(step), tmp_path, keep=2, sha256=True)
     assert path == tmp_path / "ckpt_step_000000040.pt"
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "ckpt_step_000000030.json", "ckpt_step_000000030.pt", "ckpt_step_000000040.json", "ckpt_step_000000040.pt", "latest"]
+        "ckpt_step_000000030.json", "ckpt_step_000000030.pt", "ckpt_step_000000030.pt.seal.json",
+        "ckpt_step_000000040.json", "ckpt_step_000000040.pt", "ckpt_step_000000040.pt.seal.json", "latest"]
     manifest = json.loads((tmp_path / "ckpt_step_000000040.json").read_text())
     assert manifest["step"] == 40 and manifest["bytes"] == path.stat().st_size and len(manifest["sha256"]) == 64
     report = find_latest([tmp_path])

@@ -137,7 +137,7 @@ def test_gpulib_nccl_test_starts_torchrun_and_writes_a_bundle(tmp_path):
     bundle = tmp_path / "bundle"
     proc = subprocess.run([sys.executable, "-m", "gpulib", "nccl-test", "--nproc-per-node", "2", "--backend", "gloo",
                            *SMALL, "--bundle", str(bundle)], capture_output=True, text=True, timeout=90, env=env())
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 1, proc.stderr[-3000:]  # WARN by the exit table: gloo on CPU is not judged
     opened = Bundle.open(bundle)
     assert [c.name for c in opened.collectors] == ["nccl-test"] and opened.collectors[0].status == "ok"
     assert verify(bundle).ok
