@@ -121,7 +121,8 @@ def _lend_identity(finding: Finding, s: Signal) -> None:
     if finding.category not in GPU_CATEGORIES:
         return  # a PCI id on a NIC's line (mlx5_core 0000:5c:00.0) is the NIC's, not a GPU's
     finding.gpu_pci = finding.gpu_pci or s.gpu_pci
-    if finding.gpu_index is None and s.gpu_index is not None:
+    if finding.gpu_index is None and s.gpu_index is not None and finding.category in (
+            "cuda_oom", "gpu_fell_off_bus", "gpu_memory_error", "thermal_throttling"):
         finding.gpu_index = s.gpu_index
 
 

@@ -35,7 +35,7 @@ def test_one_row_per_fact_with_the_steps_that_raised_it_and_its_own_category():
                                                (TIMEOUT["id"], "cascade")]
     assert facts[0].steps == ["00_triage", "01_kernel_xid", "06_driver"]
     assert facts[1].category == "driver_mismatch"  # its own, not the incident's
-    assert facts[0].where == "host gx-a800-102, GPU 2 (0000:4f:00.0), rank 10"
+    assert facts[0].where == "host gx-a800-102, 0000:4f:00.0 (GPU 2), rank 10"
 
 
 def test_the_banner_says_why_the_run_exits_as_it_does():
