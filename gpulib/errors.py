@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from gpulib import exit_codes
+
 
 class GpulibError(Exception):
-    """Base class. ``path`` names the file involved (if any), ``hint`` says what to do about it."""
+    """Base class. ``path`` names the file involved (if any), ``hint`` says what to do about it.
+    ``exit_code``: what the CLI exits with when this error ends a command (:mod:`gpulib.exit_codes`)."""
+
+    exit_code = exit_codes.USAGE
 
     def __init__(self, message: str, *, path: str | None = None, hint: str | None = None):
         self.message = message

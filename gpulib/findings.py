@@ -102,16 +102,12 @@ class Finding:
         return self
 
     def gpu_label(self) -> str | None:
-        """``GPU 2 (0000:4f:00.0)``: the index as seen at capture and the PCI id that survives
-        renumbering (after an Xid 79 nvidia-smi numbers the survivors anew)."""
-        if self.gpu_index is None and not self.gpu_pci:
-            return None
-        if self.gpu_index is None:
-            return f"GPU {self.gpu_pci}"
-        return f"GPU {self.gpu_index}" + (f" ({self.gpu_pci})" if self.gpu_pci else "")
+        """``0000:4f:00.0 (GPU 2)`` (:func:`gpu_name`): the PCI id survives renumbering, the index is
+        the one seen at capture."""
+        return gpu_name(self.gpu_pci, self.gpu_index, self.gpu_uuid)
 
     def where(self, *, when: bool = True) -> str:
-        """``host gx-a800-102, GPU 2 (0000:4f:00.0), rank 10, at 2026-03-10T03:12:44Z`` (known parts
+        """``host gx-a800-102, 0000:4f:00.0 (GPU 2), rank 10, at 2026-03-10T03:12:44Z`` (known parts
         only). A time read off a snapshot says so: the state began before it was seen."""
         parts = [f"host {self.host}" if self.host else "", self.gpu_label() or "",
                  f"rank {self.rank}" if self.rank is not None else ""]

@@ -16,16 +16,28 @@ from __future__ import annotations
 import json
 import sys
 
+from gpulib import exit_codes
+from gpulib.readable import require_readable
+
+FILES_EXIT = """0 every checkpoint is valid (structure; with --deep also every CRC-32)
+1 at least one is invalid or incomplete (the reasons are printed)
+2 a path that does not exist or cannot be read"""
+LATEST_EXIT = """0 a resumable checkpoint was found (its resume command is printed)
+1 none is resumable (why, and every candidate's reasons, are printed)
+2 a folder that does not exist or cannot be listed"""
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("ckpt", help="inspect / verify checkpoints and find the newest complete one (no torch, no unpickling)")
     sub = p.add_subparsers(dest="ckpt_command", metavar="ACTION", required=True)
-    ins = sub.add_parser("inspect", help="list tensors and state of a checkpoint file or DCP directory")
+    ins = sub.add_parser("inspect", help="list tensors and state of a checkpoint file or DCP directory",
+                         epilog=exit_codes.epilog(FILES_EXIT))
     ins.add_argument("paths", nargs="+", metavar="PATH")
     ins.add_argument("--format", choices=("text", "json"), default="text")
     ins.add_argument("--limit", type=int, default=40, help="tensors to list per file in text mode (default 40; 0 = all)")
     ins.set_defaults(func=cmd_inspect)
-    ver = sub.add_parser("verify", help="check a checkpoint is complete and uncorrupted (exit 0 valid, 1 invalid)")
+    ver = sub.add_parser("verify", help="check a checkpoint is complete and uncorrupted (exit 0 valid, 1 invalid)",
+                         epilog=exit_codes.epilog(FILES_EXIT))
     ver.add_argument("paths", nargs="+", metavar="PATH")
     ver.add_argument("--deep", action="store_true", help="also CRC-32 every zip member (reads all bytes)")
     ver.add_argument("--format", choices=("text", "json"), default="text")
@@ -36,7 +48,8 @@ def register(subparsers) -> None:
     sl.add_argument("--checksum", choices=("crc32", "sha256"), default="crc32",
                     help="crc32 (zlib: as fast as the disk; default) or sha256 (also resists tampering)")
     sl.set_defaults(func=cmd_seal)
-    lat = sub.add_parser("latest", help="newest complete checkpoint across DIRs (one per node) and the resume command")
+    lat = sub.add_parser("latest", help="newest complete checkpoint across DIRs (one per node) and the resume command",
+                         epilog=exit_codes.epilog(LATEST_EXIT))
     lat.add_argument("dirs", nargs="+", metavar="DIR")
     lat.add_argument("--deep", action="store_true", help="CRC-check the chosen checkpoint before recommending it")
     lat.add_argument("--format", choices=("text", "json"), default="text")
@@ -90,6 +103,7 @@ def _run_files(args, deep: bool, limit: int | None) -> int:
     from gpulib.checkpoints.files import inspect_path
     from gpulib.progress import Progress
 
+    require_readable(args.paths, what="checkpoint")
     with Progress(len(args.paths) if deep else 0, "deep-verifying", "checkpoints", min_total=2) as bar:
         reports = []
         for p in args.paths:
@@ -101,7 +115,20 @@ def _run_files(args, deep: bool, limit: int | None) -> int:
     else:
         for r in reports:
             _print_report(r, limit)
+        if deep:
+            print(_deep_line(reports))
     return 0 if all(r.valid for r in reports) else 1
+
+
+def _deep_line(reports) -> str:
+    """One line saying what --deep looked at, over every file given."""
+    checked = sum(r.meta.get("deep_checksummed_members", 0) for r in reports)
+    total = sum(r.meta.get("deep_members", r.meta.get("deep_checksummed_members", 0)) for r in reports)
+    bare = [r for r in reports if not r.deep_checked]
+    line = f"deep: CRC-32 of {checked:,} of {total:,} zip members checked in {len(reports) - len(bare)} file(s)"
+    if bare:
+        line += f"; {len(bare)} file(s) not CRC-checked (no checksum in the format, or unreadable)"
+    return line
 
 
 def cmd_inspect(args) -> int:
@@ -131,6 +158,8 @@ def cmd_seal(args) -> int:
 def cmd_latest(args) -> int:
     from gpulib.checkpoints.latest import find_latest
 
+    require_readable(args.dirs, "dir", what="checkpoint folder",
+                     hint="ckpt latest takes the checkpoint folder of each node; `gpulib ckpt verify FILE` checks one file")
     report = find_latest(args.dirs, deep=args.deep)
     if args.format == "json":
         json.dump(report.to_dict(), sys.stdout, indent=1, default=str)

@@ -15,7 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpulib.checkpoints import resume
-from gpulib.checkpoints.layouts import EVALUATORS, Candidate, discover, read_pointers, require_series_files
+from gpulib.checkpoints.layouts import (
+    EVALUATORS,
+    MAX_SCAN_DEPTH,
+    Candidate,
+    discover,
+    read_pointers,
+    require_series_files,
+)
 
 HASH_CHUNK = 8 << 20
 
@@ -35,6 +42,10 @@ class LatestReport:
     disagreements: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: where the search went below the folders given (sub-folders, how deep, how many series)
+    searched: list[str] = field(default_factory=list)
+    #: what was checked on the candidate(s) judged hardest (--deep: how many CRC-32s)
+    checked: list[str] = field(default_factory=list)
 
     @property
     def resume_from(self) -> Path | None:
@@ -50,7 +61,8 @@ class LatestReport:
             "rejected": [{"path": str(p), "reason": r} for p, r in self.rejected],
             "lacks": self.lacks, "advice": self.advice, "resume_command": self.resume_command,
             "leftovers": self.leftovers, "pointers": self.pointers, "disagreements": self.disagreements,
-            "problems": self.problems, "notes": self.notes, "why_none": self.why_none(),
+            "problems": self.problems, "notes": self.notes, "searched": self.searched, "checked": self.checked,
+            "why_none": self.why_none(),
             "checkpoints": [
                 {"layout": c.layout, "name": c.name, "series": c.series, "paths": [str(p) for p in c.paths],
                  "step": c.step, "step_from_name": c.step_name, "step_from_content": c.step_content,
@@ -86,6 +98,8 @@ class LatestReport:
         lines += [f"DISAGREE: {d}" for d in self.disagreements]
         lines += [f"problem: {p}" for p in self.problems]
         lines += [f"note: {n}" for n in self.notes]
+        lines += [f"searched: {x}" for x in self.searched]
+        lines += [f"checked: {x}" for x in self.checked]
         if self.chosen:
             lines.append(f"\nresume from: {self.resume_from}  (step {self.chosen.step}, {self.chosen.layout})")
             lines += [f"  lacks: {x}" for x in self.lacks]
@@ -96,9 +110,22 @@ class LatestReport:
         return "\n".join(lines)
 
 
-def _verify_hard(c: Candidate, deep: bool) -> None:
+def _deep_summary(c: Candidate, reports: list) -> str:
+    """What ``--deep`` looked at in one candidate: CRC-32s checked, and what carries none."""
+    checked = sum(r.meta.get("deep_checksummed_members", 0) for r in reports)
+    total = sum(r.meta.get("deep_members", r.meta.get("deep_checksummed_members", 0)) for r in reports)
+    bare = sorted({r.format for r in reports if not r.deep_checked})
+    text = f"{c.name}: CRC-32 of {checked} of {total} zip members checked in {len(reports)} file(s)"
+    if not reports:
+        text = f"{c.name}: --deep found no file to check"
+    if bare:
+        text += f"; {sum(not r.deep_checked for r in reports)} file(s) carry no checksum ({', '.join(bare)})"
+    return text + (" - passed" if not c.reasons else " - FAILED")
+
+
+def _verify_hard(c: Candidate, deep: bool, checked: list[str] | None = None) -> None:
     """Checks too costly for every candidate: sidecar sha256, the seal's checksums, and (deep) CRC
-    of every member."""
+    of every member. What was checked is appended to ``checked``."""
     if c.sidecar and isinstance(c.sidecar.get("sha256"), str):
         from gpulib.bundle import sha256_file  # here: hashing is rare, and `ckpt latest` starts lean
 
@@ -109,6 +136,8 @@ def _verify_hard(c: Candidate, deep: bool) -> None:
             return
         if got != c.sidecar["sha256"].lower():
             c.reasons.append(f"sha256 of {c.path.name} is {got[:16]}..., its manifest says {c.sidecar['sha256'][:16]}... (changed after the save)")
+        elif checked is not None:
+            checked.append(f"{c.name}: sha256 matches the one its manifest recorded at save time")
     if not c.reasons:  # the seal (`gpulib ckpt seal`, `checkpoints.save`): every byte of the one to recommend
         from gpulib.checkpoints import seal
 
@@ -119,10 +148,15 @@ def _verify_hard(c: Candidate, deep: bool) -> None:
                 c.reasons.append(f"cannot check {p.name} against its seal: {exc.strerror or exc}")
                 continue
             c.reasons += [f"differs from its seal {sealed.seal.name}: {x}" for x in sealed.problems]
+            if sealed.sealed and checked is not None:
+                checked.append(f"{c.name}: {len(sealed.checked)} file(s) checked against its seal "
+                               f"{sealed.seal.name} ({sealed.algorithm})" + (" - FAILED" if sealed.problems else " - passed"))
     if deep and not c.reasons:
         fresh = Candidate(c.layout, c.series, c.name, c.paths, step_name=c.step_name)
         EVALUATORS[c.layout](fresh, True)
         c.reasons += [r for r in fresh.reasons if r not in c.reasons]
+        if checked is not None:
+            checked.append(_deep_summary(c, fresh.reports))
     c.complete = not c.reasons
 
 
@@ -147,6 +181,25 @@ def _pointer_checks(report: LatestReport) -> list[str]:
     return targets
 
 
+def _search_notes(root: Path, found: list[Candidate]) -> list[str]:
+    """Say when the search went below ``root``: how deep, how many candidates, how many series.
+
+    Why: ``ckpt latest /shared`` on a broad folder finds other jobs' checkpoints too, and the
+    newest by step across all of them would be recommended without a word."""
+    depths = [len(Path(c.series).parts) for c in found if c.series]
+    if not depths:
+        return []
+    depth = max(depths)
+    series = sorted({c.series for c in found})
+    text = (f"{root}: looked into its sub-folders (up to {MAX_SCAN_DEPTH} levels): {len(found)} candidate(s), "
+            f"found up to {depth} level(s) down, in {len(series)} series: "
+            + ", ".join(s or "." for s in series[:5]) + (f" and {len(series) - 5} more" if len(series) > 5 else ""))
+    if len(series) > 1:
+        text += ("; the newest step across ALL these series is chosen - if they are different jobs, "
+                 "pass this job's checkpoint folder instead")
+    return [text]
+
+
 def find_latest(roots: list[str | Path], deep: bool = False) -> LatestReport:
     """Scan one directory per node; never raises on bad input (problems are reported)."""
     roots = [Path(r) for r in roots]
@@ -157,6 +210,7 @@ def find_latest(roots: list[str | Path], deep: bool = False) -> LatestReport:
             report.problems.append(f"{root}: not a directory" if root.exists() else f"{root}: does not exist")
             continue
         found, leftovers, problems, notes = discover(root)
+        report.searched += _search_notes(root, found)
         report.leftovers += [str(root / x) for x in leftovers]
         report.problems += problems
         report.notes += notes
@@ -182,10 +236,13 @@ def find_latest(roots: list[str | Path], deep: bool = False) -> LatestReport:
     targets = _pointer_checks(report)
     for c in reversed(report.candidates):
         if c.complete:
-            _verify_hard(c, deep)
+            _verify_hard(c, deep, report.checked)
             if c.complete:
                 report.chosen = c
                 break
+    if report.chosen and not deep:
+        report.checked.append(f"{report.chosen.name}: structure, sizes and pickle safety of every file; "
+                              "CRC-32 not checked (--deep reads every byte)")
     report.rejected = [(c.path, "; ".join(c.reasons)) for c in report.candidates if not c.complete]
     if report.chosen:
         c = report.chosen

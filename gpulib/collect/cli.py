@@ -11,9 +11,11 @@ from gpulib.collect.bmc import SEL_ENTRIES
 from gpulib.collect.capture import collect, summary_lines
 from gpulib.collect.files import LOG_CAP_BYTES
 from gpulib.collect.prometheus import PrometheusQuery, parse_time
+from gpulib.readable import require_readable
 
 
 def _verify(args) -> int:
+    require_readable(args.bundle, "dir", what="bundle")
     worst = 0
     for root in args.bundle:
         report = verify(root)

@@ -61,6 +61,9 @@ def diagnose(paths: list[str | Path], tz: str | None = None, *, inputs: Inputs |
     verdict.fold(ctx)
     verdict.promote_stall(ctx)
     diagnosis = _decide(ctx, failed, completed)
+    verdict.drop_restatements(ctx, diagnosis.root_cause)
+    kept = {id(f) for f in ctx.findings}
+    diagnosis.findings = [f for f in diagnosis.findings if id(f) in kept]
     _name_events(ctx.findings)
     diagnosis.checkpoints = _checkpoints(inputs)
     diagnosis.inputs = [f.to_dict() for f in inputs.files] + [

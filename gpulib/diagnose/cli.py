@@ -6,19 +6,20 @@ Exit codes a scheduler can act on: 0 no interruption, 1 soft (relaunch is safe a
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
+from gpulib import exit_codes
 from gpulib.diagnose import diagnose
+from gpulib.readable import require_readable
 
-EXIT_CODES = {"none": 0, "soft": 1, "hard": 3, "unknown": 4}
-EXIT_TABLE = ("exit codes: 0 no interruption (positive evidence of a normal end, no error line); 1 soft (the "
-              "process failed, hardware fine: fix and relaunch); 2 usage or input error (a path that does not "
-              "exist); 3 hard (a GPU or node failed: drain it first); 4 unknown (errors without an explained "
-              "cause, or nothing readable: collect more)")
+EXIT_CODES = {"none": exit_codes.OK, "soft": exit_codes.SOFT, "hard": exit_codes.HARD, "unknown": exit_codes.UNKNOWN}
+THIS_COMMAND = """0 no interruption (positive evidence of a normal end, no error line)
+1 soft (the process failed, hardware fine: fix and relaunch)
+2 a path that does not exist or cannot be read, a bad flag
+3 hard (a GPU or node failed: drain it first)
+4 unknown (errors without an explained cause, or nothing readable: collect more)"""
 
 
 def register(subparsers) -> None:
@@ -26,7 +27,7 @@ def register(subparsers) -> None:
         "diagnose", help="root cause of an interrupted job from bundles, logs and tool outputs",
         description="Read evidence bundles and raw folders/files (any names), find the first failure, the "
                     "culprit host/GPU/rank, hard or soft, what to do, and the checkpoint to resume from.",
-        epilog=EXIT_TABLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=exit_codes.epilog(THIS_COMMAND))
     p.add_argument("paths", nargs="+", metavar="PATH", help="evidence bundles, folders or files")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--tz", default=None,
@@ -44,24 +45,17 @@ def _write_digests(args) -> int:
     for path in args.paths:
         if not Path(path).is_dir():
             sys.stderr.write(f"gpulib diagnose: {path}: a digest is written into a node's folder or bundle\n")
-            return 2
+            return exit_codes.USAGE
         print(f"digest {node_digest.write(path, tz=args.tz)}")
     return 0
 
 
 def run(args) -> int:
-    missing = [p for p in args.paths if not Path(p).exists()]
-    if missing:  # a typo must not read as "nothing wrong": a script would relaunch on exit 0
-        for p in missing:
-            sys.stderr.write(f"gpulib diagnose: {p}: no such file or folder\n")
-        return 2
+    # a typo must not read as "nothing wrong": a script would relaunch on exit 0 (gpulib.cli: exit 2)
+    require_readable(args.paths, what="evidence")
     if args.write_digest:
         return _write_digests(args)
     result = diagnose(args.paths, tz=args.tz)
     text = json.dumps(result.to_dict(), indent=2) + "\n" if args.format == "json" else result.to_text()
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:  # `gpulib diagnose ... | head`: the reader left, which is fine
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return EXIT_CODES.get(result.interruption, 4)
+    sys.stdout.write(text)  # a reader that leaves early (`| head`) is handled once, in gpulib.cli.main
+    return EXIT_CODES.get(result.interruption, exit_codes.UNKNOWN)

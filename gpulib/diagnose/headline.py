@@ -13,7 +13,7 @@ capture, rank, time); the first action; the checkpoint to resume from and the co
 
 from __future__ import annotations
 
-from gpulib.findings import Finding, gpu_name
+from gpulib.findings import Finding
 
 HEADS = {"hard": "HARD failure", "soft": "SOFT failure", "none": "NO interruption", "unknown": "UNKNOWN cause"}
 
@@ -33,11 +33,9 @@ def culprit(diagnosis: dict) -> str | None:
     if not root:
         return None
     f = Finding.from_dict({"id": root.get("finding") or "root", **root})
-    gpu = gpu_name(f.gpu_pci, f.gpu_index, f.gpu_uuid)
-    parts = [f"host {f.host}" if f.host else None, gpu, f"rank {f.rank}" if f.rank is not None else None,
-             f"at {f.time}" if f.time else None]
-    text = ", ".join(p for p in parts if p)
-    return text or None
+    if not (f.host or f.gpu_label() or f.rank is not None):
+        return None  # a site-wide or job-wide cause: no single culprit to name
+    return f.where()
 
 
 def first_action(diagnosis: dict) -> str | None:

@@ -121,7 +121,8 @@ def _lend_identity(finding: Finding, s: Signal) -> None:
     if finding.category not in GPU_CATEGORIES:
         return  # a PCI id on a NIC's line (mlx5_core 0000:5c:00.0) is the NIC's, not a GPU's
     finding.gpu_pci = finding.gpu_pci or s.gpu_pci
-    if finding.gpu_index is None and s.gpu_index is not None:
+    if finding.gpu_index is None and s.gpu_index is not None and finding.category in (
+            "cuda_oom", "gpu_fell_off_bus", "gpu_memory_error", "thermal_throttling"):
         finding.gpu_index = s.gpu_index
 
 
@@ -173,13 +174,11 @@ def run(ctx: Context) -> None:
         if (f.display, sig.id) in resolved:  # e.g. the PSU came back (Fully Redundant) in the same event log
             meaning = (meaning[0], None, "warning", "context", meaning[4] + " (resolved later in the same log)")
         key = _group_key(sig, s, meaning[0])
-        # a line another rule cited explains this match if that rule reported the same fact (its rule
-        # has the signature's name: the kernel rule's hung task, chained to the Xid before it), or
-        # read the line the same way (an Xid 45 "caused by previous Xid 149" read as a bare 45 still
-        # has its NVLink cause to tell; a progress line a timeout cites still tells of a data stall)
+        # a line another rule cited explains this match only if that rule read it the same way (an
+        # Xid 45 "caused by previous Xid 149" read as a bare 45 still has its NVLink cause to tell);
+        # the same fact told twice is dropped once the root cause is known (verdict.drop_restatements)
         same_reading = hit is not None and hit.category == meaning[0] and (hit.role == "cause" or meaning[3] != "cause")
-        same_fact = hit is not None and hit.id.rsplit("-", 1)[0] == sig.id
-        groups[key].append((f, s, same_reading or same_fact))
+        groups[key].append((f, s, same_reading))
         meanings.setdefault(key, (sig, *meaning))
     for key, members in groups.items():
         if any(was_cited for *_x, was_cited in members):

@@ -226,14 +226,32 @@ def chain(ctx: Context, root: Finding) -> None:
         if f is root or f.caused_by:
             continue
         if f.role == "symptom":
-            f.caused_by = root.id
-            if f.category in ("application_error", "network_fabric") and f.id.startswith(
-                    ("nccl-timeout", "watchdog-stuck", "nccl-error", "nccl-net", "torchrun", "straggler", "eval-lag",
-                     "hung-task", "kill-failed", "gpu-idle", "sigkill")):
-                f.category = root.category
+            f.caused_by = root.id  # it keeps its own category: a watchdog timeout is not a thermal fault
         elif f.role == "context" and _same_place(f, root) and f.category != "none":
             f.caused_by = root.id  # e.g. the process still holding the lost GPU, the memory pressure before an OOM
         elif f.role == "cause" and _same_place(f, root) and (
                 (f.time or "~") >= (root.time or "") or (f.time_approx and _close(f.time, root.time, HW_PREFERENCE_S))):
             f.caused_by = root.id
             f.role = "symptom" if not f.hardware else "context"
+
+
+def drop_restatements(ctx: Context, root: Finding | None) -> None:
+    """One fact once: a signature finding (``sig-hung-task``) and a kind-specific rule's finding of
+    the same name (``hung-task``) on the same line are one fact read twice. The signature scan keeps
+    its own reading until the verdict is made, because with no other cause its reading (a hung task
+    means a wedged driver) can be the root cause; after it, the one that is not the root goes."""
+    by_line: dict[tuple, list[Finding]] = {}
+    for f in ctx.findings:
+        if f.evidence and f.evidence[0].line is not None:
+            by_line.setdefault((f.evidence[0].file, f.evidence[0].line), []).append(f)
+    drop: set[str] = set()
+    for same in by_line.values():
+        for sig in (f for f in same if f.id.startswith("sig-")):
+            rule = sig.id.removeprefix("sig-").rsplit("-", 1)[0]
+            other = next((f for f in same if f is not sig and f.id.rsplit("-", 1)[0] == rule), None)
+            if other is None:
+                continue
+            keep, gone = (sig, other) if sig is root else (other, sig)
+            keep.evidence += [e for e in gone.evidence if e not in keep.evidence]
+            drop.add(gone.id)
+    ctx.findings[:] = [f for f in ctx.findings if f.id not in drop]

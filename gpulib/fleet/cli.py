@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import sys
 
+from gpulib import exit_codes
 from gpulib.errors import InputError
+from gpulib.readable import require_readable
 
 
 def register(subparsers) -> None:
@@ -19,7 +21,9 @@ def register(subparsers) -> None:
     sub = p.add_subparsers(dest="fleet_command", metavar="SUBCOMMAND", required=True)
     d = sub.add_parser("diff", help="driver/CUDA/NCCL/kernel/VBIOS/ECC/MIG/IB config diff; names the odd nodes",
                        description="Read evidence bundles or raw folders of the nodes of one job and list every "
-                                   "field on which some nodes differ from the majority.")
+                                   "field on which some nodes differ from the majority.",
+                       epilog=exit_codes.epilog("0 every node agrees\n1 at least one odd node\n"
+                                                "2 a missing or unreadable path, or no node configuration in them"))
     d.add_argument("paths", nargs="+", metavar="PATH", help="bundles, incident folders or raw folders")
     d.add_argument("--format", choices=("text", "json"), default="text")
     d.add_argument("--tz", default=None, help="zone of timestamps printed without one (default: bundle's, else UTC)")
@@ -27,7 +31,9 @@ def register(subparsers) -> None:
     g = sub.add_parser("ledger", help="per-GPU history (by UUID/serial) and replace recommendations",
                        description="Read run archives (archive/, archive/<runbook>/ or one run), `gpulib diagnose "
                                    "--format json` outputs and evidence folders; rank GPUs by how often they were "
-                                   "root cause and by their ECC/row-remap trend.")
+                                   "root cause and by their ECC/row-remap trend.",
+                       epilog=exit_codes.epilog("0 nothing to replace\n1 at least one GPU to replace\n"
+                                                "2 a missing or unreadable path, or nothing readable in them"))
     g.add_argument("paths", nargs="+", metavar="ARCHIVE", help="run archives, diagnosis JSON files, evidence")
     g.add_argument("--format", choices=("text", "json"), default="text")
     g.add_argument("--top", type=int, default=20, help="GPUs listed in the text report (default 20)")
@@ -38,6 +44,7 @@ def run_diff(args) -> int:
     from gpulib.diagnose.drift import config_drift, odd_nodes, text_report
     from gpulib.diagnose.node_facts import configs_from_paths
 
+    require_readable(args.paths, what="evidence")
     configs = configs_from_paths(args.paths, tz=args.tz)
     if not configs:
         raise InputError(f"no node configuration found in {', '.join(args.paths)}",
@@ -57,6 +64,7 @@ def run_diff(args) -> int:
 def run_ledger(args) -> int:
     from gpulib.fleet.ledger import build_ledger
 
+    require_readable(args.paths)
     ledger = build_ledger(args.paths)
     if not ledger.sources:
         raise InputError("nothing readable: " + "; ".join(ledger.problems or args.paths),

@@ -16,6 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from gpulib import exit_codes
 from gpulib.errors import GpulibError, InputError
 from gpulib.nccl import nics
 from gpulib.nccl import status as run_status
@@ -85,16 +86,17 @@ def add_nic_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nics", type=int, metavar="N", help="compute NICs per node (e.g. 8); with --nic-gbps")
 
 
-EXIT_CODES = ("exit status (the one table of every gpulib command): 0 PASS, 1 WARN (clearly below the model, or not "
-              "judged: gloo/CPU), 2 bad arguments, 3 FAIL = no-go (wrong data, far below the model, a hang: the ranks "
-              "that did not arrive are named), 5 the run itself failed (a rank crashed or raised, torchrun could not "
-              "start the ranks, no verdict recorded)")
+EXIT_CODES = exit_codes.epilog("""0 PASS
+1 WARN (clearly below the model, or not judged: gloo/CPU)
+2 bad arguments
+3 FAIL = no-go (wrong data, far below the model, a hang: the ranks that did not arrive are named)
+5 the run itself failed (a rank crashed or raised, torchrun could not start the ranks, no verdict recorded)""")
 
 
 def tester_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m gpulib.nccl",
                                 description="nccl-tests-style bus bandwidth under torchrun, with a verdict.",
-                                epilog=EXIT_CODES)
+                                epilog=EXIT_CODES, formatter_class=exit_codes.HelpFormatter)
     add_tester_arguments(p)
     return p
 
@@ -168,16 +170,20 @@ def _nccl_test(args) -> int:
     return code
 
 
-PARSE_EXIT_CODES = ("exit status: 0 every run PASS, 1 a WARN (clearly below the model, or not judged), "
-                    "2 bad arguments or a file with no nccl-tests output, 3 a FAIL (wrong data, far below the model, "
-                    "a crash, a hang, ranks that never formed one communicator)")
+PARSE_EXIT_CODES = exit_codes.epilog("""0 every run PASS
+1 a WARN (clearly below the model, or not judged)
+2 bad arguments, a missing or unreadable file, or a file with no nccl-tests output
+3 a FAIL (wrong data, far below the model, a crash, a hang, ranks that never formed one communicator)""")
 _PARSE_EXIT = {"PASS": 0, "WARN": 1, "FAIL": 3}
 
 
 def _nccl_parse(args) -> int:
     from gpulib.nccl import thresholds
     from gpulib.nccl.parsed import summarize_file
+    from gpulib.readable import require_readable
 
+    require_readable(args.file, "file", what="nccl-tests output")
+    require_readable([p for p in (args.thresholds, args.ibstat) if p])
     table = thresholds.load(args.thresholds)  # once for all files
     known = nics.from_flags(args.nic_gbps, args.nics) or (nics.from_ibstat(args.ibstat) if args.ibstat else None)
     worst = 0

@@ -98,6 +98,23 @@ class ArchivedRun:
         return self.manifest.get("runbook", self.path.parent.name)
 
     @property
+    def evidence(self) -> list[str]:
+        """The evidence paths the run's steps read, as given to them (step order, each once);
+        empty when no step was given one (e.g. a preflight that captured this host live)."""
+        seen: dict[str, None] = {}
+        for step in self.manifest.get("steps", []):
+            value = (step.get("parameters") or {}).get("evidence")
+            if value:
+                seen.setdefault(str(value), None)
+        if not seen:
+            params = self.manifest.get("parameters") or {}
+            for source in ("values", "cli", "runbook"):
+                value = (params.get(source) or {}).get("evidence")
+                if value:
+                    seen.setdefault(str(value), None)
+        return list(seen)
+
+    @property
     def findings(self) -> list[dict]:
         try:
             doc = json.loads((self.path / FINDINGS).read_text(encoding="utf-8"))
@@ -108,6 +125,17 @@ class ArchivedRun:
     def verify(self) -> VerifyReport:
         """Re-hash every file against the manifest (the archive's proof of immutability)."""
         return verify_files(self.path, self.manifest.get("files", {}))
+
+
+def require_archive_root(root: Path) -> Path:
+    """``root`` if it is a readable folder, else a RunbookError naming it (the CLI exits 2)."""
+    from gpulib.readable import unreadable_reason
+
+    reason = unreadable_reason(root, "dir")
+    if reason:
+        raise RunbookError(f"archive root: {reason}", path=str(root),
+                           hint="pass --archive DIR (or set GPULIB_ARCHIVE) to the folder `gpulib run` archived into")
+    return root
 
 
 def list_runs(root: Path, runbook: str | None = None) -> list[ArchivedRun]:
@@ -129,6 +157,11 @@ def resolve_run(ref: str, root: Path) -> ArchivedRun:
     """A run directory, a run name or id under ``root``, or ``RUNBOOK~N`` (N runs before the latest)."""
     if Path(ref).is_dir():
         return ArchivedRun.open(Path(ref))
+    if "/" in ref or ref.startswith("."):  # meant as a folder: say what is wrong with it
+        from gpulib.readable import unreadable_reason
+
+        raise RunbookError(f"run folder: {unreadable_reason(ref, 'dir') or 'not a run'}", path=ref)
+    require_archive_root(root)
     book, tilde, back = ref.partition("~")
     if tilde and back.isdigit():
         runs = list_runs(root, book)

@@ -8,8 +8,11 @@ import socket
 import sys
 from pathlib import Path
 
+from gpulib import exit_codes
+from gpulib.progress import StepProgress
+from gpulib.readable import require_readable
 from gpulib.runbooks import textfile
-from gpulib.runbooks.archive import REPORT, default_archive_root, list_runs, resolve_run
+from gpulib.runbooks.archive import REPORT, default_archive_root, list_runs, require_archive_root, resolve_run
 from gpulib.runbooks.compare import diff_runs
 from gpulib.runbooks.execute import skip_slow_imports
 from gpulib.runbooks.run import EXIT_MEANINGS, run_runbook, severity_counts
@@ -23,13 +26,9 @@ from gpulib.runbooks.spec import (
     unparsable_parameters,
 )
 
-RUN_FAILED = 3
-
-
-def _progress(result, done: int, total: int) -> None:
-    error = f"  {result.error['type']}: {result.error['message'][:120]}" if result.error else ""
-    print(f"[{done}/{total}] {result.id:<28} {result.status:<6} {result.duration_s:6.1f} s{error}",
-          file=sys.stderr, flush=True)
+RUN_EXIT = "\n".join(f"{code} {meaning}" for code, meaning in sorted({
+    **EXIT_MEANINGS, exit_codes.USAGE: "an unknown runbook, a bad -p parameter, a missing or unreadable --evidence"
+}.items()))
 
 
 def _describe(name: str) -> int:
@@ -54,35 +53,37 @@ def _terminate(signum, frame):
 
 def _run(args) -> int:
     if args.parameters:
-        try:
-            return _describe(args.runbook)
-        except RunbookError as exc:
-            print(f"gpulib run: error: {exc}", file=sys.stderr)
-            return RUN_FAILED
+        return _describe(args.runbook)  # a RunbookError: gpulib.cli prints it, exit 2
     values = {}
     if args.evidence is not None:
-        evidence = Path(args.evidence)
-        if not evidence.exists():
-            print(f"gpulib run: error: {evidence}: evidence path does not exist", file=sys.stderr)
-            return RUN_FAILED
+        (evidence,) = require_readable([args.evidence], what="evidence")
         values["evidence"] = str(evidence.resolve())
     if args.textfile:
         textfile.check_directory(args.textfile)  # a usage error (exit 2) before a long run, not after
     skip_slow_imports()
+    total = len(load_runbook(find_runbook(args.runbook)).steps)  # an unknown runbook: exit 2 before the header
+    print(f"gpulib run {args.runbook}: {total} step(s)"
+          + (f" on {values['evidence']}" if values else "") + "; progress below, a summary at the end",
+          file=sys.stderr, flush=True)
     # A scheduler stops a job with SIGTERM (systemd stop, Kubernetes deadline): treat it as Ctrl-C,
-    # which stops the kernels and still archives what ran (exit 3).
+    # which stops the kernels and still archives what ran (exit 5, the run itself failed).
     previous = signal.signal(signal.SIGTERM, _terminate)
+    progress = StepProgress(total, label=f"gpulib run {args.runbook}")
+
+    def finished(result, done: int, total: int) -> None:
+        error = f"{result.error['type']}: {result.error['message'][:120]}" if result.error else ""
+        progress.finished(result.id, result.status, result.duration_s, error)
+
     try:
         outcome = run_runbook(
             args.runbook, cli=parse_assignments(args.param), values=values, archive_root=Path(args.archive),
-            jobs=args.jobs, cell_timeout_s=args.cell_timeout,
-            progress=_progress if sys.stderr.isatty() else None,
+            jobs=args.jobs, cell_timeout_s=args.cell_timeout, progress=finished, on_start=progress.started,
         )
-    except RunbookError as exc:
-        print(f"gpulib run: error: {exc}", file=sys.stderr)
-        _textfile(args, [], RUN_FAILED, steps_failed=1)
-        return RUN_FAILED
+    except RunbookError as exc:  # before anything ran (a parameter, the kernel): gpulib.cli prints it
+        _textfile(args, [], exc.exit_code, steps_failed=1)
+        raise
     finally:
+        progress.close()
         signal.signal(signal.SIGTERM, previous)
     _textfile(args, outcome.findings, outcome.exit_code, sum(s.status != "ok" for s in outcome.steps))
     ok = sum(step.status == "ok" for step in outcome.steps)
@@ -111,8 +112,12 @@ def _textfile(args, findings: list[dict], exit_code: int, steps_failed: int) -> 
               file=sys.stderr)
 
 
+def _evidence_label(run) -> str:
+    return ", ".join(run.evidence) or "(live capture)"
+
+
 def _list(args) -> int:
-    root = Path(args.archive)
+    root = require_archive_root(Path(args.archive))
     runs = list_runs(root, args.runbook)
     partial = sorted(root.glob(f"{args.runbook or '*'}/.*.partial"))
     for path in partial:
@@ -120,11 +125,15 @@ def _list(args) -> int:
     if not runs:
         print(f"no archived runs under {root}" + (f" for {args.runbook}" if args.runbook else ""))
         return 0
+    rows = [("RUNBOOK", "RUN", "EXIT", "FINDINGS", "EVIDENCE")]
     for run in runs:
         m = run.manifest
-        counts = m.get("findings", {})
-        print(f"{run.runbook:<16} {run.path.name:<44} exit {m.get('exit_code')}  "
-              + " ".join(f"{k}={v}" for k, v in counts.items() if v))
+        counts = " ".join(f"{k}={v}" for k, v in m.get("findings", {}).items() if v) or "-"
+        rows.append((run.runbook, run.path.name, str(m.get("exit_code")), counts, _evidence_label(run)))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths, strict=True)) + "  " + row[4])
+    print(f"{len(runs)} run(s) under {root}; `gpulib archive show RUN` for one, `gpulib archive diff A B` to compare")
     return 0
 
 
@@ -133,6 +142,7 @@ def _show(args) -> int:
     m = run.manifest
     print(f"run:      {run.path}")
     print(f"runbook:  {run.runbook}  host {m.get('host')}  started {m.get('started_at')}  {m.get('duration_s')} s")
+    print(f"evidence: {_evidence_label(run)}")
     print(f"exit {m.get('exit_code')}: {m.get('exit_meaning')}")
     for step in m.get("steps", []):
         error = f"  {step['error']['type']}: {step['error']['message']}" if step.get("error") else ""
@@ -147,20 +157,29 @@ def _show(args) -> int:
 
 
 def _diff(args) -> int:
+    from gpulib.runbooks.provenance import compare_evidence
+
     root = Path(args.archive)
     a, b = (resolve_run(ref, root) for ref in (args.a, args.b))
-    diff = diff_runs(a, b, bandwidth_drop_pct=args.bandwidth_drop_pct)
+    check = compare_evidence(a, b)
+    if check.level == "refuse" and not args.force:
+        raise RunbookError(f"not compared: {check.message}",
+                           hint="--force compares them anyway, with this warning on top")
+    if check.level in ("warning", "refuse"):
+        print(f"gpulib archive diff: WARNING: {check.message}", file=sys.stderr)
+    diff = diff_runs(a, b, bandwidth_drop_pct=args.bandwidth_drop_pct, evidence=check)
     print(json.dumps(diff.to_dict(), indent=2) if args.format == "json" else "\n".join(diff.lines()))
-    return 1 if diff.regressed else 0
+    return exit_codes.SOFT if diff.regressed else exit_codes.OK
 
 
 def register(subparsers) -> None:
     archive_help = "archive root (default: $GPULIB_ARCHIVE or ./archive)"
     p = subparsers.add_parser(
-        "run", help="run a runbook's notebooks headless and archive them (exit 0 ok, 1 warn, 2 no-go, 3 failed)",
+        "run", help="run a runbook's notebooks headless and archive them (exit 0 ok, 1 warn, 3 no-go, 5 failed)",
         description="Execute the notebooks of runbooks/NAME.yaml with papermill (interactive=False) and write "
         "an immutable archive: executed notebooks, one offline HTML report, findings.json, manifest.json. "
-        "Exit codes: " + "; ".join(f"{k} {v}" for k, v in EXIT_MEANINGS.items()),
+        "Progress goes to stderr (a bar on a terminal), the summary to stdout.",
+        epilog=exit_codes.epilog(RUN_EXIT),
     )
     p.add_argument("runbook", help="runbook name (incident, preflight, health-report) or a path to a .yaml file")
     p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
@@ -179,17 +198,29 @@ def register(subparsers) -> None:
 
     a = subparsers.add_parser("archive", help="list, show (and re-verify) or diff archived runbook runs")
     sub = a.add_subparsers(dest="archive_command", metavar="ACTION", required=True)
-    ls = sub.add_parser("list", help="list archived runs, oldest first")
+    ls = sub.add_parser("list", help="list archived runs, oldest first, with the evidence each read",
+                        epilog=exit_codes.epilog("0 listed (also: none yet)\n2 the archive root does not exist "
+                                                 "or cannot be read"))
     ls.add_argument("runbook", nargs="?", help="only this runbook")
-    show = sub.add_parser("show", help="summary of one run, and a re-hash of its files against the manifest")
+    show = sub.add_parser("show", help="summary of one run, and a re-hash of its files against the manifest",
+                          epilog=exit_codes.epilog("0 every file matches its hash\n1 a file changed, is missing "
+                                                   "or unexpected\n2 no such run, or an unreadable archive"))
     show.add_argument("run", help="run directory, run name or id, or RUNBOOK~N (0 = latest)")
     show.add_argument("--all", action="store_true", help="also list info findings")
-    diff = sub.add_parser("diff", help="what got worse from run A to run B (exit 1 when anything did)")
+    diff = sub.add_parser("diff", help="what got worse from run A to run B (exit 1 when anything did)",
+                          description="Compare the findings of two archived runs. Runs that read different "
+                          "evidence are compared with a WARNING on top; runs of different runbooks, or of "
+                          "evidence of different hosts (two incidents), only with --force.",
+                          epilog=exit_codes.epilog("0 nothing got worse\n1 something got worse (new Xid, grown "
+                                                   "counter, fallen bandwidth, vanished GPU, new finding)\n2 no such "
+                                                   "run, or runs that read unrelated evidence (without --force)"))
     diff.add_argument("a", help="older run (directory, name, id or RUNBOOK~N)")
     diff.add_argument("b", help="newer run")
     diff.add_argument("--format", choices=("text", "json"), default="text")
     diff.add_argument("--bandwidth-drop-pct", type=float, default=10.0,
                       help="report a bandwidth as fallen when it dropped by more than this (default 10)")
+    diff.add_argument("--force", action="store_true",
+                      help="compare runs of different runbooks or of different hosts' evidence (with a warning)")
     for parser, handler in ((ls, _list), (show, _show), (diff, _diff)):
         parser.add_argument("--archive", default=str(default_archive_root()), help=archive_help)
         parser.set_defaults(func=handler)  # a missing or damaged run: gpulib.cli prints the RunbookError, exit 2

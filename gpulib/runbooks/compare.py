@@ -137,6 +137,8 @@ class RunDiff:
     new_findings: list[str] = field(default_factory=list)
     resolved_findings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: :class:`gpulib.runbooks.provenance.EvidenceCheck` as a dict: what each run read
+    evidence: dict | None = None
 
     @property
     def regressed(self) -> bool:
@@ -147,7 +149,11 @@ class RunDiff:
         return {**asdict(self), "regressed": self.regressed}
 
     def lines(self) -> list[str]:
-        out = [f"A: {self.a}", f"B: {self.b}"]
+        out = []
+        if self.evidence and self.evidence.get("level") in ("warning", "refuse"):
+            out.append(f"WARNING: {self.evidence['message']}")
+            out.append("WARNING: what follows may be the difference between two incidents, not a trend")
+        out += [f"A: {self.a}", f"B: {self.b}"]
         sections = (("new Xids", self.new_xids), ("grown error counters", self.grown_counters),
                     ("fallen bandwidth", self.fallen_bandwidth), ("vanished GPUs", self.vanished_gpus),
                     ("new findings (warning or worse)", self.new_findings),
@@ -200,9 +206,14 @@ def diff_findings(a: list[dict], b: list[dict], *, a_name: str = "A", b_name: st
     return diff
 
 
-def diff_runs(a: ArchivedRun, b: ArchivedRun, bandwidth_drop_pct: float = 10.0) -> RunDiff:
+def diff_runs(a: ArchivedRun, b: ArchivedRun, bandwidth_drop_pct: float = 10.0, evidence=None) -> RunDiff:
+    """``evidence``: the runs' :class:`~gpulib.runbooks.provenance.EvidenceCheck` (computed when not given)."""
+    from gpulib.runbooks.provenance import compare_evidence
+
     diff = diff_findings(a.findings, b.findings, a_name=str(a.path), b_name=str(b.path),
                          bandwidth_drop_pct=bandwidth_drop_pct)
-    if a.runbook != b.runbook:
-        diff.notes.append(f"comparing different runbooks: {a.runbook} vs {b.runbook}")
+    check = evidence or compare_evidence(a, b)
+    diff.evidence = check.to_dict()
+    if check.level == "note":
+        diff.notes.append(check.message)
     return diff

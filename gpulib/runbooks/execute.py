@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpulib import exit_codes
 from gpulib.identity import utc_now_iso
 from gpulib.runbooks.spec import RunbookError, RunbookSpec, StepSpec
 from gpulib.vocabulary import SEVERITIES
@@ -81,6 +82,12 @@ class StepResult:
         }
 
 
+class KernelError(RunbookError):
+    """The Jupyter kernel cannot run this environment's notebooks: the run itself cannot happen."""
+
+    exit_code = exit_codes.RUN_FAILED
+
+
 def check_kernel(kernel_name: str = KERNEL_NAME) -> list[str]:
     """Return the kernel's argv after checking that it runs *this* interpreter's environment.
 
@@ -92,7 +99,7 @@ def check_kernel(kernel_name: str = KERNEL_NAME) -> list[str]:
     try:
         spec = KernelSpecManager().get_kernel_spec(kernel_name)
     except NoSuchKernel:
-        raise RunbookError(
+        raise KernelError(
             f"no Jupyter kernel named {kernel_name!r}",
             hint=f"install one for this environment: {sys.executable} -m ipykernel install --prefix {sys.prefix} "
             f"--name {kernel_name}",
@@ -102,7 +109,7 @@ def check_kernel(kernel_name: str = KERNEL_NAME) -> list[str]:
     if exe in ("python", f"python{sys.version_info[0]}", "python{}.{}".format(*sys.version_info[:2])):
         return [sys.executable, *argv[1:]]  # jupyter_client substitutes sys.executable for these
     if Path(os.path.abspath(exe)).parent != Path(os.path.abspath(sys.executable)).parent:
-        raise RunbookError(
+        raise KernelError(
             f"kernelspec {kernel_name!r} ({spec.resource_dir}) runs {exe}, not this environment's {sys.executable}",
             hint=f"reinstall it: {sys.executable} -m ipykernel install --prefix {sys.prefix} --name {kernel_name}",
         )
@@ -229,19 +236,22 @@ def execute_step(step: StepSpec, parameters: dict, output: Path, findings_path: 
 
 def execute_runbook(spec: RunbookSpec, plan: dict[str, dict], outputs: Path, scratch: Path, *, cwd: Path,
                     jobs: int, cell_timeout_s: float | None = None, progress=None,
-                    after_step=None, env: dict[str, str] | None = None) -> list[StepResult]:
+                    after_step=None, env: dict[str, str] | None = None, on_start=None) -> list[StepResult]:
     """Run every stage in order and the steps of a stage ``jobs`` at a time.
 
     ``outputs`` receives ``<step>.ipynb``; ``scratch`` the findings sidecars; ``env`` is added to
     the kernels' environment (:func:`kernel_environment`). ``after_step`` (if
     given) is called with each :class:`StepResult` in the worker thread that ran it (while other
-    kernels still run); ``progress`` with each finished result and its position, in this thread.
+    kernels still run); ``progress`` with each finished result and its position, in this thread;
+    ``on_start`` (if given) with each step's id as its kernel is about to start, in the worker thread.
     """
     done: list[StepResult] = []
     total = len(spec.steps)
     kernels = RunKernels(env)
 
     def run(step: StepSpec) -> StepResult:
+        if on_start:
+            on_start(step.id)
         result = execute_step(
             step, plan[step.id], outputs / f"{step.id}.ipynb", scratch / f"{step.id}.findings.json", cwd=cwd,
             start_timeout_s=spec.start_timeout_s,

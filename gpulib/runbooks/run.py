@@ -1,9 +1,11 @@
 """``run_runbook``: validate, execute, archive, report — and the exit code a scheduler acts on.
 
-Exit codes (:data:`EXIT_MEANINGS`): 0 healthy (only info findings), 1 warning findings,
-2 error or critical findings (a preflight no-go is recorded as such a finding), 3 the run itself
-failed (a notebook raised, timed out, lost its kernel or recorded no findings). 3 wins over the
-others because an incomplete run cannot vouch for anything: look at its report first.
+Exit codes (:data:`EXIT_MEANINGS`, a subset of the one table in :mod:`gpulib.exit_codes`):
+0 healthy (only info findings), 1 warning findings, 3 error or critical findings (no-go; a
+preflight no-go is recorded as such a finding), 5 the run itself failed (a notebook raised,
+timed out, lost its kernel or recorded no findings). 5 wins over the others because an
+incomplete run cannot vouch for anything: look at its report first. 2 (usage or input error)
+is the CLI's, before anything runs.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from gpulib import __version__, kernel_env
+from gpulib import __version__, exit_codes, kernel_env
 from gpulib.bundle import sha256_file
 from gpulib.diagnose import diagnose
 from gpulib.diagnose.cache import load_cached, resolve_evidence, write_cache
@@ -34,10 +36,10 @@ from gpulib.vocabulary import SEVERITIES
 log = logging.getLogger(__name__)
 
 EXIT_MEANINGS = {
-    0: "healthy: no finding above info",
-    1: "warning findings: look at them when convenient",
-    2: "error or critical findings: act before relaunching (no-go)",
-    3: "the run itself failed: a step did not complete, its findings are missing",
+    exit_codes.OK: "healthy: no finding above info",
+    exit_codes.SOFT: "warning findings: look at them when convenient",
+    exit_codes.HARD: "error or critical findings: act before relaunching (no-go)",
+    exit_codes.RUN_FAILED: "the run itself failed: a step did not complete, its findings are missing",
 }
 _VERSIONED = ("papermill", "nbclient", "nbconvert", "nbformat", "ipykernel", "jupyter_client", "plotly", "pandas")
 
@@ -60,11 +62,11 @@ def severity_counts(findings: list[dict]) -> dict[str, int]:
 
 def exit_code_for(steps: list[StepResult], findings: list[dict]) -> int:
     if any(step.status != "ok" for step in steps):
-        return 3
+        return exit_codes.RUN_FAILED
     severities = {f.get("severity") for f in findings}
     if severities & {"critical", "error"}:
-        return 2
-    return 1 if "warning" in severities else 0
+        return exit_codes.HARD
+    return exit_codes.SOFT if "warning" in severities else exit_codes.OK
 
 
 def versions() -> dict[str, str]:
@@ -131,7 +133,7 @@ def evidence_diagnosis(plan: dict[str, dict], cwd: Path, env: dict[str, str]) ->
 
 def run_runbook(name: str, *, cli: dict[str, str] | None = None, values: dict | None = None,
                 archive_root: Path, jobs: int | None = None, cwd: Path | None = None,
-                cell_timeout_s: float | None = None, progress=None) -> RunOutcome:
+                cell_timeout_s: float | None = None, progress=None, on_start=None) -> RunOutcome:
     """Run runbook ``name`` (a name or a YAML path) and archive it; raises RunbookError before
     anything runs when the runbook, a parameter or the kernel is unusable."""
     spec, plan = prepare(name, cli, values)
@@ -147,7 +149,7 @@ def run_runbook(name: str, *, cli: dict[str, str] | None = None, values: dict | 
     with tempfile.TemporaryDirectory(prefix="gpulib-findings-") as scratch:
         env = kernel_environment(plan, cwd, Path(scratch))
         steps = execute_runbook(spec, plan, outputs, Path(scratch), cwd=cwd, jobs=jobs,
-                                cell_timeout_s=cell_timeout_s, progress=progress, env=env,
+                                cell_timeout_s=cell_timeout_s, progress=progress, env=env, on_start=on_start,
                                 after_step=lambda r: rendered.__setitem__(r.id, render_step(r.output, r.id)))
         diagnosis = evidence_diagnosis(plan, cwd, env)  # before the scratch folder (and its cache) goes
     for step in steps:  # steps that never ran (interrupted) still get their section

@@ -59,8 +59,8 @@ def check_directory(directory: str | Path) -> Path:
 
 
 def gpu_health(findings: Iterable[dict]) -> dict[tuple[str, str, str], int]:
-    """(host, gpu, uuid) -> worst finding on it; ``gpu`` is the index, else the PCI id (a kernel
-    Xid names only the bus). GPUs of a health report's inventory (``gpus`` of the
+    """(host, gpu, uuid) -> worst finding on it; ``gpu`` is the inventory's index, else the PCI id
+    (a kernel Xid names the bus; an index it prints is the driver's own numbering). GPUs of a health report's inventory (``gpus`` of the
     ``gpu-inventory`` finding) start at 0, and a lost one counts as critical."""
     health: dict[tuple[str, str, str], int] = {}
     known: dict[tuple[str, str], tuple[str, str, str]] = {}  # (host, index or pci) -> inventory key
@@ -80,8 +80,8 @@ def gpu_health(findings: Iterable[dict]) -> dict[tuple[str, str, str], int]:
         if index is None and not pci:
             continue
         key = known.get((host, str(index))) if index is not None else None
-        key = key or (known.get((host, str(pci))) if pci else None) or (host, str(index) if index is not None
-                                                                       else str(pci), "")
+        # a GPU outside the inventory is named by what survives renumbering: its PCI id, else its index
+        key = key or (known.get((host, str(pci))) if pci else None) or (host, str(pci) if pci else str(index), "")
         health[key] = max(health.get(key, 0), HEALTH.get(f.get("severity"), 0))
     return health
 

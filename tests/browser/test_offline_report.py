@@ -32,7 +32,7 @@ def incident_report(tmp_path_factory):
     proc = subprocess.run([sys.executable, "-m", "gpulib", "run", "incident", "--evidence", str(EXAMPLE),
                            "--archive", str(archive)], capture_output=True, text=True, timeout=360, check=False)
     log = f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    assert proc.returncode == 2, f"expected exit 2 (critical findings: a GPU fell off the bus):\n{log}"
+    assert proc.returncode == 3, f"expected exit 3 (critical findings, no-go: a GPU fell off the bus):\n{log}"
     [report] = archive.glob("incident/*/report.html")
     return report
 
@@ -45,7 +45,7 @@ def test_archived_report_renders_its_figures_and_findings_with_the_network_block
     with screenshot_check(page, "report-1-findings"):
         page.goto(incident_report.as_uri(), wait_until="load", timeout=60_000)
         header = page.locator("header").inner_text()
-        assert "exit 2" in header, header[:2000]
+        assert "exit 3" in header, header[:2000]
         findings = page.locator("header table").first.inner_text()
         critical = [line for line in findings.splitlines() if line.startswith("critical")]
         assert any(EXAMPLE_ANSWER["category"] in line and EXAMPLE_ANSWER["host"] in line for line in critical), \

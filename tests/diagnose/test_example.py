@@ -23,7 +23,8 @@ def test_example_json(capsys):
     kinds = {i["path"]: i["kind"] for i in doc["inputs"]}
     readme = next(i for i in doc["inputs"] if i["path"] == "README.md")
     assert kinds.pop("README.md") == "documentation" and "problems" not in readme  # listed, not parsed or flagged
-    assert set(kinds.values()) == {"training_log", "kernel_log", "nvidia_smi_table"}
+    assert set(kinds.values()) == {"training_log", "kernel_log", "nvidia_smi_table", "checkpoint"}
+    assert doc["checkpoints"]["resume_from"] == "checkpoints/ckpt_044000.pt"  # the demo shows the resume step
 
 
 def test_example_text_reads_root_cause_first(capsys):

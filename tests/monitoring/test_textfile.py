@@ -41,7 +41,7 @@ def _promtool_metrics(text: str) -> subprocess.CompletedProcess:
 
 
 def test_textfile_has_findings_gpu_health_and_the_run_time(tmp_path):
-    path = textfile.write(tmp_path, "preflight", "gx-node-03", FINDINGS, exit_code=2, finished_unix_s=1796000000.5)
+    path = textfile.write(tmp_path, "preflight", "gx-node-03", FINDINGS, exit_code=3, finished_unix_s=1796000000.5)
     assert path == tmp_path / "gpulib.prom" and sorted(p.name for p in tmp_path.iterdir()) == [
         ".gpulib.prom.lock", "gpulib.prom"]  # no temporary file left beside it
     text = path.read_text()
@@ -50,7 +50,7 @@ def test_textfile_has_findings_gpu_health_and_the_run_time(tmp_path):
         return sample_value(text, name, runbook="preflight", **labels)
 
     assert value("gpulib_runbook_last_run_timestamp_seconds", host="gx-node-03") == 1796000000.5
-    assert value("gpulib_runbook_exit_code") == 2 and value("gpulib_runbook_steps_failed") == 0
+    assert value("gpulib_runbook_exit_code") == 3 and value("gpulib_runbook_steps_failed") == 0
     assert value("gpulib_runbook_findings", severity="critical", category="gpu_fell_off_bus") == 1
     assert value("gpulib_runbook_findings", severity="warning", category="thermal_throttling") == 1
     assert value("gpulib_runbook_findings", severity="error", category="nvlink_error") == 0  # zero, not absent
@@ -61,7 +61,7 @@ def test_textfile_has_findings_gpu_health_and_the_run_time(tmp_path):
 
 
 def test_each_runbook_replaces_only_its_own_series(tmp_path):
-    textfile.write(tmp_path, "preflight", "n1", FINDINGS, exit_code=2, finished_unix_s=100)
+    textfile.write(tmp_path, "preflight", "n1", FINDINGS, exit_code=3, finished_unix_s=100)
     textfile.write(tmp_path, "health-report", "n1", [], exit_code=0, finished_unix_s=200)
     textfile.write(tmp_path, "preflight", "n1", [], exit_code=0, finished_unix_s=300)
     text = (tmp_path / "gpulib.prom").read_text()
@@ -93,7 +93,7 @@ def test_node_exporter_serves_the_run_and_prometheus_alerts(tmp_path, recorded):
     done = subprocess.run([sys.executable, "-m", "gpulib", "run", "health-report", "--evidence", str(evidence),
                            "--archive", str(tmp_path / "archive"), "--textfile", str(textdir)],
                           capture_output=True, text=True, timeout=280, cwd=REPO)
-    assert done.returncode == 2, done.stdout + done.stderr  # a critical finding: no-go
+    assert done.returncode == 3, done.stdout + done.stderr  # a critical finding: no-go (gpulib.exit_codes.HARD)
     assert f"metrics:  {textdir / 'gpulib.prom'}" in done.stdout
     assert _promtool_metrics((textdir / "gpulib.prom").read_text()).returncode == 0
     (tmp_path / "prom").mkdir()

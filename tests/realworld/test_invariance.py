@@ -7,6 +7,8 @@ rewrapping must keep the verdict, the category and every culprit field the origi
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -109,3 +111,41 @@ def test_concatenating_every_file(right_cases, tmp_path):
         checked += 1
     if not checked:
         pytest.skip("no multi-file case")
+
+
+_RANK_PREFIX = re.compile(r"^\[(?:rank|default)(\d+)\]:")
+
+
+def test_splitting_a_log_into_per_rank_files(right_cases, tmp_path):
+    """A torchrun log with ``[rankN]:`` prefixes split into ``rank-N.log`` files (``--redirects``,
+    ``--tee``, one file per rank as job schedulers keep them) is the same evidence: lines without a
+    prefix (the launcher's) stay in a file of their own, every other file is kept as it was."""
+    checked = 0
+    for case, before in right_cases.items():
+        files = sorted(p for p in (case / "input").rglob("*") if p.is_file())
+        split = {}
+        for f in files:
+            lines = f.read_bytes().decode("utf-8", "replace").splitlines()
+            ranks = {m.group(1) for line in lines if (m := _RANK_PREFIX.match(line))}
+            if len(ranks) >= 2:
+                split[f] = lines
+        if not split:
+            continue
+        dst = tmp_path / case.name
+        dst.mkdir()
+        for n, f in enumerate(files):
+            if f not in split:
+                (dst / f.name).write_bytes(f.read_bytes())
+                continue
+            per_rank: dict[str, list[str]] = {}
+            for line in split[f]:
+                m = _RANK_PREFIX.match(line)
+                per_rank.setdefault(m.group(1) if m else "launcher", []).append(line)
+            for rank, lines in per_rank.items():
+                name = f"launcher-{n}.log" if rank == "launcher" else f"job{n}-rank-{rank}.log"
+                (dst / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+        after = _answer(diagnose([dst]).to_dict())
+        _same(before, after, ignore=("host",))
+        checked += 1
+    if not checked:
+        pytest.skip("no case with a torchrun log of several ranks")

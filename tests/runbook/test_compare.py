@@ -97,7 +97,9 @@ def test_cli_diff_of_two_archived_runs(tmp_path, capsys):
     assert main(["archive", "list", "--archive", str(tmp_path)]) == 0
     listing = capsys.readouterr().out.splitlines()
     assert listing[0].startswith("incomplete run (still running, or its runner died):")
-    assert [line.split()[0] for line in listing[1:]] == ["health-report", "health-report"]
+    assert listing[1].split() == ["RUNBOOK", "RUN", "EXIT", "FINDINGS", "EVIDENCE"]
+    assert [line.split()[0] for line in listing[2:4]] == ["health-report", "health-report"]
+    assert listing[4] == f"2 run(s) under {tmp_path}; `gpulib archive show RUN` for one, `gpulib archive diff A B` to compare"
 
 
 @pytest.mark.parametrize("ref", ["health-report~5", "no-such-run", "deadbeef"])

@@ -39,6 +39,6 @@ def test_preflight_without_evidence_checks_this_host(tmp_path):
         ids = [f["id"] for f in outcome.findings]
         assert "no-gpu-visible" in ids
         verdict = next(f for f in outcome.findings if f["id"] == "preflight-verdict")
-        assert verdict["title"].startswith("NO-GO") and outcome.exit_code == 2
+        assert verdict["title"].startswith("NO-GO") and outcome.exit_code == 3
     manifest = json.loads((outcome.path / "manifest.json").read_text())
     assert manifest["steps"][0]["parameters"]["capture_live"] is True

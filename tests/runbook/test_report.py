@@ -40,7 +40,7 @@ def test_code_is_hidden_but_outputs_and_markdown_stay(report):
 
 def test_the_failure_is_at_the_top(report):
     header = report[report.index("<header>"):report.index("</header>")]
-    assert "exit 3" in header
+    assert "exit 5" in header  # the run itself failed
     text = re.sub(r"<[^>]+>", "", header)
     assert "raises failed (cell In [4]): RuntimeError" in text
     assert header.index('href="#step-raises">raises</a> failed') < header.index('id="facts"')

@@ -35,7 +35,7 @@ def test_one_row_per_fact_with_the_steps_that_raised_it_and_its_own_category():
                                                (TIMEOUT["id"], "cascade")]
     assert facts[0].steps == ["00_triage", "01_kernel_xid", "06_driver"]
     assert facts[1].category == "driver_mismatch"  # its own, not the incident's
-    assert facts[0].where == "host gx-a800-102, GPU 2 (0000:4f:00.0), rank 10"
+    assert facts[0].where == "host gx-a800-102, 0000:4f:00.0 (GPU 2), rank 10"
 
 
 def test_the_banner_says_why_the_run_exits_as_it_does():
@@ -68,7 +68,8 @@ def test_the_first_block_is_the_diagnosis_headline_then_the_banner(example_page)
     page, diagnosis = example_page
     body = page[page.index("<body"):]
     first = re.search(r'<section id="headline".*?</section>', body, re.DOTALL).group(0)
-    shown = [re.sub(r"<[^>]+>", "", line).strip() for line in re.findall(r"<(?:h1|p)[^>]*>.*?</(?:h1|p)>", first)]
+    shown = [html.unescape(re.sub(r"<[^>]+>", "", line)).strip()  # as a browser shows it (&lt; is <)
+             for line in re.findall(r"<(?:h1|p)[^>]*>.*?</(?:h1|p)>", first)]
     assert shown == [line.strip() for line in headline_lines(diagnosis)]
     assert shown[0] == "HARD failure - gpu_fell_off_bus"
     assert any(line.startswith("culprit: host gx-a800-102, 0000:4f:00.0 (GPU 2), rank 10") for line in shown)

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.notebook
 
 def test_archive_holds_every_step_even_when_one_fails(mixed_run):
     run = mixed_run.path
-    assert mixed_run.exit_code == 3
+    assert mixed_run.exit_code == 5  # the run itself failed (gpulib.exit_codes.RUN_FAILED)
     files = sorted(p.relative_to(run).as_posix() for p in run.rglob("*") if p.is_file())
     assert files == ["findings.json", "manifest.json", "notebooks/ok.ipynb", "notebooks/raises.ipynb",
                      "notebooks/writes_findings.ipynb", "report.html"]
@@ -35,7 +35,7 @@ def test_archive_holds_every_step_even_when_one_fails(mixed_run):
     assert steps["raises"]["error"]["type"] == "RuntimeError"
     assert "scenario failure" in steps["raises"]["error"]["message"]
     assert steps["writes_findings"]["findings"] == 2 and steps["ok"]["status"] == "ok"
-    assert manifest["exit_code"] == 3 and manifest["findings"] == {"critical": 0, "error": 0, "warning": 2, "info": 1}
+    assert manifest["exit_code"] == 5 and manifest["findings"] == {"critical": 0, "error": 0, "warning": 2, "info": 1}
     assert manifest["versions"]["papermill"] and manifest["kernel"]["name"] == "python3"
 
 
@@ -68,7 +68,7 @@ def test_archive_is_read_only_and_hashed(mixed_run):
     assert "manifest.json" not in run.manifest["files"] and run.verify().ok
 
 
-@pytest.mark.parametrize(("severity", "code"), [("info", 0), ("warning", 1), ("critical", 2)])
+@pytest.mark.parametrize(("severity", "code"), [("info", 0), ("warning", 1), ("error", 3), ("critical", 3)])
 def test_exit_code_follows_the_worst_finding(write_runbook, tmp_path, severity, code):
     outcome = run_runbook(str(write_runbook(["writes_findings"])), cli={"severity": severity, "count": "1"},
                           archive_root=tmp_path / "archive", cwd=tmp_path)
@@ -78,14 +78,14 @@ def test_exit_code_follows_the_worst_finding(write_runbook, tmp_path, severity, 
 
 def test_a_notebook_that_records_nothing_fails_the_run(write_runbook, tmp_path):
     outcome = run_runbook(str(write_runbook(["no_findings"])), archive_root=tmp_path / "a", cwd=tmp_path)
-    assert outcome.exit_code == 3
+    assert outcome.exit_code == 5
     assert "recorded no findings" in outcome.steps[0].error["message"]
 
 
 def test_a_hung_cell_is_stopped_by_the_cell_timeout(write_runbook, tmp_path):
     outcome = run_runbook(str(write_runbook(["slow"])), cli={"seconds": "120"}, cell_timeout_s=2,
                           archive_root=tmp_path / "a", cwd=tmp_path)
-    assert outcome.exit_code == 3
+    assert outcome.exit_code == 5
     assert "Timeout" in outcome.steps[0].error["type"] or "timed out" in outcome.steps[0].error["message"]
     nb = nbformat.read(outcome.path / "notebooks" / "slow.ipynb", as_version=4)
     hung, after = [c for c in nb.cells if c.cell_type == "code"][2:]
@@ -112,19 +112,25 @@ def test_rerun_makes_a_new_directory_and_leaves_the_first_untouched(write_runboo
 def test_cli_refuses_bad_parameters_before_anything_runs(write_runbook, tmp_path, capsys):
     book = str(write_runbook(["writes_findings"]))
     archive = tmp_path / "archive"
-    assert main(["run", book, "-p", "severty=critical", "--archive", str(archive)]) == 3
+    assert main(["run", book, "-p", "severty=critical", "--archive", str(archive)]) == 2  # usage error
     assert "unknown parameter 'severty'" in capsys.readouterr().err
-    assert main(["run", book, "-p", "count=many", "--archive", str(archive)]) == 3
-    assert main(["run", book, "--evidence", str(tmp_path / "nowhere"), "--archive", str(archive)]) == 3
-    assert "evidence path does not exist" in capsys.readouterr().err
+    assert main(["run", book, "-p", "count=many", "--archive", str(archive)]) == 2
+    assert main(["run", book, "--evidence", str(tmp_path / "nowhere"), "--archive", str(archive)]) == 2
+    assert f"{tmp_path / 'nowhere'}: no such file or folder" in capsys.readouterr().err
+    assert main(["run", str(tmp_path / "no-such-book.yaml"), "--archive", str(archive)]) == 2
     assert not archive.exists()  # nothing was executed or archived
 
 
 def test_cli_run_prints_where_the_report_is(write_runbook, tmp_path, capsys):
     book = str(write_runbook(["writes_findings"]))
     code = main(["run", book, "-p", "severity=error", "--archive", str(tmp_path / "archive"), "--jobs", "1"])
-    out = capsys.readouterr().out
-    assert code == 2 and "exit 2: error or critical findings" in out
+    captured = capsys.readouterr()
+    out = captured.out
+    assert code == 3 and "exit 3: error or critical findings" in out
+    progress = captured.err.splitlines()  # not a terminal: plain lines, no bar
+    assert progress[0].startswith("gpulib run ") and "1 step(s)" in progress[0]
+    assert any(line.startswith("[1/1] writes_findings") and line.endswith(" s") for line in progress), progress
+    assert "\r" not in captured.err
     report = Path(next(line.split(None, 1)[1] for line in out.splitlines() if line.startswith("report:")))
     assert report.name == "report.html" and report.parent.parent == tmp_path / "archive" / "scenario"
 
@@ -156,7 +162,7 @@ def test_an_interrupt_stops_the_kernels_and_still_archives(write_runbook, tmp_pa
 
     threading.Thread(target=interrupt_once_the_first_step_runs, daemon=True).start()
     outcome = run_runbook(book, cli={"seconds": "300"}, jobs=1, archive_root=tmp_path / "archive", cwd=tmp_path)
-    assert outcome.exit_code == 3
+    assert outcome.exit_code == 5
     by_id = {s.id: s for s in outcome.steps}
     assert by_id["slow"].error["type"] == "Interrupted"
     assert by_id["slow_queued"].error["message"] == "not started: the run was interrupted"

@@ -37,7 +37,7 @@ def test_incident_runs_every_step_and_names_the_culprit(incident_run):
                 if f["category"] == "gpu_fell_off_bus" and f["severity"] == "critical"]
     assert {f.get("host") for f in fell_off} == {"gx-a800-102"}
     assert {f.get("gpu_pci") for f in fell_off if f.get("xid") == 79} == {"0000:4f:00.0"}
-    assert incident_run.exit_code == 2
+    assert incident_run.exit_code == 3  # critical findings: no-go
 
 
 def test_incident_archive_is_complete_and_offline(incident_run):
@@ -70,7 +70,7 @@ def test_preflight_is_no_go_on_a_gpu_with_uncorrectable_ecc(incidents, tmp_path)
                           archive_root=tmp_path, cwd=REPO)
     verdict = [f for f in outcome.findings if f["id"] == "preflight-verdict"]
     assert [f["severity"] for f in verdict] == ["critical"] and verdict[0]["title"].startswith("NO-GO")
-    assert outcome.exit_code == 2
+    assert outcome.exit_code == 3
 
 
 @pytest.fixture(scope="module")
@@ -92,9 +92,16 @@ def test_health_report_of_a_healthy_fleet(health_archive):
 
 def test_archive_diff_of_two_nights_names_the_new_xids(health_archive, capsys):
     root, (healthy, ecc) = health_archive
-    assert ecc.exit_code == 2
-    assert main(["archive", "diff", "health-report~1", "health-report~0", "--archive", str(root)]) == 1
-    out = capsys.readouterr().out
+    assert ecc.exit_code == 3
+    # the two "nights" are two different corpora (different hosts): refused without --force ...
+    assert main(["archive", "diff", "health-report~1", "health-report~0", "--archive", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "different evidence of different hosts" in err and "case-07-healthy-run" in err and "--force" in err
+    # ... and compared with a warning on top with it
+    assert main(["archive", "diff", "health-report~1", "health-report~0", "--archive", str(root), "--force"]) == 1
+    captured = capsys.readouterr()
+    out = captured.out
+    assert out.startswith("WARNING: the runs read different evidence") and "WARNING" in captured.err
     new_xids = out.split("new Xids:")[1].split(":\n")[0]
     assert "Xid 48 on" in new_xids and "h100-sxm-c05" in new_xids  # the DBE on GPU 0000:bb:00.0
     assert main(["archive", "diff", "health-report~0", "health-report~0", "--archive", str(root)]) == 0

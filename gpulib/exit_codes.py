@@ -1,0 +1,59 @@
+"""One exit-code table for every ``gpulib`` command (DESIGN.md), shown in each ``--help``.
+
+Why one table: a scheduler or a wrapper script acts on the number alone (relaunch, drain the
+node, page someone). If 3 meant "hard" for one command and "the run failed" for another, the
+same script would drain a healthy node because a notebook raised. Each command returns the
+subset that applies to it; :func:`epilog` prints the table and, under it, that subset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+
+OK = 0
+SOFT = 1
+USAGE = 2
+HARD = 3
+UNKNOWN = 4
+RUN_FAILED = 5
+#: Not in the table: the shell's conventions, kept so that ``| head`` and Ctrl-C read as usual.
+INTERRUPTED = 130
+PIPE_CLOSED = 141
+
+TABLE = {
+    OK: "healthy / no interruption / nothing found",
+    SOFT: "soft or warnings: the process failed and the hardware is fine, or findings to look at",
+    USAGE: "usage or input error: a missing or unreadable path, a bad flag or parameter",
+    HARD: "hard / no-go: a GPU or node failed, or a check says do not relaunch",
+    UNKNOWN: "unknown: errors without an explained cause, or nothing readable (collect more)",
+    RUN_FAILED: "the run itself failed (gpulib run: a notebook raised, hung or recorded nothing; "
+                "any command: an internal error, its traceback above)",
+}
+
+
+def table_text() -> str:
+    rows = "\n".join(f"  {code}  {meaning}" for code, meaning in TABLE.items())
+    return f"exit codes (the same for every gpulib command):\n{rows}"
+
+
+def epilog(this_command: str | None = None) -> str:
+    """The shared table, then what this command returns (``this_command``, one line per code)."""
+    text = table_text()
+    if this_command:
+        text += "\nthis command:\n" + "\n".join(f"  {line.strip()}" for line in this_command.strip().splitlines())
+    return text
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, but each line of a description or epilog is wrapped on its own: long
+    one-line descriptions still wrap, and the table keeps one row per line (continuations indented)."""
+
+    def _fill_text(self, text, width, indent):
+        out = []
+        for line in text.splitlines():
+            lead = " " * (len(line) - len(line.lstrip()))
+            wrapped = textwrap.fill(line.strip(), width, initial_indent=indent + lead,
+                                    subsequent_indent=indent + lead + ("   " if lead else "")) if line.strip() else ""
+            out.append(wrapped)
+        return "\n".join(out)
