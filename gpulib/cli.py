@@ -33,7 +33,7 @@ COMMANDS = {
     "nccl-test": ("gpulib.nccl.cli", "NCCL/gloo bus bandwidth like nccl-tests, with a PASS/WARN/FAIL verdict"),
     "nccl-parse": ("gpulib.nccl.cli", "read nccl-tests output (any historical layout) and judge it"),
     "run": ("gpulib.runbooks.cli",
-            "run a runbook's notebooks headless and archive them (exit 0 ok, 1 warn, 2 no-go, 3 failed)"),
+            "run a runbook's notebooks headless and archive them (exit 0 ok, 1 warn, 3 no-go, 5 failed)"),
     "archive": ("gpulib.runbooks.cli", "list, show (and re-verify) or diff archived runbook runs"),
     "storage-probe": ("gpulib.storage.cli",
                       "measure a dataset path (throughput, IOPS, latency, file sizes) against the job's need"),
