@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from gpulib import exit_codes
-from gpulib.cli import _subcommands, build_parser, main
+from gpulib.cli import COMMANDS, _subcommands, build_parser, main
 from gpulib.readable import require_readable, unreadable_reason
 from tests.conftest import REPO
 
@@ -24,9 +24,11 @@ def gpulib_cmd(*args: str) -> list[str]:
 
 
 def test_every_command_and_action_lists_the_one_exit_table():
-    parser = build_parser([])
+    parser = build_parser([])  # `gpulib --help`: each command listed, none of their modules imported
     subs = list(_subcommands(parser))
-    assert len(subs) >= 15  # every command and every action (ckpt inspect, archive diff, fleet ledger ...)
+    for name in COMMANDS:  # each command's own parser, as `gpulib NAME ...` builds it
+        subs += list(_subcommands(build_parser([name])))
+    assert len({s.prog for s in subs}) >= 15  # every command and every action (ckpt inspect, archive diff ...)
     table = exit_codes.table_text()
     for sub in subs:
         text = sub.format_help()
