@@ -31,6 +31,7 @@ from gpulib.diagnose.inputs import Inputs, gather
 from gpulib.diagnose.joins import IdentityMap
 from gpulib.diagnose.model import TimelineEntry
 from gpulib.diagnose.report import Diagnosis
+from gpulib.diagnose.thresholds import Thresholds
 from gpulib.findings import Finding, event_id
 
 log = logging.getLogger(__name__)
@@ -38,15 +39,18 @@ log = logging.getLogger(__name__)
 __all__ = ["Diagnosis", "diagnose"]
 
 
-def diagnose(paths: list[str | Path], tz: str | None = None, *, inputs: Inputs | None = None) -> Diagnosis:
+def diagnose(paths: list[str | Path], tz: str | None = None, *, inputs: Inputs | None = None,
+             thresholds: Thresholds | None = None) -> Diagnosis:
     """Diagnose the incident whose evidence lies in ``paths`` (bundles, folders or files).
 
     ``tz`` is the zone of timestamps printed without one (``dmesg -T``, nvidia-smi, Python logs)
     when no bundle manifest says it; default UTC. ``inputs``: what :func:`gather` already read
-    from ``paths`` (a caller that also shows the records reads the evidence once).
+    from ``paths`` (a caller that also shows the records reads the evidence once). ``thresholds``:
+    the numbers the rules judge with (:class:`~gpulib.diagnose.thresholds.Thresholds`; a notebook's
+    sliders pass theirs here rather than judging the evidence again with rules of their own).
     """
     inputs = gather([Path(p) for p in paths], tz) if inputs is None else inputs
-    ctx = Context(inputs, IdentityMap(inputs), tz)
+    ctx = Context(inputs, IdentityMap(inputs), tz, thresholds or Thresholds())
     for rules in (rules_kernel, rules_gpu, rules_job, rules_other, rules_slurm, rules_sel, rules_shm, rules_signatures):
         try:
             rules.run(ctx)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from gpulib.diagnose.inputs import InputFile, Inputs
 from gpulib.diagnose.joins import IdentityMap
+from gpulib.diagnose.thresholds import Thresholds
 from gpulib.findings import EvidenceLine, Finding
 from gpulib.parsers.logtime import stamp_in, zone_of
 
@@ -16,6 +17,7 @@ class Context:
     inputs: Inputs
     ids: IdentityMap
     tz: str | None = None
+    thresholds: Thresholds = field(default_factory=Thresholds)
     findings: list[Finding] = field(default_factory=list)
     _counter: dict[str, int] = field(default_factory=dict)
     _records: dict[tuple, list] = field(default_factory=dict)

@@ -49,20 +49,45 @@ def drift_findings(drifts: list[FieldDrift], configs: dict[str, NodeConfig], roo
             host=first if len(odd) == 1 else None,
             evidence=[EvidenceLine(configs[h].sources.get(d.field, source), None, f"{h}: {d.label} {v}")
                       for h, v in sorted(d.odd.items())[:12]],
-            actions=[_action(d, odd)],
+            actions=[_action(d, odd, culprit)],
             caused_by=root.id if state_of_culprit else None,
         )
         out.append(f)
     return out
 
 
-def _action(d: FieldDrift, odd: list[str]) -> str:
+def _action(d: FieldDrift, odd: list[str], culprit: str | None = None) -> str:
+    if d.majority is None:
+        return _split_action(d, culprit)
     names = ", ".join(odd[:6]) + (" ..." if len(odd) > 6 else "")
-    target = d.majority if d.majority is not None else "one common value"
+    target = d.majority
     if d.field in STATE_FIELDS:
         return f"Exclude {names} (srun --exclude) until its {d.label} is back to {target}: {WHY.get(d.field, '')}"
     return (f"Bring {names} to {target} before the relaunch, or exclude {'it' if len(odd) == 1 else 'them'} "
             f"(srun --exclude): {WHY.get(d.field, '')}")
+
+
+def _split_action(d: FieldDrift, culprit: str | None) -> str:
+    """No value has a majority (two nodes, one each): excluding every "odd" node would empty the
+    job. Name the node the other evidence points at - the one with fewer GPUs, active ports or
+    link rate (a state can only be degraded downwards), else the root cause's node - or say that
+    gpulib cannot tell."""
+    why = WHY.get(d.field, "")
+    if d.field in STATE_FIELDS:
+        numeric = {h: float(v) for h, v in d.odd.items() if isinstance(v, (int, float)) or str(v).replace(".", "", 1).isdigit()}
+        if len(numeric) == len(d.odd) and len(set(numeric.values())) > 1:
+            low = min(numeric.values())
+            worse = sorted(h for h, v in numeric.items() if v == low)
+            best = max(numeric.values())
+            return (f"No majority, but {', '.join(worse)} has the lower {d.label} ({low:g} vs {best:g}): a state only "
+                    f"degrades downwards, so exclude {'it' if len(worse) == 1 else 'them'} (srun --exclude) until "
+                    f"it is back: {why}")
+    if culprit and culprit in d.odd:
+        others = sorted({str(v) for h, v in d.odd.items() if h != culprit})
+        return (f"No majority among {d.known} nodes; the root cause is on {culprit} ({d.label} {d.odd[culprit]}): "
+                f"bring it to {' / '.join(others)} as the others run, or exclude it (srun --exclude): {why}")
+    return (f"No majority among {d.known} nodes, so gpulib cannot tell which one is off: install one {d.label} on "
+            f"every node before the relaunch (excluding every differing node would empty the job): {why}")
 
 
 def node_summary(inputs, findings: list[Finding], root: Finding | None,

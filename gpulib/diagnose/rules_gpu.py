@@ -19,10 +19,9 @@ from statistics import median
 from gpulib.diagnose.context import Context, evidence, place, without_unknowns
 from gpulib.findings import Pointers
 from gpulib.parsers import gpu_series, prom_text
-from gpulib.parsers.gpu_records import GpuSample
+from gpulib.parsers.gpu_records import SLOWDOWN_REASONS, GpuSample
 from gpulib.parsers.gpu_series import GpuSeries
 
-IMBALANCE_MIB = 2048
 LOW_CLOCK_RATIO = 0.6
 LOW_PEER_CLOCK = 0.8  # below this share of the peers' median SM clock at the same moment
 HOT_C = 80
@@ -72,6 +71,7 @@ def _snapshot(ctx: Context, host: str | None, states: list) -> None:
             f.evidence.append(evidence(file, s.line, f"{what}: {s.lost_reason or 'GPU is lost'}"))
             continue
         _ecc(ctx, host, captured, file, s)
+        _hot(ctx, host, file, s, s.temp_c, captured, s.throttle_reasons, s.line)
         _power_unreadable(ctx, host, captured, file, s)
         _throttle_snapshot(ctx, host, captured, file, s)
         _pcie(ctx, host, captured, file, s)
@@ -85,6 +85,25 @@ def _snapshot(ctx: Context, host: str | None, states: list) -> None:
                 evidence=[evidence(file, None, f"indexes present: {indexes}")],
                 actions=["Check `lspci | grep -i nvidia` and dmesg for Xid 79 / AER on the missing GPU"])
     _memory(ctx, host, captured, present, states)
+
+
+def _hot(ctx: Context, host, file, rec, temp_c, when, reasons, line=None) -> None:
+    """A GPU at or above ``temp_limit_c`` that no slowdown reason slows yet: the next degree costs
+    it clock speed, and its rank becomes the straggler the other ranks time out on. Worth a look at
+    the airflow before it happens (context, not a cause: nothing was slowed)."""
+    limit = ctx.thresholds.temp_limit_c
+    if temp_c is None or temp_c < limit or set(reasons or ()) & SLOWDOWN_REASONS:
+        return
+    f = ctx.add("hot", severity="warning", category="thermal_throttling", role="context", hardware=True, title="",
+                host=host, time=ctx.utc(when, file) if when else None, observed=True,
+                evidence=[evidence(file, line, f"GPU {rec.index}: {temp_c:.0f} C, no slowdown reason yet")],
+                actions=["Check this GPU's airflow and fans (and its neighbours'): it is at its slowdown "
+                         "temperature"])
+    place(ctx, f, host=host, pci=rec.pci_bus_id or ctx.ids.index_pci.get((host, rec.index)))
+    if f.gpu_index is None:
+        f.gpu_index = rec.index
+    f.title = without_unknowns(f"GPU {f.gpu_index} ({f.gpu_pci}) on {host} reached {temp_c:.0f} C (limit "
+                               f"{limit:g} C) without throttling yet")
 
 
 def _power_unreadable(ctx: Context, host, captured, file, s) -> None:
@@ -199,22 +218,27 @@ def _pcie(ctx: Context, host, captured, file, s) -> None:
 
 
 def _memory(ctx: Context, host, captured, present, states) -> None:
+    """A GPU using ``imbalance_gib`` more than every peer (data-parallel ranks hold the same model:
+    an outlier holds more activations, leaks, or shares its GPU with a stray process), and an
+    empty, idle GPU among busy peers (its rank is gone)."""
     used = [(s, s.mem_used_mib) for s in present if s.mem_used_mib is not None]
-    if len(used) < 3:
+    if len(used) < 2:
         return
+    gap_mib = ctx.thresholds.imbalance_gib * 1024
     file = states[0][0]
     for s, mib in used:
         others = [m for o, m in used if o is not s]
         mid = median(others)
         busy_peers = median([o.util_gpu_pct or 0 for o, _ in used if o is not s])
-        if mib > mid + IMBALANCE_MIB and all(m < mib - IMBALANCE_MIB for m in others):
+        if mib > mid + gap_mib and all(m < mib - gap_mib for m in others):
             f = ctx.add("mem-imbalance", severity="warning", category="cuda_oom", role="context",
-                        title=f"{_describe(s)} on {host} uses {mib:.0f} MiB, > 2 GiB above the others "
+                        title=f"{_describe(s)} on {host} uses {mib:.0f} MiB, more than {ctx.thresholds.imbalance_gib:g} GiB "
+                              f"above the others "
                               f"(median {mid:.0f} MiB)", host=host, time=captured, observed=True,
                         evidence=[_line(file, s, f"{mib:.0f} MiB used")],
                         actions=["Uneven sharding or a stray process on that GPU; check its process list"])
             place(ctx, f, host=host, pci=s.pci_bus_id)
-        elif mib < mid - IMBALANCE_MIB and busy_peers >= 50 and (s.util_gpu_pct or 0) < 10:
+        elif len(used) >= 3 and mib < mid - gap_mib and busy_peers >= 50 and (s.util_gpu_pct or 0) < 10:
             f = ctx.add("gpu-idle", severity="warning", category="application_error", role="symptom",
                         title=f"{_describe(s)} on {host} is idle and empty ({mib:.0f} MiB) while its peers are busy: "
                               "its rank is gone", host=host, time=captured, observed=True,
@@ -253,6 +277,8 @@ def _series(ctx: Context) -> None:
     for (host, _gpu), parts in per_gpu.items():
         throttled = [(f, s) for f, s in parts if s.first_throttled is not None]
         if not throttled:
+            file, hottest = max(parts, key=lambda fs: fs[1].temp_c.max if fs[1].temp_c.max is not None else -1e9)
+            _hot(ctx, host, file, hottest, hottest.temp_c.max, hottest.last_time_utc, hottest.reasons)  # seen by then
             continue
         file, first = min(((f, s.first_throttled) for f, s in throttled), key=lambda fs: fs[1].time_utc or "")
         worst = min(((f, s.slowest_throttled) for f, s in throttled), key=lambda fs: (fs[1].sm_clock_mhz or 1e9,

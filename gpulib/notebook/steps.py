@@ -22,7 +22,7 @@ from gpulib.checkpoints import resume as resume_plan
 from gpulib.findings import Finding, event_id, ordered, summarize
 from gpulib.identity import normalize_pci, to_utc_iso
 from gpulib.notebook.tables import gpu_labels, throttle_periods
-from gpulib.parsers.gpu_records import ERROR_COUNTERS, SLOWDOWN_REASONS
+from gpulib.parsers.gpu_records import ERROR_COUNTERS
 from gpulib.vocabulary import SEVERITIES
 
 FINDING_MIME = "application/vnd.gpulib.finding+json"
@@ -188,31 +188,12 @@ def kernel_findings(diagnosis: dict) -> list[dict]:
 # 02 GPU memory
 
 
-def memory_findings(states: pd.DataFrame, imbalance_gib: float = 2.0) -> list[dict]:
-    """Memory imbalance between the GPUs of a host, beyond ``imbalance_gib``.
-
-    Data-parallel ranks hold identical models, so used memory should match within a few
-    hundred MiB; an outlier holds more activations, leaks, or shares its GPU with a stray process.
-    """
-    if states is None or states.empty or "mem_used_mib" not in states.columns:
-        return []
-    out = []
-    for host, rows in states[states["mem_used_mib"].notna()].groupby(states["host"].fillna(""), sort=True):
-        if len(rows) < 2:
-            continue
-        hi, lo = rows.loc[rows["mem_used_mib"].idxmax()], rows.loc[rows["mem_used_mib"].idxmin()]
-        spread_gib = (hi["mem_used_mib"] - lo["mem_used_mib"]) / 1024
-        if spread_gib > imbalance_gib:
-            out.append(finding(
-                event_id("mem-imbalance", host=host or None, gpu=_gpu(hi)), "warning", "cuda_oom",
-                f"GPU memory imbalance of {spread_gib:.1f} GiB on {host or 'this host'}: GPU {hi['gpu']} uses "
-                f"{hi['mem_used_mib'] / 1024:.1f} GiB, GPU {lo['gpu']} {lo['mem_used_mib'] / 1024:.1f} GiB",
-                host=host or None, gpu_index=hi.get("gpu_index"), gpu_pci=_pci(hi), time=hi.get("time"),
-                evidence=_evidence_rows(pd.DataFrame([hi])),
-                actions=["An outlier rank holds more activations or leaks: check its batch/sequence length; "
-                         "a GPU near zero may have lost its process (see the kernel log)."],
-            ))
-    return out
+def imbalance_findings(diagnosis: dict) -> list[dict]:
+    """GPUs using more memory than their peers by the diagnosis's ``imbalance_gib`` (rule
+    ``mem-imbalance``; ask :meth:`~gpulib.notebook.tables.EvidenceTables.diagnosis_at` for another
+    threshold). Data-parallel ranks hold the same model: an outlier holds more activations, leaks,
+    or shares its GPU with a stray process."""
+    return [f for f in diagnosis.get("findings") or [] if str(f.get("id", "")).startswith("mem-imbalance")]
 
 
 def held_findings(diagnosis: dict) -> list[dict]:
@@ -230,77 +211,8 @@ def held_findings(diagnosis: dict) -> list[dict]:
 # 04 thermal and power
 
 
-def thermal_findings(samples: pd.DataFrame, states: pd.DataFrame | None = None,
-                     temp_limit_c: float = 85.0, min_samples: int = 2) -> list[dict]:
-    """GPUs slowed by heat or power delivery, from time series and from snapshots.
-
-    ``min_samples`` consecutive samples with a slowdown reason make a period (one sample can be
-    a transient). A GPU above ``temp_limit_c`` without a slowdown reason is a warning: it is
-    about to throttle.
-    """
-
-    out = []
-    periods = [p for p in throttle_periods(samples) if p["samples"] >= min_samples]
-    by_gpu: dict[str, list[dict]] = {}
-    for period in periods:
-        by_gpu.setdefault(period["label"], []).append(period)
-    for label, gpu_periods in by_gpu.items():
-        rows = samples[gpu_labels(samples) == label]
-        first = gpu_periods[0]
-        inside = rows[(rows["time"] >= first["start"]) & (rows["time"] <= gpu_periods[-1]["end"])]
-        reasons = sorted({r for p in gpu_periods for r in p["reasons"]})
-        category = "power_fault" if reasons == ["hw_power_brake_slowdown"] else "thermal_throttling"
-        peak = inside["temp_c"].max() if "temp_c" in inside.columns else None
-        clock = inside["sm_clock_mhz"].min() if "sm_clock_mhz" in inside.columns else None
-        clock_max = rows["sm_clock_max_mhz"].max() if "sm_clock_max_mhz" in rows.columns else None
-        minutes = sum((p["end"] - p["start"]).total_seconds() for p in gpu_periods) / 60
-        detail = ", ".join(x for x in (
-            f"peak {peak:.0f} C" if pd.notna(peak) else "",
-            f"SM clock down to {clock:.0f}" + (f" of {clock_max:.0f} MHz" if pd.notna(clock_max) else " MHz")
-            if pd.notna(clock) else "") if x)
-        out.append(finding(
-            event_id("throttle", host=_first(rows, "host"), gpu=_gpu(rows.iloc[0])), "error", category,
-            f"{label} slowed by {', '.join(reasons)} for {minutes:.1f} min from {_iso(first['start'])}"
-            + (f" ({detail})" if detail else ""),
-            host=_first(rows, "host"), gpu_index=_first(rows, "gpu_index"), gpu_pci=_pci(rows.iloc[0]), time=first["start"],
-            evidence=_evidence_rows(inside[inside["throttle_reasons"].map(lambda r: bool(set(r or ()) & SLOWDOWN_REASONS))]),
-            actions=["Check the airflow/fans and inlet temperature of this node and GPU slot; compare with its "
-                     "neighbours. Drain it until cooling is fixed: a throttled GPU makes its rank a straggler "
-                     "and the other ranks time out in NCCL.",
-                     "Power-brake slowdown means the PSU/BMC asked for less power: check ipmitool sdr."],
-            reasons=reasons, power_limit_w=_first(rows, "power_limit_w"),
-        ))
-    if samples is not None and not samples.empty and "temp_c" in samples.columns:
-        hot = samples[samples["temp_c"] >= temp_limit_c]
-        for label, rows in hot.groupby(gpu_labels(hot), sort=True):
-            if label in by_gpu:
-                continue
-            out.append(finding(
-                event_id("hot", host=_first(rows, "host"), gpu=_gpu(rows.iloc[0])), "warning", "thermal_throttling",
-                f"{label} reached {rows['temp_c'].max():.0f} C (limit {temp_limit_c:g} C) without throttling yet",
-                host=_first(rows, "host"), gpu_index=_first(rows, "gpu_index"), gpu_pci=_pci(rows.iloc[0]),
-                time=rows["time"].min(),
-                evidence=_evidence_rows(rows),
-                actions=["Watch this GPU: it is close to its slowdown temperature."],
-            ))
-    if states is not None and not states.empty and "throttle_reasons" in states.columns:
-        seen = set(by_gpu)
-        for _, row in states.iterrows():
-            slow = sorted(set(row["throttle_reasons"] or ()) & SLOWDOWN_REASONS)
-            label = gpu_labels(pd.DataFrame([row])).iloc[0]
-            if slow and label not in seen:
-                seen.add(label)
-                out.append(finding(
-                    event_id("throttle", host=_first(pd.DataFrame([row]), "host"), gpu=_gpu(row)), "error",
-                    "power_fault" if slow == ["hw_power_brake_slowdown"] else "thermal_throttling",
-                    f"{label} reported {', '.join(slow)} in a snapshot"
-                    + (f" at {row['temp_c']:.0f} C" if pd.notna(row.get("temp_c")) else ""),
-                    host=_first(pd.DataFrame([row]), "host"), gpu_index=row.get("gpu_index"), gpu_pci=_pci(row),
-                    time=row.get("time"),
-                    evidence=_evidence_rows(pd.DataFrame([row])),
-                    actions=["Sample it over time (gpulib collect --sample-seconds 60) to see how long it lasts."],
-                ))
-    return out
+#: What a GPU's heat and power delivery come to: the thermal step's view, part of every self-check.
+THERMAL_CATEGORIES = ("thermal_throttling", "power_fault")
 
 
 def _first(rows: pd.DataFrame, column: str) -> Any:
@@ -856,6 +768,23 @@ def fabric_findings(result: dict | None, *, required: bool = True) -> list[dict]
                     if result.get("results_path") else [],
                     actions=[] if verdict == "PASS" else ["Read the test log; check ibstat and NCCL_DEBUG=INFO output."],
                     fabric={k: v for k, v in result.items() if k != "result"})]  # the verdict, not every row
+
+
+def self_check(diagnosis: dict, states: pd.DataFrame, presence: list[dict] | None = None) -> list[dict]:
+    """The node self-check of the preflight (notebook 08) and of ``gpulib slurm healthcheck``: GPUs
+    visible (``presence``, default :func:`presence_findings`), their hardware, GPUs still held,
+    memory outliers, heat and power, the kernel log, and version skew across nodes - each as the
+    diagnosis of this node's capture judged it."""
+    return combine(diagnosis, ["driver_mismatch", *THERMAL_CATEGORIES],
+                   presence_findings(states) if presence is None else presence, hardware_findings(diagnosis),
+                   held_findings(diagnosis), imbalance_findings(diagnosis), kernel_findings(diagnosis))
+
+
+def health_findings(diagnosis: dict) -> list[dict]:
+    """What the nightly health report judges per node (notebook 09): hardware, memory outliers, heat
+    and power, the kernel log, version skew across nodes."""
+    return combine(diagnosis, ["driver_mismatch", *THERMAL_CATEGORIES], hardware_findings(diagnosis),
+                   imbalance_findings(diagnosis), kernel_findings(diagnosis))
 
 
 def go_no_go(items: Sequence[dict]) -> dict:

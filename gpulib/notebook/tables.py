@@ -28,9 +28,11 @@ import pandas as pd
 from gpulib.bundle import Bundle, is_bundle
 from gpulib.catalog import xid_info
 from gpulib.checkpoints.latest import find_latest
+from gpulib.diagnose import diagnose
 from gpulib.diagnose.cache import EvidenceFiles, load_cached, read_evidence, resolve_evidence
 from gpulib.diagnose.cache import repo_root as repo_root  # re-exported: notebooks and tests use it here
 from gpulib.diagnose.rules_sel import place_on_utc, power_losses
+from gpulib.diagnose.thresholds import Thresholds
 from gpulib.errors import InputError
 from gpulib.findings import gpu_name
 from gpulib.identity import normalize_pci
@@ -90,6 +92,23 @@ class EvidenceTables:
     def diagnosis(self) -> dict:
         """The ``gpulib.diagnosis/1`` dict for the whole evidence path."""
         return self._read[1]
+
+    def diagnosis_at(self, **thresholds: float) -> dict:
+        """The diagnosis judged with other thresholds (a notebook's slider: ``temp_limit_c=80``).
+
+        The same rules run again with those numbers (:class:`gpulib.diagnose.thresholds.Thresholds`),
+        so a step shows what the diagnosis would say, never a second opinion of its own. With the
+        default thresholds this is :attr:`diagnosis` (read once per runbook run)."""
+        wanted = Thresholds.of(**thresholds)
+        if wanted == Thresholds():
+            return self.diagnosis
+        if wanted not in self._rejudged:
+            self._rejudged[wanted] = diagnose([self.path], thresholds=wanted).to_dict()
+        return self._rejudged[wanted]
+
+    @cached_property
+    def _rejudged(self) -> dict[Thresholds, dict]:
+        return {}
 
     @property
     def gathered(self) -> EvidenceFiles:

@@ -74,10 +74,7 @@ def self_check(evidence: Path, expected_gpus: int | None) -> CheckResult:
                      "(reboot or reseat); one in lspci only has a driver problem"])]
     else:
         presence = []
-    # the self-check of notebook 08 (preflight), in its order
-    findings = checks.combine(ev.diagnosis, ["driver_mismatch"], presence, checks.hardware_findings(ev.diagnosis),
-                              checks.held_findings(ev.diagnosis), checks.memory_findings(states),
-                              checks.thermal_findings(ev.gpu_samples(), states), checks.kernel_findings(ev.diagnosis))
+    findings = checks.self_check(ev.diagnosis, states, presence)  # the preflight's own list (notebook 08)
     verdict = checks.go_no_go(findings)
     blocking = [f for f in findings if f["severity"] in ("critical", "error")]
     return CheckResult(verdict["verdict"], findings, blocking[0]["title"] if blocking else None, seen)

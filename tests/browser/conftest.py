@@ -18,7 +18,7 @@ NOTEBOOKS = REPO / "notebooks"
 #: The bundled example incident (the notebooks' default evidence) and what its README says a
 #: correct diagnosis shows.
 EXAMPLE = REPO / DEFAULT_EVIDENCE
-EXAMPLE_ANSWER = {"interruption": "HARD", "category": "gpu_fell_off_bus", "host": "gx-a800-102", "gpu": "GPU 2"}
+EXAMPLE_ANSWER = {"interruption": "HARD", "category": "gpu_fell_off_bus", "host": "gx-a800-102", "gpu": "0000:4f:00.0 (GPU 2)"}
 
 
 @pytest.fixture(scope="module")

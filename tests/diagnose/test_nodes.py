@@ -75,3 +75,23 @@ def test_attach_leaves_version_skew_to_the_diagnosis_rule_and_adds_the_other_fie
     attach(d, gather([tmp_path]))
     ids = sorted(f.id for f in d.findings if f.category == "driver_mismatch")
     assert ids == ["config-drift-kernel", "version-skew-torch-kx_3"]  # the odd node names the event
+
+
+def _pair(**values) -> dict[str, NodeConfig]:
+    """Two nodes that differ on one field: no value has a majority."""
+    configs = {h: NodeConfig(h, driver="550.90.07", nccl="2.21.5", gpu_count=8) for h in ("pa", "pb")}
+    for field, (a, b) in values.items():
+        setattr(configs["pa"], field, a)
+        setattr(configs["pb"], field, b)
+    return configs
+
+
+def test_a_two_node_split_never_advises_excluding_both_nodes():
+    configs = _pair(gpu_count=(8, 7))
+    (f,) = drift_findings(config_drift(configs), configs, None)
+    assert "exclude it" in f.actions[0] and "pb has the lower" in f.actions[0] and "pa," not in f.actions[0]
+    configs = _pair(nccl=("2.21.5", "2.18.3"))
+    (f,) = drift_findings(config_drift(configs), configs, _root("pb"))
+    assert f.actions[0].startswith("No majority among 2 nodes; the root cause is on pb") and "2.21.5" in f.actions[0]
+    (f,) = drift_findings(config_drift(configs), configs, None)
+    assert "cannot tell which one is off" in f.actions[0] and "exclude" not in f.actions[0].split(":")[0].lower()

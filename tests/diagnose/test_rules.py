@@ -438,3 +438,31 @@ def test_a_nic_pci_id_is_never_taken_for_a_gpu(tmp_path):
         "[Thu Apr  9 14:20:05 2026] mlx5_core 0000:5c:00.0 ibp92s0: Link down\n", encoding="utf-8")
     links = [f for f in diagnose([tmp_path]).findings if f.category == "network_fabric"]
     assert links and all(f.gpu_pci is None and f.gpu_index is None for f in links)
+
+
+@pytest.mark.parametrize("limit, hot", [(85.0, False), (70.0, True)])
+def test_the_temperature_limit_is_a_threshold_of_the_diagnosis(tmp_path, limit, hot):
+    from gpulib.diagnose.thresholds import Thresholds
+
+    (tmp_path / "ws-7").mkdir()
+    (tmp_path / "ws-7" / "nvidia-smi.txt").write_text(
+        _TABLE.format(fan=" 31%", temp="79C", power="181W", util="97%"), encoding="utf-8")
+    found = [f for f in diagnose([tmp_path], thresholds=Thresholds(temp_limit_c=limit)).findings
+             if f.id.startswith("hot")]
+    assert bool(found) == hot
+    if hot:
+        assert (found[0].gpu_pci, found[0].severity, found[0].role) == ("0000:41:00.0", "warning", "context")
+        assert "limit 70 C" in found[0].title
+
+
+@pytest.mark.parametrize("gib, flagged", [(2.0, True), (5.0, False)])
+def test_the_memory_imbalance_is_a_threshold_of_the_diagnosis(tmp_path, gib, flagged):
+    from gpulib.diagnose.thresholds import Thresholds
+
+    (tmp_path / "ws-7").mkdir()
+    table = _TABLE.format(fan=" 31%", temp="57C", power="181W", util="97%").replace(
+        "|  20111MiB / 49140MiB |     97%", "|  24111MiB / 49140MiB |     97%", 1)  # GPU 0: 3.9 GiB more
+    (tmp_path / "ws-7" / "nvidia-smi.txt").write_text(table, encoding="utf-8")
+    found = [f for f in diagnose([tmp_path], thresholds=Thresholds(imbalance_gib=gib)).findings
+             if f.id.startswith("mem-imbalance")]
+    assert [f.gpu_pci for f in found] == (["0000:21:00.0"] if flagged else [])

@@ -52,13 +52,6 @@ def test_kernel_step_is_the_diagnosis_view_one_finding_per_gpu_and_code(tmp_path
         assert by_id[f["id"]] == f
 
 
-def test_memory_imbalance_follows_the_threshold():
-    states = _states(mem_used_mib=[30000.0, 34000.0])
-    assert checks.memory_findings(states, imbalance_gib=5.0) == []
-    [hit] = checks.memory_findings(states, imbalance_gib=2.0)
-    assert hit["gpu_index"] == 1 and "3.9 GiB" in hit["title"]
-
-
 def test_leftover_processes_become_kill_commands_with_integer_pids_only():
     held = checks.finding("zombie-n1-0000_07_00.0", "warning", "application_error", "GPU 0 still held", host="n1",
                           gpu_index=0, pids=[4242])  # as the diagnosis's zombie rule records it
@@ -130,16 +123,6 @@ def test_lost_gpu_finding_leads_to_drain_and_power_cycle_not_reset():
     commands = [c.argv for c in remediation.remediation_commands([lost])]
     assert commands == [("scontrol", "update", "nodename=n1", "state=drain", "reason=gpulib: gpu_fell_off_bus on GPU 0000:0f:00.0"),
                         ("ipmitool", "chassis", "power", "cycle")]
-
-
-def test_thermal_findings_need_min_samples_and_warn_when_hot_but_not_throttled():
-    samples = _samples()
-    [hit] = checks.thermal_findings(samples, temp_limit_c=95)
-    assert hit["gpu_index"] == 3 and hit["time"] == "2025-04-22T12:48:30Z" and "1.0 min" in hit["title"]
-    assert checks.thermal_findings(samples, temp_limit_c=95, min_samples=4) == []
-    samples["throttle_reasons"] = [[] for _ in range(len(samples))]
-    [hot] = checks.thermal_findings(samples, temp_limit_c=85)
-    assert hot["severity"] == "warning" and "88 C" in hot["title"]
 
 
 def test_hardware_step_shows_the_snapshot_findings_of_hardware_categories_only():

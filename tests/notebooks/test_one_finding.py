@@ -24,23 +24,20 @@ CASES = sorted(p for p in (REPO / "examples").iterdir() if p.is_dir()) + (
 def _step_findings(ev) -> dict[str, list[dict]]:
     """What each notebook step records, as its result cell computes it (default parameters)."""
     d = ev.diagnosis
-    states, samples = ev.gpu_states(), ev.gpu_samples()
+    states = ev.gpu_states()
     return {
         "00_triage": steps.from_diagnosis(d),
         "01_kernel_xid": steps.kernel_findings(d),
-        "02_gpu_memory_oom": steps.combine(d, ["cuda_oom", "host_oom"], steps.memory_findings(states),
-                                           steps.held_findings(d)),
+        "02_gpu_memory_oom": steps.combine(d, ["cuda_oom", "host_oom"], steps.held_findings(d)),
         "03_nccl_network": steps.combine(d, ["network_fabric", "driver_mismatch"], steps.nccl_findings(ev.ranks(), d)),
-        "04_thermal_power": steps.combine(d, ["thermal_throttling", "power_fault"],
-                                          steps.thermal_findings(samples, states)),
+        "04_thermal_power": steps.combine(d, steps.THERMAL_CATEGORIES),
         "05_data_loading": steps.combine(d, ["data_pipeline_stall"], steps.step_findings(ev.training_steps())),
         "06_driver_cuda_ecc_topology": steps.combine(
             d, ["driver_mismatch", "gpu_memory_error", "nvlink_error", "gpu_firmware_error"],
             steps.hardware_findings(d), steps.topology_findings(ev.topology()),
             steps.version_findings(ev.software_versions())),
-        "09_health_report": steps.combine(d, ["driver_mismatch"], steps.hardware_findings(d),
-                                          steps.memory_findings(states), steps.thermal_findings(samples, states),
-                                          steps.kernel_findings(d)),
+        "08_preflight": steps.self_check(d, states),
+        "09_health_report": steps.health_findings(d),
     }
 
 
@@ -68,3 +65,15 @@ def test_the_shared_incidents_are_part_of_the_check():
     if not SHARED_INCIDENTS.is_dir():
         pytest.skip(f"{SHARED_INCIDENTS} is absent (the shared corpus lies beside the repository)")
     assert len([c for c in CASES if c.parent == SHARED_INCIDENTS]) >= 7
+
+
+def test_a_slider_asks_the_diagnosis_again_and_the_default_reads_it_once():
+    ev = open_evidence(REPO / "examples" / "incident-gpu-fell-off-bus")
+    assert ev.diagnosis_at() is ev.diagnosis and ev.diagnosis_at(temp_limit_c=85.0) is ev.diagnosis
+    cooler = ev.diagnosis_at(temp_limit_c=20.0)  # every GPU with a reading is now "hot"
+    assert cooler is ev.diagnosis_at(temp_limit_c=20.0)  # asked once per threshold
+    hot = [f for f in cooler["findings"] if f["id"].startswith("hot")]
+    assert hot and all(f["category"] == "thermal_throttling" and f["role"] == "context" for f in hot)
+    assert not [f for f in ev.diagnosis["findings"] if f["id"].startswith("hot")]
+    with pytest.raises(ValueError, match="unknown threshold"):
+        ev.diagnosis_at(temp_limt_c=20.0)
