@@ -115,11 +115,14 @@ def main() -> int:
             "verify --deep (python -m gpulib.checkpoints)": [py, "-m", "gpulib.checkpoints", "verify", "--deep", str(ckpt)],
             "anchor cksum": ["cksum", str(ckpt)],
         }, args.runs)
-        full, lean, anchor = m["inspect (gpulib ckpt inspect)"], m["inspect (python -m gpulib.checkpoints)"], m["anchor torch.load(mmap=True)"]
-        deep, deep_lean, cksum = m["verify --deep (gpulib ckpt)"], m["verify --deep (python -m gpulib.checkpoints)"], m["anchor cksum"]
+        full, lean = m["inspect (gpulib ckpt inspect)"], m["inspect (python -m gpulib.checkpoints)"]
+        anchor = m["anchor torch.load(mmap=True)"]
+        deep, deep_lean, cksum = m["verify --deep (gpulib ckpt)"], m["verify --deep (python -m "
+                                                                     "gpulib.checkpoints)"], m["anchor cksum"]
         torch_seen = subprocess.run([py, "-c", NO_TORCH, str(ckpt)], capture_output=True, text=True, cwd=REPO).stdout.strip()
         for name, r in m.items():
-            print(f"{name:<46} best {r['s']:7.3f} s  median {r['median_s']:7.3f} s   peak RSS {r['rss_mb']:7.1f} MB   exit {r['rc']}")
+            print(f"{name:<46} best {r['s']:7.3f} s  median {r['median_s']:7.3f} s   peak RSS {r['rss_mb']:7.1f} MB   exit "
+                  f"{r['rc']}")
         print(f"inspect speed-up vs torch.load(mmap=True): {anchor['s'] / full['s']:.1f}x (gpulib ckpt), "
               f"{anchor['s'] / lean['s']:.1f}x (python -m gpulib.checkpoints)   target >= 30x")
         print(f"inspect peak RSS: {full['rss_mb']:.1f} MB (gpulib ckpt), {lean['rss_mb']:.1f} MB (lean)   target <= 64 MB")

@@ -37,7 +37,8 @@ def worker(max_bytes: int) -> None:
     rank, n = dist.get_rank(), dist.get_world_size()
     iters, warmup = 20, 5
     if rank == 0:
-        print(f"backend={backend} nranks={n} iters={iters} best of {REPEATS}; busbw GB/s: bare loop (anchor) vs gpulib, ratio gpulib/anchor")
+        print(f"backend={backend} nranks={n} iters={iters} best of {REPEATS}; busbw GB/s: bare loop (anchor) vs gpulib, "
+              f"ratio gpulib/anchor")
     for size in size_sweep(64 << 10, max_bytes, 4):
         c = counts("all_reduce", size, 4, n)
         bare = torch.zeros(c.count, device=device)

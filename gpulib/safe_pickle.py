@@ -148,7 +148,8 @@ def classify_global(module: str, name: str) -> tuple[str, str]:
         return "weights_only_ok", "quantization scheme"
     if (module in FRAMEWORK_DATA_MODULES and name.lstrip("_")[:1].isupper()) or (module, name) in FRAMEWORK_DATA_NAMES:
         return "framework_data", "a data class of the framework's own checkpoint metadata"
-    if top in ("builtins", "__builtin__") or (module, name) in ALLOWLISTABLE or (module == "numpy.dtypes" and name in NUMPY_DTYPE_CLASSES.values()):
+    if (top in ("builtins", "__builtin__") or (module, name) in ALLOWLISTABLE
+            or (module == "numpy.dtypes" and name in NUMPY_DTYPE_CLASSES.values())):
         return "needs_allowlist", "plain data type: torch.load(weights_only=True) refuses it until allowlisted"
     return "needs_review", ("not known to gpulib as safe: it may run code when unpickled (review the code of "
                             f"{module}.{name} before loading this file; never allowlist it blindly)")
@@ -499,7 +500,8 @@ class OpScan:
     def refusal(self) -> str | None:
         """Why the stub must not load it (memory bombs), else None."""
         if self.max_memo > self.ops + MEMO_SLACK:
-            return f"memo slot {self.max_memo:,} in a pickle of {self.ops:,} opcodes (forged: would allocate {self.max_memo * 8:,}+ bytes)"
+            return (f"memo slot {self.max_memo:,} in a pickle of {self.ops:,} opcodes "
+                    f"(forged: would allocate {self.max_memo * 8:,}+ bytes)")
         if self.max_stack > MAX_STACK_ITEMS:
             return f"more than {MAX_STACK_ITEMS:,} values on the unpickling stack at once (memory bomb)"
         return None

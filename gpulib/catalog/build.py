@@ -50,14 +50,19 @@ BUCKET_ACTION = {
     "RESTART_APP": "Restart the job. If the same GPU repeats it under different applications, drain it and run dcgmi diag -r 3.",
     "CHECK_UVM": "Check the nvidia-uvm module and restart the job; contact support if it repeats.",
     "IGNORE": "No action by itself (informational); follow any Xid logged with it.",
-    "XID_154": "Do what the new recovery action says: 0 none, 1 reset the GPU, 2 reboot the node, 3 drain P2P, 4 drain and reset.",
+    "XID_154": "Do what the new recovery action says: 0 none, 1 reset the GPU, 2 reboot the node, 3 drain P2P, 4 drain and "
+               "reset.",
     "WORKFLOW_XID_45": "Follow the Xid that caused it; if it appears alone, restart nvidia-fabricmanager.",
-    "RESET_GPU": "Stop the GPU's processes and reset it (nvidia-smi -r -i <gpu>); if it persists reboot the node; if it persists after reboot, replace the GPU.",
-    "RESTART_BM": "Power-cycle the node (the GPU is gone from PCIe; a GPU reset cannot reach it); if it recurs, inspect riser/cabling/PSU and RMA.",
+    "RESET_GPU": "Stop the GPU's processes and reset it (nvidia-smi -r -i <gpu>); if it persists reboot the node; if it "
+                 "persists after reboot, replace the GPU.",
+    "RESTART_BM": "Power-cycle the node (the GPU is gone from PCIe; a GPU reset cannot reach it); if it recurs, inspect "
+                  "riser/cabling/PSU and RMA.",
     "RESTART_VM": "Restart the VM/instance.",
-    "WORKFLOW_XID_48": "Reset the GPU (the row remap activates on reset), then check remapped rows / SRAM DBE threshold in nvidia-smi -q; RMA if it recurs or remapping failed.",
+    "WORKFLOW_XID_48": "Reset the GPU (the row remap activates on reset), then check remapped rows / SRAM DBE threshold in "
+                       "nvidia-smi -q; RMA if it recurs or remapping failed.",
     "WORKFLOW_NVLINK_ERR": "Reset the GPU or reboot the node, then check nvidia-smi nvlink -s / -e; replace if it recurs.",
-    "WORKFLOW_NVLINK5_ERR": "Decode unit and severity on the line: Nonfatal needs no action; Fatal needs a GPU reset (watch for Xid 154).",
+    "WORKFLOW_NVLINK5_ERR": "Decode unit and severity on the line: Nonfatal needs no action; Fatal needs a GPU reset (watch "
+                            "for Xid 154).",
     "CHECK_MECHANICALS": "Reseat the GPU's auxiliary power cables.",
     "CONTACT_SUPPORT": "Drain the GPU, collect nvidia-bug-report.sh and contact NVIDIA/the vendor.",
     "UPDATE_SWFW": "Update the driver and firmware to matching versions.",

@@ -28,7 +28,8 @@ LATEST_EXIT = """0 a resumable checkpoint was found (its resume command is print
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("ckpt", help="inspect / verify checkpoints and find the newest complete one (no torch, no unpickling)")
+    p = subparsers.add_parser("ckpt", help="inspect / verify checkpoints and find the newest complete one (no torch, no "
+                                           "unpickling)")
     sub = p.add_subparsers(dest="ckpt_command", metavar="ACTION", required=True)
     ins = sub.add_parser("inspect", help="list tensors and state of a checkpoint file or DCP directory",
                          epilog=exit_codes.epilog(FILES_EXIT))

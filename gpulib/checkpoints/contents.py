@@ -121,7 +121,8 @@ def walk(obj) -> Walk:
             visit(inner.obj, path, depth + 1, nested + 1)
             return
         if value._name == "Size" and value.args:
-            out.entries.append(Entry(path, f"torch.Size({list(value.args[0]) if isinstance(value.args[0], (list, tuple)) else '?'})"))
+            dims = list(value.args[0]) if isinstance(value.args[0], (list, tuple)) else "?"
+            out.entries.append(Entry(path, f"torch.Size({dims})"))
             return
         attrs = value.attrs()
         if not attrs and not value.items and not value.list:

@@ -66,7 +66,8 @@ def inspect_dcp(path: Path, deep: bool = False, other_dirs: list[Path] | None = 
     shards = [n for n in names if n.endswith(".distcp")]
     report.meta["shards_present"] = len(shards)
     if ".metadata.tmp" in names:
-        report.add("incomplete", ".metadata.tmp left behind: the save crashed in finish(), before .metadata was renamed into place")
+        report.add("incomplete", ".metadata.tmp left behind: the save crashed in finish(), before .metadata was renamed into "
+                                 "place")
     meta_path = path / ".metadata"
     if ".metadata" not in names:
         rank_meta = [n for n in names if re.fullmatch(r"__\d+\.metadata", n)]

@@ -109,7 +109,8 @@ def _inspect(path: Path, deep: bool) -> FileReport:
             return report
         size = st.st_size
         if size == 0:
-            report.add("incomplete", "empty file (0 bytes): the save never wrote data (torch.load says 'EOFError: Ran out of input')")
+            report.add("incomplete", "empty file (0 bytes): the save never wrote data (torch.load says 'EOFError: Ran out of "
+                                     "input')")
             return report
         try:
             if head.startswith(b"PK\x03\x04"):

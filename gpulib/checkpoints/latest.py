@@ -135,7 +135,8 @@ def _verify_hard(c: Candidate, deep: bool, checked: list[str] | None = None) -> 
             c.reasons.append(f"cannot hash {c.path.name}: {exc.strerror or exc}")
             return
         if got != c.sidecar["sha256"].lower():
-            c.reasons.append(f"sha256 of {c.path.name} is {got[:16]}..., its manifest says {c.sidecar['sha256'][:16]}... (changed after the save)")
+            c.reasons.append(f"sha256 of {c.path.name} is {got[:16]}..., its manifest says {c.sidecar['sha256'][:16]}... "
+                             f"(changed after the save)")
         elif checked is not None:
             checked.append(f"{c.name}: sha256 matches the one its manifest recorded at save time")
     if not c.reasons:  # the seal (`gpulib ckpt seal`, `checkpoints.save`): every byte of the one to recommend
@@ -232,7 +233,8 @@ def find_latest(roots: list[str | Path], deep: bool = False) -> LatestReport:
         c.complete = not c.reasons
         if c.step_name is not None and c.step_content is not None and c.step_name != c.step_content:
             c.warnings.append(f"the name says step {c.step_name}, the content says {c.step_content}")
-    report.candidates = sorted(merged.values(), key=lambda c: (c.step if c.step is not None else -1, c.step_name is not None, c.name))
+    report.candidates = sorted(merged.values(),
+                               key=lambda c: (c.step if c.step is not None else -1, c.step_name is not None, c.name))
     targets = _pointer_checks(report)
     for c in reversed(report.candidates):
         if c.complete:

@@ -146,7 +146,8 @@ def eval_hf_trainer(c: Candidate, deep: bool) -> None:
             c.step_content = _int(data.get("global_step"))
         except (OSError, ValueError, UnicodeDecodeError) as exc:
             c.reasons.append(f"trainer_state.json unreadable: {exc}")
-    weights = [n for n in ("model.safetensors", "pytorch_model.bin", "adapter_model.safetensors", "adapter_model.bin") if f.get(n)]
+    weights = [n for n in ("model.safetensors", "pytorch_model.bin", "adapter_model.safetensors", "adapter_model.bin")
+               if f.get(n)]
     for index_name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
         if f.get(index_name):
             weights.append(index_name)
@@ -231,7 +232,8 @@ def eval_accelerate(c: Candidate, deep: bool) -> None:
             if cat := ACCELERATE_CATEGORY.get(m.group(1) or "scaler"):
                 c.categories.add(cat)
     _rank_files(c, f, "random_states.pkl", "RNG state (random_states_<rank>.pkl)", blocking=False)
-    c.warnings.append("accelerate writes no completion marker (and deletes old checkpoints before saving with total_limit): completeness is inferred from the files")
+    c.warnings.append("accelerate writes no completion marker (and deletes old checkpoints before saving with total_limit): "
+                      "completeness is inferred from the files")
 
 
 def require_series_files(candidates: list[Candidate]) -> None:
@@ -277,7 +279,8 @@ def eval_torch_file(c: Candidate, deep: bool) -> None:
             c.absorb(r, label)
     ids = {(r.meta.get("data/serialization_id"), r.size_bytes) for r in good}
     if len(good) > 1 and len(ids) > 1:
-        c.warnings.append(f"the copies of {c.name} on {len(good)} nodes differ (size / serialization_id): they are not the same save")
+        c.warnings.append(f"the copies of {c.name} on {len(good)} nodes differ (size / serialization_id): they are not the "
+                          f"same save")
     _check_sidecars(c)
     if c.layout == "lightning" and good:
         keys = set(good[0].summary.top_keys if good[0].summary else [])
@@ -346,7 +349,8 @@ def eval_deepspeed(c: Candidate, deep: bool) -> None:
                    for m in range(mp) for d in range(dp) if (d, m) not in present]
         if missing:
             c.reasons.append(f"missing {len(missing)} of {dp * mp} ZeRO optimizer shards ({', '.join(missing[:4])}"
-                             f"{', ...' if len(missing) > 4 else ''}): DeepSpeed says 'The following zero checkpoints paths are missing'")
+                             f"{', ...' if len(missing) > 4 else ''}): DeepSpeed says 'The following zero checkpoints paths "
+                             f"are missing'")
         for n in sorted(optims):
             c.absorb(inspect_path(f.get(n), deep), n)
         _node_spread(c, f, list(optims))
@@ -356,7 +360,8 @@ def eval_deepspeed(c: Candidate, deep: bool) -> None:
         c.reasons.append(f"model states missing for model-parallel ranks {_ranges(gap)}")
     zero3 = {(int(m.group(1)), int(m.group(2))) for m in models.values() if m.group(1) is not None}
     if zero3 and dp:  # ZeRO-3 writes one model-states file per data-parallel rank too
-        missing = [f"zero_pp_rank_{d}_mp_rank_{m:02d}_model_states.pt" for m in range(mp) for d in range(dp) if (d, m) not in zero3]
+        missing = [f"zero_pp_rank_{d}_mp_rank_{m:02d}_model_states.pt" for m in range(mp) for d in range(dp)
+                   if (d, m) not in zero3]
         if missing:
             c.reasons.append(f"missing {len(missing)} of {dp * mp} ZeRO-3 model-states files ({', '.join(missing[:4])})")
     c.world_size = (dp or 1) * mp

@@ -16,7 +16,8 @@ COSTS = {
     "optimizer": "no optimizer state: Adam moments restart from zero (expect a loss spike; effectively a warm restart)",
     "scheduler": "no LR-scheduler state: the schedule restarts at warmup unless the step is restored by hand",
     "rng": "no RNG state: data order, dropout and augmentation streams restart (the run is no longer reproducible)",
-    "dataloader": "no sampler/dataloader state: the epoch restarts from its first batch (some samples seen twice, others skipped)",
+    "dataloader": "no sampler/dataloader state: the epoch restarts from its first batch (some samples seen twice, others "
+                  "skipped)",
     "scaler": "no grad-scaler state: the fp16 loss scale restarts at its initial value (a few skipped steps)",
 }
 ALWAYS_EXPECTED = ("optimizer", "scheduler", "rng", "dataloader")
@@ -44,7 +45,8 @@ def advice(c: Candidate) -> list[str]:
         out.append(f"model keys carry the {why} prefix '{c.model_prefix}': load into the same wrapper, or strip it with "
                    f"torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(sd, '{c.model_prefix}')")
     if any("needs_allowlist" == f.severity for r in c.reports for f in r.findings):
-        out.append("torch.load(weights_only=True) refuses some objects in it (numpy RNG, argparse, ...): see `gpulib ckpt inspect` for the add_safe_globals list")
+        out.append("torch.load(weights_only=True) refuses some objects in it (numpy RNG, argparse, ...): see `gpulib ckpt "
+                   "inspect` for the add_safe_globals list")
     return out
 
 
@@ -59,7 +61,8 @@ def command(c: Candidate, series_dir: Path, pointer_targets: list[str]) -> str:
     if c.layout == "lightning":
         return f"python <train.py> fit {ARGS} --ckpt_path {p}   # or trainer.fit(model, ckpt_path={py})"
     if c.layout == "deepspeed":
-        tag_note = "" if c.name in pointer_targets else f" (`latest` does not name it: pass the tag, or write {c.name} into latest)"
+        tag_note = ("" if c.name in pointer_targets
+                    else f" (`latest` does not name it: pass the tag, or write {c.name} into latest)")
         return f"deepspeed <train.py> {ARGS}   # engine.load_checkpoint({str(series_dir)!r}, tag={c.name!r}){tag_note}"
     if c.layout == "megatron":
         step_flag = "" if str(c.step) in pointer_targets else f" --ckpt-step {c.step}"

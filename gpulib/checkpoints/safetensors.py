@@ -41,7 +41,8 @@ def inspect_safetensors(report: FileReport, fd: int, size: int) -> None:
         report.add("corrupt", f"header length {n:,} exceeds {MAX_HEADER_BYTES:,} (HeaderTooLarge)")
         return
     if 8 + n > size:
-        report.add("incomplete", f"file ends inside the {n:,}-byte header (Error while deserializing header: invalid header length)")
+        report.add("incomplete", f"file ends inside the {n:,}-byte header (Error while deserializing header: invalid header "
+                                 f"length)")
         return
     try:
         header = json.loads(os.pread(fd, n, 8).decode("utf-8"))
@@ -66,14 +67,16 @@ def inspect_safetensors(report: FileReport, fd: int, size: int) -> None:
             report.add("corrupt", f"tensor {name}: bad header entry ({type(exc).__name__}: {exc})")
             continue
         if end - begin != want:
-            report.add("corrupt", f"tensor {name}: {end - begin:,} bytes for {dtype}{shape}, expected {want:,} (TensorInvalidInfo)")
+            report.add("corrupt", f"tensor {name}: {end - begin:,} bytes for {dtype}{shape}, expected {want:,} "
+                                  f"(TensorInvalidInfo)")
         spans.append((begin, end, name))
         report.tensors.append(TensorRecord(name, dtype, shape, want))
     spans.sort()
     cursor = 0
     for begin, end, name in spans:
         if begin != cursor:
-            report.add("corrupt", f"tensor {name}: offsets {begin:,}-{end:,} leave a gap or overlap at {cursor:,} (InvalidOffset)")
+            report.add("corrupt", f"tensor {name}: offsets {begin:,}-{end:,} leave a gap or overlap at {cursor:,} "
+                                  f"(InvalidOffset)")
         cursor = max(cursor, end)
     expected = 8 + n + cursor
     if expected > size:

@@ -58,11 +58,13 @@ def record_globals(report: FileReport, seen: dict, nested: dict, what: str, nump
         verdict, why = classify_global(module, name)
         report.globals.append(GlobalRecord(module, name, count, verdict, why))
         if verdict == "dangerous":
-            report.add("unsafe", f"{what} names {module}.{name} ({why}); it was NOT run - never torch.load this file with weights_only=False")
+            report.add("unsafe", f"{what} names {module}.{name} ({why}); it was NOT run - never torch.load this file with "
+                                 f"weights_only=False")
     review = sorted({f"{g.module}.{g.name}" for g in report.globals if g.verdict == "needs_review"})
     if review:
         report.add("needs_review", f"{what} names {', '.join(review[:6])}{', ...' if len(review) > 6 else ''}, not known to "
-                   "gpulib as safe: torch.load(weights_only=True) refuses it and weights_only=False would run it - review that code first")
+                   "gpulib as safe: torch.load(weights_only=True) refuses it and weights_only=False would run it - review "
+                   "that code first")
     allow = allowlist_advice(report.globals, numpy_dtypes)
     report.meta["add_safe_globals"] = allow
     if allow:
@@ -136,7 +138,8 @@ def inspect_zip(report: FileReport, fd: int, size: int, deep: bool, start: int =
         m = by_name.get(root + rec)
         if m is not None and m.size_bytes <= 256:
             try:
-                report.meta[rec.lstrip(".").replace(".data/", "")] = zipreader.read_member(fd, m, 256).decode("ascii", "replace").strip()
+                value = zipreader.read_member(fd, m, 256).decode("ascii", "replace").strip()
+                report.meta[rec.lstrip(".").replace(".data/", "")] = value
             except zipreader.ZipFormatError as exc:
                 report.add(*zipreader.split_reason(exc.reason))
     if root + "data.pkl" not in by_name:
@@ -156,7 +159,8 @@ def inspect_zip(report: FileReport, fd: int, size: int, deep: bool, start: int =
             report.add("incomplete", f"storage {key} ({ref.nbytes:,} bytes, {ref.dtype}) is missing from the archive")
         elif m.size_bytes != ref.nbytes:
             report.add("corrupt" if m.size_bytes > ref.nbytes else "incomplete",
-                       f"storage {key} has {m.size_bytes:,} of {ref.nbytes:,} bytes ({ref.numel:,} x {ref.itemsize}-byte {ref.dtype})")
+                       f"storage {key} has {m.size_bytes:,} of {ref.nbytes:,} bytes ({ref.numel:,} x {ref.itemsize}-byte "
+                       f"{ref.dtype})")
     extra = [n for n in names if n.startswith(root + "data/") and n not in referenced]
     if extra and not result.error:
         report.add("warning", f"{len(extra)} storages in the archive are not referenced by data.pkl (e.g. {extra[0]})")
@@ -192,7 +196,8 @@ def inspect_legacy(report: FileReport, fh: io.BufferedReader, size: int) -> None
     report.format = "torch_legacy"
     proto = stub_load(fh)
     if proto.obj != LEGACY_PROTOCOL:
-        report.add("corrupt", f"legacy torch file: protocol {proto.obj!r}, expected {LEGACY_PROTOCOL} ({proto.error or 'wrong value'})")
+        report.add("corrupt", f"legacy torch file: protocol {proto.obj!r}, expected {LEGACY_PROTOCOL} "
+                              f"({proto.error or 'wrong value'})")
         return
     sys_info = stub_load(fh)
     if isinstance(sys_info.obj, dict):

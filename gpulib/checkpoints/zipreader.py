@@ -207,7 +207,8 @@ def read_member(fd: int, member: ZipMember, limit: int) -> bytes:
     elif member.method != 0:
         raise ZipFormatError(f"{member.name} uses zip compression method {member.method}, which torch never writes")
     if member.crc32 != NO_CRC and crc32(raw) != member.crc32:
-        raise ZipFormatError(f"corrupt: CRC-32 of {member.name} does not match the central directory (bit rot or a partial overwrite)")
+        raise ZipFormatError(f"corrupt: CRC-32 of {member.name} does not match the central directory (bit rot or a partial "
+                             f"overwrite)")
     return raw
 
 

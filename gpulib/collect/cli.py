@@ -52,7 +52,8 @@ def _collect(args) -> int:
     root = collect(
         args.out, logs=args.logs, checkpoints=args.checkpoints, sample_seconds=args.sample_seconds,
         prev_boot=args.prev_boot, prometheus=prometheus, timeout_scale=args.timeout_scale, host=args.host,
-        log_cap_bytes=args.log_cap_mib << 20, collector_timeouts=dict(args.collector_timeout), only=args.only, command_line=["gpulib", *sys.argv[1:]],
+        log_cap_bytes=args.log_cap_mib << 20, collector_timeouts=dict(args.collector_timeout), only=args.only,
+        command_line=["gpulib", *sys.argv[1:]],
         data=args.data, sel_entries=args.sel_entries, bug_report=args.bug_report, slurm_job=args.slurm_job,
     )
     print("\n".join(summary_lines(root)))
@@ -90,7 +91,8 @@ def register(subparsers) -> None:
     c = subparsers.add_parser(
         "collect", help="capture an evidence bundle of this host (freeze the scene before any restart)",
         description="Capture NVML, nvidia-smi, kernel log, versions, GPU device users, InfiniBand, network links, "
-                    "IPMI (sensors, event log, chassis power), file-system usage, logs and a checkpoint listing into one evidence bundle. Each source has its own timeout; "
+                    "IPMI (sensors, event log, chassis power), file-system usage, logs and a checkpoint listing into one "
+                    "evidence bundle. Each source has its own timeout; "
                     "a missing tool or GPU is recorded as unavailable, never a crash.",
         epilog="Fan-out: --out DIR/%h writes DIR/<hostname>; an existing folder DIR (not a bundle) also means "
                "DIR/<hostname>. Example: srun --ntasks-per-node=1 gpulib collect --out /shared/inc-42/%h",

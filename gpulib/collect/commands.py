@@ -84,7 +84,8 @@ def versions(sink: Sink, timeout_s: float) -> Outcome:
     missing = []
     for source, relpath, why in (
         ("/etc/os-release", "versions/os-release", "no /etc/os-release"),
-        ("/proc/driver/nvidia/version", "versions/nvidia-driver.txt", "no /proc/driver/nvidia/version (NVIDIA driver not loaded)"),
+        ("/proc/driver/nvidia/version", "versions/nvidia-driver.txt", "no /proc/driver/nvidia/version (NVIDIA driver not "
+                                                                      "loaded)"),
     ):
         try:
             sink.write_bytes(relpath, Path(source).read_bytes())

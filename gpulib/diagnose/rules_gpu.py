@@ -212,7 +212,8 @@ def _pcie(ctx: Context, host, captured, file, s) -> None:
     if narrow or slow:
         what = f"PCIe gen {s.pcie_gen_current}/{s.pcie_gen_max} width x{s.pcie_width_current}/x{s.pcie_width_max}"
         f = ctx.add("pcie-degraded", severity="warning", category="gpu_fell_off_bus", role="context", hardware=True,
-                    title=f"{_describe(s)} on {host}: {what}", host=host, time=captured, observed=True, evidence=[_line(file, s, what)],
+                    title=f"{_describe(s)} on {host}: {what}", host=host, time=captured, observed=True,
+                    evidence=[_line(file, s, what)],
                     actions=["Reseat the GPU/riser; a degraded link often precedes a fall off the bus"])
         place(ctx, f, host=host, pci=s.pci_bus_id)
 

@@ -60,7 +60,8 @@ def _just_before(a: Finding, b: Finding) -> bool:
 
 def fold(ctx: Context) -> None:
     """Merge precursors and after-the-fact snapshots into the GPU event they belong to."""
-    kernel_gpu = [f for f in ctx.findings if f.hardware and f.role == "cause" and f.id.startswith(("xid", "fell-off", "sig-xid", "sig-fell-off"))]
+    kernel_gpu = [f for f in ctx.findings
+                  if f.hardware and f.role == "cause" and f.id.startswith(("xid", "fell-off", "sig-xid", "sig-fell-off"))]
     slowed = [f for f in ctx.findings if f.id.startswith("throttle-") and not f.observed]  # from a time series
     drop: set[str] = set()
     for f in ctx.findings:

@@ -124,8 +124,9 @@ def _bandwidth_check(rows: list[Row], shape: RunShape, table: ThresholdTable, ex
     if shape.gpu_name == "cpu" and expect_busbw is None:
         return Check("busbw", "SKIP", f"no GPU model: bandwidth not judged ({shape.kind} exercises the launcher, the "
                      "rendezvous and correctness, not a GPU fabric)"), None, None, []
-    exp = None if shape.gpu_name == "cpu" else expect(gpu_name=shape.gpu_name, collective=shape.collective, gpus_per_node=shape.gpus_per_node,
-                 nodes=shape.nodes, nranks=shape.nranks, nics=shape.nics, table=model)
+    exp = None if shape.gpu_name == "cpu" else expect(
+        gpu_name=shape.gpu_name, collective=shape.collective, gpus_per_node=shape.gpus_per_node, nodes=shape.nodes,
+        nranks=shape.nranks, nics=shape.nics, table=model)
     threshold = (Threshold("command-line", expect_busbw, "--expect-busbw", collective=shape.collective)
                  if expect_busbw is not None else
                  table.match(gpu_name=shape.gpu_name, backend=shape.backend, collective=shape.collective,

@@ -60,7 +60,8 @@ class CheckpointPicker:
         self.command.value = (chosen or {}).get("resume_command") or ""
         text = candidate_text(chosen) if chosen else "no checkpoint found"
         details = text.split("\n\n")[0]  # the command is in the text field
-        self.details.value = ("<pre style='white-space: pre-wrap; word-break: normal; overflow-wrap: anywhere; margin: 0'>") + _escape(details) + "</pre>"
+        self.details.value = ("<pre style='white-space: pre-wrap; word-break: normal; overflow-wrap: anywhere; margin: 0'>"
+                              + _escape(details) + "</pre>")
 
     def widget(self) -> widgets.Widget:
         return widgets.VBox([self.dropdown, self.details, self.command], layout=widgets.Layout(width="100%"))

@@ -266,7 +266,8 @@ class EvidenceTables:
                 m = _LOSS.search(e["text"])
                 loss = float(m["loss"]) if m else None
             rows.append({"time": e["time"], "host": e["host"], "rank": e["rank"], "step": d.get("step"),
-                         "step_time_s": step_s, "measure": measure, "data_s": metrics["data_ms"] / 1000 if "data_ms" in metrics else None,
+                         "step_time_s": step_s, "measure": measure,
+                         "data_s": metrics["data_ms"] / 1000 if "data_ms" in metrics else None,
                          "loss": loss, "file": e["file"], "line": e["line"], "text": e["text"]})
         return pd.DataFrame(rows, columns=["time", "host", "rank", "step", "step_time_s", "measure", "data_s", "loss",
                                            "file", "line", "text"])

@@ -74,7 +74,8 @@ CATALOGUE_KEYWORDS: tuple[bytes, ...] = (
 PROGRESS_KEYWORDS: tuple[bytes, ...] = (
     b"step", b"iteration", b"s/it", b"val batch", b"heckpoint", b"raining complete", b"raining finished",
     b"raining done", b"successfully finished", b"train_runtime", b"torch ", b"torch=", b"torch version",
-    b"orch.__version__", b"PyTorch version", b"device=cuda:", b"local_rank=", b"distributed init (rank", b"re-looped", b"srun: error", b"slurmstepd: error",
+    b"orch.__version__", b"PyTorch version", b"device=cuda:", b"local_rank=", b"distributed init (rank", b"re-looped",
+    b"srun: error", b"slurmstepd: error",
 )
 
 #: Event kinds that are not failures: identity, transport, versions, progress, and lines that only
@@ -94,7 +95,8 @@ _SRUN_LABEL = re.compile(r"^\s{0,6}(?P<task>\d{1,6}): ")
 #: pdsh/clush/DeepSpeed ``host: ``: a host with a digit, or any host name when what follows is itself a
 #: known layer (an NCCL ``host:pid:tid [dev]`` prefix, a ``[rankN]``/glog/dmesg bracket, an ISO stamp).
 _PDSH_HOST = re.compile(r"^(?P<host>\d{1,3}(?:\.\d{1,3}){3}|[a-z][\w-]*\d[\w.-]*|[A-Za-z][\w.-]*(?=: (?:[\w.-]+:\d+:\d+ "
-                        r"\[\d+\]|\[(?:rank|default|\d| *\d+\.\d|[EWIF]\d{3}|[A-Z][a-z]{2} )|\d{4}-\d\d-\d\d|[a-z][\w-]*\d[\w.-]*: ))): ")
+                        r"\[\d+\]|\[(?:rank|default|\d| *\d+\.\d|[EWIF]\d{3}|[A-Z][a-z]{2} "
+                        r")|\d{4}-\d\d-\d\d|[a-z][\w-]*\d[\w.-]*: ))): ")
 _RAY = re.compile(r"^\((?:[\w:]+ )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.]+))?\)\s")
 _RANK_PREFIX = re.compile(r"^\[rank(?P<rank>\d+)\]:\s?")
 _RANK_GLUED = re.compile(r"(?<=[\]|%\s])\[rank(?P<rank>\d+)\]:\s?")  # after a tqdm bar: "...s/it][rank3]: ..."

@@ -60,7 +60,8 @@ def check_directory(directory: str | Path) -> Path:
 
 def gpu_health(findings: Iterable[dict]) -> dict[tuple[str, str, str], int]:
     """(host, gpu, uuid) -> worst finding on it; ``gpu`` is the inventory's index, else the PCI id
-    (a kernel Xid names the bus; an index it prints is the driver's own numbering). GPUs of a health report's inventory (``gpus`` of the
+    (a kernel Xid names the bus; an index it prints is the driver's own numbering). GPUs of a health report's
+    inventory (``gpus`` of the
     ``gpu-inventory`` finding) start at 0, and a lost one counts as critical."""
     health: dict[tuple[str, str, str], int] = {}
     known: dict[tuple[str, str], tuple[str, str, str]] = {}  # (host, index or pci) -> inventory key

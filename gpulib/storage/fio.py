@@ -36,7 +36,8 @@ def job_file(files: list[str], seconds: float, threads: int, direct: bool) -> st
     lines = ["[global]", "ioengine=psync", f"direct={int(direct)}", "thread", "group_reporting", "time_based",
              f"runtime={half}", "randrepeat=0"]
     for k, mine in enumerate(reader_files(files, threads)):
-        lines += [f"[seq{k}]", "rw=read", f"bs={SEQ_BLOCK}", "file_service_type=sequential", "filename=" + ":".join(_escape(f) for f in mine)]
+        lines += [f"[seq{k}]", "rw=read", f"bs={SEQ_BLOCK}", "file_service_type=sequential",
+                  "filename=" + ":".join(_escape(f) for f in mine)]
     for k in range(threads):
         lines += [f"[rand{k}]", *(["stonewall"] if k == 0 else []), "rw=randread", f"bs={RAND_BLOCK}",
                   "file_service_type=random", "filename=" + ":".join(_escape(f) for f in files)]

@@ -213,7 +213,8 @@ def test_triage_drill_offers_every_host_and_writes_no_answer_before_the_commit(l
         assert rank_map_gpus <= set(options(gpu)), options(gpu)
         assert {f"rank {r}" for r in range(16)} <= set(options(rank))
         assert EXAMPLE_ANSWER["category"] in options(category) and len(options(category)) > 10
-        assert any(o.startswith("hard") for o in options(interruption)) and any(o.startswith("soft") for o in options(interruption))
+        choices = options(interruption)
+        assert any(o.startswith("hard") for o in choices) and any(o.startswith("soft") for o in choices)
         before_commit = "\n".join([*plain_outputs.all_inner_texts(), drill.locator(".widget-output").inner_text(),
                                    *next_step.all_inner_texts()])
         assert not answer_file.exists(), "the answer lies in the file browser before the trainee committed"

@@ -234,7 +234,8 @@ def test_safetensors_valid_and_truncated(tmp_path):
     st.save_file({"w": torch.zeros(16, 8, dtype=torch.bfloat16), "b": torch.ones(8)}, str(p))
     r = inspect_path(p)
     assert r.format == "safetensors" and r.valid, r.findings
-    assert {(t.name, t.dtype, tuple(t.shape), t.nbytes) for t in r.tensors} == {("w", "BF16", (16, 8), 256), ("b", "F32", (8,), 32)}
+    assert {(t.name, t.dtype, tuple(t.shape), t.nbytes) for t in r.tensors} == {("w", "BF16", (16, 8), 256),
+                                                                              ("b", "F32", (8,), 32)}
     data = p.read_bytes()
     for cut, expect in ((len(data) - 5, "incomplete metadata, file not fully covered"), (20, "invalid header length"),
                         (4, "header too small")):

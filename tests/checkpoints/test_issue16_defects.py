@@ -144,7 +144,8 @@ def test_numpy_f2py_myeval_gadget_is_unsafe_and_never_advised(tmp_path):
 
 @pytest.mark.parametrize(("module", "name"), [
     ("numpy.f2py.crackfortran", "myeval"), ("torch._dynamo.guards", "GuardBuilder"), ("pydoc", "locate"),
-    ("operator", "attrgetter"), ("functools", "partial"), ("builtins", "getattr"), ("torch.fx.graph_module", "reduce_graph_module"),
+    ("operator", "attrgetter"), ("functools", "partial"), ("builtins", "getattr"),
+    ("torch.fx.graph_module", "reduce_graph_module"),
 ])
 def test_known_gadgets_denied(module, name):
     from gpulib.safe_pickle import classify_global

@@ -320,7 +320,8 @@ def test_hf_sharded_safetensors_with_a_missing_shard(tmp_path):
     (d / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 32}, "weight_map": {
         "a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}))
     report = find_latest([tmp_path])
-    assert "shard model-00002-of-00002.safetensors named in model.safetensors.index.json is missing" in _reason(report, "checkpoint-300")
+    assert ("shard model-00002-of-00002.safetensors named in model.safetensors.index.json is missing"
+            in _reason(report, "checkpoint-300"))
 
 
 def _dcp_rank(rank: int, world: int, port: int, path: str) -> None:
@@ -363,4 +364,5 @@ def test_deepspeed_zero3_model_states_per_rank(tmp_path):
     d = _deepspeed_tag(tmp_path / "save", "global_step9", 9, 2, range(2))
     (d / "mp_rank_00_model_states.pt").rename(d / "zero_pp_rank_0_mp_rank_00_model_states.pt")
     report = find_latest([tmp_path / "save"])
-    assert "missing 1 of 2 ZeRO-3 model-states files (zero_pp_rank_1_mp_rank_00_model_states.pt)" in _reason(report, "global_step9")
+    assert ("missing 1 of 2 ZeRO-3 model-states files (zero_pp_rank_1_mp_rank_00_model_states.pt)"
+            in _reason(report, "global_step9"))

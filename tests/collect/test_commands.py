@@ -33,7 +33,8 @@ def test_not_executable_is_failed_with_permission(tmp_path):
 
 
 def test_nonzero_exit_keeps_output_and_names_the_code(tmp_path):
-    tool = _script(tmp_path / "tool", "echo partial\necho 'dmesg: read kernel buffer failed: Operation not permitted' >&2\nexit 1\n")
+    tool = _script(tmp_path / "tool", "echo partial\necho 'dmesg: read kernel buffer failed: Operation not permitted' "
+                                      ">&2\nexit 1\n")
     result = run_command([str(tool)], 5)
     assert result.status == "failed" and result.returncode == 1
     assert result.reason.endswith("exited with code 1: dmesg: read kernel buffer failed: Operation not permitted")

@@ -122,7 +122,8 @@ def test_a_label_matcher_that_selects_nothing_gives_empty_series(tmp_path, prome
     writer = BundleWriter(tmp_path / "b", host="node-a", command_line=["test"])
     run_collectors(writer, [prometheus_collector(query)])
     bundle = Bundle.open(writer.finish())
-    assert bundle.collectors[0].status == "ok" and "no series for 1 metric(s): DCGM_FI_DEV_GPU_TEMP" in bundle.collectors[0].reason
+    assert bundle.collectors[0].status == "ok"
+    assert "no series for 1 metric(s): DCGM_FI_DEV_GPU_TEMP" in bundle.collectors[0].reason
     assert json.loads((bundle.root / "prometheus" / "DCGM_FI_DEV_GPU_TEMP.json").read_text())["data"]["result"] == []
 
 

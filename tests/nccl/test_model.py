@@ -112,8 +112,10 @@ def test_fleet_minimums_do_not_catch_other_skus():
 def test_unchecked_rows_are_not_counted_as_correct():
     from gpulib.parsers import nccl_tests
 
-    text = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
-            "   268435456      67108864     float     sum      -1   1201.3  223.45  391.04    N/A   1199.8  223.73  391.53    N/A\n"
+    text = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw "
+            "#wrong\n"
+            "   268435456      67108864     float     sum      -1   1201.3  223.45  391.04    N/A   1199.8  223.73  391.53    "
+            "N/A\n"
             "# Avg bus bandwidth    : 391.285\n")
     (run,) = nccl_tests.parse(text, source="all_reduce_perf_c0.log").records
     assert run.rows[0].oop_wrong is None and run.wrong_total is None

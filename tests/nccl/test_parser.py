@@ -92,8 +92,10 @@ def test_several_runs_in_one_file():
 
 
 def test_headerless_rows_fall_back_on_token_count():
-    text = ("     1048576        262144     float     sum      -1    64.30   16.31   30.58       0    65.53   16.00   30.00       0\n"
-            "     4194304       1048576     float     sum      -1   134.21   31.25   58.60       0   135.44   30.97   58.07       0\n")
+    text = ("     1048576        262144     float     sum      -1    64.30   16.31   30.58       0    65.53   16.00   30.00   "
+            "    0\n"
+            "     4194304       1048576     float     sum      -1   134.21   31.25   58.60       0   135.44   30.97   58.07  "
+            "     0\n")
     result = nccl_tests.parse(text, source="all_reduce_grepped.txt")
     (run,) = result.records
     assert run.rows[1].oop_busbw_gbps == 58.60 and run.rows[1].redop == "sum"

@@ -214,7 +214,8 @@ def test_xid45_names_its_root_xid():
 
 
 def test_zone_year_and_rollover():
-    dmesg_t = "[Tue Mar 11 03:12:07 2025] NVRM: Xid (PCI:0000:ab:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+    dmesg_t = ("[Tue Mar 11 03:12:07 2025] NVRM: Xid (PCI:0000:ab:00): 79, pid='<unknown>', name=<unknown>, "
+               "GPU has fallen off the bus.\n")
     (event,) = [e for e in parse(dmesg_t, tz="Europe/Berlin").records if e.kind == "xid"]
     assert event.time_utc == "2025-03-11T02:12:07Z" and "time_assumption" not in event.details
     bad = parse(dmesg_t, tz="Mars/Olympus")

@@ -57,7 +57,8 @@ def test_time_series_with_tz(incidents):
 
 
 def test_exporter_csv_snapshot(recorded):
-    path = recorded / SPLIT / "linux-x86_64__nvidia-geforce-rtx-2080-super__595.71.05/idle_query_gpu_csv_what_the_exporter_parses.txt"
+    path = (recorded / SPLIT / "linux-x86_64__nvidia-geforce-rtx-2080-super__595.71.05"
+            / "idle_query_gpu_csv_what_the_exporter_parses.txt")
     gpu = nvsmi_csv.parse(path.read_text(), str(path)).records[0]
     assert isinstance(gpu, GpuState)
     assert gpu.throttle_bitmask == 0x4 and gpu.throttle_reasons == ["sw_power_cap"]
@@ -124,7 +125,8 @@ def test_bad_input(module, text):
 
 def test_kinds_do_not_claim_each_other(recorded, incidents):
     csv_head = read_head(incidents / THERMAL_CSV)
-    dmon_head = read_head(recorded / SPLIT / "linux-x86_64__nvidia-h100-80gb-hbm3__590.48.01/load_dmon_per_device_monitor_incl_pcie_rx_tx.txt")
+    dmon_head = read_head(recorded / SPLIT / "linux-x86_64__nvidia-h100-80gb-hbm3__590.48.01"
+                          / "load_dmon_per_device_monitor_incl_pcie_rx_tx.txt")
     for module in (nvsmi_query, nvsmi_table, nvsmi_dmon):
         assert not module.looks_like(csv_head)
     for module in (nvsmi_query, nvsmi_table, nvsmi_csv):

@@ -60,7 +60,8 @@ def test_windows_processes_without_memory(recorded):
 
 
 def test_mig_table(recorded):
-    path = recorded / "nvidia-smi/exporter-captures-split/linux-x86_64__nvidia-h100-mig__590.48.01/load_nvidia_smi_default_table.txt"
+    path = (recorded / "nvidia-smi/exporter-captures-split/linux-x86_64__nvidia-h100-mig__590.48.01"
+            / "load_nvidia_smi_default_table.txt")
     gpu = _parse(path).records[0]
     assert gpu.mig_enabled is True and gpu.util_gpu_pct is None
     assert len(gpu.processes) == 3  # MIG device rows are not mistaken for GPUs or processes
@@ -110,6 +111,7 @@ def test_looks_like_does_not_claim_other_kinds(recorded):
 
 
 def test_610_kmd_banner(recorded):
-    path = recorded / "nvidia-smi/exporter-captures-split/linux-x86_64__nvidia-geforce-rtx-2080-super__610.57.04/load_nvidia_smi_default_table.txt"
+    path = (recorded / "nvidia-smi/exporter-captures-split/linux-x86_64__nvidia-geforce-rtx-2080-super__610.57.04"
+            / "load_nvidia_smi_default_table.txt")
     gpu = _parse(path).records[0]
     assert (gpu.driver_version, gpu.cuda_version, gpu.index) == ("610.57.04", "13.3", 0)

@@ -42,7 +42,8 @@ def gpulib(*args):
 def test_scan_histogram_and_packing_advice(small_files, large_files):
     small = scan.scan(small_files, sample_files=64)
     assert small.files == 1200 and small.many_small_files and "WebDataset/tar shards" in small.packing_advice()
-    assert {b.label: b.files for b in small.buckets if b.files} == {"< 4 KiB": 4 * 57, "4-64 KiB": 4 * 243}  # 2000 + 37 i < 4096 for i <= 56
+    # 2000 + 37 i < 4096 for i <= 56
+    assert {b.label: b.files for b in small.buckets if b.files} == {"< 4 KiB": 4 * 57, "4-64 KiB": 4 * 243}
     assert len(small.sample) == 64 and small.sample == scan.scan(small_files, sample_files=64).sample, "seeded"
     large = scan.scan(large_files)
     assert large.files == 3 and not large.many_small_files and large.packing_advice() is None

@@ -16,7 +16,7 @@ from gpulib.runbooks.spec import (
     resolve_parameters,
 )
 from tests.conftest import REPO
-from tests.runbook.conftest import NOTEBOOKS
+from tests.runbooks.conftest import NOTEBOOKS
 
 
 def test_stages_keep_order_and_parallel_groups(write_runbook):

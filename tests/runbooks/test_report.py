@@ -9,7 +9,7 @@ import pytest
 
 from gpulib.runbooks.report import offline, prepare_notebook
 from tests.browser.chromium import block_network, launched, screenshot_check
-from tests.runbook.conftest import NOTEBOOKS
+from tests.runbooks.conftest import NOTEBOOKS
 
 pytestmark = pytest.mark.notebook
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import nbformat
 
 from gpulib.runbooks.engine import ThrottledSaves
-from tests.runbook.conftest import NOTEBOOKS
+from tests.runbooks.conftest import NOTEBOOKS
 
 
 def test_cell_saves_are_spaced_but_the_final_state_is_written(tmp_path):
