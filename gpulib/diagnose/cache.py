@@ -42,9 +42,10 @@ class EvidenceFile:
     host_basis: str | None
     records: list[dict] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    facts: list | None = None  # read from the raw text when the fleet view asks (node_facts.text_facts)
 
     def to_json(self) -> dict:
-        return {**asdict(self), "path": str(self.path)}
+        return {k: v for k, v in asdict(self).items() if k != "facts"} | {"path": str(self.path)}
 
 
 @dataclass
