@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import os
 import sys
-import traceback
 
+import gpulib
 from gpulib import __version__, exit_codes
 from gpulib.errors import GpulibError
 
@@ -117,9 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # --help into a closed pipe, while argparse was writing
         _quiet_stdout()
         return exit_codes.PIPE_CLOSED
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="gpulib: %(levelname)s: %(message)s"
-    )
+    # INFO (20) with -v, else WARNING (30); applied by gpulib.logs when a module that logs is
+    # imported (now, if one already is): a command that never logs never imports logging
+    gpulib.cli_log_level = 20 if args.verbose else 30
+    if "gpulib.logs" in sys.modules:
+        sys.modules["gpulib.logs"].configure_cli()
     try:
         if not getattr(args, "func", None):
             parser.print_help()
@@ -134,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return exit_codes.INTERRUPTED
     except Exception:  # noqa: BLE001 - a bug must not exit 1 ("soft": a script would relaunch)
+        import traceback  # noqa: PLC0415 - only a bug pays for it
+
         traceback.print_exc()
         print(f"gpulib {args.command}: internal error (a bug in gpulib, please report it with the traceback "
               f"above); exit {exit_codes.RUN_FAILED}", file=sys.stderr)

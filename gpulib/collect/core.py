@@ -11,7 +11,6 @@ because its :class:`Sink` is closed the moment the deadline passes.
 from __future__ import annotations
 
 import json
-import logging
 import threading
 import time
 from collections.abc import Callable
@@ -19,8 +18,9 @@ from dataclasses import dataclass
 
 from gpulib.bundle import BundleWriter, CollectorRecord
 from gpulib.collect.runner import CommandResult, run_command
+from gpulib.logs import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 #: Seconds a collector thread gets beyond its own timeout before it is abandoned (commands
 #: need a moment to be killed and drained).

@@ -9,7 +9,6 @@ discounts the cascade (:mod:`.verdict`), and returns a :class:`~.report.Diagnosi
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 
@@ -33,8 +32,9 @@ from gpulib.diagnose.model import TimelineEntry
 from gpulib.diagnose.report import Diagnosis
 from gpulib.diagnose.thresholds import Thresholds
 from gpulib.findings import Finding, event_id
+from gpulib.logs import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 __all__ = ["Diagnosis", "diagnose"]
 

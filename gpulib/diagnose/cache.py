@@ -15,7 +15,6 @@ run code from a file it is handed. It lives in the run's scratch folder and is n
 from __future__ import annotations
 
 import json
-import logging
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,8 +24,9 @@ from gpulib import kernel_env
 from gpulib.diagnose import diagnose
 from gpulib.diagnose.inputs import gather
 from gpulib.errors import InputError
+from gpulib.logs import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 FORMAT = "gpulib.bundle-cache/1"
 

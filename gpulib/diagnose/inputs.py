@@ -7,7 +7,6 @@ say exactly what was *not* looked at - an on-call engineer must know when eviden
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import stat
@@ -18,12 +17,13 @@ from pathlib import Path
 
 from gpulib.bundle import DIGEST, Bundle, is_bundle
 from gpulib.diagnose import digest
+from gpulib.logs import get_logger
 from gpulib.parsers import detect, gpu_series, registry, signatures, unwrap
 from gpulib.parsers.base import Problem, looks_binary, read_text
 from gpulib.parsers.gpu_records import GpuSample
 from gpulib.progress import Progress
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 HEAD_BYTES = 8192
 #: Evidence of at least this many files (an incident of hundreds of nodes) shows its reading progress.

@@ -13,14 +13,14 @@ finding can say whether it explains the failure:
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 
 from gpulib.diagnose.drift import WHY, FieldDrift, config_drift, odd_nodes
 from gpulib.diagnose.node_facts import NodeConfig, node_configs
 from gpulib.findings import EvidenceLine, Finding
+from gpulib.logs import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 #: Finding ids of config drift: ours, and the diagnosis rules' version skew.
 DRIFT_IDS = ("config-drift-", "version-skew-")

@@ -20,16 +20,16 @@ Replacement rules (each cites its origin, see ``docs`` of the constants below) m
 from __future__ import annotations
 
 import json
-import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpulib.diagnose.inputs import gather
+from gpulib.logs import get_logger
 from gpulib.runbooks.archive import ArchivedRun
 from gpulib.runbooks.spec import RunbookError
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 #: Root-cause categories that are the GPU's own fault (not the job's, not the fabric's).
 HARDWARE = frozenset({"gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error", "nvlink_error"})

@@ -12,14 +12,15 @@ alive but stuck. It reports that and ends the process with :data:`EXIT_TIMEOUT`.
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 import threading
 import time
 from collections.abc import Callable
 
-log = logging.getLogger(__name__)
+from gpulib.logs import get_logger
+
+log = get_logger(__name__)
 
 EXIT_TIMEOUT = 3
 HEARTBEAT_S = 1.0

@@ -14,13 +14,13 @@ the nearest folder name.
 
 from __future__ import annotations
 
-import logging
 import re
 from collections import Counter
 
+from gpulib.logs import get_logger
 from gpulib.parsers import registry
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 _NAME_HINTS = (

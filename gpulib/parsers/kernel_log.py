@@ -41,7 +41,6 @@ is None and ``details['uptime_s']`` keeps the raw value).
 
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -49,12 +48,13 @@ from pathlib import Path
 
 from gpulib.catalog import xid_info
 from gpulib.identity import normalize_pci, to_utc_iso
+from gpulib.logs import get_logger
 from gpulib.parsers.base import DEFAULT_READ_CAP_BYTES, ParseResult, Problem, line_chunks, looks_binary
 from gpulib.parsers.kernel_prefix import Prefix, journal_header, parse_instant, split_prefix
 from gpulib.parsers.logtime import parse_zone
 from gpulib.parsers.prefilter import KeywordLines
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 KIND = "kernel_log"
 

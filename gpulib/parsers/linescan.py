@@ -15,14 +15,14 @@ parser's bug costs that parser's records, never the other readers' - the same ru
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Sequence
 from typing import Protocol
 
+from gpulib.logs import get_logger
 from gpulib.parsers.base import line_chunks
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 CHUNK_BYTES = 32 * 1024 * 1024
 

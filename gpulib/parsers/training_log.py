@@ -28,7 +28,6 @@ windows in between (:func:`progress_ranges` says why the step-time analysis lose
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from datetime import tzinfo
 from pathlib import Path
 
 from gpulib.identity import normalize_pci
+from gpulib.logs import get_logger
 from gpulib.parsers import linescan
 from gpulib.parsers.base import ParseResult, Problem
 from gpulib.parsers.kernel_prefix import MARKDOWN_QUOTE
@@ -43,7 +43,7 @@ from gpulib.parsers.linescan import ChunkReader, number_lines
 from gpulib.parsers.logtime import seconds_between, stamp_in, year_hint, zone_of
 from gpulib.parsers.prefilter import KeywordLines
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 KIND = "training_log"
 

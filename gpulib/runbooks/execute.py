@@ -13,7 +13,6 @@ Output widget is recorded as "completed" yet produced nothing.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import signal
 import sys
@@ -25,10 +24,11 @@ from pathlib import Path
 
 from gpulib import exit_codes
 from gpulib.identity import utc_now_iso
+from gpulib.logs import get_logger
 from gpulib.runbooks.spec import RunbookError, RunbookSpec, StepSpec
 from gpulib.vocabulary import SEVERITIES
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 KERNEL_NAME = "python3"
 INTERRUPTED = {"type": "Interrupted", "message": "stopped by an interrupt (Ctrl-C or SIGTERM)"}

@@ -16,12 +16,12 @@ in is removed (:func:`offline`).
 
 from __future__ import annotations
 
-import logging
 import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpulib.logs import get_logger
 from gpulib.runbooks.report_prepare import (
     PLOTLY_MIME,
     anchor_headings,
@@ -39,7 +39,7 @@ from gpulib.runbooks.report_view import (
 
 __all__ = ["PLOTLY_MIME", "RenderedStep", "build_report", "offline", "prepare_notebook", "render_step"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 _EXTERNAL = re.compile(
     r"<script\b[^>]*\bsrc\s*=[^>]*>.*?</script>|<link\b[^>]*\bhref\s*=\s*[\"']?(?:https?:)?//[^>]*>",

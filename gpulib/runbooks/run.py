@@ -10,7 +10,6 @@ is the CLI's, before anything runs.
 
 from __future__ import annotations
 
-import logging
 import os
 import platform
 import sys
@@ -27,13 +26,14 @@ from gpulib.diagnose import diagnose
 from gpulib.diagnose.cache import load_cached, resolve_evidence, write_cache
 from gpulib.errors import GpulibError
 from gpulib.identity import to_utc_iso, utc_now_iso
+from gpulib.logs import get_logger
 from gpulib.runbooks.archive import FINDINGS, FINDINGS_FORMAT, REPORT, RUN_FORMAT, ArchiveWriter
 from gpulib.runbooks.execute import KERNEL_NAME, StepResult, check_kernel, execute_runbook
 from gpulib.runbooks.report import RenderedStep, build_report, render_step
 from gpulib.runbooks.spec import RunbookSpec, find_runbook, load_runbook, resolve_parameters
 from gpulib.vocabulary import SEVERITIES
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 EXIT_MEANINGS = {
     exit_codes.OK: "healthy: no finding above info",

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from pathlib import Path
 
-log = logging.getLogger(__name__)
+from gpulib.logs import get_logger
+
+log = get_logger(__name__)
 
 EPILOG_HELP = """For slurm.conf: Epilog=/etc/slurm/epilog.d/gpulib (a script that runs
   gpulib slurm epilog --dir /shared/gpulib-evidence --log /var/log/gpulib-epilog.jsonl).

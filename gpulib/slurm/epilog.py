@@ -21,17 +21,17 @@ the allocation the moment the job ends, before anyone can. What it does:
 from __future__ import annotations
 
 import json
-import logging
 import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from gpulib.logs import get_logger
 from gpulib.parsers.slurm_job import SlurmJob, ended_badly, env_ended_badly
 from gpulib.slurm import scontrol
 from gpulib.slurm.capture import capture, free_target
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 #: Default seconds the whole epilog may take (the node stays COMPLETING meanwhile).
 DEFAULT_BUDGET_S = 120.0

@@ -21,7 +21,6 @@ alerts during a capture or within ``cooldown_s`` after one are printed but do no
 from __future__ import annotations
 
 import json
-import logging
 import re
 import threading
 import time
@@ -31,9 +30,10 @@ from pathlib import Path
 from gpulib.collect import collect
 from gpulib.collect.prometheus import PrometheusQuery
 from gpulib.diagnose import diagnose
+from gpulib.logs import get_logger
 from gpulib.watch.rules import Alert
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 _RE2_META = re.compile(r"([.+*?()|\[\]{}^$\\])")
