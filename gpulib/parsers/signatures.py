@@ -103,6 +103,11 @@ def _keyword_index() -> tuple[tuple[str, tuple[int, ...]], ...]:
 
 def match_line(facts: LineFacts, lineno: int, raw: str, path: PathFacts) -> list[Signal]:
     """The signatures one (unwrapped) line matches; at most one per signature, in catalogue order."""
+    return [_signal(sig, fields, facts, lineno, raw, path) for sig, fields in _matches(facts, raw)]
+
+
+def _matches(facts: LineFacts, raw: str) -> list[tuple[Signature, dict]]:
+    """The signatures ``raw`` (read as ``facts``) matches, with their named fields."""
     out = []
     message = facts.message
     catalogue = load_signatures()
@@ -114,8 +119,16 @@ def match_line(facts: LineFacts, lineno: int, raw: str, path: PathFacts) -> list
         fields = {k: v for k, v in m.groupdict().items() if v}
         if sig.min_value is not None and (_number(fields.get("num")) or 0) < sig.min_value:
             continue
-        out.append(_signal(sig, fields, facts, lineno, raw, path))
+        out.append((sig, fields))
     return out
+
+
+#: Lines up to this long are remembered with what they matched (per reading context: year, time
+#: zone, host of a pasted shell session): a repeated line (the ``Slowdown : Not Active`` rows of
+#: every GPU of every node's ``nvidia-smi -q``) is read and matched once per process.
+_MEMO_LINE_CHARS = 512
+_MEMO_LINES = 4096
+_MEMO: dict[tuple, tuple[LineFacts, list[tuple[Signature, dict]]]] = {}
 
 
 def _signal(sig: Signature, fields: dict, facts: LineFacts, lineno: int, raw: str, path: PathFacts) -> Signal:
@@ -147,12 +160,26 @@ class SignatureScanner:
         return self._finder.line_starts(buf, limit)
 
     def take(self, buf: bytearray, limit: int, lines: list[tuple[int, int]]) -> None:
+        reader, memo, records = self._reader, _MEMO, self.result.records
         for start, lineno in lines:
             end = buf.find(b"\n", start, limit)
             raw = buf[start:end if end != -1 else limit][:MAX_LINE_CHARS].decode("utf-8", "replace")
-            facts = self._reader.read(raw)
-            if not facts.command:
-                self.result.records.extend(match_line(facts, lineno, raw, self._path))
+            # what a line reads as depends on the line, the year and the host of a pasted shell
+            # session only; a prompt line changes that host, so it is never remembered
+            key = (raw, reader.session_host, reader.year, reader.tz)
+            hit = memo.get(key)
+            if hit is None:
+                facts = reader.read(raw)
+                if facts.command:
+                    continue
+                hit = (facts, _matches(facts, raw))
+                if len(raw) <= _MEMO_LINE_CHARS:
+                    if len(memo) >= _MEMO_LINES:
+                        memo.clear()
+                    memo[key] = hit
+            facts, matches = hit
+            for sig, fields in matches:
+                records.append(_signal(sig, dict(fields), facts, lineno, raw, self._path))
 
     def failed(self, exc: Exception) -> None:
         self.result.problems.append(Problem(self.source, f"signature scan failed: {type(exc).__name__}: {exc}"))
