@@ -42,6 +42,12 @@ def looks_like(head: str) -> bool:
     )
 
 
+#: (parent path, label as printed) -> field path: the same few hundred labels repeat in every GPU
+#: block of every file (bounded by the labels nvidia-smi prints; cleared if a file floods it).
+_PATHS: dict[tuple[str, str], str] = {}
+_MAX_PATHS = 20_000
+
+
 class _Block:
     def __init__(self, pci: str, line: int, index: int, header: dict):
         self.pci, self.line, self.index, self.header = pci, line, index, dict(header)
@@ -50,14 +56,19 @@ class _Block:
         self.stack: list[tuple[int, str]] = []
 
     def add(self, indent: int, key: str, value: str | None, number: int) -> None:
-        while self.stack and self.stack[-1][0] >= indent:
-            self.stack.pop()
-        name = norm_key(key)
-        path = f"{self.stack[-1][1]}/{name}" if self.stack else name
-        self.stack.append((indent, path))  # each entry carries its full path
+        stack = self.stack
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        parent = stack[-1][1] if stack else ""
+        path = _PATHS.get((parent, key))
+        if path is None:
+            name = norm_key(key)
+            path = _PATHS[parent, key] = f"{parent}/{name}" if parent else name
+        stack.append((indent, path))  # each entry carries its full path
         if value is None:
             return
-        self.fields.setdefault(path, (value, number))
+        if path not in self.fields:
+            self.fields[path] = (value, number)
         # Processes repeat the same labels once per process: collect them in order.
         if path == "processes/process_id":
             self.processes.append(GpuProcess(pid=_safe(units.integer, value)))
@@ -96,9 +107,11 @@ def parse(text: str, source: str = "<text>", *, tz: str | None = None) -> ParseR
     attached: list[tuple[int, int]] = []  # (claimed GPU count, blocks before it)
     seen_log = False
     index = 0  # nvidia-smi numbers GPUs in block order, restarting with each NVSMI LOG
+    if len(_PATHS) > _MAX_PATHS:
+        _PATHS.clear()
     for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.expandtabs(4).rstrip()
-        if not line.strip():
+        line = (raw.expandtabs(4) if "\t" in raw else raw).rstrip()
+        if not line:
             continue
         if _LOG_MARK in line:  # a new snapshot (capture files hold idle and load runs)
             seen_log, block, raw_header, index = True, None, {}, 0
