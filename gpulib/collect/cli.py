@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from gpulib.bundle import verify
+from gpulib.cli_args import non_negative
 from gpulib.collect.bmc import SEL_ENTRIES
 from gpulib.collect.capture import collect, summary_lines
 from gpulib.collect.files import LOG_CAP_BYTES
@@ -22,15 +23,6 @@ def _verify(args) -> int:
         print("\n".join(report.lines()))
         worst = worst or (0 if report.ok else 1)
     return worst
-
-
-def _positive(kind):
-    def convert(text: str):
-        value = kind(text)
-        if value < 0:
-            raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-        return value
-    return convert
 
 
 def _name_seconds(text: str) -> tuple[str, float]:
@@ -100,16 +92,16 @@ def register(subparsers) -> None:
     c.add_argument("--out", required=True, help="bundle directory, or a shared parent folder (see the fan-out rule)")
     c.add_argument("--logs", nargs="+", action="extend", default=[], metavar="PATH",
                    help="training logs (files or folders) to copy; each file keeps its last --log-cap-mib MiB")
-    c.add_argument("--log-cap-mib", type=_positive(int), default=LOG_CAP_BYTES >> 20, help="per-file cap (default 64)")
+    c.add_argument("--log-cap-mib", type=non_negative(int), default=LOG_CAP_BYTES >> 20, help="per-file cap (default 64)")
     c.add_argument("--checkpoints", metavar="DIR", help="checkpoint folder to list (names, sizes, mtimes; nothing is loaded)")
     c.add_argument("--data", nargs="+", action="extend", default=[], metavar="DIR",
                    help="dataset folder(s): their file systems are measured (df -h, stat -f) beside /dev/shm "
                         "and --checkpoints")
-    c.add_argument("--sel-entries", type=_positive(int), default=SEL_ENTRIES, metavar="N",
+    c.add_argument("--sel-entries", type=non_negative(int), default=SEL_ENTRIES, metavar="N",
                    help="keep the newest N BMC event-log entries (ipmitool sel elist last N; default 500)")
     c.add_argument("--bug-report", action="store_true",
                    help="also run nvidia-bug-report.sh into the bundle (takes minutes; its own 600 s timeout)")
-    c.add_argument("--sample-seconds", type=_positive(int), default=0, metavar="N",
+    c.add_argument("--sample-seconds", type=non_negative(int), default=0, metavar="N",
                    help="also sample every GPU at 1 Hz for N seconds (catches throttling a snapshot misses)")
     c.add_argument("--prev-boot", action="store_true",
                    help="also save the previous boot's kernel journal (after a crash and reboot the Xid is there)")
@@ -121,7 +113,7 @@ def register(subparsers) -> None:
                    help="resolution of the pulled series in seconds (default 15, dcgm-exporter's usual scrape interval)")
     c.add_argument("--prometheus-match", metavar="MATCHER",
                    help='label matcher for every metric, e.g. \'{Hostname=~"node-a|node-b"}\' (default: all hosts)')
-    c.add_argument("--timeout-scale", type=_positive(float), default=1.0, metavar="F",
+    c.add_argument("--timeout-scale", type=non_negative(float), default=1.0, metavar="F",
                    help="multiply every collector's timeout by F (e.g. 3 on a slow node)")
     c.add_argument("--collector-timeout", type=_name_seconds, action="append", default=[], metavar="NAME=S",
                    help="set one collector's timeout in seconds (names as in the summary), e.g. ipmitool-sdr=120")

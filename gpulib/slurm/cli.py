@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from gpulib.cli_args import non_negative
 from gpulib.logs import get_logger
 
 log = get_logger(__name__)
@@ -65,15 +66,6 @@ def _healthcheck(args) -> int:
     return outcome.exit_code
 
 
-def _non_negative(kind):
-    def convert(text: str):
-        value = kind(text)
-        if value < 0:
-            raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-        return value
-    return convert
-
-
 def register(subparsers) -> None:
     p = subparsers.add_parser("slurm", help="Slurm hooks: Epilog capture and HealthCheckProgram drain/resume")
     sub = p.add_subparsers(dest="slurm_command", metavar="HOOK", required=True)
@@ -81,7 +73,7 @@ def register(subparsers) -> None:
     e = sub.add_parser("epilog", help="capture this node when the job ended badly (for slurm.conf Epilog=)",
                        description=EPILOG_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     e.add_argument("--dir", required=True, help="shared evidence folder; bundles go to DIR/<jobid>/<node>")
-    e.add_argument("--timeout", type=_non_negative(float), default=120.0, metavar="S",
+    e.add_argument("--timeout", type=non_negative(float), default=120.0, metavar="S",
                    help="seconds the whole epilog may take (default 120; the node stays COMPLETING meanwhile)")
     e.add_argument("--log", metavar="FILE", help="append what happened as one JSON line (slurmd drops output)")
     e.add_argument("--job-id", help="job id (default: $SLURM_JOB_ID)")
@@ -96,10 +88,10 @@ def register(subparsers) -> None:
     h.add_argument("--node", help="this node's Slurm name (default: $SLURMD_NODENAME, else the short host name)")
     h.add_argument("--evidence", metavar="PATH",
                    help="check this bundle or folder of recorded outputs instead of capturing the node now")
-    h.add_argument("--gpus", type=_non_negative(int), metavar="N",
+    h.add_argument("--gpus", type=non_negative(int), metavar="N",
                    help="GPUs this node must show (default: its Gres=gpu count in Slurm, else at least one; "
                         "0 for a node without GPUs)")
-    h.add_argument("--timeout", type=_non_negative(float), default=45.0, metavar="S",
+    h.add_argument("--timeout", type=non_negative(float), default=45.0, metavar="S",
                    help="seconds for the whole check (default 45; slurmd kills it at 60)")
     h.add_argument("--dry-run", action="store_true", help="say what would be drained/resumed; change nothing")
     h.set_defaults(func=_healthcheck)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 
+from gpulib.cli_args import positive
 from gpulib.errors import InputError
 from gpulib.progress import Ticking
 from gpulib.storage import fio, measure, scan, verdict
@@ -75,18 +75,6 @@ def _as_json(result: dict) -> str:
     return json.dumps({k: plain(v) for k, v in result.items()}, indent=2)
 
 
-def _positive(kind):
-    def convert(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-        return value
-    return convert
-
-
 def _run(args) -> int:
     given = [args.ranks, args.batch, args.sample_bytes]
     if any(v is not None for v in given) and not all(v is not None for v in given):
@@ -105,14 +93,14 @@ def register(subparsers) -> None:
                     "(fio when installed, else Python; nothing is written under PATH), a file-size histogram, and a "
                     "verdict against ranks x batch x sample size per step.", epilog=EXIT_CODES)
     p.add_argument("path", help="dataset folder (or file) the job reads")
-    p.add_argument("--seconds", type=_positive(float), default=10.0, help="measurement time, both phases (default 10)")
-    p.add_argument("--threads", type=_positive(int), default=4, help="concurrent readers (default 4)")
-    p.add_argument("--ranks", type=_positive(int), help="ranks reading this path at once")
-    p.add_argument("--batch", type=_positive(int), help="samples per rank per step")
-    p.add_argument("--sample-bytes", type=_positive(int), help="bytes per sample as stored")
-    p.add_argument("--step-seconds", type=_positive(float), default=1.0, help="seconds per training step (default 1)")
+    p.add_argument("--seconds", type=positive(float), default=10.0, help="measurement time, both phases (default 10)")
+    p.add_argument("--threads", type=positive(int), default=4, help="concurrent readers (default 4)")
+    p.add_argument("--ranks", type=positive(int), help="ranks reading this path at once")
+    p.add_argument("--batch", type=positive(int), help="samples per rank per step")
+    p.add_argument("--sample-bytes", type=positive(int), help="bytes per sample as stored")
+    p.add_argument("--step-seconds", type=positive(float), default=1.0, help="seconds per training step (default 1)")
     p.add_argument("--engine", choices=("auto", "fio", "python"), default="auto",
                    help="auto: fio when installed, else Python")
-    p.add_argument("--max-files", type=_positive(int), default=200_000, help="stop the size scan after N files")
+    p.add_argument("--max-files", type=positive(int), default=200_000, help="stop the size scan after N files")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=_run)
