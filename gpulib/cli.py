@@ -49,6 +49,14 @@ def _command_in(argv: list[str]) -> str | None:
     return next((word for word in argv if word in COMMANDS), None)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Sub-command parsers (and theirs, which inherit the class) format with
+    :class:`exit_codes.HelpFormatter` from the start: argparse's own formatter imports ``shutil``."""
+
+    def __init__(self, *args, formatter_class=exit_codes.HelpFormatter, **kwargs):
+        super().__init__(*args, formatter_class=formatter_class, **kwargs)
+
+
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser for ``argv``: the named command's module registers it (every option, its help);
     without a command word, each command is listed from :data:`COMMANDS` and nothing is imported."""
@@ -59,7 +67,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gpulib {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     command = _command_in(sys.argv[1:] if argv is None else argv)
     if command is not None:
         importlib.import_module(COMMANDS[command][0]).register(subparsers)

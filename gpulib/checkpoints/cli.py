@@ -13,7 +13,6 @@ the checkpoint readers only when a sub-command runs.
 
 from __future__ import annotations
 
-import json
 import sys
 
 from gpulib import exit_codes
@@ -111,6 +110,8 @@ def _run_files(args, deep: bool, limit: int | None) -> int:
             reports.append(inspect_path(p, deep))
             bar.update()
     if args.format == "json":
+        import json  # noqa: PLC0415 - only --json pays for it
+
         json.dump([r.to_dict(with_tensors=limit is not None) for r in reports], sys.stdout, indent=1, default=str)
         print()
     else:
@@ -163,6 +164,8 @@ def cmd_latest(args) -> int:
                      hint="ckpt latest takes the checkpoint folder of each node; `gpulib ckpt verify FILE` checks one file")
     report = find_latest(args.dirs, deep=args.deep)
     if args.format == "json":
+        import json  # noqa: PLC0415 - only --json pays for it
+
         json.dump(report.to_dict(), sys.stdout, indent=1, default=str)
         print()
     else:

@@ -35,10 +35,26 @@ _LOCAL = struct.Struct("<4s5H3L2H")  # 30 bytes
 MAX_COMMENT = 0xFFFF
 CHUNK_BYTES = 16 << 20
 
-try:  # zlib-ng's CRC-32 folds with PCLMUL/VPCLMULQDQ: 5-15x CPython's zlib, faster than cksum
-    from zlib_ng.zlib_ng import crc32
-except ImportError:  # the optional 'fast' extra is not installed: stdlib zlib, same result
-    from zlib import crc32
+#: From this size on a CRC-32 is zlib-ng's; below, stdlib zlib's (the same value): inspecting a
+#: checkpoint CRCs only its small pickle, and importing zlib-ng costs ~1.5 ms of start-up.
+NG_CRC_FROM = 1 << 20
+
+
+def crc32(data, value: int = 0) -> int:
+    if len(data) < NG_CRC_FROM:
+        return zlib.crc32(data, value)
+    return _big_crc32()(data, value)
+
+
+@lru_cache(maxsize=1)
+def _big_crc32():
+    try:  # zlib-ng's CRC-32 folds with PCLMUL/VPCLMULQDQ: 5-15x CPython's zlib, faster than cksum
+        from zlib_ng.zlib_ng import crc32 as ng_crc32  # noqa: PLC0415
+    except ImportError:  # the optional 'fast' extra is not installed: stdlib zlib, same result
+        return zlib.crc32
+    return ng_crc32
+
+
 MAX_MEMBERS = 10_000_000
 # torch.save with torch.serialization.set_crc32_options(False) writes 0 in every CRC field: "none
 # recorded", not a mismatch (torch loads such files; it never checks CRCs anyway).
