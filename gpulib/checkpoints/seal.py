@@ -89,8 +89,6 @@ def seal(path: str | Path, algorithm: str = "crc32") -> Path:
 
     doc = {"schema": SCHEMA, "sealed_at": utc_now_iso(), "algorithm": algorithm, "files": files}
     target = seal_path(path)
-    import json  # noqa: PLC0415 - only sealing and sealed files pay for it
-
     write_atomic(target, json.dumps(doc, indent=1).encode() + b"\n")
     return target
 
@@ -155,8 +153,6 @@ def check(path: str | Path, checksums: bool) -> SealCheck:
     import json
 
     try:
-        import json  # noqa: PLC0415
-
         doc = json.loads(seal_file.read_text())
         files, algorithm = doc["files"], doc["algorithm"]
         if doc.get("schema") != SCHEMA or algorithm not in ALGORITHMS or not isinstance(files, dict):
