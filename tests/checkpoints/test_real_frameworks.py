@@ -37,6 +37,19 @@ def _poison(path: Path, marker: Path) -> None:
         pickle.dump({"python": _Run(marker)}, fh, protocol=2)
 
 
+def _damage(root: Path, damage: str, marker: Path) -> None:
+    """Apply one parametrized damage (``none``, ``truncate REL``, ``delete REL``, ``poison REL``) below ``root``."""
+    verb, _, rel = damage.partition(" ")
+    if verb == "truncate":
+        _truncate(root / rel)
+    elif verb == "delete":
+        (root / rel).unlink()
+    elif verb == "poison":
+        _poison(root / rel, marker)
+    else:
+        assert verb == "none", damage
+
+
 # --- HF Trainer -----------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -71,13 +84,7 @@ def test_hf_trainer_latest_resumes(hf_run, tmp_path, damage, expect):
     out = tmp_path / "out"
     shutil.copytree(src, out)
     marker = tmp_path / "PWNED"
-    verb, _, rel = damage.partition(" ")
-    if verb == "truncate":
-        _truncate(out / rel)
-    elif verb == "delete":
-        (out / rel).unlink()
-    elif verb == "poison":
-        _poison(out / rel, marker)
+    _damage(out, damage, marker)
     report = find_latest([out])
     assert report.chosen is not None and report.chosen.name == expect, report.to_text()
     _hf_train(transformers, out, max_steps=8, resume=str(report.resume_from))
@@ -126,19 +133,12 @@ def test_accelerate_latest_resumes(accelerate_run, tmp_path, damage, expect):
     project = tmp_path / "project"
     shutil.copytree(src, project)
     marker = tmp_path / "PWNED"
-    verb, _, rel = damage.partition(" ")
-    target = project / "checkpoints" / rel
-    if verb == "truncate":
-        _truncate(target)
-    elif verb == "delete":
-        target.unlink()
-    elif verb == "poison":
-        _poison(target, marker)
+    _damage(project / "checkpoints", damage, marker)
     report = find_latest([project])
     assert report.chosen is not None and report.chosen.name == expect, report.to_text()
     acc, *_ = _accelerate_objects(accelerate, tmp_path / "fresh")
     acc.load_state(str(report.resume_from))
-    if verb in ("delete", "truncate"):  # the rejected one really does not resume
+    if damage.split(" ")[0] in ("delete", "truncate"):  # the rejected one really does not resume
         acc, *_ = _accelerate_objects(accelerate, tmp_path / "fresh2")
         with pytest.raises(Exception):  # noqa: B017 - whatever the loader raises
             acc.load_state(str(project / "checkpoints" / "checkpoint_10"))
@@ -190,11 +190,7 @@ def test_lightning_latest_resumes(lightning_run, tmp_path, damage, expect):
     d = tmp_path / "ckpts"
     shutil.copytree(src, d)
     marker = tmp_path / "PWNED"
-    verb, _, rel = damage.partition(" ")
-    if verb == "truncate":
-        _truncate(d / rel)
-    elif verb == "poison":
-        _poison(d / rel, marker)
+    _damage(d, damage, marker)
     report = find_latest([d])
     assert report.chosen is not None and report.chosen.name == expect, report.to_text()
     with warnings.catch_warnings():
@@ -258,13 +254,7 @@ def test_deepspeed_latest_resumes(deepspeed_run, tmp_path, damage, expect):
     ck = tmp_path / "ck"
     shutil.copytree(deepspeed_run, ck)
     marker = tmp_path / "PWNED"
-    verb, _, rel = damage.partition(" ")
-    if verb == "truncate":
-        _truncate(ck / rel)
-    elif verb == "delete":
-        (ck / rel).unlink()
-    elif verb == "poison":
-        _poison(ck / rel, marker)
+    _damage(ck, damage, marker)
     report = find_latest([ck])
     assert report.chosen is not None and report.chosen.name == expect, report.to_text()
     _ds("load", report.resume_from, tmp_path)
