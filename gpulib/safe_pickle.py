@@ -18,7 +18,6 @@ import collections
 import io
 import pickle
 import struct
-from dataclasses import dataclass, field
 
 from gpulib.pickle_ops import OPCODES, walk
 
@@ -157,45 +156,51 @@ def classify_global(module: str, name: str) -> tuple[str, str]:
 
 # --- stand-in values -----------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+# Plain classes with __slots__, not dataclasses: `gpulib ckpt inspect` imports this module on every
+# start, and `dataclasses` (with `inspect`, `ast`, `dis` behind it) would cost a sixth of its time.
 class StorageType:
-    name: str
-    dtype: str
-    itemsize: int
+    """Stand-in for ``torch.FloatStorage`` & co.: the element type a legacy storage holds."""
+
+    __slots__ = ("name", "dtype", "itemsize")
+
+    def __init__(self, name: str, dtype: str, itemsize: int) -> None:
+        self.name, self.dtype, self.itemsize = name, dtype, itemsize
 
 
-@dataclass(frozen=True, slots=True)
 class DType:
-    name: str
-    itemsize: int
+    """Stand-in for a ``torch.float32``-like dtype global."""
+
+    __slots__ = ("name", "itemsize")
+
+    def __init__(self, name: str, itemsize: int) -> None:
+        self.name, self.itemsize = name, itemsize
 
 
-@dataclass(slots=True)
 class StorageRef:
     """A tensor storage named by the pickle; the bytes live in ``data/<key>`` (zip) or after the
     pickles (legacy). ``numel`` is in elements of ``storage_type`` (bytes for UntypedStorage)."""
 
-    key: str
-    storage_type: str
-    dtype: str
-    itemsize: int
-    location: str
-    numel: int
+    __slots__ = ("key", "storage_type", "dtype", "itemsize", "location", "numel")
+
+    def __init__(self, key: str, storage_type: str, dtype: str, itemsize: int, location: str, numel: int) -> None:
+        self.key, self.storage_type, self.dtype, self.itemsize = key, storage_type, dtype, itemsize
+        self.location, self.numel = location, numel
 
     @property
     def nbytes(self) -> int:
         return self.numel * self.itemsize
 
 
-@dataclass(slots=True)
 class TensorInfo:
-    storage: StorageRef | None
-    offset: int
-    shape: tuple
-    stride: tuple
-    dtype: str
-    requires_grad: bool = False
-    kind: str = "tensor"  # tensor | parameter | qtensor | meta | subclass
+    """Stand-in for a tensor: where its bytes are and how they are laid out (never loaded)."""
+
+    __slots__ = ("storage", "offset", "shape", "stride", "dtype", "requires_grad", "kind")
+
+    def __init__(self, storage: StorageRef | None, offset: int, shape: tuple, stride: tuple, dtype: str,
+                 requires_grad: bool = False, kind: str = "tensor") -> None:
+        self.storage, self.offset, self.shape, self.stride, self.dtype = storage, offset, shape, stride, dtype
+        self.requires_grad = requires_grad
+        self.kind = kind  # tensor | parameter | qtensor | meta | subclass
 
     @property
     def numel(self) -> int:
@@ -209,12 +214,13 @@ class TensorInfo:
         return self.numel * DTYPE_BYTES.get(self.dtype, 1)
 
 
-@dataclass(slots=True)
 class NDArrayInfo:
     """A numpy array (e.g. the MT19937 key of ``np.random.get_state()``), never materialised."""
 
-    shape: tuple = ()
-    dtype: str = "?"
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape: tuple = (), dtype: str = "?") -> None:
+        self.shape, self.dtype = shape, dtype
 
 
 class _RefuseOnClass:
@@ -413,14 +419,16 @@ _FUNCTIONS = {
 _NDARRAY_RECONSTRUCT = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct")}
 
 
-@dataclass
 class StubResult:
-    obj: object = None
-    globals: dict[tuple[str, str], int] = field(default_factory=dict)  # (module, name) -> count
-    storages: dict[str, StorageRef] = field(default_factory=dict)
-    numpy_dtypes: set[str] = field(default_factory=set)  # codes passed to numpy.dtype(...)
-    scan: OpScan | None = None
-    error: str | None = None
+    """What unpickling with stand-ins gave: the object tree, every global named, the storages."""
+
+    def __init__(self) -> None:
+        self.obj: object = None
+        self.globals: dict[tuple[str, str], int] = {}  # (module, name) -> count
+        self.storages: dict[str, StorageRef] = {}
+        self.numpy_dtypes: set[str] = set()  # codes passed to numpy.dtype(...)
+        self.scan: OpScan | None = None
+        self.error: str | None = None
 
 
 class StubUnpickler(pickle.Unpickler):
@@ -484,18 +492,18 @@ MEMO_SLACK = 1 << 16
 MAX_STACK_ITEMS = 4_000_000  # values alive at once (a 600-tensor optimizer state needs ~10k)
 
 
-@dataclass
 class OpScan:
     """One static pass over the opcodes, before anything is unpickled."""
 
-    globals: dict[tuple[str, str], int] = field(default_factory=dict)
-    protocol: int = 0
-    ops: int = 0
-    max_memo: int = -1
-    max_stack: int = 0
-    unsupported_by_weights_only: set[str] = field(default_factory=set)
-    end: int | None = None  # stream offset just past STOP
-    error: str | None = None
+    def __init__(self) -> None:
+        self.globals: dict[tuple[str, str], int] = {}
+        self.protocol = 0
+        self.ops = 0
+        self.max_memo = -1
+        self.max_stack = 0
+        self.unsupported_by_weights_only: set[str] = set()
+        self.end: int | None = None  # stream offset just past STOP
+        self.error: str | None = None
 
     def refusal(self) -> str | None:
         """Why the stub must not load it (memory bombs), else None."""

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
 
 # hashlib (sha256 seals), json (reading or writing a seal) and gpulib.identity (datetime, when
@@ -112,17 +111,17 @@ def write_atomic(target: Path, data: bytes) -> None:
         os.close(fd)
 
 
-@dataclass
 class SealCheck:
     """A path against its seal. ``sealed``: a seal was found; ``problems``: one line per file that
     differs (missing, other size, other checksum), naming it; ``checked``: files whose checksum
-    was compared (empty when only sizes were)."""
+    was compared (empty when only sizes were). A plain class: ``ckpt inspect`` imports this module
+    on every start and ``dataclasses`` would cost it a sixth of its time."""
 
-    seal: Path | None
-    sealed: bool = False
-    problems: list[str] = field(default_factory=list)
-    checked: list[str] = field(default_factory=list)
-    algorithm: str | None = None
+    def __init__(self, seal: Path | None, sealed: bool = False) -> None:
+        self.seal, self.sealed = seal, sealed
+        self.problems: list[str] = []
+        self.checked: list[str] = []
+        self.algorithm: str | None = None
 
     @property
     def ok(self) -> bool:
