@@ -54,8 +54,9 @@ def _dtype_of(properties) -> DType | None:
     return dtype if isinstance(dtype, DType) else None
 
 
-def inspect_dcp(path: Path, deep: bool = False, other_dirs: list[Path] | None = None) -> FileReport:
+def inspect_dcp(path: str | Path, deep: bool = False, other_dirs: list[Path] | None = None) -> FileReport:
     """``other_dirs``: copies of the same checkpoint dir on other nodes, searched for shards."""
+    path = Path(path)
     report = FileReport(str(path), "dcp")
     dirs = [path, *(other_dirs or [])]
     try:

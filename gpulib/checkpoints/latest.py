@@ -148,10 +148,10 @@ def _verify_hard(c: Candidate, deep: bool, checked: list[str] | None = None) -> 
             except OSError as exc:
                 c.reasons.append(f"cannot check {p.name} against its seal: {exc.strerror or exc}")
                 continue
-            c.reasons += [f"differs from its seal {sealed.seal.name}: {x}" for x in sealed.problems]
+            c.reasons += [f"differs from its seal {sealed.seal_name}: {x}" for x in sealed.problems]
             if sealed.sealed and checked is not None:
                 checked.append(f"{c.name}: {len(sealed.checked)} file(s) checked against its seal "
-                               f"{sealed.seal.name} ({sealed.algorithm})" + (" - FAILED" if sealed.problems else " - passed"))
+                               f"{sealed.seal_name} ({sealed.algorithm})" + (" - FAILED" if sealed.problems else " - passed"))
     if deep and not c.reasons:
         fresh = Candidate(c.layout, c.series, c.name, c.paths, step_name=c.step_name)
         EVALUATORS[c.layout](fresh, True)
