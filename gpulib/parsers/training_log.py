@@ -104,6 +104,29 @@ _RANK_LINE = re.compile(r"(?m)^(?:\s*\d+: )?\[rank\d+\]:")  # torchrun's per-ran
 _RANK_WORD = re.compile(r"\[rank(?P<a>\d+)\]|\|\s*rank(?P<b>\d+)\s*\||\brank[ =:](?P<c>\d+)\b")
 
 
+_ERROR_RECORD = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b")
+
+
+def _traceback_line(text: str) -> bool:
+    """A line of a Python traceback before its final exception line."""
+    return text.startswith(("Traceback (most recent call last)", "  ")) or not text.strip()
+
+
+def _logged_exception(before: list[str], year: int | None, tz) -> bool:
+    """Whether the lines before an untimed exception line are a traceback that directly follows
+    an ERROR/CRITICAL log record (launcher prefixes stripped; any other line in between - another
+    rank's, a progress line - and it is not)."""
+    seen_traceback = False
+    for raw in reversed(before):
+        text = strip_prefixes(raw)[0]
+        if stamp_in(raw, year=year, tz=tz):
+            return seen_traceback and bool(_ERROR_RECORD.search(text))
+        if not _traceback_line(text):
+            return False
+        seen_traceback = seen_traceback or text.startswith("Traceback (most recent call last)")
+    return False
+
+
 def strip_prefixes(line: str) -> tuple[str, dict]:
     """Remove launcher prefixes; return the message and what they said (task, rank, host, ...).
 
@@ -611,9 +634,14 @@ class JobLogScanner:
     def _nearby_time(self, chunk: bytes, start: int, end: int) -> str | None:
         """Borrow the time of the nearest stamped line: the previous one if the gap to the next is
         short (a traceback printed right after its log line), else the next one (error lines are
-        followed within seconds by the launcher's teardown lines)."""
+        followed within seconds by the launcher's teardown lines). One exception: a traceback that
+        directly follows an ERROR/CRITICAL record is that record's ``exc_info`` (Python logging's
+        ``logger.exception`` prints the message, then the traceback): it has the record's time,
+        however long the others wait before their watchdog's teardown lines."""
         before = chunk[max(0, start - self.CONTEXT_BYTES):start].decode("utf-8", "replace").splitlines()
         prev = next((t for t in (stamp_in(x, year=self.year, tz=self.tz) for x in reversed(before)) if t), None)
+        if prev and _logged_exception(before, self.year, self.tz):
+            return prev
         after_end = self._limit if end == -1 else end
         after = chunk[after_end:min(after_end + self.CONTEXT_BYTES, self._limit)].decode("utf-8", "replace").splitlines()
         nxt = next((t for t in (stamp_in(x, year=self.year, tz=self.tz) for x in after) if t), None)

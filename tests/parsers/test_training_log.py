@@ -268,3 +268,34 @@ def test_parse_file_reports_a_scanner_bug_instead_of_raising(tmp_path, monkeypat
     monkeypatch.setattr(tl.JobLogScanner, "take", broken)
     result = tl.parse_file(path)
     assert [str(p) for p in result.problems] == [f"{path}: could not be fully parsed: classifier bug"]
+
+
+def _oom_under_srun(between: str) -> str:
+    """Rank 3 logs an ERROR record and its traceback; the others' watchdog fires 10 minutes later."""
+    return (
+        "3: 2031-05-06 07:15:02,100 [rank3] INFO train: step 880 loss 1.91\n"
+        f"{between}"
+        "3: [rank3]: Traceback (most recent call last):\n"
+        '3: [rank3]:   File "/opt/job/train.py", line 91, in <module>\n'
+        "3: [rank3]:     loss = model(batch).loss\n"
+        "3: [rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of "
+        "79.10 GiB of which 1.02 GiB is free.\n"
+        "0: [rank0]:[E506 07:25:03.410000 5121 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=9012, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 "
+        "milliseconds before timing out.\n"
+        "0: 2031-05-06 07:25:03,520 [rank0] ERROR train: collective timed out\n"
+    )
+
+
+def test_a_traceback_after_an_error_record_has_the_record_time():
+    """logger.exception prints the record, then its traceback: the OOM happened at the record's
+    time, not at the next stamped line 10 minutes later (the peers' watchdog)."""
+    (oom,) = events(_oom_under_srun("3: 2031-05-06 07:15:04,250 [rank3] ERROR train: step 881 failed, exiting\n"), "cuda_oom")
+    assert oom.time_utc.startswith("2031-05-06T07:15:04")
+
+
+def test_a_traceback_after_a_progress_line_keeps_the_teardown_time():
+    """Negative control: an uncaught exception printed after an INFO progress line says nothing
+    about when it happened; the next stamped line (seconds after a crash) stays the estimate."""
+    (oom,) = events(_oom_under_srun(""), "cuda_oom")
+    assert not oom.time_utc.startswith("2031-05-06T07:15")
