@@ -47,6 +47,7 @@ from gpulib.parsers import (
     statfs,
     torchrun_error,
     training_log,
+    wtmp,
 )
 from gpulib.parsers.base import ParseResult
 
@@ -149,6 +150,7 @@ SPECS: tuple[ParserSpec, ...] = (
     _spec(ipmi_sel_time),
     _spec(ipmi_sensor),
     _spec(statfs),
+    _spec(wtmp, "year"),
     ParserSpec(training_log.KIND, training_log.looks_like, _training, "file", ("tz", "year"), shares_read=True),
     ParserSpec(kernel_log.KIND, kernel_log.looks_like, _kernel, "file", ("tz", "year", "boot_time")),
 )
