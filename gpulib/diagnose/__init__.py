@@ -22,6 +22,7 @@ from gpulib.diagnose import (
     rules_sel,
     rules_shm,
     rules_signatures,
+    rules_wtmp,
     verdict,
 )
 from gpulib.diagnose import rules_slurm as rules_slurm
@@ -51,7 +52,8 @@ def diagnose(paths: list[str | Path], tz: str | None = None, *, inputs: Inputs |
     """
     inputs = gather([Path(p) for p in paths], tz) if inputs is None else inputs
     ctx = Context(inputs, IdentityMap(inputs), tz, thresholds or Thresholds())
-    for rules in (rules_kernel, rules_gpu, rules_job, rules_other, rules_slurm, rules_sel, rules_shm, rules_signatures):
+    for rules in (rules_kernel, rules_gpu, rules_job, rules_other, rules_slurm, rules_sel, rules_shm, rules_wtmp,
+                  rules_signatures):
         try:
             rules.run(ctx)
         except Exception as exc:  # noqa: BLE001 - a rule bug must cost one rule, not the diagnosis

@@ -72,7 +72,7 @@ CATALOGUE_KEYWORDS: tuple[bytes, ...] = (
 #: Lines read only from the head and tail of a large log (every line of a small one): progress,
 #: launcher identity, checkpoints and completion, which can be on every other line.
 PROGRESS_KEYWORDS: tuple[bytes, ...] = (
-    b"step", b"iteration", b"s/it", b"val batch", b"heckpoint", b"raining complete", b"raining finished",
+    b"step", b"iteration", b"Iter", b"s/it", b"val batch", b"heckpoint", b"raining complete", b"raining finished",
     b"raining done", b"successfully finished", b"train_runtime", b"torch ", b"torch=", b"torch version",
     b"orch.__version__", b"PyTorch version", b"device=cuda:", b"local_rank=", b"distributed init (rank", b"re-looped",
     b"srun: error", b"slurmstepd: error",
@@ -254,7 +254,9 @@ _TORCH_VERSION = re.compile(r"\b(?:torch|PyTorch)(?:\.__version__)?(?: version)?
                             r"(?P<ver>\d+\.\d+\.\d+(?:[+.][\w.]*\w)?)")
 
 # progress lines (head/tail pass)
-_STEP = re.compile(r"\b(?:step|iteration|iter|global_step)[:= ]\s*(?P<step>\d+)\b|\b(?P<tq>\d+)/(?P<total>\d+) \[")
+#: ``step 120``, a tqdm bar ``120/4000 [``, and ``Iter: 31/418`` (Kaldi's train.py: the step out of the total).
+_STEP = re.compile(r"\b(?:step|iteration|iter|global_step)[:= ]\s*(?P<step>\d+)\b|\b(?P<tq>\d+)/(?P<total>\d+) \["
+                   r"|\bIter(?:ation)?:? (?P<tq2>\d+)/(?P<total2>\d+)\b")
 _S_PER_STEP = re.compile(r"(?P<v>\d+(?:\.\d+)?) ?s/(?:step|it)\b|elapsed time per iteration \(ms\): (?P<ms>[\d.]+)")
 _METRIC_MS = re.compile(r"\b(?P<k>[a-z][a-z0-9_]*_ms)=(?P<v>\d+(?:\.\d+)?)")
 _EVAL_PROGRESS = re.compile(r"val(?:idation)? batch (?P<done>\d+)/(?P<total>\d+)")
@@ -722,7 +724,7 @@ class JobLogScanner:
         if m["step"]:
             details["step"] = int(m["step"])
         else:
-            details["step"], details["total"] = int(m["tq"]), int(m["total"])
+            details["step"], details["total"] = int(m["tq"] or m["tq2"]), int(m["total"] or m["total2"])
         s = _S_PER_STEP.search(body)
         if s:
             details["s_per_step"] = float(s["v"]) if s["v"] else float(s["ms"]) / 1000.0

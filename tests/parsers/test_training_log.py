@@ -217,6 +217,15 @@ def test_progress_lines_with_per_rank_metrics():
     assert (b.details["step"], b.details["s_per_step"]) == (1200, 1.905)
 
 
+def test_step_out_of_total_is_progress():
+    # Kaldi's train.py: the job's progress is "Iter: N/M" (its stamps give the job's window)
+    text = ("2026-02-03 07:41:09,118 [steps/nnet3/train_dnn.py:331 - train - INFO ] Iter: 57/240   Jobs: 3   "
+            "Epoch: 0.71/3.0 (23.8% complete)   lr: 0.000842\n"
+            "2026-02-03 07:45:51,604 [steps/nnet3/train_dnn.py:331 - train - INFO ] Iter: 58/240   Jobs: 3\n")
+    a, b = events(text, "step")
+    assert (a.details, a.time_utc) == ({"step": 57, "total": 240}, "2026-02-03T07:41:09Z") and b.details["step"] == 58
+
+
 def test_streaming_matches_whole_text(tmp_path):
     body = CFE + "".join(f"2026-01-01 11:{i // 60:02d}:{i % 60:02d},000 [rank0] step {i} | loss 1.0 | 1.2 s/step\n"
                          for i in range(600))

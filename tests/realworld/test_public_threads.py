@@ -25,7 +25,6 @@ KNOWN_GAPS = {
         "needs an NVML-query latency check (8 s on one GPU, 0 ms on its peer) to blame the NVLink bridge",
     "hw-29-nccltest-unhandled-cuda-error-gpu-memory-held-by-service":
         "needs nvidia-smi memory of other processes joined to an NCCL 'unhandled cuda error' at init",
-    "hw-25-server-reboots-mid-training-last-x-crash-psu": "needs `last -x` crash entries read as power loss",
 }
 
 
