@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpulib.parsers.kernel_prefix import MARKDOWN_QUOTE
 from gpulib.parsers.line_identity import PROMPT
@@ -25,15 +25,19 @@ FANOUT_SHARE = 0.9
 
 @dataclass
 class Unwrapped:
+    """``commands``: (0-based line, host, what was typed) of every shell prompt line, in order."""
+
     text: str
     host: str | None = None
     changed: bool = False
+    commands: list[tuple[int, str | None, str]] = field(default_factory=list)
 
 
 def unwrap(text: str) -> Unwrapped:
     """The text without quotes, fences, prompt lines and a common fan-out host prefix (line for line)."""
     host = None
     out = []
+    commands = []
     for line in text.splitlines():  # a removed line leaves an empty one: evidence keeps its line numbers
         if _FENCE.match(line):
             out.append("")
@@ -43,6 +47,7 @@ def unwrap(text: str) -> Unwrapped:
         m = PROMPT.match(line)
         if m:
             host = m["h1"] or m["h2"]
+            commands.append((len(out), host, line[m.end():].strip()))
             line = ""
         out.append(line)
     prefixes = Counter(m["host"] for m in map(_FANOUT.match, out) if m)
@@ -54,7 +59,7 @@ def unwrap(text: str) -> Unwrapped:
             out = [x[cut:] if x.startswith(name + ": ") else x for x in out]
             host = name
     new = "\n".join(out) + "\n"
-    return Unwrapped(new, host, new.strip() != text.strip())
+    return Unwrapped(new, host, new.strip() != text.strip(), commands)
 
 
 __all__ = ["Unwrapped", "unwrap"]
