@@ -19,6 +19,7 @@ from gpulib.diagnose import (
     rules_job,
     rules_kernel,
     rules_other,
+    rules_query_time,
     rules_sel,
     rules_shm,
     rules_signatures,
@@ -53,7 +54,7 @@ def diagnose(paths: list[str | Path], tz: str | None = None, *, inputs: Inputs |
     inputs = gather([Path(p) for p in paths], tz) if inputs is None else inputs
     ctx = Context(inputs, IdentityMap(inputs), tz, thresholds or Thresholds())
     for rules in (rules_kernel, rules_gpu, rules_job, rules_other, rules_slurm, rules_sel, rules_shm, rules_wtmp,
-                  rules_signatures):
+                  rules_query_time, rules_signatures):
         try:
             rules.run(ctx)
         except Exception as exc:  # noqa: BLE001 - a rule bug must cost one rule, not the diagnosis
