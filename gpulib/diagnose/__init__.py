@@ -16,6 +16,7 @@ from gpulib.checkpoints.latest import find_latest
 from gpulib.diagnose import (
     nodes,
     rules_gpu,
+    rules_held_memory,
     rules_job,
     rules_kernel,
     rules_other,
@@ -54,7 +55,7 @@ def diagnose(paths: list[str | Path], tz: str | None = None, *, inputs: Inputs |
     inputs = gather([Path(p) for p in paths], tz) if inputs is None else inputs
     ctx = Context(inputs, IdentityMap(inputs), tz, thresholds or Thresholds())
     for rules in (rules_kernel, rules_gpu, rules_job, rules_other, rules_slurm, rules_sel, rules_shm, rules_wtmp,
-                  rules_query_time, rules_signatures):
+                  rules_query_time, rules_held_memory, rules_signatures):
         try:
             rules.run(ctx)
         except Exception as exc:  # noqa: BLE001 - a rule bug must cost one rule, not the diagnosis

@@ -20,10 +20,7 @@ ALL = cases(SHARED_THREADS) + cases(OWN_CASES)
 
 #: Cases the engine does not yet answer, each with what it would take (xfail strict: fixing one fails
 #: the run until it is removed from this list, so the list only shrinks).
-KNOWN_GAPS = {
-    "hw-29-nccltest-unhandled-cuda-error-gpu-memory-held-by-service":
-        "needs nvidia-smi memory of other processes joined to an NCCL 'unhandled cuda error' at init",
-}
+KNOWN_GAPS: dict[str, str] = {}
 
 
 def _param(case, prefix):
