@@ -35,6 +35,8 @@ CASES = [_param(c, "shared") for c in cases(SHARED_THREADS)] + [_param(c, "own")
 def test_thread_conclusion(case):
     v = judge(case)
     assert not v.silent_none, f"{case.name}: a failure answered 'none' ({v.got['verdict']['summary']})"
+    crashed = [f["title"] for f in v.got["findings"] if f["id"].startswith("internal")]
+    assert not crashed, f"{case.name}: a rule failed on real evidence: {crashed}"
     if v.must_be_right:
         got = v.got.get("root_cause") or {}
         assert v.right, (f"{case.name}: expected {v.expected['category']}/{v.expected['interruption']}, got "
