@@ -6,6 +6,9 @@ session with ``last -x`` (util-linux layout). Hosts, users, kernels and times ar
 
 from __future__ import annotations
 
+import json
+
+from gpulib.bundle import BundleWriter
 from gpulib.diagnose import diagnose, rules_wtmp
 from gpulib.parsers import wtmp
 from gpulib.parsers.wtmp import WtmpRecord
@@ -112,3 +115,22 @@ def test_user_filtered_listing_keeps_lasts_own_crash():
     rows = _rows("trainer  pts/0        10.30.1.9        Wed Mar  4 21:58 - crash  (01:07)\n")
     [crash] = rules_wtmp.crashes(rows)
     assert crash.boot is None and crash.cut == rows
+
+
+def test_bundle_boot_history_in_the_nodes_zone(tmp_path):
+    """``gpulib collect`` records ``last -x -F`` (full dates, the node's local time): the stop is put
+    on UTC with the bundle's zone (Berlin, UTC+1 in March)."""
+    writer = BundleWriter(tmp_path / "evidence" / "fx-n14", host="fx-n14")
+    writer.write_text("system/last-x.txt", (
+        "reboot   system boot  5.14.0-503.11.1. Thu Mar  5 00:05:31 2026   still running\n"
+        "trainer  pts/0        10.30.1.9        Wed Mar  4 21:55:10 2026 - crash                    (02:10)\n"
+        "reboot   system boot  5.14.0-503.11.1. Tue Feb 17 08:11:02 2026 - Thu Mar  5 00:05:31 2026 (15+15:54)\n"
+        "\nwtmp begins Sun Feb  1 00:03:11 2026\n"))
+    bundle = writer.finish()
+    manifest = bundle / "manifest.json"
+    manifest.write_text(json.dumps(json.loads(manifest.read_text()) | {"timezone": "Europe/Berlin"}))
+    (tmp_path / "evidence" / "train.log").write_text(
+        "".join(f"2026-03-04T21:{m:02d}:00Z trainer INFO step {1000 + m} | loss 1.9 | 1.1 s/step\n" for m in range(0, 41, 10)))
+    root = diagnose([tmp_path / "evidence"]).root_cause
+    assert (root.category, root.host, root.time) == ("power_fault", "fx-n14", "2026-03-04T23:05:31Z")
+    assert "between 2026-03-04T21:40:00Z" in root.title  # the job's last line: later than the login (Berlin 21:55)
