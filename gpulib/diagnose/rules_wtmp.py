@@ -80,13 +80,13 @@ def run(ctx: Context) -> None:
         for crash in crashes(rows):
             alive = _utc(ctx, file, crash.alive, year)
             back = _utc(ctx, file, crash.boot, year) if crash.boot else _session_end(ctx, file, crash.cut[0], year)
-            if start and end:
+            if start and end and (alive or back):
                 if (alive and seconds_between(end, alive) > CLOCK_SLACK_S) or (back and seconds_between(back, start) > 0):
                     continue  # the node went down after the job's last line, or was back up before it began
                 if back is None or end <= back:  # the job's last line is a later sign of life than wtmp's
                     alive = max(alive or end, end)
             elif not crash.latest:
-                continue
+                continue  # not placed in a job's window: only the stop before the newest boot counts
             _add(ctx, file, crash, alive, back)
 
 

@@ -94,8 +94,20 @@ def _scan(text: str) -> list[QueryTime]:
     return out
 
 
+#: Words one of which the head's timing lines hold (a substring test spares the line patterns on
+#: every other file: detection asks every parser about every file of an incident).
+_MARKS = ("elapsed", "took", "duration", "time taken", "query time", "latency")
+
+
+#: The start of a GPU line, looked for in the whole head at once before it is read line by line.
+_GPU_HINT = re.compile(r"(?m)^[ \t]*(?:GPU|Device)[ \t]*#?\d|[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]")
+
+
 def looks_like(head: str) -> bool:
     """Timings of at least two different GPUs, each under its own GPU line."""
+    low = head.lower()
+    if not any(mark in low for mark in _MARKS) or not _GPU_HINT.search(head):
+        return False
     return len({(t.gpu_index, t.pci_bus_id) for t in _scan(head)}) >= 2
 
 

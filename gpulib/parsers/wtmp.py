@@ -96,8 +96,15 @@ class WtmpBegins:
     begins_local: str | None
 
 
+#: Words one of which a ``last`` listing's head holds (a substring test spares the row pattern on
+#: every other file: detection asks every parser about every file of an incident).
+_MARKS = ("system boot", "system down", "(to lvl", "- crash", "- down", "still logged in", " begins ")
+
+
 def looks_like(head: str) -> bool:
     """A ``last`` listing: a boot/shutdown/run-level row, a session ended by ``crash``/``down``, or the footer."""
+    if not any(mark in head for mark in _MARKS):
+        return False
     for line in head.splitlines():
         m = _ROW.match(line.rstrip())
         if m and (m["tty"] in ("system boot", "system down") or m["tty"].startswith("(to lvl")
