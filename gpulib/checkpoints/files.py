@@ -95,6 +95,12 @@ def _inspect(path: str, deep: bool) -> FileReport:
         report.add("corrupt", "a directory, not a checkpoint file (and not a DCP directory: no .metadata or .distcp); "
                    "for checkpoint folders use `gpulib ckpt latest DIR`")
         return report
+    if not stat.S_ISREG(st.st_mode):  # a FIFO would block open() forever; frameworks' isfile() says "absent"
+        kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device"
+        report.format = "special"
+        report.add("incomplete", f"{kind}, not a regular file: not read (the frameworks' os.path.isfile() treats it as "
+                                 "absent; torch.load would block or fail)")
+        return report
     report.size_bytes = st.st_size
     try:
         fh = open(path, "rb")  # noqa: SIM115 - closed below, fd shared with pread users

@@ -20,6 +20,7 @@ from gpulib.checkpoints.layouts import (
     MAX_SCAN_DEPTH,
     Candidate,
     discover,
+    natural_key,
     read_pointers,
     require_series_files,
 )
@@ -234,7 +235,8 @@ def find_latest(roots: list[str | Path], deep: bool = False) -> LatestReport:
         if c.step_name is not None and c.step_content is not None and c.step_name != c.step_content:
             c.warnings.append(f"the name says step {c.step_name}, the content says {c.step_content}")
     report.candidates = sorted(merged.values(),
-                               key=lambda c: (c.step if c.step is not None else -1, c.step_name is not None, c.name))
+                               key=lambda c: (c.step if c.step is not None else -1, c.step_name is not None,
+                                              natural_key(c.name)))
     targets = _pointer_checks(report)
     for c in reversed(report.candidates):
         if c.complete:
