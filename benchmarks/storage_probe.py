@@ -50,9 +50,11 @@ def compare(root: Path, args, direct: bool | None) -> None:
     if direct is not None:
         plan = dataclasses.replace(plan, direct=direct and plan.direct)
     runs: dict[str, list[measure.IoMeasurement]] = {"fio": [], "python": []}
-    for _ in range(args.rounds):
-        runs["fio"].append(fio.measure(files, args.seconds, args.threads, plan))
-        runs["python"].append(measure.measure(files, args.seconds, args.threads, plan=plan))
+    engines = [("fio", lambda: fio.measure(files, args.seconds, args.threads, plan)),
+               ("python", lambda: measure.measure(files, args.seconds, args.threads, plan=plan))]
+    for i in range(args.rounds):  # ABBA: a drift in the machine's load or the disk's cache favours neither
+        for name, run in engines if i % 4 in (0, 3) else engines[::-1]:
+            runs[name].append(run())
     last = runs["python"][-1]
     print(f"{root}: {len(files)} sampled files, {plan.cache}, {args.threads} readers, {args.seconds:g} s per run, "
           f"{args.rounds} alternating rounds; sequential {plan.seq_block >> 10} KiB reads over {last.seq_files} files "
@@ -60,10 +62,12 @@ def compare(root: Path, args, direct: bool | None) -> None:
     for key, label in METRICS:
         fio_values = [getattr(r, key) for r in runs["fio"]]
         py_values = [getattr(r, key) for r in runs["python"]]
-        per_round = [p / f for p, f in zip(py_values, fio_values, strict=True) if f]
+        paired = sorted(p / f for p, f in zip(py_values, fio_values, strict=True) if f)
         f_med, p_med = statistics.median(fio_values), statistics.median(py_values)
-        print(f"  {label:>16}: fio {f_med:10,.1f}  python {p_med:10,.1f}  python/fio {p_med / f_med if f_med else 0:5.2f}x"
-              f"  (rounds {min(per_round, default=0):.2f}-{max(per_round, default=0):.2f})")
+        quartiles = statistics.quantiles(paired, n=4) if len(paired) > 1 else paired * 3
+        print(f"  {label:>16}: fio {f_med:10,.1f}  python {p_med:10,.1f}  ratio of medians {p_med / f_med if f_med else 0:5.2f}x"
+              f"  paired rounds: median {statistics.median(paired):.2f}x, quartiles {quartiles[0]:.2f}-{quartiles[2]:.2f},"
+              f" all {paired[0]:.2f}-{paired[-1]:.2f}")
     passes = [r.seq_passes for r in runs["fio"]], [r.seq_passes for r in runs["python"]]
     print(f"  {'passes':>16}: fio {statistics.median(passes[0]):10,.1f}  python {statistics.median(passes[1]):10,.1f}")
 
@@ -71,9 +75,9 @@ def compare(root: Path, args, direct: bool | None) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("dirs", nargs="*")
-    parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--threads", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--cache", choices=("direct", "buffered", "both"), default="both")
     parser.add_argument("--tmp", help="parent folder of the generated dataset (default: the system's temp folder)")
     args = parser.parse_args()
