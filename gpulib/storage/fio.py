@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from gpulib.collect.runner import run_command
-from gpulib.storage.measure import RAND_BLOCK, IoMeasurement, Plan, make_plan, plan_fields
+from gpulib.storage.measure import RAND_BLOCK, Extent, IoMeasurement, Plan, make_plan, plan_fields
 
 TIMEOUT_SLACK_S = 60  # fio gets the measurement time twice over plus this, then it is killed (a hung fio)
 
@@ -35,31 +35,35 @@ def available() -> bool:
 
 def _names(plan: Plan) -> dict[str, str]:
     """A short link name for every file of the plan (fio's option values are limited to 4,096 characters)."""
-    paths = dict.fromkeys([e.path for extents in plan.readers for e in extents] + [p for p, _ in plan.rand_files])
+    paths = dict.fromkeys(e.path for extents in plan.readers + plan.rand_readers for e in extents)
     return {path: f"{i:x}" for i, path in enumerate(paths)}
+
+
+def _job(name: str, extents: list[Extent], names: dict[str, str]) -> list[str]:
+    lines = [f"[{name}]", "filename=" + ":".join(names[e.path] for e in extents)]
+    if len(extents) == 1 and not extents[0].whole_file:  # a slice of a file shared by several readers
+        lines += [f"offset={extents[0].offset}", f"size={extents[0].length}"]
+    return lines
 
 
 def job_file(plan: Plan, seconds: float, directory: str, names: dict[str, str]) -> str:
     """One sequential job per reader over its extents, all running together; then, after a
-    ``stonewall``, one random-read job per reader over all files."""
+    ``stonewall``, one random-read job per reader over its extents."""
     half_ms = max(1, round(seconds * 1000 / 2))
     lines = ["[global]", "ioengine=psync", f"direct={int(plan.direct)}", "invalidate=1", "fadvise_hint=1", "thread",
              "group_reporting", "time_based", f"runtime={half_ms}ms", "randrepeat=0",
              "directory=" + directory.replace("\\", "\\\\").replace(":", "\\:")]
     for k, extents in enumerate(plan.readers):
-        lines += [f"[seq{k}]", "rw=read", f"bs={plan.seq_block}", "file_service_type=sequential",
-                  "filename=" + ":".join(names[e.path] for e in extents)]
-        if len(extents) == 1 and not extents[0].whole_file:  # a slice of a file shared by several readers
-            lines += [f"offset={extents[0].offset}", f"size={extents[0].length}"]
-    for k in range(plan.threads):
-        lines += [f"[rand{k}]", *(["stonewall"] if k == 0 else []), "rw=randread", f"bs={RAND_BLOCK}",
-                  "file_service_type=random", "filename=" + ":".join(names[p] for p, _ in plan.rand_files)]
+        lines += [*_job(f"seq{k}", extents, names), "rw=read", f"bs={plan.seq_block}", "file_service_type=sequential"]
+    for k, extents in enumerate(plan.rand_readers):
+        lines += [*_job(f"rand{k}", extents, names), *(["stonewall"] if k == 0 else []), "rw=randread",
+                  f"bs={RAND_BLOCK}", "file_service_type=random"]
     return "\n".join(lines) + "\n"
 
 
 def _enough_descriptors(plan: Plan) -> None:
-    """Every random job opens every file: raise the soft limit on open files (inherited by fio) if needed."""
-    need = plan.threads * len(plan.rand_files) + 64
+    """A random job keeps its files open: raise the soft limit on open files (inherited by fio) if needed."""
+    need = sum(len(extents) for extents in plan.rand_readers) + 64
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < need:
         resource.setrlimit(resource.RLIMIT_NOFILE, (need if hard == resource.RLIM_INFINITY else min(need, hard), hard))

@@ -14,16 +14,17 @@ same plan, so their numbers can be compared:
 * the same concurrency: ``threads`` readers, one outstanding read each (fio ``ioengine=psync``,
   one job per reader); the read calls release the GIL, so the threads overlap their I/O.
 
-Two phases of ``seconds / 2`` each:
+Two phases of ``seconds / 2`` each, each reader with its own share of the files (:func:`share`:
+reader k takes files k, k + threads, ...; when there are fewer files than readers, the readers
+of one file each take an equal slice of it), so that no block is read by two readers in a pass
+(a block another reader has just read would come from the cache in buffered mode):
 
-* sequential: reader k streams its own files (k, k + threads, ...; when there are fewer files
-  than readers, the readers of one file each take an equal slice of it) in ``seq_block`` reads
-  (1 MiB; smaller when most sampled files hold no whole MiB), every file once per pass, passes
-  repeated until the time is up -> MiB/s (fio ``rw=read``, ``file_service_type=sequential``,
-  ``time_based``);
-* random: every reader picks a file at random for each 4 KiB read and, within it, a block it has
-  not read yet in this pass (fio's random map: no block twice until the whole file was read; then
-  the file starts a new pass, its cache dropped again) -> IOPS and completion-latency
+* sequential: each reader streams its files in order in ``seq_block`` reads (1 MiB; smaller
+  when most sampled files hold no whole MiB), every file once per pass, passes repeated until
+  the time is up -> MiB/s (fio ``rw=read``, ``file_service_type=sequential``, ``time_based``);
+* random: each reader picks one of its files at random for each 4 KiB read and, within it, a
+  block not read yet in this pass (fio's random map: no block twice until the whole file was
+  read; then the file starts a new pass, its cache dropped again) -> IOPS and completion-latency
   percentiles p50/p95/p99 (fio ``rw=randread bs=4k file_service_type=random``, ``clat``).
 """
 
@@ -65,12 +66,12 @@ class IoMeasurement:
 
 @dataclass
 class Extent:
-    """The part of one file a sequential reader reads in a pass: whole blocks only."""
+    """The part of one file a reader reads in a pass: whole blocks only."""
 
     path: str
     offset: int
     length: int
-    whole_file: bool = True
+    whole_file: bool = True  # the whole file (its whole blocks), not a slice shared with other readers
 
 
 @dataclass
@@ -80,8 +81,8 @@ class Plan:
     direct: bool
     threads: int
     seq_block: int
-    readers: list[list[Extent]]  # sequential: one list per reader
-    rand_files: list[tuple[str, int]] = field(default_factory=list)  # (path, whole 4 KiB blocks)
+    readers: list[list[Extent]]  # sequential phase: one list per reader
+    rand_readers: list[list[Extent]] = field(default_factory=list)  # random phase: one list per reader
     tiny: bool = False  # no sampled file holds a whole 4 KiB block: one short read per file (fio cannot)
 
     @property
@@ -91,6 +92,10 @@ class Plan:
     @property
     def seq_files(self) -> int:
         return len({e.path for extents in self.readers for e in extents})
+
+    @property
+    def rand_files(self) -> int:
+        return len({e.path for extents in self.rand_readers for e in extents})
 
     @property
     def pass_bytes(self) -> int:
@@ -159,6 +164,21 @@ def seq_block_for(sizes: list[int]) -> int:
     return max(RAND_BLOCK, 1 << (max(median, 1).bit_length() - 1))
 
 
+def share(files: list[tuple[str, int]], threads: int, block: int) -> list[list[Extent]]:
+    """The whole ``block``s of ``files`` (path, size) shared among ``threads`` readers, no block
+    read by two: reader k takes files k, k + threads, ...; when there are fewer files than
+    readers, the readers of one file each take an equal slice of it."""
+    whole = [(p, s // block * block) for p, s in files if s >= block]
+    if len(whole) >= threads:
+        return [[Extent(p, 0, n) for p, n in whole[k::threads]] for k in range(threads)]
+    readers = []
+    for i, (path, n) in enumerate(whole):
+        mine = len(range(i, threads, len(whole)))
+        cuts = [n // block * j // mine for j in range(mine + 1)]
+        readers += [[Extent(path, a * block, (b - a) * block, mine == 1)] for a, b in itertools.pairwise(cuts) if b > a]
+    return readers
+
+
 def make_plan(files: list[str], threads: int) -> Plan:
     """The plan both engines carry out on the sampled ``files`` with ``threads`` readers (deterministic)."""
     sized = []
@@ -169,22 +189,10 @@ def make_plan(files: list[str], threads: int) -> Plan:
             continue
     whole = [(p, s) for p, s in sized if s >= RAND_BLOCK]
     if not whole:  # nothing fio could read: one (short) 4 KiB read per file
-        readers = [[Extent(p, 0, RAND_BLOCK) for p, _ in sized[k::threads]] for k in range(threads)]
-        return Plan(bool(sized) and direct_supported(sized[0][0]), threads, RAND_BLOCK, [r for r in readers if r],
-                    [(p, 1) for p, _ in sized], tiny=bool(sized))
-    direct = direct_supported(whole[0][0])
+        readers = [r for r in ([Extent(p, 0, RAND_BLOCK) for p, _ in sized[k::threads]] for k in range(threads)) if r]
+        return Plan(bool(sized) and direct_supported(sized[0][0]), threads, RAND_BLOCK, readers, readers, tiny=bool(sized))
     block = seq_block_for([s for _, s in sized])
-    seq = [(p, s // block * block) for p, s in sized if s >= block]
-    if len(seq) >= threads:
-        readers = [[Extent(p, 0, n) for p, n in seq[k::threads]] for k in range(threads)]
-    else:  # fewer files than readers: the readers of one file take equal slices of its blocks
-        readers = []
-        for i, (path, n) in enumerate(seq):
-            mine = len(range(i, threads, len(seq)))
-            blocks = n // block
-            cuts = [blocks * j // mine for j in range(mine + 1)]
-            readers += [[Extent(path, a * block, (b - a) * block, mine == 1)] for a, b in itertools.pairwise(cuts) if b > a]
-    return Plan(direct, threads, block, readers, [(p, s // RAND_BLOCK) for p, s in whole])
+    return Plan(direct_supported(whole[0][0]), threads, block, share(sized, threads, block), share(sized, threads, RAND_BLOCK))
 
 
 class _Clock:
@@ -259,20 +267,20 @@ def _sequential(extents: list[Extent], block: int, direct: bool, clock: _Clock, 
             counter[0] += done
 
 
-def _random(files: list[tuple[str, int]], direct: bool, clock: _Clock, latencies: list[float], seed: int) -> None:
+def _random(extents: list[Extent], direct: bool, clock: _Clock, latencies: list[float], seed: int) -> None:
     rng = random.Random(seed)
-    opened: list[tuple[int, int]] = []
+    opened: list[tuple[int, int, int, Extent]] = []  # fd, first block, blocks, extent
     mine: list[int] = []  # completion latencies, ns
     deadline = None
     try:
         buf = _buffer(RAND_BLOCK)
-        for path, blocks in files:
+        for ext in extents:
             try:
-                fd = _open(path, direct)
+                fd = _open(ext.path, direct)
             except OSError:
                 continue
-            _advise(fd, 0, 0, os.POSIX_FADV_RANDOM)
-            opened.append((fd, blocks))
+            _advise(fd, ext.offset, 0 if ext.whole_file else ext.length, os.POSIX_FADV_RANDOM)
+            opened.append((fd, ext.offset // RAND_BLOCK, max(1, ext.length // RAND_BLOCK), ext))
         # fio's random map: per file, a random order of its blocks drawn as it goes (sparse Fisher-Yates:
         # read[f] blocks done this pass, moved[f] the swapped positions), no block twice in a pass
         read = [0] * len(opened)
@@ -281,7 +289,7 @@ def _random(files: list[tuple[str, int]], direct: bool, clock: _Clock, latencies
         deadline = clock.wait()
         while opened and now() < deadline:  # the loop is lean: its time is a Python reader's own overhead
             f = int(draw() * len(opened))
-            fd, blocks = opened[f]
+            fd, first, blocks, ext = opened[f]
             i, swaps = read[f], moved[f]
             j = i + int(draw() * (blocks - i))
             block = swaps.get(j, j)
@@ -293,14 +301,14 @@ def _random(files: list[tuple[str, int]], direct: bool, clock: _Clock, latencies
                 read[f] = 0
                 swaps.clear()
                 if not direct:
-                    _advise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+                    _advise(fd, ext.offset, 0 if ext.whole_file else ext.length, os.POSIX_FADV_RANDOM)
             started = clock_ns()
-            os.preadv(fd, bufs, block * RAND_BLOCK)
+            os.preadv(fd, bufs, (first + block) * RAND_BLOCK)
             mine.append(clock_ns() - started)
         buf.close()
     finally:
         clock.leave(deadline is not None)
-        for fd, _ in opened:
+        for fd, *_ in opened:
             os.close(fd)
         us = [ns / 1000 for ns in mine]
         latencies.extend(us)  # list.extend of a list is atomic under the GIL
@@ -323,9 +331,9 @@ def measure(files: list[str], seconds: float = 10.0, threads: int = 4, seed: int
           for extents in plan.readers])
     seq_s = seq_clock.elapsed()
     latencies: list[float] = []
-    rand_clock = _Clock(threads, half)
-    _run([threading.Thread(target=_random, args=(plan.rand_files, plan.direct, rand_clock, latencies, seed + k))
-          for k in range(threads)])
+    rand_clock = _Clock(len(plan.rand_readers), half)
+    _run([threading.Thread(target=_random, args=(extents, plan.direct, rand_clock, latencies, seed + k))
+          for k, extents in enumerate(plan.rand_readers)])
     rand_s = rand_clock.elapsed()
     latencies.sort()
     return IoMeasurement(
@@ -339,4 +347,4 @@ def measure(files: list[str], seconds: float = 10.0, threads: int = 4, seed: int
 def plan_fields(plan: Plan, seq_bytes: int) -> dict:
     """The plan's share of an :class:`IoMeasurement` (the same for both engines)."""
     return {"cache": plan.cache, "seq_block_bytes": plan.seq_block, "seq_files": plan.seq_files,
-            "rand_files": len(plan.rand_files), "seq_passes": round(seq_bytes / plan.pass_bytes, 2) if plan.pass_bytes else 0.0}
+            "rand_files": plan.rand_files, "seq_passes": round(seq_bytes / plan.pass_bytes, 2) if plan.pass_bytes else 0.0}

@@ -79,29 +79,32 @@ def test_plan_is_what_both_engines_read(large_files, small_files):
     files = scan.scan(large_files).sample  # 3 x 24 MiB
     plan = measure.make_plan(files, 2)
     assert plan.seq_block == 1 << 20 and [[e.path for e in r] for r in plan.readers] == [files[0::2], files[1::2]]
+    assert plan.rand_readers == plan.readers, "24 MiB: whole 1 MiB blocks are whole 4 KiB blocks"
     assert all(e.length == 24 << 20 and e.whole_file for r in plan.readers for e in r)
-    assert plan.rand_files == [(f, (24 << 20) // 4096) for f in files] and plan.pass_bytes == 72 << 20
-    # more readers than files: the readers of a file share it in slices, every block once per pass
+    assert plan.rand_files == plan.seq_files == 3 and plan.pass_bytes == 72 << 20
+    # more readers than files: the readers of a file share it in slices, no block read by two readers in a pass
     four = measure.make_plan(files, 4)
-    assert len(four.readers) == 4 and all(len(r) == 1 for r in four.readers)
+    assert len(four.readers) == len(four.rand_readers) == 4 and all(len(r) == 1 for r in four.readers)
     first = sorted((e.offset, e.length) for r in four.readers for e in r if e.path == files[0])
     assert first == [(0, 12 << 20), (12 << 20, 12 << 20)] and four.pass_bytes == 72 << 20
     job = fio.job_file(four, 4, "/tmp/x:y", fio._names(four))
-    assert "directory=/tmp/x\\:y" in job and job.count("offset=") == 2 and "size=12582912" in job
+    assert "directory=/tmp/x\\:y" in job and job.count("offset=") == 4 and job.count("size=12582912") == 4
     # small files: blocks of the largest power of two within the median size; whole blocks only, as fio reads
-    small = measure.make_plan(scan.scan(small_files).sample, 2)
-    sizes = {f: os.stat(f).st_size for f in scan.scan(small_files).sample}
-    assert small.seq_block == 4096 and small.rand_files == [(f, n // 4096) for f, n in sizes.items() if n >= 4096]
-    assert all(e.length == sizes[e.path] // 4096 * 4096 for r in small.readers for e in r)
+    sample = scan.scan(small_files).sample
+    small = measure.make_plan(sample, 2)
+    sizes = {f: os.stat(f).st_size for f in sample}
+    assert small.seq_block == 4096 and small.rand_files == sum(n >= 4096 for n in sizes.values())
+    assert all(e.length == sizes[e.path] // 4096 * 4096 for r in small.readers + small.rand_readers for e in r)
+    assert sorted(e.path for r in small.rand_readers for e in r) == sorted(f for f, n in sizes.items() if n >= 4096)
 
 
 def test_fio_job_names_files_by_short_links_and_says_the_cache_policy():
-    plan = measure.Plan(False, 2, 1 << 20, [[measure.Extent("/data/a:b.bin", 0, 1 << 20)], [measure.Extent("/d/c", 0, 2 << 20)]],
-                        [("/data/a:b.bin", 256), ("/d/c", 512)])
+    a, c = measure.Extent("/data/a:b.bin", 0, 1 << 20), measure.Extent("/d/c", 0, 2 << 20)
+    plan = measure.Plan(False, 2, 1 << 20, [[a], [c]], [[a], [c]])
     job = fio.job_file(plan, 4, "/tmp/links", fio._names(plan))
-    assert "[seq0]\nrw=read\nbs=1048576\nfile_service_type=sequential\nfilename=0\n" in job
+    assert "[seq0]\nfilename=0\nrw=read\nbs=1048576\nfile_service_type=sequential\n" in job
     assert "direct=0" in job and "invalidate=1" in job and "fadvise_hint=1" in job and "runtime=2000ms" in job
-    assert "filename=0:1" in job.split("[rand0]")[1] and job.count("stonewall") == 1
+    assert "[rand1]\nfilename=1\nrw=randread" in job and job.count("stonewall") == 1
     assert max(len(line) for line in job.splitlines()) < 4096
 
 
@@ -137,7 +140,7 @@ def test_python_reader_reads_whole_blocks_only(tmp_path):
     path.write_bytes(os.urandom((3 << 20) + 5000))
     plan = measure.make_plan([str(path)], 1)
     (ext,), = plan.readers
-    assert (ext.offset, ext.length) == (0, 3 << 20) and plan.rand_files == [(str(path), ((3 << 20) + 5000) // 4096)]
+    assert (ext.offset, ext.length) == (0, 3 << 20) and plan.rand_readers == [[measure.Extent(str(path), 0, 769 * 4096)]]
     buf = mmap.mmap(-1, plan.seq_block)
     assert measure._read_extent(ext, plan.seq_block, plan.direct, buf, float("inf")) == 3 << 20
 
