@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
 import tempfile
 from pathlib import Path
@@ -61,20 +60,11 @@ def job_file(plan: Plan, seconds: float, directory: str, names: dict[str, str]) 
     return "\n".join(lines) + "\n"
 
 
-def _enough_descriptors(plan: Plan) -> None:
-    """A random job keeps its files open: raise the soft limit on open files (inherited by fio) if needed."""
-    need = sum(len(extents) for extents in plan.rand_readers) + 64
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < need:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (need if hard == resource.RLIM_INFINITY else min(need, hard), hard))
-
-
 def measure(files: list[str], seconds: float, threads: int, plan: Plan | None = None) -> IoMeasurement:
     plan = plan or make_plan(files, threads)
     if plan.tiny or not plan.readers:
         raise FioError("no sampled file holds a whole 4 KiB block (fio reads whole blocks only)")
     names = _names(plan)
-    _enough_descriptors(plan)
     with tempfile.TemporaryDirectory(prefix="gpulib-fio-") as scratch:
         links = Path(scratch) / "files"
         links.mkdir()
