@@ -33,18 +33,20 @@ def probe(path: str, seconds: float, threads: int, need: verdict.Need | None, en
 
 
 def _measure(readable: list[str], seconds: float, threads: int, engine: str):
-    """fio when asked or available, else the Python reader (saying why in its note)."""
+    """fio when asked or available, else the Python reader (saying why in its note); both carry
+    out the same plan (files, blocks, readers, cache policy)."""
+    plan = measure.make_plan(readable, threads)
     fallback_note = None
     io = None
     if engine in ("auto", "fio") and fio.available():
         try:
-            io = fio.measure(readable, seconds, threads, measure.direct_supported(readable[0]))
+            io = fio.measure(readable, seconds, threads, plan)
         except fio.FioError as exc:
             fallback_note = f"fio failed ({exc}); measured in Python instead"
     elif engine == "fio":
         fallback_note = "fio not installed (apt-get install fio); measured in Python instead"
     if io is None:
-        io = measure.measure(readable, seconds, threads)
+        io = measure.measure(readable, seconds, threads, plan=plan)
         io.note = "; ".join(n for n in (fallback_note, io.note) if n) or None
     return io
 
@@ -58,14 +60,19 @@ def report_lines(result: dict) -> list[str]:
     for b in found.buckets:
         if b.files:
             lines.append(f"    {b.label:>13}: {b.files:>9,} files {b.bytes / (1 << 20):>12,.1f} MiB")
-    lines.append(f"  {io.engine}, {io.threads} readers, {'O_DIRECT' if io.direct else 'buffered'}, "
-                 f"{len(found.sample)} sampled files: sequential {io.seq_read_mib_s:,.1f} MiB/s; random 4 KiB "
-                 f"{io.rand_read_iops:,.0f} IOPS, latency p50 {io.rand_lat_p50_us:,.0f} / p95 "
+    lines.append(f"  {io.engine}, {io.threads} readers, {io.cache or ('O_DIRECT' if io.direct else 'buffered')}, "
+                 f"{len(found.sample)} sampled files: sequential {io.seq_read_mib_s:,.1f} MiB/s "
+                 f"({_size(io.seq_block_bytes)} reads, {io.seq_files} files, {io.seq_passes:g} passes); random 4 KiB "
+                 f"{io.rand_read_iops:,.0f} IOPS over {io.rand_files} files, latency p50 {io.rand_lat_p50_us:,.0f} / p95 "
                  f"{io.rand_lat_p95_us:,.0f} / p99 {io.rand_lat_p99_us:,.0f} us")
     if io.note:
         lines.append(f"  note: {io.note}")
     lines += [f"  {line}" for line in judged.lines]
     return lines
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
 
 
 def _as_json(result: dict) -> str:

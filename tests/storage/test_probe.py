@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import mmap
 import os
 import subprocess
 import sys
@@ -59,20 +61,88 @@ def test_python_engine_reads_and_never_writes(large_files):
     assert _tree_state(large_files) == before, "the probe wrote into the probed path"
 
 
-@pytest.mark.skipif(not fio.available(), reason="fio not installed (apt-get install fio)")
-def test_fio_engine_reads_readonly_and_never_writes(large_files):
-    before = _tree_state(large_files)
+needs_fio = pytest.mark.skipif(not fio.available(), reason="fio not installed (apt-get install fio)")
+
+
+@needs_fio
+def test_fio_engine_reads_readonly_and_never_writes(large_files, small_files):
+    for root in (large_files, small_files):  # small: 256 sampled paths, far over fio's 4,096-character option values
+        before = _tree_state(root)
+        files = scan.scan(root).sample
+        io = fio.measure(files, seconds=1, threads=2)
+        assert io.engine.startswith("fio") and io.seq_read_mib_s > 0 and io.rand_read_iops > 0 and io.seq_passes > 0
+        assert io.rand_lat_p50_us <= io.rand_lat_p99_us and io.cache == (measure.DIRECT if io.direct else measure.BUFFERED)
+        assert _tree_state(root) == before
+
+
+def test_plan_is_what_both_engines_read(large_files, small_files):
+    files = scan.scan(large_files).sample  # 3 x 24 MiB
+    plan = measure.make_plan(files, 2)
+    assert plan.seq_block == 1 << 20 and [[e.path for e in r] for r in plan.readers] == [files[0::2], files[1::2]]
+    assert plan.rand_readers == plan.readers, "24 MiB: whole 1 MiB blocks are whole 4 KiB blocks"
+    assert all(e.length == 24 << 20 and e.whole_file for r in plan.readers for e in r)
+    assert plan.rand_files == plan.seq_files == 3 and plan.pass_bytes == 72 << 20
+    # more readers than files: the readers of a file share it in slices, no block read by two readers in a pass
+    four = measure.make_plan(files, 4)
+    assert len(four.readers) == len(four.rand_readers) == 4 and all(len(r) == 1 for r in four.readers)
+    first = sorted((e.offset, e.length) for r in four.readers for e in r if e.path == files[0])
+    assert first == [(0, 12 << 20), (12 << 20, 12 << 20)] and four.pass_bytes == 72 << 20
+    job = fio.job_file(four, 4, "/tmp/x:y", fio._names(four))
+    assert "directory=/tmp/x\\:y" in job and job.count("offset=") == 4 and job.count("size=12582912") == 4
+    # small files: blocks of the largest power of two within the median size; whole blocks only, as fio reads
+    sample = scan.scan(small_files).sample
+    small = measure.make_plan(sample, 2)
+    sizes = {f: os.stat(f).st_size for f in sample}
+    assert small.seq_block == 4096 and small.rand_files == sum(n >= 4096 for n in sizes.values())
+    assert all(e.length == sizes[e.path] // 4096 * 4096 for r in small.readers + small.rand_readers for e in r)
+    assert sorted(e.path for r in small.rand_readers for e in r) == sorted(f for f, n in sizes.items() if n >= 4096)
+
+
+def test_fio_job_names_files_by_short_links_and_says_the_cache_policy():
+    a, c = measure.Extent("/data/a:b.bin", 0, 1 << 20), measure.Extent("/d/c", 0, 2 << 20)
+    plan = measure.Plan(False, 2, 1 << 20, [[a], [c]], [[a], [c]])
+    job = fio.job_file(plan, 4, "/tmp/links", fio._names(plan))
+    assert "[seq0]\nfilename=0\nrw=read\nbs=1048576\nfile_service_type=sequential\n" in job
+    assert "direct=0" in job and "invalidate=1" in job and "fadvise_hint=1" in job and "runtime=2000ms" in job
+    assert "[rand1]\nfilename=1\nrw=randread" in job and job.count("stonewall") == 1
+    assert max(len(line) for line in job.splitlines()) < 4096
+
+
+def test_buffered_policy_drops_each_file_from_the_cache_at_open(large_files, monkeypatch):
     files = scan.scan(large_files).sample
-    io = fio.measure(files, seconds=2, threads=2, direct=measure.direct_supported(files[0]))
-    assert io.engine.startswith("fio") and io.seq_read_mib_s > 0 and io.rand_read_iops > 0
-    assert io.rand_lat_p50_us <= io.rand_lat_p99_us
-    assert _tree_state(large_files) == before
+    plan = dataclasses.replace(measure.make_plan(files, 2), direct=False)
+    calls = []
+    real = os.posix_fadvise
+    monkeypatch.setattr(os, "posix_fadvise", lambda fd, off, n, advice: calls.append(advice) or real(fd, off, n, advice))
+    io = measure.measure(files, 0.4, 2, plan=plan)
+    assert not io.direct and io.cache == measure.BUFFERED and "O_DIRECT refused" in io.note
+    assert calls.count(os.POSIX_FADV_DONTNEED) >= calls.count(os.POSIX_FADV_SEQUENTIAL) + calls.count(os.POSIX_FADV_RANDOM)
+    assert calls[:2] == [os.POSIX_FADV_DONTNEED, os.POSIX_FADV_SEQUENTIAL] and os.POSIX_FADV_RANDOM in calls
 
 
-def test_fio_job_file_escapes_colons_in_names():
-    job = fio.job_file(["/data/a:b.bin", "/data/c.bin"], 4, 2, True)
-    assert "[seq0]\nrw=read\nbs=1048576\nfile_service_type=sequential\nfilename=/data/a\\:b.bin\n" in job and "direct=1" in job
-    assert "filename=/data/a\\:b.bin:/data/c.bin" in job.split("[rand0]")[1] and job.count("stonewall") == 1
+def test_files_without_a_whole_block(tmp_path, monkeypatch):
+    for i in range(3):
+        (tmp_path / f"{i}.txt").write_bytes(os.urandom(100 + i))
+    files = scan.scan(tmp_path).sample
+    plan = measure.make_plan(files, 2)
+    assert plan.tiny and "smaller than 4 KiB" in plan.note()
+    with pytest.raises(fio.FioError, match="whole 4 KiB block"):
+        fio.measure(files, 1, 2, plan)
+    io = measure.measure(files, 0.4, 2, plan=plan)
+    assert io.seq_read_mib_s > 0 and io.rand_read_iops > 0
+    monkeypatch.setattr(fio, "available", lambda: True)
+    result = probe(str(tmp_path), 0.4, 2, None)
+    assert result["io"].engine == "python" and "fio failed (no sampled file holds a whole 4 KiB block" in result["io"].note
+
+
+def test_python_reader_reads_whole_blocks_only(tmp_path):
+    path = tmp_path / "odd.bin"
+    path.write_bytes(os.urandom((3 << 20) + 5000))
+    plan = measure.make_plan([str(path)], 1)
+    (ext,), = plan.readers
+    assert (ext.offset, ext.length) == (0, 3 << 20) and plan.rand_readers == [[measure.Extent(str(path), 0, 769 * 4096)]]
+    buf = mmap.mmap(-1, plan.seq_block)
+    assert measure._read_extent(ext, plan.seq_block, plan.direct, buf, float("inf")) == 3 << 20
 
 
 def test_percentile_is_nearest_rank():
@@ -120,3 +190,16 @@ def test_probe_falls_back_when_fio_is_asked_but_absent(large_files, monkeypatch)
     monkeypatch.setattr(fio, "available", lambda: False)
     result = probe(str(large_files), 1.0, 2, None, engine="fio")
     assert result["io"].engine == "python" and "fio not installed" in result["io"].note
+
+
+@pytest.mark.parametrize("script", ["#!/bin/sh\nsleep 30\n", "#!/bin/sh\necho 'not json'\n", "#!/bin/sh\nexit 1\n"])
+def test_probe_falls_back_when_fio_hangs_or_fails(large_files, tmp_path, monkeypatch, script):
+    fake = tmp_path / "bin" / "fio"
+    fake.parent.mkdir()
+    fake.write_text(script)
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    monkeypatch.setattr(fio, "TIMEOUT_SLACK_S", 1)
+    result = probe(str(large_files), 0.4, 2, None)
+    assert result["io"].engine == "python" and result["io"].note.startswith("fio failed (")
+    assert result["io"].seq_read_mib_s > 0
