@@ -49,8 +49,9 @@ def diagnose(paths: list[str | Path], tz: str | None = None, *, inputs: Inputs |
     the numbers the rules judge with (:class:`~gpulib.diagnose.thresholds.Thresholds`; a notebook's
     sliders pass theirs here rather than judging the evidence again with rules of their own).
     """
-    inputs = gather([Path(p) for p in paths], tz) if inputs is None else inputs
-    ctx = Context(inputs, IdentityMap(inputs), tz, thresholds or Thresholds())
+    thresholds = thresholds or Thresholds()
+    inputs = gather([Path(p) for p in paths], tz, thresholds=thresholds) if inputs is None else inputs
+    ctx = Context(inputs, IdentityMap(inputs), tz, thresholds)
     for rules in (rules_kernel, rules_gpu, rules_job, rules_other, rules_slurm, rules_sel, rules_shm, rules_signatures):
         try:
             rules.run(ctx)

@@ -26,7 +26,7 @@ def run(ctx: Context) -> None:
     _sinfo(ctx)
     _dcgmi(ctx)
     _flight_recorder(ctx)
-    _ibstat(ctx)
+    ib_ports(ctx)
     _fuser(ctx)
     _ipmi(ctx)
     _reboots(ctx)
@@ -230,7 +230,8 @@ def _flight_recorder(ctx: Context) -> None:
                 pointers=Pointers(ranks=behind | missing))
 
 
-def _ibstat(ctx: Context) -> None:
+def ib_ports(ctx: Context) -> None:
+    """An InfiniBand port that is not Active/LinkUp: the node's link to the fabric (read per node)."""
     for file, rec in ctx.records("ibstat", "ibstatus"):
         state = str(getattr(rec, "state", "") or "").lower()
         link = str(getattr(rec, "link_layer", "") or "InfiniBand")
