@@ -84,29 +84,27 @@ def stamp_in(line: str, *, year: int | None, tz: tzinfo) -> str | None:
     """
     m = ISO_STAMP.search(line)
     if m:
-        try:
-            moment = datetime(int(m["y"]), int(m["mo"]), int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]))
-        except ValueError:
-            return None
-        return _finish(moment, m["zone"], tz)
+        return _utc(int(m["y"]), int(m["mo"]), int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]), m["zone"], tz)
     m = GLOG_STAMP.search(line)
     if m and year:
         md = m["md"]
-        month, day = (int(md[:-2]), int(md[-2:]))
-        try:
-            moment = datetime(year, month, day, int(m["h"]), int(m["mi"]), int(m["s"]))
-        except ValueError:
-            return None
-        return _finish(moment, None, tz)
+        return _utc(year, int(md[:-2]), int(md[-2:]), int(m["h"]), int(m["mi"]), int(m["s"]), None, tz)
     m = DATE_STAMP.search(line)
     if m and m["mon"].lower() in _MONTHS:
-        try:
-            moment = datetime(int(m["y"]), _MONTHS[m["mon"].lower()], int(m["d"]), int(m["h"]), int(m["mi"]),
-                              int(m["s"]))
-        except ValueError:
-            return None
-        return _finish(moment, m["zone"], tz)
+        return _utc(int(m["y"]), _MONTHS[m["mon"].lower()], int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]),
+                    m["zone"], tz)
     return None
+
+
+@lru_cache(maxsize=1 << 16)
+def _utc(y: int, mo: int, d: int, h: int, mi: int, s: int, zone_text: str | None, tz: tzinfo) -> str | None:
+    """One second of a log read as UTC ISO, or None for a date that does not exist. Remembered:
+    the ranks of a job print the same second thousands of times (every watchdog timeout)."""
+    try:
+        moment = datetime(y, mo, d, h, mi, s)
+    except ValueError:
+        return None
+    return _finish(moment, zone_text, tz)
 
 
 def year_hint(data: bytes) -> int | None:
