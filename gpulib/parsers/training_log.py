@@ -272,7 +272,7 @@ def looks_like(head: str) -> bool:
                "iteration", "step ", "step:", "PyTorchJob", "distributed init")
     hits = sum(1 for m in markers if m in head)
     return (hits >= 2 or "NCCL INFO" in head or "ProcessGroupNCCL" in head or "PyTorchJob" in head
-            or _RANK_LINE.search(head) is not None)
+            or "[rank" in head and _RANK_LINE.search(head) is not None)
 
 
 def _signal_of(code: int) -> str | None:
