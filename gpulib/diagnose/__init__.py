@@ -91,7 +91,7 @@ def _diagnose(paths: list[str | Path], tz: str | None, inputs: Inputs | None, th
         {"path": p.source, "kind": "missing", "host": None, "problems": [p.message]} for p in inputs.problems] + [
         {"path": n.source, "kind": "skipped", "host": None, "notes": [n.message]} for n in inputs.notes]
     diagnosis.timeline = _timeline(ctx)
-    nodes.attach(diagnosis, inputs)  # many nodes: per-node summary and config drift (never raises)
+    nodes.attach(diagnosis, inputs, ctx.configs)  # many nodes: per-node summary and config drift (never raises)
     return diagnosis
 
 

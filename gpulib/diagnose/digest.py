@@ -28,6 +28,7 @@ import dataclasses
 import importlib
 import json
 import os
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -41,6 +42,9 @@ PREFIX = b'{"schema":"gpulib.digest/'
 #: Records of one file beyond this are not written (the digest stays bounded); a digest that had
 #: to drop any is not used, so the answer never depends on what was dropped.
 MAX_RECORDS_PER_FILE = 20_000
+#: Strings up to this long in a digest's objects are shared by every digest that holds them (the
+#: same kinds, hosts, zones and collector names repeat in 10,000 digests).
+INTERN_CHARS = 64
 FILE_FIELDS = ("kind", "host", "host_basis", "bundle_path", "collector", "fallback_host", "timezone", "boot_time", "captured_at",
                 "wrapped", "facts")
 
@@ -104,6 +108,9 @@ def _decoder(base: str):
             return dict(obj["~d"])
         if "~r" in obj:
             return os.path.normpath(os.path.join(base, obj["~r"]))
+        for key, value in obj.items():  # a file's kind, host, zone, collector: the same words in every digest
+            if type(value) is str and len(value) <= INTERN_CHARS:
+                obj[key] = sys.intern(value)
         return obj
     return hook
 

@@ -58,7 +58,7 @@ DOC_NAME = re.compile(r"(?i)^readme(?:\.\w+)?$|\.(?:md|markdown|rst|adoc)$")
 README_NAME = re.compile(r"(?i)^readme(?:\.\w+)?$")
 
 
-@dataclass
+@dataclass(slots=True)  # ~90,000 at 10,000 nodes
 class InputFile:
     """One file of the evidence, as found and as parsed."""
 
@@ -266,7 +266,7 @@ def _content_hosts(f: InputFile, head: str) -> None:
     hosts = {host} if host else set()
     for rec in f.records:
         h = getattr(rec, "host", None)
-        if isinstance(h, str) and _HOSTLIKE.match(h):
+        if isinstance(h, str) and h not in hosts and _HOSTLIKE.match(h):  # each host tested once
             hosts.add(h)
         root = getattr(rec, "details", {}).get("root") if hasattr(rec, "details") else None
         if isinstance(root, dict) and root.get("host"):

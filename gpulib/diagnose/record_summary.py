@@ -16,6 +16,7 @@ which the configuration facts use everywhere.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -36,7 +37,7 @@ JOINED_BY_HOST = {
 SUMMARISED_KINDS = frozenset(k for kinds in JOINED_BY_HOST.values() for k in kinds) - {"dcgm_exporter"}
 
 
-@dataclass
+@dataclass(slots=True)
 class GpuName:
     """One GPU's names as a file gives them: ``index`` from a snapshot (None from a kernel
     ``gpu_identity`` line, which names only the UUID), ``host`` when the record says it (else the
@@ -49,7 +50,7 @@ class GpuName:
     snapshot: bool = True  # a snapshot's record (index and UUID both ways), else a kernel identity line
 
 
-@dataclass
+@dataclass(slots=True)
 class Listing:
     """The GPUs one nvidia-smi snapshot lists (per host the records name): what the check for a
     job GPU that vanished from the listing reads (:func:`gpulib.diagnose.rules_gpu.run`)."""
@@ -60,7 +61,7 @@ class Listing:
     present: bool = False  # some GPU was readable (not only "GPU is lost" lines)
 
 
-@dataclass
+@dataclass(slots=True)
 class FileSummary:
     """What the joining steps read from one file (see the module text)."""
 
@@ -81,7 +82,8 @@ class FileSummary:
 
     @classmethod
     def from_json(cls, doc: dict) -> FileSummary:
-        return cls(doc["records"], {int(y): int(n) for y, n in doc["years"]}, [GpuName(*g) for g in doc["gpus"]],
+        gpus = [GpuName(sys.intern(pci), *rest) for pci, *rest in doc["gpus"]]  # 8 PCI ids, in every node
+        return cls(doc["records"], {int(y): int(n) for y, n in doc["years"]}, gpus,
                    [Listing(*x) for x in doc["listings"]], [tuple(x) for x in doc["snapshot_facts"]],
                    [(bool(up), rate) for up, rate in doc["ib_ports"]], list(doc["hosts"]))
 

@@ -29,6 +29,7 @@ windows in between (:func:`progress_ranges` says why the step-time analysis lose
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import tzinfo
@@ -243,7 +244,7 @@ SIGNALS = {1: "SIGHUP", 2: "SIGINT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: 
            11: "SIGSEGV", 13: "SIGPIPE", 15: "SIGTERM"}
 
 
-@dataclass
+@dataclass(slots=True)  # a 10,000-node job console is ~350,000 of them
 class JobEvent:
     """One meaningful line (or block) of a job log.
 
@@ -441,11 +442,11 @@ class _Classifier:
         if not m:
             old = _RANK_BRACKET.search(body)  # torch <= 2.2: "[Rank 15] NCCL watchdog thread terminated"
             return {"pg_rank": int(old["rank"])} if old else {}
-        return {"pg": int(m["pg"]), "pg_desc": m["desc"], "pg_rank": int(m["pg_rank"])}
+        return {"pg": int(m["pg"]), "pg_desc": _shared(m["desc"]), "pg_rank": int(m["pg_rank"])}
 
     @staticmethod
     def _work(m: re.Match) -> dict:
-        out = {"op": m["op"], "timeout_ms": int(m["timeout_ms"])}
+        out = {"op": _shared(m["op"]), "timeout_ms": int(m["timeout_ms"])}
         groups = m.groupdict()
         for key in ("seq", "numel_in", "numel_out", "elapsed_ms", "pg_rank"):
             if groups.get(key) is not None:
@@ -473,7 +474,7 @@ class _Classifier:
     @staticmethod
     def _nccl(m: re.Match, lineno: int, body: str) -> JobEvent | None:
         msg = m["msg"]
-        base = {"host": m["host"], "pid": int(m["pid"]), "local_device": int(m["dev"])}
+        base = {"host": _shared(m["host"]), "pid": int(m["pid"]), "local_device": int(m["dev"])}
         if m["level"] == "WARN":
             details: dict = {"message": msg}
             ib = _IB_COMPLETION.search(msg)
@@ -492,7 +493,8 @@ class _Classifier:
             return JobEvent(lineno, "nccl_init", body, rank=int(init["rank"]), details={
                 "nranks": int(init["nranks"]), "cuda_dev": int(init["cudadev"]),
                 "nvml_dev": int(init["nvml"]) if init["nvml"] is not None else None,
-                "pci_bus_id": normalize_pci(init["busid"]), "comm": init["comm"], "phase": init["phase"]}, **base)
+                "pci_bus_id": _shared(normalize_pci(init["busid"])), "comm": init["comm"], "phase": _shared(init["phase"])},
+                            **base)
         net = _USING_NETWORK.search(msg)
         if net:
             return JobEvent(lineno, "nccl_transport", body, details={"network": net["net"]}, **base)
@@ -505,6 +507,12 @@ class _Classifier:
         if boot:
             return JobEvent(lineno, "nccl_address", body, details={"iface": boot["iface"], "addr": boot["addr"]}, **base)
         return None
+
+
+def _shared(text: str | None) -> str | None:
+    """One copy of a word every rank prints (its host, the collective, the PG name): a 10,000-node
+    console repeats each 80,000 times."""
+    return sys.intern(text) if text is not None else None
 
 
 def _expand_ranges(text: str) -> list[int]:
