@@ -40,6 +40,9 @@ _NCCL_ID = re.compile(r"^(?P<host>[A-Za-z][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(
 _RANK_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<r1>\d+)\]|\brank[ =:](?P<r2>\d+)\b|\bfrom rank (?P<r3>\d+)\b")
 _LOCAL_RANK = re.compile(r"--local[_-]rank[= ](?P<lr>\d+)|\blocal_rank[:=] ?(?P<lr2>\d+)")
 _GPU_TEXT = re.compile(r"\bGPU ?(?P<gpu>\d{1,2})\b(?! ?has a total)|\bcuda:(?P<cuda>\d{1,2})\b")
+#: The end every PCI id has, as a pattern that starts with a literal (fast): tested before _PCI_TEXT,
+#: which tries every position of a line.
+_PCI_TAIL = re.compile(r":[0-9a-fA-F]{2}\.\d")
 _PCI_TEXT = re.compile(r"\b(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d)\b")
 
 
@@ -118,7 +121,7 @@ class LineReader:
             m = _GPU_TEXT.search(body)
             if m:
                 facts.device = int(m["gpu"] or m["cuda"])
-        m = _PCI_TEXT.search(body)
+        m = _PCI_TEXT.search(body) if _PCI_TAIL.search(body) else None
         if m:
             facts.pci = normalize_pci(m["pci"])
         facts.host = facts.host or self.session_host

@@ -30,6 +30,10 @@ GLOG_STAMP = re.compile(r"(?<![\w])[EWIF](?P<md>\d{3,4}) (?P<h>\d\d):(?P<mi>\d\d
 DATE_STAMP = re.compile(
     r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<mon>[A-Z][a-z]{2}) +(?P<d>\d{1,2}) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)"
     r"(?: (?P<zone>UTC|GMT))? (?P<y>20\d\d)")
+#: What a glog and a ``date`` stamp hold, as patterns that start with a literal (the regex engine
+#: skips to it): tested first, as GLOG_STAMP and DATE_STAMP try every position of a line (~3 us).
+_GLOG_CLOCK = re.compile(r":\d\d:\d\d\.\d")
+_DATE_CLOCK = re.compile(r":\d\d:\d\d ")
 YEAR_HINT = re.compile(rb"(20\d\d)[-/]\d\d[-/]\d\d[ T_]\d\d:\d\d")
 
 
@@ -85,11 +89,11 @@ def stamp_in(line: str, *, year: int | None, tz: tzinfo) -> str | None:
     m = ISO_STAMP.search(line)
     if m:
         return _utc(int(m["y"]), int(m["mo"]), int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]), m["zone"], tz)
-    m = GLOG_STAMP.search(line)
-    if m and year:
+    m = GLOG_STAMP.search(line) if year and _GLOG_CLOCK.search(line) else None
+    if m:
         md = m["md"]
         return _utc(year, int(md[:-2]), int(md[-2:]), int(m["h"]), int(m["mi"]), int(m["s"]), None, tz)
-    m = DATE_STAMP.search(line)
+    m = DATE_STAMP.search(line) if _DATE_CLOCK.search(line) else None
     if m and m["mon"].lower() in _MONTHS:
         return _utc(int(m["y"]), _MONTHS[m["mon"].lower()], int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]),
                     m["zone"], tz)

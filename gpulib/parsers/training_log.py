@@ -119,28 +119,36 @@ def strip_prefixes(line: str) -> tuple[str, dict]:
     if line.startswith((">", " >", "  >")):
         line = MARKDOWN_QUOTE.sub("", line, count=1)
     for _ in range(3):
-        m = _MPI_TAG.match(line)
-        if m:
-            hints["rank"] = int(m["rank"])  # mpirun's [job,rank]
-            line = line[m.end():]
-            continue
-        m = _RAY.match(line)
-        if m:
-            hints["ray_pid"], hints["ray_ip"] = int(m["pid"]), m["ip"]
-            line = line[m.end():]
-            continue
-        m = _SRUN_LABEL.match(line)
-        if m:
-            hints.setdefault("task", int(m["task"]))
-            line = line[m.end():]
-            continue
-        m = _PDSH_HOST.match(line)
-        if m and not line.startswith(("srun:", "slurmstepd:")):
-            hints.setdefault("prefix_host", m["host"])
-            line = line[m.end():]
-            continue
+        # each prefix starts with its own kind of character: only those that can match are tried
+        # (every line of a 10,000-node console passes here, some twice)
+        first = line[:1]
+        if first == "[":
+            m = _MPI_TAG.match(line)
+            if m:
+                hints["rank"] = int(m["rank"])  # mpirun's [job,rank]
+                line = line[m.end():]
+                continue
+        elif first == "(":
+            m = _RAY.match(line)
+            if m:
+                hints["ray_pid"], hints["ray_ip"] = int(m["pid"]), m["ip"]
+                line = line[m.end():]
+                continue
+        if first.isspace() or first.isdigit():
+            m = _SRUN_LABEL.match(line)
+            if m:
+                hints.setdefault("task", int(m["task"]))
+                line = line[m.end():]
+                continue
+        colon = line.find(":")  # a pdsh host is a word right before the line's first ": "
+        if first.isalnum() and colon > 0 and line[colon + 1:colon + 2] == " ":
+            m = _PDSH_HOST.match(line)
+            if m and not line.startswith(("srun:", "slurmstepd:")):
+                hints.setdefault("prefix_host", m["host"])
+                line = line[m.end():]
+                continue
         break
-    m = _RANK_PREFIX.match(line) or (_RANK_GLUED.search(line) if "[rank" in line else None)
+    m = (_RANK_PREFIX.match(line) or _RANK_GLUED.search(line)) if "[rank" in line else None
     if m:
         hints["rank"] = int(m["rank"])
         line = line[m.end():]
@@ -310,7 +318,7 @@ class _Classifier:
                 if ev.kind in HOST_FACTS:
                     self.host_facts.add(key)
                 return ev
-        m = _WATCHDOG_TIMEOUT.search(body) or _BLOCKING_WAIT.search(body)
+        m = _WATCHDOG_TIMEOUT.search(body) or (_BLOCKING_WAIT.search(body) if "in blocking wait" in body else None)
         if m and "watchdog thread terminated" not in body:
             return JobEvent(lineno, "watchdog_timeout", body, rank=rank if rank is not None else int(m["pg_rank"]),
                             details=self._work(m) | self._pg(body))
@@ -318,18 +326,18 @@ class _Classifier:
             pg = self._pg(body)  # a line cut before its WorkNCCL(...) part
             return JobEvent(lineno, "watchdog_timeout", body, rank=rank if rank is not None else pg.get("pg_rank"),
                             details={"truncated": True} | pg)
-        m = _WATCHDOG_SEEN.search(body)
+        m = _WATCHDOG_SEEN.search(body) if "watchdog at work" in body or "Timeout at NCCL work" in body else None
         if m:
             seq, enq, comp = (m["seq"] or m["seq2"], m["enq"] or m["enq2"], m["comp"] or m["comp2"])
             pg = self._pg(body)
             return JobEvent(lineno, "watchdog_progress", body, rank=rank if rank is not None else pg.get("pg_rank"),
                             details={"seq": int(seq), "last_enqueued": int(enq), "last_completed": int(comp)} | pg)
-        m = _WATCHDOG_STUCK.search(body)
+        m = _WATCHDOG_STUCK.search(body) if "got stuck" in body or "Heartbeat monitor" in body else None
         if m:
             pg = self._pg(body)
             return JobEvent(lineno, "watchdog_stuck", body, rank=rank if rank is not None else pg.get("pg_rank"),
                             details={"seconds": int(m["sec"]) if m["sec"] else None} | pg)
-        m = _WATCHDOG_TERMINATED.search(body)
+        m = _WATCHDOG_TERMINATED.search(body) if "watchdog thread terminated" in body else None
         if m:
             what = m["what"]
             pg = self._pg(body)
@@ -347,7 +355,7 @@ class _Classifier:
         m = _NCCL_ERROR.search(body)
         if m:
             return JobEvent(lineno, "nccl_error", body, rank=rank, details=self._nccl_error(m))
-        m = _NCCL_CLASS.search(body)
+        m = _NCCL_CLASS.search(body) if "nccl" in body else None
         if m:
             return JobEvent(lineno, "nccl_error_class", body, rank=rank, details={"code": m["code"]})
         if _OOM_ANY.search(body) or "out of memory. Tried to allocate" in body.lower():
