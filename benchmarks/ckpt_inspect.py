@@ -10,7 +10,8 @@ then times whole processes, round-robin (best of N runs, median also printed; wa
   deep     `gpulib ckpt verify --deep` (CRC-32 of every zip member)  vs  `cksum` of the same file
            target: <= 1.0x cksum's time
 
-Peak RSS is measured per command (RUSAGE_CHILDREN of a fresh wrapper process). The temp file is
+gpulib is byte-compiled first, as a wheel install is. Peak RSS is measured per command
+(RUSAGE_CHILDREN of a fresh wrapper process). The temp file is
 deleted afterwards. Run: .venv/bin/python benchmarks/ckpt_inspect.py [--gb 1.5] [--runs 3]
 """
 
@@ -107,6 +108,9 @@ def main() -> int:
         print(f"checkpoint: {size / 1e9:.2f} GB, {tensors} tensors ({ckpt})")
         subprocess.run(["cat", str(ckpt)], stdout=subprocess.DEVNULL, check=True)  # warm the page cache for everyone
         py = sys.executable
+        # Time gpulib as a wheel install runs it, byte-compiled: an editable install under
+        # PYTHONDONTWRITEBYTECODE=1 would compile every edited module again on every start.
+        subprocess.run([py, "-m", "compileall", "-q", str(REPO / "gpulib")], stdout=subprocess.DEVNULL, check=True)
         m = measure_all({
             "inspect (gpulib ckpt inspect)": [py, "-m", "gpulib", "ckpt", "inspect", str(ckpt)],
             "inspect (python -m gpulib.checkpoints)": [py, "-m", "gpulib.checkpoints", "inspect", str(ckpt)],

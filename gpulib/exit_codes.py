@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import textwrap
 
 OK = 0
 SOFT = 1
@@ -74,6 +73,8 @@ class HelpFormatter(argparse.HelpFormatter):
         super().__init__(prog, indent_increment, max_help_position, width)
 
     def _fill_text(self, text, width, indent):
+        import textwrap  # noqa: PLC0415 - only --help pays for it (argparse imports it just as late)
+
         out = []
         for line in text.splitlines():
             lead = " " * (len(line) - len(line.lstrip()))

@@ -13,16 +13,16 @@ them names the running steps and keeps its clock moving while none finishes.
 
 from __future__ import annotations
 
+import io
 import sys
 import threading
 import time
-from typing import TextIO
 
 
 class Progress:
     """``with Progress(total, "reading evidence", "files") as bar: ... bar.update()``."""
 
-    def __init__(self, total: float | None, desc: str, unit: str = "", *, stream: TextIO | None = None,
+    def __init__(self, total: float | None, desc: str, unit: str = "", *, stream: io.TextIOBase | None = None,
                  every_s: float = 10.0, min_total: float = 0, tty: bool | None = None) -> None:
         self.total, self.desc, self.unit, self.every_s = total, desc, unit, every_s
         self.stream = stream if stream is not None else sys.stderr
@@ -113,7 +113,7 @@ def step_line(done: int, total: int, name: str, status: str, seconds: float, not
 class StepProgress:
     """Progress of ``total`` steps. ``bar``: None = a bar only when ``stream`` is a terminal."""
 
-    def __init__(self, total: int, label: str = "", stream: TextIO | None = None, bar: bool | None = None):
+    def __init__(self, total: int, label: str = "", stream: io.TextIOBase | None = None, bar: bool | None = None):
         self.total = total
         self.label = label
         self.stream = stream if stream is not None else sys.stderr

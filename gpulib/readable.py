@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterable
-from pathlib import Path
 
 from gpulib.errors import InputError
 
@@ -58,12 +57,13 @@ def unreadable_reason(path: str | os.PathLike, want: str | None = None) -> str |
 
 
 def require_readable(paths: Iterable[str | os.PathLike], want: str | None = None, *, what: str | None = None,
-                     hint: str | None = None) -> list[Path]:
-    """Return ``paths`` as Paths, or raise :class:`InputError` naming every unusable one."""
-    paths = [Path(p) for p in paths]
+                     hint: str | None = None) -> None:
+    """Raise :class:`InputError` naming every unusable path of ``paths``; return when all can be read.
+    (``os.path`` only, no ``pathlib``: a quick command such as ``ckpt inspect`` pays for every import.)"""
+    paths = list(paths)
     bad = [(p, reason) for p in paths if (reason := unreadable_reason(p, want))]
     if not bad:
-        return paths
+        return
     label = what or _KIND.get(want, "path")
     if len(bad) == 1:
         raise InputError(bad[0][1], path=str(bad[0][0]), hint=hint)

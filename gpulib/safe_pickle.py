@@ -18,7 +18,6 @@ import collections
 import io
 import pickle
 import struct
-from dataclasses import dataclass, field
 
 from gpulib.pickle_ops import OPCODES, walk
 
@@ -157,45 +156,51 @@ def classify_global(module: str, name: str) -> tuple[str, str]:
 
 # --- stand-in values -----------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+# Plain classes with __slots__, not dataclasses: `gpulib ckpt inspect` imports this module on every
+# start, and `dataclasses` (with `inspect`, `ast`, `dis` behind it) would cost a sixth of its time.
 class StorageType:
-    name: str
-    dtype: str
-    itemsize: int
+    """Stand-in for ``torch.FloatStorage`` & co.: the element type a legacy storage holds."""
+
+    __slots__ = ("name", "dtype", "itemsize")
+
+    def __init__(self, name: str, dtype: str, itemsize: int) -> None:
+        self.name, self.dtype, self.itemsize = name, dtype, itemsize
 
 
-@dataclass(frozen=True, slots=True)
 class DType:
-    name: str
-    itemsize: int
+    """Stand-in for a ``torch.float32``-like dtype global."""
+
+    __slots__ = ("name", "itemsize")
+
+    def __init__(self, name: str, itemsize: int) -> None:
+        self.name, self.itemsize = name, itemsize
 
 
-@dataclass(slots=True)
 class StorageRef:
     """A tensor storage named by the pickle; the bytes live in ``data/<key>`` (zip) or after the
     pickles (legacy). ``numel`` is in elements of ``storage_type`` (bytes for UntypedStorage)."""
 
-    key: str
-    storage_type: str
-    dtype: str
-    itemsize: int
-    location: str
-    numel: int
+    __slots__ = ("key", "storage_type", "dtype", "itemsize", "location", "numel")
+
+    def __init__(self, key: str, storage_type: str, dtype: str, itemsize: int, location: str, numel: int) -> None:
+        self.key, self.storage_type, self.dtype, self.itemsize = key, storage_type, dtype, itemsize
+        self.location, self.numel = location, numel
 
     @property
     def nbytes(self) -> int:
         return self.numel * self.itemsize
 
 
-@dataclass(slots=True)
 class TensorInfo:
-    storage: StorageRef | None
-    offset: int
-    shape: tuple
-    stride: tuple
-    dtype: str
-    requires_grad: bool = False
-    kind: str = "tensor"  # tensor | parameter | qtensor | meta | subclass
+    """Stand-in for a tensor: where its bytes are and how they are laid out (never loaded)."""
+
+    __slots__ = ("storage", "offset", "shape", "stride", "dtype", "requires_grad", "kind")
+
+    def __init__(self, storage: StorageRef | None, offset: int, shape: tuple, stride: tuple, dtype: str,
+                 requires_grad: bool = False, kind: str = "tensor") -> None:
+        self.storage, self.offset, self.shape, self.stride, self.dtype = storage, offset, shape, stride, dtype
+        self.requires_grad = requires_grad
+        self.kind = kind  # tensor | parameter | qtensor | meta | subclass
 
     @property
     def numel(self) -> int:
@@ -209,12 +214,13 @@ class TensorInfo:
         return self.numel * DTYPE_BYTES.get(self.dtype, 1)
 
 
-@dataclass(slots=True)
 class NDArrayInfo:
     """A numpy array (e.g. the MT19937 key of ``np.random.get_state()``), never materialised."""
 
-    shape: tuple = ()
-    dtype: str = "?"
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape: tuple = (), dtype: str = "?") -> None:
+        self.shape, self.dtype = shape, dtype
 
 
 class _RefuseOnClass:
@@ -413,14 +419,16 @@ _FUNCTIONS = {
 _NDARRAY_RECONSTRUCT = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct")}
 
 
-@dataclass
 class StubResult:
-    obj: object = None
-    globals: dict[tuple[str, str], int] = field(default_factory=dict)  # (module, name) -> count
-    storages: dict[str, StorageRef] = field(default_factory=dict)
-    numpy_dtypes: set[str] = field(default_factory=set)  # codes passed to numpy.dtype(...)
-    scan: OpScan | None = None
-    error: str | None = None
+    """What unpickling with stand-ins gave: the object tree, every global named, the storages."""
+
+    def __init__(self) -> None:
+        self.obj: object = None
+        self.globals: dict[tuple[str, str], int] = {}  # (module, name) -> count
+        self.storages: dict[str, StorageRef] = {}
+        self.numpy_dtypes: set[str] = set()  # codes passed to numpy.dtype(...)
+        self.scan: OpScan | None = None
+        self.error: str | None = None
 
 
 class StubUnpickler(pickle.Unpickler):
@@ -484,18 +492,18 @@ MEMO_SLACK = 1 << 16
 MAX_STACK_ITEMS = 4_000_000  # values alive at once (a 600-tensor optimizer state needs ~10k)
 
 
-@dataclass
 class OpScan:
     """One static pass over the opcodes, before anything is unpickled."""
 
-    globals: dict[tuple[str, str], int] = field(default_factory=dict)
-    protocol: int = 0
-    ops: int = 0
-    max_memo: int = -1
-    max_stack: int = 0
-    unsupported_by_weights_only: set[str] = field(default_factory=set)
-    end: int | None = None  # stream offset just past STOP
-    error: str | None = None
+    def __init__(self) -> None:
+        self.globals: dict[tuple[str, str], int] = {}
+        self.protocol = 0
+        self.ops = 0
+        self.max_memo = -1
+        self.max_stack = 0
+        self.unsupported_by_weights_only: set[str] = set()
+        self.end: int | None = None  # stream offset just past STOP
+        self.error: str | None = None
 
     def refusal(self) -> str | None:
         """Why the stub must not load it (memory bombs), else None."""
@@ -507,7 +515,8 @@ class OpScan:
         return None
 
 
-# What the opcode scan does with each opcode (one dict lookup per opcode, then small-int tests).
+# What the opcode scan does with each opcode (indexed by the opcode byte, then small-int tests: the
+# scan is most of ``ckpt inspect``'s own work, ~16,000 opcodes for a 600-tensor optimizer state).
 _PLAIN, _PUT, _STRING, _GET, _MEMOIZE, _GLOBAL, _STACK_GLOBAL, _PROTO, _STOP, _MARK, _NO_PUSH = range(11)
 
 
@@ -521,7 +530,9 @@ def _role(name: str) -> int:
         name, _NO_PUSH if name in _NO_PUSH_OPS else _PLAIN)
 
 
-_ROLES = {op.name: _role(op.name) for op in OPCODES.values()}
+_ROLE = [_role(op.name) if (op := OPCODES.get(code)) else _PLAIN for code in range(256)]
+_DELTA = [op.delta if (op := OPCODES.get(code)) else 0 for code in range(256)]
+_POPS_MARK = [bool(op and op.pops_mark) for op in map(OPCODES.get, range(256))]
 
 
 def scan_ops(data_or_file) -> OpScan:
@@ -531,54 +542,55 @@ def scan_ops(data_or_file) -> OpScan:
     scan = OpScan()
     last = prev = None  # the last two values pushed (strings or None), for STACK_GLOBAL
     memo: dict = {}
-    depth, marks, max_stack, ops = 0, [], 0, 0
+    depth, marks, max_stack, max_memo, ops = 0, [], 0, -1, 0
     globals_, seen = scan.globals, set()
     try:
-        for op, arg, pos in walk(data_or_file):
+        for code, arg, pos in walk(data_or_file):
             ops += 1
-            name = op.name
-            seen.add(name)
-            role = _ROLES[name]
-            if role == _PUT:
+            seen.add(code)
+            role = _ROLE[code]
+            if role == _PLAIN:  # most opcodes: values pushed or popped, no names (tested first: fastest)
+                prev, last = last, None
+            elif role == _PUT:
                 memo[arg] = last
-                if arg > scan.max_memo:
-                    scan.max_memo, scan.ops = arg, ops
-                    if scan.refusal():
-                        break
+                if arg > max_memo:
+                    max_memo = arg
+                    if max_memo > ops + MEMO_SLACK:
+                        break  # forged (see OpScan.refusal): stop before the memo grows any further
                 continue  # PUTs leave the stack and the last values alone
-            if role == _STRING:
+            elif role == _STRING:
                 prev, last = last, arg
             elif role == _GET:
                 prev, last = last, memo.get(arg)
-            else:
-                if role == _MEMOIZE:
-                    memo[len(memo)] = last
-                elif role == _GLOBAL:
-                    module, _, attr = str(arg).partition(" ")
-                    globals_[(module, attr)] = globals_.get((module, attr), 0) + 1
-                elif role == _STACK_GLOBAL:
-                    key = (prev, last) if isinstance(prev, str) and isinstance(last, str) else ("?", "<computed name>")
-                    globals_[key] = globals_.get(key, 0) + 1
-                elif role == _PROTO:
-                    scan.protocol = arg
-                elif role == _STOP:
-                    scan.end = pos + 1
-                if role != _NO_PUSH and role != _MEMOIZE and role != _PROTO and role != _STOP and role != _MARK:
-                    prev, last = last, None
-            if role == _MARK:
+            elif role == _MARK:
                 marks.append(depth)
-            elif op.pops_mark:
-                depth = (marks.pop() if marks else 0) + op.delta
+                continue
+            elif role == _MEMOIZE:
+                memo[len(memo)] = last
+            elif role == _GLOBAL:
+                module, _, attr = str(arg).partition(" ")
+                globals_[(module, attr)] = globals_.get((module, attr), 0) + 1
+                prev, last = last, None
+            elif role == _STACK_GLOBAL:
+                key = (prev, last) if isinstance(prev, str) and isinstance(last, str) else ("?", "<computed name>")
+                globals_[key] = globals_.get(key, 0) + 1
+                prev, last = last, None
+            elif role == _PROTO:
+                scan.protocol = arg
+            elif role == _STOP:
+                scan.end = pos + 1
+            if _POPS_MARK[code]:
+                depth = (marks.pop() if marks else 0) + _DELTA[code]
             else:
-                depth += op.delta
+                depth += _DELTA[code]
             if depth > max_stack:
                 max_stack = depth
                 if depth > MAX_STACK_ITEMS:
                     break
     except Exception as exc:  # noqa: BLE001 - a broken stream just ends the scan
         scan.error = f"{type(exc).__name__}: {exc}"
-    scan.ops, scan.max_stack = ops, max_stack
-    scan.unsupported_by_weights_only.update(seen - WEIGHTS_ONLY_OPS)
+    scan.ops, scan.max_stack, scan.max_memo = ops, max_stack, max_memo
+    scan.unsupported_by_weights_only.update({OPCODES[code].name for code in seen} - WEIGHTS_ONLY_OPS)
     return scan
 
 

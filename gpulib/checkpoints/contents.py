@@ -10,7 +10,6 @@ makes ``load_state_dict`` fail on an unwrapped model.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from gpulib.safe_pickle import (
     NESTED_PICKLE_LOADERS,
@@ -43,18 +42,25 @@ RNG_KINDS = {"python": "python", "random_rng_state": "python", "random_state": "
 _CUDA_INDEX = re.compile(r"cuda[a-z_]*(?:\[(\d+)\])?$")
 
 
-@dataclass
+# Plain classes, not dataclasses: this module is on every `gpulib ckpt inspect` start (see records).
 class Entry:
-    path: str
-    value: object  # TensorInfo | NDArrayInfo | int | float | str | bool | None | "<qualname>"
+    """One leaf of the checkpoint's object tree, by its dotted path."""
+
+    __slots__ = ("path", "value")
+
+    def __init__(self, path: str, value: object) -> None:
+        self.path = path
+        self.value = value  # TensorInfo | NDArrayInfo | int | float | str | bool | None | "<qualname>"
 
 
-@dataclass
 class Walk:
-    entries: list[Entry] = field(default_factory=list)
-    state_dicts: list[tuple[str, list[str]]] = field(default_factory=list)  # dicts of tensors
-    nested_globals: dict[tuple[str, str], int] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
+    """The leaves of one object tree, the dicts of tensors in it, and what could not be walked."""
+
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+        self.state_dicts: list[tuple[str, list[str]]] = []  # dicts of tensors
+        self.nested_globals: dict[tuple[str, str], int] = {}
+        self.problems: list[str] = []
 
 
 def _join(prefix: str, key) -> str:
@@ -149,21 +155,22 @@ def category_of(path: str) -> str:
     return "model_or_other"
 
 
-@dataclass
 class ContentSummary:
     """What one checkpoint file holds, in resume terms."""
 
-    tensors: int = 0
-    tensor_bytes: int = 0
-    step: int | None = None
-    step_key: str | None = None
-    epoch: float | None = None
-    categories: list[str] = field(default_factory=list)  # optimizer, scheduler, rng, dataloader, scaler, model
-    rng_kinds: list[str] = field(default_factory=list)  # python, numpy, torch, cuda
-    cuda_rng_devices: int | None = None
-    model_prefix: str | None = None
-    model_tensors: int = 0
-    top_keys: list[str] = field(default_factory=list)
+    def __init__(self, *, tensors: int = 0, tensor_bytes: int = 0, categories: list[str] | None = None,
+                 model_tensors: int = 0) -> None:
+        self.tensors = tensors
+        self.tensor_bytes = tensor_bytes
+        self.step: int | None = None
+        self.step_key: str | None = None
+        self.epoch: float | None = None
+        self.categories: list[str] = categories or []  # optimizer, scheduler, rng, dataloader, scaler, model
+        self.rng_kinds: list[str] = []  # python, numpy, torch, cuda
+        self.cuda_rng_devices: int | None = None
+        self.model_prefix: str | None = None
+        self.model_tensors = model_tensors
+        self.top_keys: list[str] = []
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)

@@ -25,6 +25,7 @@ from gpulib.safe_pickle import MAX_PICKLE_BYTES, DType, Opaque, stub_load
 
 MAX_STEP_ITEMS = 16
 MAX_STEP_ITEM_BYTES = 1 << 20
+MAX_BYTES_ITEMS = 100_000
 
 
 def is_dcp_dir(path: Path) -> bool:
@@ -54,8 +55,9 @@ def _dtype_of(properties) -> DType | None:
     return dtype if isinstance(dtype, DType) else None
 
 
-def inspect_dcp(path: Path, deep: bool = False, other_dirs: list[Path] | None = None) -> FileReport:
+def inspect_dcp(path: str | Path, deep: bool = False, other_dirs: list[Path] | None = None) -> FileReport:
     """``other_dirs``: copies of the same checkpoint dir on other nodes, searched for shards."""
+    path = Path(path)
     report = FileReport(str(path), "dcp")
     dirs = [path, *(other_dirs or [])]
     try:
@@ -152,6 +154,7 @@ def inspect_dcp(path: Path, deep: bool = False, other_dirs: list[Path] | None = 
             shards += [n for n in os.listdir(d) if n.endswith(".distcp")]
         except OSError:
             pass
+    _check_bytes_items(path, dirs, set(bytes_items), storage, report)
     extra = sorted(set(shards) - set(need))
     if extra:
         report.add("warning", f"{len(extra)} .distcp files are not referenced by .metadata (e.g. {extra[0]})")
@@ -167,6 +170,40 @@ def inspect_dcp(path: Path, deep: bool = False, other_dirs: list[Path] | None = 
     if deep and report.valid:
         _deep_check(located, items_of, report)
     return report
+
+
+def _check_bytes_items(path: Path, dirs: list[Path], bytes_items: set[str], storage: dict, report: FileReport) -> None:
+    """Every non-tensor item (``BytesStorageMetadata``) is ``torch.save`` bytes - a zip - unless a
+    storage transform (compression, ...) was applied: ``dcp.load`` fails on one that does not start
+    like one. One 4-byte read per item (at most MAX_BYTES_ITEMS), so a damaged item head is seen without --deep."""
+    fds: dict[str, int | None] = {}
+    try:
+        for n, (idx, info) in enumerate(storage.items()):
+            if n >= MAX_BYTES_ITEMS:
+                break
+            ia = _attrs(info)
+            fqn, rel, off, length = str(_attrs(idx).get("fqn")), ia.get("relative_path"), ia.get("offset"), ia.get("length")
+            if fqn not in bytes_items or ia.get("transform_descriptors") or not isinstance(rel, str) \
+                    or not isinstance(off, int) or not isinstance(length, int) or length < 4:
+                continue
+            if rel not in fds:
+                f = next((d / rel for d in dirs if (d / rel).is_file()), None)
+                try:
+                    fds[rel] = os.open(f, os.O_RDONLY) if f else None
+                except OSError:
+                    fds[rel] = None
+            if fds[rel] is None:
+                continue  # missing / unreadable: reported with the shard checks
+            head = os.pread(fds[rel], 4, off)
+            if len(head) == 4 and head != zipreader.LOCAL_SIG:
+                report.add("corrupt", f"item {fqn} in {rel} (offset {off:,}) does not start like torch.save bytes "
+                           f"(first bytes {head.hex(' ')}): dcp.load fails on it")
+    except OSError as exc:
+        report.add("incomplete", f"cannot read the items of {path}: {exc.strerror or exc}")
+    finally:
+        for fd in fds.values():
+            if fd is not None:
+                os.close(fd)
 
 
 def _item_zip(fd: int, off: int, length: int) -> tuple[list, list[str]]:

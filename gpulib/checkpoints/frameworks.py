@@ -9,16 +9,20 @@ the training step comes from. Ties and ordering are numeric, never text order
 
 | layout | resume call | required | optional (verified when present) | step from |
 |---|---|---|---|---|
-| hf_trainer | ``Trainer.train(resume_from_checkpoint=dir)`` | weights (``model.safetensors`` / ``pytorch_model.bin`` / index + shards / adapter), ``trainer_state.json`` (written last) | ``optimizer.pt``, ``scheduler.pt``, ``scaler.pt``, ``rng_state.pth`` / ``rng_state_<rank>.pth`` | ``global_step`` in trainer_state.json, else ``checkpoint-N`` |
-| accelerate | ``accelerator.load_state(dir)`` | ``model[_i].safetensors`` / ``pytorch_model[_i].bin``, ``optimizer[_i].bin``, every ``scheduler``/``sampler``/``scaler`` file the series' other checkpoints have | ``random_states_<rank>.pkl`` (a failure is only logged) | the folder number (``checkpoint_N`` counts saves); ``random_states`` ``step`` is the gradient-accumulation counter, never used |
+| hf_trainer | ``Trainer.train(resume_from_checkpoint=dir)`` | the weights it opens (``model.safetensors``, else ``pytorch_model.bin``, else adapter, else the safetensors index - else the .bin index - and every shard it names; the others are never opened), ``trainer_state.json`` (written last; a JSON object) | ``config.json``, ``optimizer.pt`` + ``scheduler.pt`` (opened only as a pair: with one missing neither is loaded), ``scaler.pt``, ``rng_state.pth`` / ``rng_state_<rank>.pth`` | ``global_step`` in trainer_state.json, else ``checkpoint-N`` |
+| accelerate | ``accelerator.load_state(dir)`` | ``model[_i].safetensors`` (else ``pytorch_model[_i].bin``), ``optimizer[_i].bin``, every ``scheduler``/``sampler``/``scaler``/``custom_checkpoint`` file the series' other checkpoints have (a lone checkpoint: ``scheduler.bin`` when the optimizer state shows a scheduler, ``initial_lr``) | ``random_states_<rank>.pkl`` (a failure is only logged) | the folder number (``checkpoint_N`` counts saves, ``step_100`` of ``save_state(dir)``); ``random_states`` ``step`` is the gradient-accumulation counter, never used |
 | deepspeed | ``engine.load_checkpoint(dir, tag)`` | ``mp_rank_XX_model_states.pt`` (every MP rank; ZeRO-3: every DP rank), ZeRO-1/2/3: every ``zero_pp_rank_D_mp_rank_XX_optim_states.pt`` | ``latest`` (names the tag) | ``global_steps`` in model states, else ``global_stepN`` |
-| lightning | ``trainer.fit(model, ckpt_path=file)`` | the ``.ckpt`` file | | ``global_step`` in it, else ``step=N`` in the name |
-| dcp / torchtitan | ``dcp.load(state_dict, checkpoint_id=dir)`` | ``.metadata`` and every ``.distcp`` it names | | ``step`` in the state, else ``step-N`` |
+| lightning | ``trainer.fit(model, ckpt_path=file)`` | the ``.ckpt`` file with ``pytorch-lightning_version``, ``state_dict``, ``optimizer_states``, ``lr_schedulers`` (a ``save_weights_only`` file has none: KeyError) | | ``global_step`` in it, else ``step=N`` in the name |
+| dcp / torchtitan | ``dcp.load(state_dict, checkpoint_id=dir)`` | ``.metadata`` and every ``.distcp`` it names, long enough; every non-tensor item starts as torch.save bytes | | ``step`` in the state, else ``step-N`` |
 | megatron | ``--load dir`` | ``mp_rank_*/model_optim_rng.pt`` for every TP x PP rank (or DCP + ``metadata.json``) | ``distrib_optim.pt`` | ``iteration``, else ``iter_NNNNNNN`` |
 | torch_file | your ``torch.load(file)`` | the file | ``<stem>.json`` manifest, seal manifest | ``global_step``/``step``/``iteration`` in it, else the number in the name |
 
 In every layout a file that names a dangerous global (UNSAFE) or one gpulib does not know as safe
-(needs review) makes the whole checkpoint unrecommendable: resuming runs that pickle.
+(needs review) makes the whole checkpoint unrecommendable: resuming runs that pickle. A file the
+loader does not open (a shadowed ``pytorch_model.bin``, an unpaired ``optimizer.pt``) is still
+inspected, and its damage is a warning. A FIFO or device is never opened (it would block): the
+frameworks' ``os.path.isfile`` calls it absent. Order is numeric: the step, then the name with its
+digits compared as numbers.
 """
 
 from __future__ import annotations

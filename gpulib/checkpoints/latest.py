@@ -20,6 +20,7 @@ from gpulib.checkpoints.layouts import (
     MAX_SCAN_DEPTH,
     Candidate,
     discover,
+    natural_key,
     read_pointers,
     require_series_files,
 )
@@ -148,10 +149,10 @@ def _verify_hard(c: Candidate, deep: bool, checked: list[str] | None = None) -> 
             except OSError as exc:
                 c.reasons.append(f"cannot check {p.name} against its seal: {exc.strerror or exc}")
                 continue
-            c.reasons += [f"differs from its seal {sealed.seal.name}: {x}" for x in sealed.problems]
+            c.reasons += [f"differs from its seal {sealed.seal_name}: {x}" for x in sealed.problems]
             if sealed.sealed and checked is not None:
                 checked.append(f"{c.name}: {len(sealed.checked)} file(s) checked against its seal "
-                               f"{sealed.seal.name} ({sealed.algorithm})" + (" - FAILED" if sealed.problems else " - passed"))
+                               f"{sealed.seal_name} ({sealed.algorithm})" + (" - FAILED" if sealed.problems else " - passed"))
     if deep and not c.reasons:
         fresh = Candidate(c.layout, c.series, c.name, c.paths, step_name=c.step_name)
         EVALUATORS[c.layout](fresh, True)
@@ -234,7 +235,8 @@ def find_latest(roots: list[str | Path], deep: bool = False) -> LatestReport:
         if c.step_name is not None and c.step_content is not None and c.step_name != c.step_content:
             c.warnings.append(f"the name says step {c.step_name}, the content says {c.step_content}")
     report.candidates = sorted(merged.values(),
-                               key=lambda c: (c.step if c.step is not None else -1, c.step_name is not None, c.name))
+                               key=lambda c: (c.step if c.step is not None else -1, c.step_name is not None,
+                                              natural_key(c.name)))
     targets = _pointer_checks(report)
     for c in reversed(report.candidates):
         if c.complete:

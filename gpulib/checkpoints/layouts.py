@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -133,6 +134,31 @@ def _int(v) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
+MAX_JSON_BYTES = 64 << 20
+
+
+def _isfile(p: Path | None) -> bool:
+    """What the frameworks test before opening an optional file (``os.path.isfile``): a regular file."""
+    return p is not None and os.path.isfile(p)
+
+
+def _json_object(p: Path) -> tuple[dict | None, str | None]:
+    """A JSON file a loader reads with ``cls(**json.load(f))``: (the object, None) or (None, why not).
+    A FIFO or device is never opened (it would block); anything but a JSON object is an error."""
+    try:
+        st = os.stat(p)
+        if not stat.S_ISREG(st.st_mode):
+            return None, "not a regular file"
+        if st.st_size > MAX_JSON_BYTES:
+            return None, f"{st.st_size:,} bytes (more than {MAX_JSON_BYTES:,})"
+        data = json.loads(p.read_bytes().decode("utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        return None, str(exc.strerror if isinstance(exc, OSError) and exc.strerror else exc)
+    if not isinstance(data, dict):
+        return None, f"a JSON {type(data).__name__}, not an object"
+    return data, None
+
+
 # --- per-layout evaluation -------------------------------------------------------------------
 
 def eval_hf_trainer(c: Candidate, deep: bool) -> None:
@@ -141,17 +167,26 @@ def eval_hf_trainer(c: Candidate, deep: bool) -> None:
     if state is None:
         c.reasons.append("no trainer_state.json (HF writes it last: the save did not finish)")
     else:
-        try:
-            data = json.loads(state.read_text())
+        data, err = _json_object(state)
+        if err:
+            c.reasons.append(f"trainer_state.json unreadable: {err} (Trainer.train reads it with TrainerState(**json) and "
+                             "fails)")
+        else:
             c.step_content = _int(data.get("global_step"))
-        except (OSError, ValueError, UnicodeDecodeError) as exc:
-            c.reasons.append(f"trainer_state.json unreadable: {exc}")
-    weights = [n for n in ("model.safetensors", "pytorch_model.bin", "adapter_model.safetensors", "adapter_model.bin")
-               if f.get(n)]
-    for index_name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
-        if f.get(index_name):
-            weights.append(index_name)
-            _check_index(c, f, index_name, deep)
+    if f.get("config.json"):  # opened whenever present (PreTrainedConfig.from_json_file, to compare versions)
+        _data, err = _json_object(f.get("config.json"))
+        if err:
+            c.reasons.append(f"config.json unreadable: {err} (Trainer's resume opens it when present and raises)")
+    # the weights Trainer._load_from_checkpoint opens: model.safetensors, else pytorch_model.bin, else an
+    # adapter, else the safetensors index (else the .bin index) and every shard it names - never the others
+    whole = [n for n in ("model.safetensors", "pytorch_model.bin") if _isfile(f.get(n))]
+    adapters = [n for n in ("adapter_model.safetensors", "adapter_model.bin") if f.get(n)]
+    indexes = [n for n in ("model.safetensors.index.json", "pytorch_model.bin.index.json") if _isfile(f.get(n))]
+    opened = whole[:1] or adapters or indexes[:1]
+    weights = whole + adapters
+    for index_name in indexes:
+        weights.append(index_name)
+        _check_index(c, f, index_name, deep, blocking=index_name in opened)
     weights += [n for n in f.names if n.startswith("pytorch_model_fsdp")]
     ds = [n for n in f.names if DIR_PATTERNS[2][1].match(n)]
     if ds:
@@ -164,13 +199,26 @@ def eval_hf_trainer(c: Candidate, deep: bool) -> None:
         c.reasons.append("no model weights (model.safetensors / pytorch_model.bin / index + shards)")
     for n in weights:
         if n.endswith((".safetensors", ".bin")):
-            c.absorb(inspect_path(f.get(n), deep), n)
+            not_opened = bool(opened) and n not in opened and n in ("model.safetensors", "pytorch_model.bin")
+            c.absorb(inspect_path(f.get(n), deep), n + (f" (not opened: {opened[0]} is)" if not_opened else ""),
+                     blocking=not not_opened)
     if weights:
         c.categories.add("model")
-    for n, cat in (("optimizer.pt", "optimizer"), ("scheduler.pt", "scheduler"), ("scaler.pt", "scaler")):
+    # Trainer._load_optimizer_and_scheduler opens optimizer.pt and scheduler.pt only as a pair: with one of
+    # them missing it loads neither (silently), so the other cannot stop the resume - nor be restored
+    pair = _isfile(f.get("optimizer.pt")) and _isfile(f.get("scheduler.pt"))
+    for n, cat in (("optimizer.pt", "optimizer"), ("scheduler.pt", "scheduler")):
         if f.get(n):
-            c.absorb(inspect_path(f.get(n), deep), n)
-            c.categories.add(cat)
+            c.absorb(inspect_path(f.get(n), deep), n if pair else f"{n} (not loaded: Trainer restores it only together "
+                     f"with {'scheduler.pt' if cat == 'optimizer' else 'optimizer.pt'})", blocking=pair)
+            if pair:
+                c.categories.add(cat)
+            else:
+                c.warnings.append(f"{n} is present but {'scheduler.pt' if cat == 'optimizer' else 'optimizer.pt'} is not: "
+                                  "Trainer restores optimizer and scheduler only as a pair, so neither is restored")
+    if f.get("scaler.pt"):
+        c.absorb(inspect_path(f.get("scaler.pt"), deep), "scaler.pt")
+        c.categories.add("scaler")
     _rank_files(c, f, "rng_state.pth", "RNG state (rng_state_<rank>.pth)", blocking=True)
     c.categories.add("dataloader")  # HF Trainer re-skips consumed batches on resume (no sampler file)
 
@@ -193,19 +241,25 @@ def _rank_files(c: Candidate, f: Files, single: str, what: str, blocking: bool) 
         c.absorb(inspect_path(f.get(n)), n, blocking)
 
 
-def _check_index(c: Candidate, f: Files, index_name: str, deep: bool) -> None:
+def _check_index(c: Candidate, f: Files, index_name: str, deep: bool, blocking: bool = True) -> None:
+    """A sharded-weights index and every shard it names. ``blocking=False``: the loader does not open
+    this index (another weights file is preferred), so damage here is only a warning."""
+    out = c.reasons if blocking else c.warnings
+    note = "" if blocking else " (not opened: other weights are loaded instead)"
+    index, err = _json_object(f.get(index_name))
     try:
-        index = json.loads(f.get(index_name).read_text())
+        if err:
+            raise ValueError(err)
         shards = sorted(set(index["weight_map"].values()))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        c.reasons.append(f"{index_name} unreadable: {exc}")
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        out.append(f"{index_name} unreadable: {exc}{note}")
         return
     for shard in shards:
         p = f.get(shard)
         if p is None:
-            c.reasons.append(f"shard {shard} named in {index_name} is missing")
+            out.append(f"shard {shard} named in {index_name} is missing{note}")
         else:
-            c.absorb(inspect_path(p, deep), shard)
+            c.absorb(inspect_path(p, deep), shard + note, blocking)
 
 
 ACCELERATE_FILE = re.compile(r"^(model|pytorch_model|optimizer|scheduler|sampler|dl_state_dict|custom_checkpoint)(_\d+)?"
@@ -228,7 +282,10 @@ def eval_accelerate(c: Candidate, deep: bool) -> None:
     for n in sorted(f.names):
         m = ACCELERATE_FILE.match(n)
         if m:
-            c.absorb(inspect_path(f.get(n), deep), n)
+            # load_state opens model[_i].safetensors when it exists, pytorch_model[_i].bin only otherwise
+            shadowed = m.group(1) == "pytorch_model" and _isfile(f.get(f"model{m.group(2) or ''}.safetensors"))
+            c.absorb(inspect_path(f.get(n), deep), n + (" (not opened: the .safetensors is)" if shadowed else ""),
+                     blocking=not shadowed)
             if cat := ACCELERATE_CATEGORY.get(m.group(1) or "scaler"):
                 c.categories.add(cat)
     _rank_files(c, f, "random_states.pkl", "RNG state (random_states_<rank>.pkl)", blocking=False)
@@ -246,12 +303,35 @@ def require_series_files(candidates: list[Candidate]) -> None:
             by_series.setdefault(c.series, []).append(c)
     for group in by_series.values():
         names = {c.name: {n for n in Files(c.paths).names if ACCELERATE_FILE.match(n)} for c in group}
+        if len(group) == 1:
+            _lone_accelerate_scheduler(group[0], names[group[0].name])
         for c in group:
             others = set().union(*(v for k, v in names.items() if k != c.name)) if len(group) > 1 else set()
             missing = sorted(n for n in others - names[c.name] if not re.match(r"^(model|pytorch_model)", n))
             if missing:
                 c.reasons.append(f"lacks {', '.join(missing)}, which the other checkpoints of this run have: "
                                  "accelerator.load_state opens it and raises")
+
+
+def _lone_accelerate_scheduler(c: Candidate, names: set[str]) -> None:
+    """With no other checkpoint of the run to compare with, the optimizer state still tells whether an
+    LR scheduler was attached (torch's LRScheduler adds ``initial_lr`` to every param group). A run that
+    passed it to ``accelerator.prepare`` saves ``scheduler.bin``, and ``load_state`` opens it: missing
+    here = unresumable. (A scheduler never given to ``prepare`` is not saved; then load the state with
+    ``accelerator.load_state`` anyway - gpulib cannot tell the two apart from one checkpoint.)"""
+    if "scheduler.bin" in names:
+        return
+    optim = [r for r in c.reports if os.path.basename(r.path) == "optimizer.bin" and r.valid]
+    if optim and any(k.startswith("param_groups") and k.endswith(".initial_lr") for k in optim[0].values):
+        c.reasons.append("no scheduler.bin, but optimizer.bin shows an LR scheduler was attached (initial_lr in its "
+                         "param groups): accelerator.load_state opens scheduler.bin for a prepared scheduler and raises "
+                         "(if the script never passes the scheduler to prepare(), this checkpoint does resume)")
+
+
+#: what Lightning's checkpoint connector reads unconditionally on ``trainer.fit(ckpt_path=...)``: the
+#: migration reads the version, the model restore ``state_dict``, the training-state restore
+#: ``optimizer_states`` and ``lr_schedulers`` (a list, empty without schedulers) - KeyError otherwise
+LIGHTNING_RESUME_KEYS = ("pytorch-lightning_version", "state_dict", "optimizer_states", "lr_schedulers")
 
 
 def eval_torch_file(c: Candidate, deep: bool) -> None:
@@ -284,6 +364,12 @@ def eval_torch_file(c: Candidate, deep: bool) -> None:
     _check_sidecars(c)
     if c.layout == "lightning" and good:
         keys = set(good[0].summary.top_keys if good[0].summary else [])
+        missing = [k for k in LIGHTNING_RESUME_KEYS if k not in keys] if good[0].summary else []
+        if missing:
+            weights_only = "state_dict" in keys and "optimizer_states" in missing
+            c.reasons.append(f"no {', '.join(missing)} in it: trainer.fit(ckpt_path=...) raises KeyError"
+                             + (" (a weights-only save, ModelCheckpoint(save_weights_only=True): load it with "
+                                "LightningModule.load_from_checkpoint, it does not resume training)" if weights_only else ""))
         for key, cat in (("optimizer_states", "optimizer"), ("lr_schedulers", "scheduler"), ("loops", "dataloader")):
             if key in keys:
                 c.categories.add(cat)
@@ -461,12 +547,19 @@ def _looks_like_checkpoint(p: Path) -> bool:
         return False
     if CHECKPOINT_WORDS.search(n):
         return True
+    if not os.path.isfile(p):  # a FIFO would block the read below
+        return False
     try:
         with open(p, "rb") as fh:
             head = fh.read(2)
     except OSError:
         return False
     return head == b"PK" or head[:1] == b"\x80"
+
+
+def natural_key(name: str) -> tuple:
+    """Name order with the digits compared as numbers (``step_99`` before ``step_100``), never text order."""
+    return tuple(int(part) if i % 2 else part for i, part in enumerate(re.split(r"(\d+)", name)))
 
 
 def _inside(target: Path, root: Path) -> bool:
@@ -505,6 +598,8 @@ def discover(root: Path) -> tuple[list[Candidate], list[str], list[str], list[st
         kind = _dir_layout(d, names)  # the root itself may be one checkpoint (`ckpt latest out/step-100`)
         if kind:
             layout, step = kind
+            if step is None and (m := STEP_IN_NAME.search(d.name)):  # save_state("out/step_100"), a custom DS tag
+                step = int(m.group(1))
             series = str(Path(rel).parent) if rel and Path(rel).parent != Path(".") else ""
             c = Candidate(layout, series, d.name, [d], step_name=step)
             if via:

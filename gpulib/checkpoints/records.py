@@ -8,11 +8,12 @@ Severities are kept apart because they call for different actions:
 scanner knows yet, so never recommended for resume and never advised for ``add_safe_globals``),
 ``needs_allowlist`` (known data-only objects that ``weights_only=True`` refuses), and
 ``warning`` / ``info`` for everything else worth knowing.
+
+Plain classes, not dataclasses: ``gpulib ckpt inspect`` imports this module on every start, and
+``dataclasses`` (with ``inspect``, ``ast`` and ``dis`` behind it) would cost it a sixth of its time.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 from gpulib.checkpoints.contents import ContentSummary
 
@@ -20,46 +21,51 @@ BLOCKING = ("incomplete", "corrupt")
 MAX_VALUES = 200
 
 
-@dataclass
 class CheckpointIssue:
     """What the inspector found wrong or noteworthy in one checkpoint file (not an incident
     finding: ``severity`` here says whether the file can be resumed from)."""
 
-    severity: str  # incomplete | corrupt | unsafe | needs_review | needs_allowlist | warning | info
-    message: str
+    def __init__(self, severity: str, message: str) -> None:
+        self.severity = severity  # incomplete | corrupt | unsafe | needs_review | needs_allowlist | warning | info
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"CheckpointIssue({self.severity!r}, {self.message!r})"
 
 
-@dataclass
 class TensorRecord:
-    name: str
-    dtype: str
-    shape: list
-    nbytes: int
-    storage: str | None = None  # storage key / shard file
-    location: str | None = None  # 'cpu', 'cuda:3'
+    """One tensor as the checkpoint describes it (never loaded)."""
+
+    def __init__(self, name: str, dtype: str, shape: list, nbytes: int, storage: str | None = None,
+                 location: str | None = None) -> None:
+        self.name, self.dtype, self.shape, self.nbytes = name, dtype, shape, nbytes
+        self.storage = storage  # storage key / shard file
+        self.location = location  # 'cpu', 'cuda:3'
 
 
-@dataclass
 class GlobalRecord:
-    module: str
-    name: str
-    count: int
-    verdict: str  # dangerous | needs_review | needs_allowlist | weights_only_ok
-    why: str
+    """One global the pickle names, how often, and what gpulib makes of it."""
+
+    def __init__(self, module: str, name: str, count: int, verdict: str, why: str) -> None:
+        self.module, self.name, self.count = module, name, count
+        self.verdict = verdict  # dangerous | needs_review | needs_allowlist | weights_only_ok
+        self.why = why
 
 
-@dataclass
 class FileReport:
-    path: str
-    format: str  # torch_zip | torch_legacy | torchscript | pickle | safetensors | dcp | json | unknown | missing
-    size_bytes: int | None = None
-    findings: list[CheckpointIssue] = field(default_factory=list)
-    tensors: list[TensorRecord] = field(default_factory=list)
-    values: dict[str, object] = field(default_factory=dict)  # scalar leaves (first MAX_VALUES)
-    globals: list[GlobalRecord] = field(default_factory=list)
-    summary: ContentSummary | None = None
-    meta: dict = field(default_factory=dict)
-    deep_checked: bool = False
+    """Everything inspecting one file or DCP folder found; ``valid`` = nothing blocks a resume."""
+
+    def __init__(self, path: str, format: str, size_bytes: int | None = None) -> None:  # noqa: A002 - the report's field name
+        self.path = path
+        self.format = format  # torch_zip | torch_legacy | torchscript | pickle | safetensors | dcp | json | unknown | missing
+        self.size_bytes = size_bytes
+        self.findings: list[CheckpointIssue] = []
+        self.tensors: list[TensorRecord] = []
+        self.values: dict[str, object] = {}  # scalar leaves (first MAX_VALUES)
+        self.globals: list[GlobalRecord] = []
+        self.summary: ContentSummary | None = None
+        self.meta: dict = {}
+        self.deep_checked = False
 
     def add(self, severity: str, message: str) -> None:
         self.findings.append(CheckpointIssue(severity, message))

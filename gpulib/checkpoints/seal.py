@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import os
 import zlib
-from dataclasses import dataclass, field
-from pathlib import Path
 
 # hashlib (sha256 seals), json (reading or writing a seal) and gpulib.identity (datetime, when
-# sealing) are imported where they are used: `ckpt inspect` checks for a seal on every run and
-# finds none far more often than one, and those three cost it ~15 ms of a ~80 ms start.
+# sealing) are imported where they are used, and paths are os.path strings, not pathlib's: `ckpt
+# inspect` checks for a seal on every run and finds none far more often than one, and those four
+# cost it ~18 ms of an ~80 ms start.
 
 SCHEMA = "gpulib.ckpt-seal/1"
 DIR_SEAL = "gpulib-seal.json"
@@ -37,12 +36,12 @@ class SealError(Exception):
     """The path cannot be sealed (missing, empty folder, unreadable file), with the path named."""
 
 
-def seal_path(path: Path) -> Path:
+def seal_path(path: str) -> str:
     """Where the seal of ``path`` is (or would be) written."""
-    return path / DIR_SEAL if path.is_dir() else path.with_name(path.name + FILE_SUFFIX)
+    return os.path.join(path, DIR_SEAL) if os.path.isdir(path) else path + FILE_SUFFIX
 
 
-def digest_file(path: Path, algorithm: str) -> str:
+def digest_file(path: str, algorithm: str) -> str:
     """``crc32`` as 8 hex digits (zlib, the zip CRC), or ``sha256`` as 64, reading in 8 MiB chunks."""
     if algorithm == "crc32":
         crc = 0
@@ -59,28 +58,35 @@ def digest_file(path: Path, algorithm: str) -> str:
     return sha.hexdigest()
 
 
-def _members(path: Path) -> list[Path]:
-    if not path.is_dir():
-        return [path]
-    return sorted(p for p in path.rglob("*") if p.is_file() and not p.name.endswith((".tmp", FILE_SUFFIX))
-                  and p.name != DIR_SEAL)
+def _members(path: str) -> list[str]:
+    """The files a seal of ``path`` lists, relative to the sealed folder (or the file's name)."""
+    if not os.path.isdir(path):
+        return [os.path.basename(path)]
+    found = []
+    for folder, _, names in os.walk(path):
+        for name in names:
+            full = os.path.join(folder, name)
+            if os.path.isfile(full) and not name.endswith((".tmp", FILE_SUFFIX)) and name != DIR_SEAL:
+                found.append(os.path.relpath(full, path).replace(os.sep, "/"))
+    return sorted(found)
 
 
-def seal(path: str | Path, algorithm: str = "crc32") -> Path:
+def seal(path: str | os.PathLike, algorithm: str = "crc32") -> str:
     """Seal a checkpoint file or folder; returns the seal's path. Raises :class:`SealError`."""
-    path = Path(path)
+    path = os.fspath(path)
     if algorithm not in ALGORITHMS:
         raise SealError(f"unknown checksum {algorithm!r}: use one of {', '.join(ALGORITHMS)}")
-    if not path.exists():
+    if not os.path.exists(path):
         raise SealError(f"{path}: does not exist")
     members = _members(path)
     if not members:
         raise SealError(f"{path}: an empty folder, nothing to seal")
-    base = path if path.is_dir() else path.parent
+    base = path if os.path.isdir(path) else os.path.dirname(path)
     files = {}
-    for p in members:
+    for rel in members:
+        p = os.path.join(base, rel)
         try:
-            files[p.relative_to(base).as_posix()] = {"bytes": p.stat().st_size, algorithm: digest_file(p, algorithm)}
+            files[rel] = {"bytes": os.stat(p).st_size, algorithm: digest_file(p, algorithm)}
         except OSError as exc:
             raise SealError(f"{p}: cannot read: {exc.strerror or exc}") from None
     import json
@@ -93,9 +99,10 @@ def seal(path: str | Path, algorithm: str = "crc32") -> Path:
     return target
 
 
-def write_atomic(target: Path, data: bytes) -> None:
+def write_atomic(target: str, data: bytes) -> None:
     """``data`` to ``target`` via a temp file in the same folder, fsync, rename, fsync of the folder."""
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    folder, name = os.path.split(target)
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as fh:
             fh.write(data)
@@ -103,48 +110,59 @@ def write_atomic(target: Path, data: bytes) -> None:
             os.fsync(fh.fileno())
         os.replace(tmp, target)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
         raise
-    fd = os.open(target.parent, os.O_RDONLY)
+    fd = os.open(folder or ".", os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
 
 
-@dataclass
 class SealCheck:
     """A path against its seal. ``sealed``: a seal was found; ``problems``: one line per file that
     differs (missing, other size, other checksum), naming it; ``checked``: files whose checksum
-    was compared (empty when only sizes were)."""
+    was compared (empty when only sizes were). A plain class: ``ckpt inspect`` imports this module
+    on every start and ``dataclasses`` would cost it a sixth of its time."""
 
-    seal: Path | None
-    sealed: bool = False
-    problems: list[str] = field(default_factory=list)
-    checked: list[str] = field(default_factory=list)
-    algorithm: str | None = None
+    def __init__(self, seal: str | None, sealed: bool = False) -> None:
+        self.seal, self.sealed = seal, sealed  # the seal file's path
+        self.problems: list[str] = []
+        self.checked: list[str] = []
+        self.algorithm: str | None = None
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
+    @property
+    def seal_name(self) -> str:
+        return os.path.basename(self.seal or "")
 
-def find_seal(path: Path) -> tuple[Path, str] | None:
+
+def find_seal(path: str) -> tuple[str, str] | None:
     """(seal file, name of ``path`` inside it) for a sealed file or folder, or for a file inside a
-    sealed folder; None when nothing seals it."""
+    sealed folder (up to three folders up); None when nothing seals it."""
     own = seal_path(path)
-    if own.is_file():
-        return own, "" if path.is_dir() else path.name
-    for folder in path.parents[:3]:
-        if (folder / DIR_SEAL).is_file():
-            return folder / DIR_SEAL, path.relative_to(folder).as_posix()
+    if os.path.isfile(own):
+        return own, "" if os.path.isdir(path) else os.path.basename(path)
+    path = os.path.abspath(path) if not os.path.isabs(path) else path
+    inner, folder = os.path.basename(path), os.path.dirname(path)
+    for _ in range(3):
+        if os.path.isfile(os.path.join(folder, DIR_SEAL)):
+            return os.path.join(folder, DIR_SEAL), inner
+        folder, above = os.path.dirname(folder), os.path.basename(folder)
+        if not above:
+            break
+        inner = f"{above}/{inner}"
     return None
 
 
-def check(path: str | Path, checksums: bool) -> SealCheck:
+def check(path: str | os.PathLike, checksums: bool) -> SealCheck:
     """Compare ``path`` (a file, or a folder: every file its seal lists) with its seal. Sizes are
     always compared; ``checksums`` reads every byte and compares the CRC-32/sha256 too."""
-    path = Path(path)
+    path = os.fspath(path)
     found = find_seal(path)
     if found is None:
         return SealCheck(None)
@@ -153,7 +171,8 @@ def check(path: str | Path, checksums: bool) -> SealCheck:
     import json
 
     try:
-        doc = json.loads(seal_file.read_text())
+        with open(seal_file, encoding="utf-8") as fh:
+            doc = json.load(fh)
         files, algorithm = doc["files"], doc["algorithm"]
         if doc.get("schema") != SCHEMA or algorithm not in ALGORITHMS or not isinstance(files, dict):
             raise ValueError(f"not a {SCHEMA} manifest")
@@ -161,16 +180,16 @@ def check(path: str | Path, checksums: bool) -> SealCheck:
         result.problems.append(f"seal {seal_file} unreadable ({exc}): the checkpoint cannot be checked against it")
         return result
     result.algorithm = algorithm
-    base = seal_file.parent
+    base = os.path.dirname(seal_file)
     wanted = {k: v for k, v in files.items() if not name or k == name or k.startswith(name.rstrip("/") + "/")}
     if name and not wanted:
         return SealCheck(None)  # a file added to a sealed folder later: the seal says nothing about it
     for rel, entry in sorted(wanted.items()):
-        p = base / rel
-        if not p.is_file():
+        p = os.path.join(base, rel)
+        if not os.path.isfile(p):
             result.problems.append(f"{rel}: sealed but missing")
             continue
-        size = p.stat().st_size
+        size = os.stat(p).st_size
         if size != entry.get("bytes"):
             result.problems.append(f"{rel}: {size:,} bytes, sealed with {entry.get('bytes'):,}")
             continue

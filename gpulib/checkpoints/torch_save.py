@@ -97,6 +97,8 @@ def fill_from_pickle(report: FileReport, result: StubResult, what: str) -> None:
     for p in w.problems:
         report.add("warning", p)
     report.summary = summarise(w)
+    if isinstance(result.obj, dict) and not result.error:  # every top-level key, even past the walk's entry limit
+        report.summary.top_keys = [str(k) for k in result.obj]
     if result.error and result.error.startswith("refused before unpickling"):
         report.add("unsafe", f"{what}: {result.error}")
         return

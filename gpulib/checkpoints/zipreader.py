@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from dataclasses import dataclass
 from functools import lru_cache
 
 EOCD_SIG = b"PK\x05\x06"
@@ -69,28 +68,31 @@ class ZipFormatError(Exception):
         self.reason = reason
 
 
-@dataclass(frozen=True)
+# Plain classes, not dataclasses: this module is on every `gpulib ckpt inspect` start, and
+# `dataclasses` (with `inspect`, `ast`, `dis` behind it) would cost a sixth of its time.
 class ZipMember:
-    name: str
-    method: int  # 0 stored, 8 deflated
-    flags: int
-    crc32: int
-    compressed_bytes: int
-    size_bytes: int
-    header_offset: int  # relative to the archive start
-    data_offset: int | None = None  # absolute file offset of the payload, after read_local_headers()
+    """One member as the central directory lists it."""
+
+    __slots__ = ("name", "method", "flags", "crc32", "compressed_bytes", "size_bytes", "header_offset", "data_offset")
+
+    def __init__(self, name: str, method: int, flags: int, crc32: int, compressed_bytes: int, size_bytes: int,
+                 header_offset: int, data_offset: int | None = None) -> None:
+        self.name = name
+        self.method = method  # 0 stored, 8 deflated
+        self.flags, self.crc32, self.compressed_bytes, self.size_bytes = flags, crc32, compressed_bytes, size_bytes
+        self.header_offset = header_offset  # relative to the archive start
+        self.data_offset = data_offset  # absolute file offset of the payload, after read_local_headers()
 
 
-@dataclass
 class ZipIndex:
     """What the end record and central directory say. Offsets in members are archive-relative."""
 
-    path: str
-    start: int  # file offset where the archive begins (0 for a plain file)
-    end: int  # file offset just past the end record
-    members: list[ZipMember]
-    zip64: bool
-    duplicates: list[str]
+    def __init__(self, path: str, start: int, end: int, members: list[ZipMember], zip64: bool,
+                 duplicates: list[str]) -> None:
+        self.path = path
+        self.start = start  # file offset where the archive begins (0 for a plain file)
+        self.end = end  # file offset just past the end record
+        self.members, self.zip64, self.duplicates = members, zip64, duplicates
 
 
 def _find_eocd(fd: int, start: int, end: int) -> tuple[int, bytes]:

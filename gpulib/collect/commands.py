@@ -21,6 +21,7 @@ NO_DRIVER = ("no NVIDIA driver", ("couldn't communicate with the nvidia driver",
                                   "nvml: driver not loaded"))
 NO_BMC = ("no IPMI device (ipmi_si/ipmi_devintf not loaded, or no BMC)", ("could not open device at /dev/ipmi",))
 NO_HCA = ("no InfiniBand HCA", ("no ib devices found", "no such file or directory"))
+NO_WTMP = ("no login records (/var/log/wtmp absent, e.g. in a container)", ("cannot open", "no such file"))
 
 
 def classify(result: CommandResult, absent: tuple[str, tuple[str, ...]] | None) -> Outcome:
@@ -168,6 +169,9 @@ def host_collectors(prev_boot: bool) -> list[Collector]:
         command("ibstat", ["ibstat"], "infiniband/ibstat.txt", 20, absent=NO_HCA),
         command("ipmitool-sdr", ["ipmitool", "sdr", "list"], "ipmi/sdr-list.txt", 45, absent=NO_BMC),
         command("ip-link", ["ip", "-o", "link", "show"], "network/ip-link.txt", 10),
+        # boots, shutdowns and the sessions a crash cut (a power loss writes no shutdown record);
+        # -F prints full dates: the rows carry their year
+        command("boot-history", ["last", "-x", "-F"], "system/last-x.txt", 15, absent=NO_WTMP),
     ]
     if prev_boot:
         collectors.insert(1, Collector("kernel-log-prev-boot", 30, kernel_log_previous_boot))

@@ -20,7 +20,7 @@ from gpulib.diagnose import digest
 from gpulib.diagnose.record_summary import JOINED_BY_HOST, FileSummary, count_years, summary_of
 from gpulib.diagnose.thresholds import Thresholds
 from gpulib.logs import get_logger
-from gpulib.parsers import detect, gpu_series, registry, signatures, unwrap
+from gpulib.parsers import detect, gpu_series, registry, session, signatures, unwrap
 from gpulib.parsers.base import Problem, looks_binary, read_text
 from gpulib.parsers.gpu_records import GpuSample
 from gpulib.progress import Progress
@@ -361,9 +361,11 @@ def _gather(paths: list[str | Path], tz: str | None, *, full_series: bool, diges
                 if "root" in info:
                     _place_in_bundle(f, info)
                 inputs.files.append(f)
+                first = len(inputs.files) - 1
                 _examine(f, tz, inputs)
                 if not full_series:
-                    _reduce_series(f)
+                    for g in inputs.files[first:]:  # the file and its pasted sessions' outputs
+                        _reduce_series(g)
                 bar.update()
     year = _incident_year(inputs) if inputs.deferred or redo else None
     for f in redo:
@@ -507,6 +509,8 @@ def _examine(f: InputFile, tz: str | None, inputs: Inputs) -> None:
                 kind, f.wrapped = inner, True
                 f.host = f.host or bare.host
                 f.host_basis = f.host_basis or ("content" if bare.host else None)
+        if bare.commands and status.st_size <= UNWRAP_MAX_BYTES and not README_NAME.search(f.path.name):
+            inputs.files += _session_outputs(f, kind, tz)
     if kind is None and README_NAME.search(f.path.name) and not binary:
         f.kind = "documentation"
         return
@@ -527,6 +531,22 @@ def _examine(f: InputFile, tz: str | None, inputs: Inputs) -> None:
         inputs.deferred.append((f, head))
         return
     _parse_safely(f, tz, head)
+
+
+#: Kinds that read any log: a session's output of these kinds is read with the whole file, not again.
+CATCH_ALL_KINDS = ("training_log", "kernel_log")
+
+
+def _session_outputs(f: InputFile, kind: str | None, tz: str | None) -> list[InputFile]:
+    """A pasted shell session holds several commands' outputs (:mod:`gpulib.parsers.session`):
+    each tool output after a later prompt is also an input of its own kind, cited with the file's
+    name and line numbers (its lines are scanned once, with the whole file)."""
+    text, _problems = read_text(f.path)
+    opts = registry.Options(tz=f.timezone or tz)
+    return [InputFile(path=f.path, display=f.display, root=f.root, kind=out.kind, host=out.host,
+                      host_basis="content" if out.host else None, timezone=f.timezone, wrapped=True,
+                      records=list(out.result.records), problems=list(out.result.problems))
+            for out in session.outputs(text, str(f.path), opts, skip=(kind, *CATCH_ALL_KINDS))]
 
 
 def _parse_safely(f: InputFile, tz: str | None, head: str, year: int | None = None) -> None:

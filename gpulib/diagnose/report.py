@@ -89,7 +89,8 @@ class Diagnosis:
         bad = [i for i in self.inputs if i.get("problems")]
         out.append("")
         kinds = Counter(i["kind"] for i in self.inputs)
-        out.append(f"INPUTS: {len(self.inputs)} file(s): " + ", ".join(f"{n} {k}" for k, n in kinds.most_common())
+        files = len({i["path"] for i in self.inputs})  # a pasted session's outputs are inputs of one file
+        out.append(f"INPUTS: {files} file(s): " + ", ".join(f"{n} {k}" for k, n in kinds.most_common())
                    + (f"; {len(bad)} with problems:" if bad else ""))
         for i in bad[:15]:
             out.append(f"  {i['path']}: {'; '.join(i['problems'])[:140]}")

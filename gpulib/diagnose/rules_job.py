@@ -9,6 +9,7 @@ time out (or completed less work, or whose watchdog got stuck): those are where 
 Causes on the job side: CUDA OOM (with the numbers and a fragmentation hint), CUDA errors
 (uncorrectable ECC = hardware; illegal address / device assert = code), a rank's first Python
 exception, DataLoader failures, NCCL invalid usage, mixed IB/socket transports across nodes,
+ranks that timed out in different collectives at one sequence number (the code paths diverged),
 and data-loading stalls seen in per-rank step timings.
 """
 
@@ -87,12 +88,63 @@ def _timeouts(ctx: Context, events) -> None:
                     time=first.time_utc, evidence=[evidence(first_file, first.line, first.text)], pointers=pointers,
                     actions=["Do not chase the network first: these ranks waited for a peer; fix the peer's cause"])
         f.evidence += [evidence(fl, e.line, e.text) for fl, e in stuck[:2]]
+        _desync(ctx, timeouts)
     elif stuck:
         fl, e = stuck[0]
         ctx.add("watchdog-stuck", severity="error", category="application_error", role="symptom",
                     title=f"Rank {e.rank}: NCCL watchdog made no progress for {e.details.get('seconds')} s "
                           "(a CUDA/NCCL call hangs)", rank=e.rank, time=e.time_utc,
                     evidence=[evidence(fl, e.line, e.text)], pointers=Pointers(ranks={e.rank} - {None}))
+
+
+#: Collectives every rank must call with the same element count: a different NumelIn at one sequence
+#: number means the ranks are not in the same call (all-to-all, gather/scatter and send/recv sizes may differ).
+SAME_SIZE_OPS = {"ALLREDUCE", "BROADCAST", "REDUCE", "ALLGATHER", "_ALLGATHER_BASE", "REDUCE_SCATTER",
+                 "_REDUCE_SCATTER_BASE", "ALLREDUCE_COALESCED", "BARRIER"}
+_P2P_OR_UNEVEN = ("SEND", "RECV", "ALLTOALL", "GATHER", "SCATTER")
+
+
+def _desync(ctx: Context, timeouts) -> None:
+    """Ranks that timed out at the *same* sequence number of one process group but in *different*
+    collectives (another OpType, or another element count of an all-reduce/all-gather/broadcast).
+
+    Sequence numbers count the collectives each rank issued; equal numbers with different calls mean
+    the ranks' code paths diverged: one rank still all-reduces gradients while the others already
+    all-reduce a one-element validation metric (uneven data per rank: an IterableDataset split
+    unevenly, no drop_last), or a collective sits under an ``if rank == 0``. Nobody is slow and the
+    network is fine: the job's own code makes the ranks wait for each other forever."""
+    calls: dict = defaultdict(dict)
+    for fl, e in timeouts:
+        d = e.details
+        if e.rank is None or d.get("seq") is None or not d.get("op"):
+            continue
+        calls[(d.get("pg", 0), d["seq"])].setdefault(e.rank, (d["op"], d.get("numel_in"), fl, e))
+    for (_pg, seq), by_rank in sorted(calls.items(), key=lambda kv: str(kv[0])):
+        ops = {op for op, *_ in by_rank.values()}
+        if len(by_rank) < 2 or any(any(k in op for k in _P2P_OR_UNEVEN) for op in ops):
+            continue
+        shapes = {(op, n if op in SAME_SIZE_OPS else None) for op, n, *_ in by_rank.values()}
+        if len(shapes) < 2:
+            continue
+        groups: dict = defaultdict(list)
+        for r, (op, n, *_rest) in by_rank.items():
+            groups[(op, n)].append(r)
+        odd = min(groups.values(), key=lambda rs: (len(rs), rs))
+        parts = "; ".join(f"{op}{f' of {n} elements' if n is not None else ''} on rank(s) {_fmt_ranks(rs)}"
+                          for (op, n), rs in sorted(groups.items(), key=lambda kv: kv[1]))
+        first = [by_rank[r] for r in sorted(by_rank) if r in odd][0]
+        other = next(by_rank[r] for r in sorted(by_rank) if r not in odd)
+        ctx.add("collective-desync", severity="critical", category="application_error", interruption="soft",
+                role="cause", title=f"The ranks were in different collectives at SeqNum {seq} ({parts}): their code "
+                                    "paths diverged, so each waited for a call the others never made",
+                rank=odd[0] if len(odd) == 1 and len(by_rank) > 2 else None, time=first[3].time_utc,
+                evidence=[evidence(first[2], first[3].line, first[3].text),
+                          evidence(other[2], other[3].line, other[3].text)],
+                actions=["Give every rank the same number of batches (equal shards, drop_last=True, or "
+                         "torch.distributed.algorithms.Join for uneven inputs)",
+                         "Look for collectives (all_reduce of a metric, barrier, checkpoint gather) under a rank- or "
+                         "data-dependent condition; TORCH_DISTRIBUTED_DEBUG=DETAIL reports mismatched collectives"])
+        return
 
 
 # ---------------------------------------------------------------- errors

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from gpulib.diagnose.context import Context, evidence
 from gpulib.findings import EvidenceLine, Finding
+from gpulib.parsers.slurm import NodeReason
 from gpulib.parsers.slurm_job import BAD_END_STATES, ended_badly
 
 #: Reasons ``sinfo -R`` gives for a node slurmctld lost.
@@ -142,8 +143,8 @@ def _failed_step_nodes(job: _Job, state: str | None = None) -> list[str]:
 
 
 def _nodes_lost(ctx: Context) -> set[str]:
-    return {n for _, rec in ctx.records("slurm_sinfo") if any(k in rec.reason.lower() for k in _LOST)
-            for n in rec.nodes}
+    return {n for _, rec in ctx.records("slurm_sinfo")  # `sinfo -R` rows; a partition table's rows have no reason
+            if isinstance(rec, NodeReason) and any(k in rec.reason.lower() for k in _LOST) for n in rec.nodes}
 
 
 def _node_fail(ctx: Context, job: _Job, lost: set[str]) -> None:

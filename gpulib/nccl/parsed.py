@@ -67,6 +67,9 @@ def _failure(run: nccl_tests.NcclTestsRun) -> str | None:
         return f"crashed before the first size: {said}" + (warn if lines else "")
     if lines:
         return "; ".join(lines) + warn
+    if not run.rows and run.avg_busbw_gbps is None:
+        return ("stopped before the first size with no error line: the run hung while connecting (compare the "
+                "transport/plugin each node printed), or was killed")
     if run.rows and run.avg_busbw_gbps is None:
         last = run.rows[-1]
         return (f"the table stops after {format_size(last.size_bytes)} (line {last.line}) with no '# Avg bus bandwidth' "

@@ -34,7 +34,7 @@ from gpulib.notebook.drill_grading import (
 __all__ = ["Drill"]
 
 _STYLE = {"description_width": "initial"}
-#: Wide enough for the longest label of each picker (a GPU is "host GPU i (dddd:bb:dd.f)").
+#: Wide enough for the longest label of each picker (a GPU is "host dddd:bb:dd.f (GPU i)").
 _WIDTHS = {"category": "330px", "interruption": "440px", "host": "300px", "gpu": "420px", "rank": "220px"}
 _TEXT_WIDTH = 100  # the output area's width in characters: longer lines wrap mid-word in JupyterLab
 

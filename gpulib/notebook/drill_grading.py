@@ -10,7 +10,7 @@ answer away. Every host, GPU and rank the evidence mentions is offered - the hos
 read, of every finding and of the NCCL rank map; the GPUs of the rank map, the findings and the
 nvidia-smi snapshots; every rank placed or named - so choosing is reading the evidence.
 
-GPUs are named by host, index and PCI id (``node-b GPU 2 (0000:4f:00.0)``). After an Xid 79,
+GPUs are named by host, PCI id and index (``node-b 0000:4f:00.0 (GPU 2)``, as everywhere in gpulib). After an Xid 79,
 nvidia-smi numbers the surviving GPUs anew, so "GPU 2" after the crash may be another board than
 the GPU 2 the job ran on: the PCI id is the identity, and the index shown is the one the job saw
 (the NCCL rank map's ``cudaDev``), else the diagnosis's, else the snapshot's.
@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from gpulib.findings import gpu_name
 from gpulib.identity import normalize_pci
 from gpulib.notebook.widgets import natural_key
 
@@ -66,8 +67,7 @@ class GpuChoice:
     index: int | None
 
     def label(self) -> str:
-        index = f"GPU {self.index}" if self.index is not None else "GPU ?"
-        return f"{self.host} {index}" + (f" ({self.pci})" if self.pci else "")
+        return f"{self.host} {gpu_name(self.pci, self.index) or 'GPU ?'}"
 
     def matches(self, host: str | None, pci: str | None, index: int | None) -> bool:
         """Same board: same host and PCI id, or (no PCI id known on one side) same index."""
@@ -85,7 +85,7 @@ class Choices:
     hosts: tuple[str, ...]
     gpus: tuple[GpuChoice, ...]
     ranks: tuple[int, ...]
-    #: rank -> "gx-a800-102 GPU 2 (0000:4f:00.0)" from the NCCL rank map (for the answer's why)
+    #: rank -> "gx-a800-102 0000:4f:00.0 (GPU 2)" from the NCCL rank map (for the answer's why)
     placement: dict[int, str] = field(default_factory=dict, compare=False)
 
 

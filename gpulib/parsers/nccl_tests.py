@@ -331,13 +331,17 @@ def parse(text: str, source: str = "<text>", **opts) -> ParseResult[NcclTestsRun
     warned = any(d.level == "WARN" for d in debug)
     for r in runs:
         started = bool(r.params or r.devices or r.version)
-        if not (r.rows or r.failures or r.avg_busbw_gbps is not None or (started and warned)):
+        # a header followed by NCCL's own lines and nothing else is a run that hung while connecting
+        if not (r.rows or r.failures or r.avg_busbw_gbps is not None or (started and (warned or debug))):
             continue
         r.debug = debug
         r.collective = r.collective or fallback
         if r.rows and r.avg_busbw_gbps is None and not r.failures:
             result.problems.append(Problem(source, "the table ends before '# Avg bus bandwidth': the run was cut off "
                                            f"after {len(r.rows)} rows", r.rows[-1].line))
+        elif not r.rows and not r.failures and r.avg_busbw_gbps is None and not warned:
+            result.problems.append(Problem(source, "the run printed its header and NCCL set-up lines but no result "
+                                           "row and no error: it hung while connecting, or was killed", r.line))
         result.records.append(r)
     if not result.records:
         first_warn = next((d for d in debug if d.level == "WARN"), None)

@@ -22,6 +22,7 @@ from gpulib.parsers import (
     df,
     flight_recorder,
     fuser,
+    gpu_query_time,
     infiniband,
     ip_link,
     ipmi,
@@ -47,6 +48,7 @@ from gpulib.parsers import (
     statfs,
     torchrun_error,
     training_log,
+    wtmp,
 )
 from gpulib.parsers.base import ParseResult
 
@@ -149,6 +151,8 @@ SPECS: tuple[ParserSpec, ...] = (
     _spec(ipmi_sel_time),
     _spec(ipmi_sensor),
     _spec(statfs),
+    _spec(wtmp, "year"),
+    _spec(gpu_query_time),
     ParserSpec(training_log.KIND, training_log.looks_like, _training, "file", ("tz", "year"), shares_read=True),
     ParserSpec(kernel_log.KIND, kernel_log.looks_like, _kernel, "file", ("tz", "year", "boot_time")),
 )

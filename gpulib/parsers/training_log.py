@@ -73,7 +73,7 @@ CATALOGUE_KEYWORDS: tuple[bytes, ...] = (
 #: Lines read only from the head and tail of a large log (every line of a small one): progress,
 #: launcher identity, checkpoints and completion, which can be on every other line.
 PROGRESS_KEYWORDS: tuple[bytes, ...] = (
-    b"step", b"iteration", b"s/it", b"val batch", b"heckpoint", b"raining complete", b"raining finished",
+    b"step", b"iteration", b"Iter", b"s/it", b"val batch", b"heckpoint", b"raining complete", b"raining finished",
     b"raining done", b"successfully finished", b"train_runtime", b"torch ", b"torch=", b"torch version",
     b"orch.__version__", b"PyTorch version", b"device=cuda:", b"local_rank=", b"distributed init (rank", b"re-looped",
     b"srun: error", b"slurmstepd: error",
@@ -103,6 +103,29 @@ _RANK_PREFIX = re.compile(r"^\[rank(?P<rank>\d+)\]:\s?")
 _RANK_GLUED = re.compile(r"(?<=[\]|%\s])\[rank(?P<rank>\d+)\]:\s?")  # after a tqdm bar: "...s/it][rank3]: ..."
 _RANK_LINE = re.compile(r"(?m)^(?:\s*\d+: )?\[rank\d+\]:")  # torchrun's per-rank prefix starts a line
 _RANK_WORD = re.compile(r"\[rank(?P<a>\d+)\]|\|\s*rank(?P<b>\d+)\s*\||\brank[ =:](?P<c>\d+)\b")
+
+
+_ERROR_RECORD = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b")
+
+
+def _traceback_line(text: str) -> bool:
+    """A line of a Python traceback before its final exception line."""
+    return text.startswith(("Traceback (most recent call last)", "  ")) or not text.strip()
+
+
+def _logged_exception(before: list[str], year: int | None, tz) -> bool:
+    """Whether the lines before an untimed exception line are a traceback that directly follows
+    an ERROR/CRITICAL log record (launcher prefixes stripped; any other line in between - another
+    rank's, a progress line - and it is not)."""
+    seen_traceback = False
+    for raw in reversed(before):
+        text = strip_prefixes(raw)[0]
+        if stamp_in(raw, year=year, tz=tz):
+            return seen_traceback and bool(_ERROR_RECORD.search(text))
+        if not _traceback_line(text):
+            return False
+        seen_traceback = seen_traceback or text.startswith("Traceback (most recent call last)")
+    return False
 
 
 def strip_prefixes(line: str) -> tuple[str, dict]:
@@ -240,7 +263,9 @@ _TORCH_VERSION = re.compile(r"\b(?:torch|PyTorch)(?:\.__version__)?(?: version)?
                             r"(?P<ver>\d+\.\d+\.\d+(?:[+.][\w.]*\w)?)")
 
 # progress lines (head/tail pass)
-_STEP = re.compile(r"\b(?:step|iteration|iter|global_step)[:= ]\s*(?P<step>\d+)\b|\b(?P<tq>\d+)/(?P<total>\d+) \[")
+#: ``step 120``, a tqdm bar ``120/4000 [``, and ``Iter: 31/418`` (Kaldi's train.py: the step out of the total).
+_STEP = re.compile(r"\b(?:step|iteration|iter|global_step)[:= ]\s*(?P<step>\d+)\b|\b(?P<tq>\d+)/(?P<total>\d+) \["
+                   r"|\bIter(?:ation)?:? (?P<tq2>\d+)/(?P<total2>\d+)\b")
 _S_PER_STEP = re.compile(r"(?P<v>\d+(?:\.\d+)?) ?s/(?:step|it)\b|elapsed time per iteration \(ms\): (?P<ms>[\d.]+)")
 _METRIC_MS = re.compile(r"\b(?P<k>[a-z][a-z0-9_]*_ms)=(?P<v>\d+(?:\.\d+)?)")
 _EVAL_PROGRESS = re.compile(r"val(?:idation)? batch (?P<done>\d+)/(?P<total>\d+)")
@@ -645,9 +670,14 @@ class JobLogScanner:
     def _nearby_time(self, chunk: bytes, start: int, end: int) -> str | None:
         """Borrow the time of the nearest stamped line: the previous one if the gap to the next is
         short (a traceback printed right after its log line), else the next one (error lines are
-        followed within seconds by the launcher's teardown lines)."""
+        followed within seconds by the launcher's teardown lines). One exception: a traceback that
+        directly follows an ERROR/CRITICAL record is that record's ``exc_info`` (Python logging's
+        ``logger.exception`` prints the message, then the traceback): it has the record's time,
+        however long the others wait before their watchdog's teardown lines."""
         before = chunk[max(0, start - self.CONTEXT_BYTES):start].decode("utf-8", "replace").splitlines()
         prev = next((t for t in (stamp_in(x, year=self.year, tz=self.tz) for x in reversed(before)) if t), None)
+        if prev and _logged_exception(before, self.year, self.tz):
+            return prev
         after_end = self._limit if end == -1 else end
         after = chunk[after_end:min(after_end + self.CONTEXT_BYTES, self._limit)].decode("utf-8", "replace").splitlines()
         nxt = next((t for t in (stamp_in(x, year=self.year, tz=self.tz) for x in after) if t), None)
@@ -728,7 +758,7 @@ class JobLogScanner:
         if m["step"]:
             details["step"] = int(m["step"])
         else:
-            details["step"], details["total"] = int(m["tq"]), int(m["total"])
+            details["step"], details["total"] = int(m["tq"] or m["tq2"]), int(m["total"] or m["total2"])
         s = _S_PER_STEP.search(body)
         if s:
             details["s_per_step"] = float(s["v"]) if s["v"] else float(s["ms"]) / 1000.0

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpulib.parsers.kernel_prefix import MARKDOWN_QUOTE
 from gpulib.parsers.line_identity import PROMPT
@@ -25,14 +25,17 @@ FANOUT_SHARE = 0.9
 
 @dataclass
 class Unwrapped:
+    """``commands``: (0-based line, host, what was typed) of every shell prompt line, in order."""
+
     text: str
     host: str | None = None
     changed: bool = False
+    commands: list[tuple[int, str | None, str]] = field(default_factory=list)
 
 
 def unwrap(text: str) -> Unwrapped:
-    """The text without quotes, fences, prompt lines and a common fan-out host prefix (line for line)."""
-    host = None
+    """The text without quotes, fences, a common fan-out host prefix and prompt lines (line for
+    line). The prefix goes first: ``pdsh`` in front of a pasted session puts it before every prompt."""
     out = []
     for line in text.splitlines():  # a removed line leaves an empty one: evidence keeps its line numbers
         if _FENCE.match(line):
@@ -40,21 +43,33 @@ def unwrap(text: str) -> Unwrapped:
             continue
         if line.lstrip().startswith(">"):
             line = MARKDOWN_QUOTE.sub("", line, count=1)
+        out.append(line)
+    fanout = _fanout_host(out)
+    if fanout:
+        cut = len(fanout) + 2
+        out = [x[cut:] if x.startswith(fanout + ": ") else x for x in out]
+    host = None
+    commands = []
+    for i, line in enumerate(out):
         m = PROMPT.match(line)
         if m:
             host = m["h1"] or m["h2"]
-            line = ""
-        out.append(line)
-    prefixes = Counter(m["host"] for m in map(_FANOUT.match, out) if m)
-    filled = [x for x in out if x.strip()]
-    if prefixes and len(filled) >= 3:
-        name, count = prefixes.most_common(1)[0]
-        if count >= FANOUT_SHARE * len(filled) and name.lower() not in _NOT_HOSTS and not name.isupper():
-            cut = len(name) + 2
-            out = [x[cut:] if x.startswith(name + ": ") else x for x in out]
-            host = name
+            commands.append((i, host, line[m.end():].strip()))
+            out[i] = ""
     new = "\n".join(out) + "\n"
-    return Unwrapped(new, host, new.strip() != text.strip())
+    return Unwrapped(new, fanout or host, new.strip() != text.strip(), commands)
+
+
+def _fanout_host(lines: list[str]) -> str | None:
+    """The host a fan-out tool (``pdsh``, ``clush``) put in front of nearly every line, if one did."""
+    prefixes = Counter(m["host"] for m in map(_FANOUT.match, lines) if m)
+    filled = [x for x in lines if x.strip()]
+    if not prefixes or len(filled) < 3:
+        return None
+    name, count = prefixes.most_common(1)[0]
+    if count >= FANOUT_SHARE * len(filled) and name.lower() not in _NOT_HOSTS and not name.isupper():
+        return name
+    return None
 
 
 __all__ = ["Unwrapped", "unwrap"]

@@ -56,8 +56,8 @@ def _run(args) -> int:
         return _describe(args.runbook)  # a RunbookError: gpulib.cli prints it, exit 2
     values = {}
     if args.evidence is not None:
-        (evidence,) = require_readable([args.evidence], what="evidence")
-        values["evidence"] = str(evidence.resolve())
+        require_readable([args.evidence], what="evidence")
+        values["evidence"] = str(Path(args.evidence).resolve())
     if args.textfile:
         textfile.check_directory(args.textfile)  # a usage error (exit 2) before a long run, not after
     skip_slow_imports()

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from gpulib.findings import gpu_name
 from gpulib.identity import normalize_pci
 from gpulib.parsers.gpu_records import ERROR_COUNTERS as COUNTERS
 from gpulib.runbooks.archive import ArchivedRun
@@ -51,9 +52,7 @@ def gpu_key(record: dict) -> str | None:
 def _label(record: dict) -> str:
     host = record.get("host")
     ident = normalize_pci(record.get("pci_bus_id") or record.get("gpu_pci")) or record.get("uuid") or record.get("gpu_uuid")
-    index = record.get("gpu_index", record.get("index"))
-    text = f"GPU {index}" if index is not None else "GPU"
-    text += f" ({ident})" if ident else ""
+    text = gpu_name(ident, record.get("gpu_index", record.get("index"))) or "GPU"
     return f"{text} on {host}" if host else text
 
 

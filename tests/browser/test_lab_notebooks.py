@@ -193,7 +193,7 @@ def test_triage_drill_offers_every_host_and_writes_no_answer_before_the_commit(l
     retry, and the commit reveals the scores, writes the findings and shows the next step."""
     ev = open_evidence(str(EXAMPLE))
     evidence_hosts = set(ev.inputs()["host"].dropna()) | set(ev.ranks()["host"])
-    rank_map_gpus = {f"{r.host} GPU {r.gpu_index} ({r.pci_bus_id})" for r in ev.ranks().itertuples()}
+    rank_map_gpus = {f"{r.host} {r.pci_bus_id} (GPU {r.gpu_index})" for r in ev.ranks().itertuples()}
     answer_file = lab.root / "findings-00-drill.json"
     answer_file.write_text(json.dumps([{"id": "xid79", "category": EXAMPLE_ANSWER["category"],
                                         "title": "left by an earlier run"}]))
@@ -220,17 +220,17 @@ def test_triage_drill_offers_every_host_and_writes_no_answer_before_the_commit(l
         assert not answer_file.exists(), "the answer lies in the file browser before the trainee committed"
 
     with screenshot_check(page, "00-drill-4-hint"):
-        right_gpu = f"{EXAMPLE_ANSWER['host']} GPU 2 (0000:4f:00.0)"
+        right_gpu = f"{EXAMPLE_ANSWER['host']} 0000:4f:00.0 (GPU 2)"
         pick(category, EXAMPLE_ANSWER["category"])
         pick(interruption, next(o for o in options(interruption) if o.startswith("hard")))
         pick(host, EXAMPLE_ANSWER["host"])
-        pick(gpu, f"{EXAMPLE_ANSWER['host']} GPU 3 (0000:54:00.0)")  # nvidia-smi's renumbered "GPU 2"
+        pick(gpu, f"{EXAMPLE_ANSWER['host']} 0000:54:00.0 (GPU 3)")  # nvidia-smi's renumbered "GPU 2"
         pick(rank, "rank 10")
         commit.click()
         hint = drill.locator(".widget-output", has_text="Attempt 1: 4 / 5").first
         hint.wait_for(timeout=30_000)
         text = hint.inner_text()
-        assert f"culprit GPU: {EXAMPLE_ANSWER['host']} GPU 3 (0000:54:00.0) -> WRONG" in text, text
+        assert f"culprit GPU: {EXAMPLE_ANSWER['host']} 0000:54:00.0 (GPU 3) -> WRONG" in text, text
         assert "hint: Kernel lines name a GPU by PCI id" in text and "0000:4f" not in text, text
         assert wait_for_file(answer_file, present=False, timeout_s=2), "a graded attempt is not the reveal"
         assert "01_kernel_xid" not in "\n".join(next_step.all_inner_texts())

@@ -38,16 +38,31 @@ def _poison(path: Path, marker: Path) -> None:
 
 
 def _damage(root: Path, damage: str, marker: Path) -> None:
-    """Apply one parametrized damage (``none``, ``truncate REL``, ``delete REL``, ``poison REL``) below ``root``."""
-    verb, _, rel = damage.partition(" ")
-    if verb == "truncate":
-        _truncate(root / rel)
-    elif verb == "delete":
-        (root / rel).unlink()
-    elif verb == "poison":
-        _poison(root / rel, marker)
-    else:
-        assert verb == "none", damage
+    """Apply parametrized damage below ``root``, several joined by `` & ``: ``none``, ``truncate REL``,
+    ``zero REL`` (0 bytes), ``delete REL``, ``poison REL``, ``write REL TEXT``, ``dropkey REL KEY`` (a torch
+    file re-saved without one top-level key), ``fifo REL`` (replaced by a named pipe)."""
+    for one in damage.split(" & "):
+        verb, _, rest = one.partition(" ")
+        rel, _, arg = rest.partition(" ")
+        if verb == "truncate":
+            _truncate(root / rel)
+        elif verb == "zero":
+            (root / rel).write_bytes(b"")
+        elif verb == "delete":
+            (root / rel).unlink()
+        elif verb == "poison":
+            _poison(root / rel, marker)
+        elif verb == "write":
+            (root / rel).write_text(arg)
+        elif verb == "dropkey":
+            ck = torch.load(root / rel, weights_only=False)
+            del ck[arg]
+            torch.save(ck, root / rel)
+        elif verb == "fifo":
+            (root / rel).unlink()
+            os.mkfifo(root / rel)
+        else:
+            assert verb == "none", damage
 
 
 # --- HF Trainer -----------------------------------------------------------------------------
@@ -78,6 +93,11 @@ def _hf_train(transformers, out: Path, max_steps: int, resume: str | None) -> No
     ("truncate checkpoint-6/rng_state.pth", "checkpoint-4"),
     ("poison checkpoint-6/rng_state.pth", "checkpoint-4"),
     ("delete checkpoint-6/trainer_state.json", "checkpoint-4"),
+    ("write checkpoint-6/trainer_state.json []", "checkpoint-4"),  # TrainerState(**[]) raises; latest crashed
+    ("truncate checkpoint-6/config.json", "checkpoint-4"),  # opened whenever present
+    ("zero checkpoint-6/scheduler.pt", "checkpoint-4"),
+    ("delete checkpoint-6/scheduler.pt & truncate checkpoint-6/optimizer.pt", "checkpoint-6"),  # the pair is not loaded
+    ("fifo checkpoint-6/scheduler.pt", "checkpoint-6"),  # isfile() is False: neither is loaded; latest hung
 ])
 def test_hf_trainer_latest_resumes(hf_run, tmp_path, damage, expect):
     transformers, src = hf_run
@@ -93,11 +113,11 @@ def test_hf_trainer_latest_resumes(hf_run, tmp_path, damage, expect):
 
 # --- accelerate -----------------------------------------------------------------------------
 
-def _accelerate_objects(accelerate, project: Path):
+def _accelerate_objects(accelerate, project: Path, auto: bool = True):
     from accelerate.utils import ProjectConfiguration
 
     torch.manual_seed(0)
-    acc = accelerate.Accelerator(cpu=True, project_config=ProjectConfiguration(str(project), automatic_checkpoint_naming=True))
+    acc = accelerate.Accelerator(cpu=True, project_config=ProjectConfiguration(str(project), automatic_checkpoint_naming=auto))
     model = torch.nn.Linear(4, 4)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2)
@@ -127,6 +147,8 @@ def accelerate_run(tmp_path_factory):
     ("delete checkpoint_10/scheduler.bin", "checkpoint_9"),
     ("truncate checkpoint_10/model.safetensors", "checkpoint_9"),
     ("poison checkpoint_10/random_states_0.pkl", "checkpoint_9"),
+    ("truncate checkpoint_10/random_states_0.pkl", "checkpoint_10"),  # load_state only logs a failed RNG restore
+    ("zero checkpoint_10/optimizer.bin", "checkpoint_9"),
 ])
 def test_accelerate_latest_resumes(accelerate_run, tmp_path, damage, expect):
     accelerate, src = accelerate_run
@@ -138,11 +160,38 @@ def test_accelerate_latest_resumes(accelerate_run, tmp_path, damage, expect):
     assert report.chosen is not None and report.chosen.name == expect, report.to_text()
     acc, *_ = _accelerate_objects(accelerate, tmp_path / "fresh")
     acc.load_state(str(report.resume_from))
-    if damage.split(" ")[0] in ("delete", "truncate"):  # the rejected one really does not resume
+    if expect != "checkpoint_10" and not damage.startswith("poison"):  # the rejected one really does not resume
         acc, *_ = _accelerate_objects(accelerate, tmp_path / "fresh2")
         with pytest.raises(Exception):  # noqa: B017 - whatever the loader raises
             acc.load_state(str(project / "checkpoints" / "checkpoint_10"))
     assert not marker.exists()
+
+
+def test_accelerate_named_folders_and_lone_checkpoint(tmp_path):
+    """save_state("out/step_N") (no automatic naming): newest by the number in the name, not text order;
+    and a lone checkpoint without scheduler.bin (a prepared scheduler): load_state raises, never named."""
+    accelerate = pytest.importorskip("accelerate", reason="the 'frameworks' extra (accelerate) is not installed")
+    out = tmp_path / "out"
+    acc, model, opt, sched = _accelerate_objects(accelerate, tmp_path / "p", auto=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for n in (99, 100):
+            model(torch.ones(2, 4)).sum().backward()
+            opt.step()
+            sched.step()
+            acc.save_state(str(out / f"step_{n}"))
+    report = find_latest([out])
+    assert report.chosen is not None and report.chosen.name == "step_100", report.to_text()
+    acc, *_ = _accelerate_objects(accelerate, tmp_path / "fresh")
+    acc.load_state(str(report.resume_from))
+    lone = tmp_path / "lone"
+    shutil.copytree(out / "step_100", lone / "step_100")
+    (lone / "step_100" / "scheduler.bin").unlink()
+    report = find_latest([lone])
+    assert report.chosen is None, report.to_text()
+    acc, *_ = _accelerate_objects(accelerate, tmp_path / "fresh2")
+    with pytest.raises(Exception):  # noqa: B017 - whatever the loader raises
+        acc.load_state(str(lone / "step_100"))
 
 
 # --- Lightning ------------------------------------------------------------------------------
@@ -184,6 +233,11 @@ def lightning_run(tmp_path_factory):
     ("none", "epoch=0-step=6.ckpt"),
     ("truncate epoch=0-step=6.ckpt", "epoch=0-step=4.ckpt"),
     ("poison epoch=0-step=6.ckpt", "epoch=0-step=4.ckpt"),
+    ("zero epoch=0-step=6.ckpt", "epoch=0-step=4.ckpt"),
+    ("dropkey epoch=0-step=6.ckpt state_dict", "epoch=0-step=4.ckpt"),
+    ("dropkey epoch=0-step=6.ckpt optimizer_states", "epoch=0-step=4.ckpt"),  # what save_weights_only writes
+    ("dropkey epoch=0-step=6.ckpt pytorch-lightning_version", "epoch=0-step=4.ckpt"),
+    ("dropkey epoch=0-step=6.ckpt loops", "epoch=0-step=6.ckpt"),  # read with .get: still resumes
 ])
 def test_lightning_latest_resumes(lightning_run, tmp_path, damage, expect):
     L, src = lightning_run
@@ -249,6 +303,7 @@ def deepspeed_run(tmp_path_factory):
     ("delete global_step6/zero_pp_rank_0_mp_rank_00_optim_states.pt", "global_step4"),
     ("truncate global_step6/mp_rank_00_model_states.pt", "global_step4"),
     ("poison global_step6/zero_pp_rank_0_mp_rank_00_optim_states.pt", "global_step4"),
+    ("zero global_step6/zero_pp_rank_0_mp_rank_00_optim_states.pt", "global_step4"),
 ])
 def test_deepspeed_latest_resumes(deepspeed_run, tmp_path, damage, expect):
     ck = tmp_path / "ck"
@@ -259,3 +314,61 @@ def test_deepspeed_latest_resumes(deepspeed_run, tmp_path, damage, expect):
     assert report.chosen is not None and report.chosen.name == expect, report.to_text()
     _ds("load", report.resume_from, tmp_path)
     assert not marker.exists()
+
+
+# --- torch DCP (one process, two writer threads: two .distcp files per step) ----------------
+
+def _dcp_state(step: int) -> dict:
+    torch.manual_seed(step)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 8))
+    return {"model": model.state_dict(), "train_state": {"step": step}}
+
+
+@pytest.fixture(scope="module")
+def dcp_run(tmp_path_factory):
+    import torch.distributed.checkpoint as dcp
+
+    root = tmp_path_factory.mktemp("dcp") / "ckpt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for step in (2, 4, 6):
+            dcp.save(_dcp_state(step), storage_writer=dcp.FileSystemWriter(str(root / f"step-{step}"), thread_count=2))
+    return root
+
+
+def _dcp_item(path: Path, fqn: str):
+    import torch.distributed.checkpoint as dcp
+
+    return next(v for k, v in dcp.FileSystemReader(str(path)).read_metadata().storage_data.items() if k.fqn == fqn)
+
+
+@pytest.mark.parametrize(("damage", "expect"), [
+    ("none", "step-6"),
+    ("delete step-6/__0_1.distcp", "step-4"),
+    ("truncate step-6/.metadata", "step-4"),
+    ("zero step-6/__0_0.distcp", "step-4"),
+    ("item-head step-6 train_state.step", "step-4"),  # torch.save bytes of a non-tensor item overwritten
+])
+def test_dcp_latest_resumes(dcp_run, tmp_path, damage, expect):
+    import torch.distributed.checkpoint as dcp
+
+    root = tmp_path / "ckpt"
+    shutil.copytree(dcp_run, root)
+    if damage.startswith("item-head"):
+        _verb, rel, fqn = damage.split(" ")
+        info = _dcp_item(root / rel, fqn)
+        with open(root / rel / info.relative_path, "r+b") as fh:
+            fh.seek(info.offset)
+            fh.write(b"XXXX")
+    else:
+        _damage(root, damage, tmp_path / "PWNED")
+    report = find_latest([root])
+    assert report.chosen is not None and report.chosen.name == expect, report.to_text()
+    state = _dcp_state(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dcp.load(state, checkpoint_id=str(report.resume_from))
+        assert state["train_state"]["step"] == int(expect.split("-")[1])
+        if expect != "step-6":  # the rejected one really does not load
+            with pytest.raises(BaseException):  # noqa: B017 - DCP's CheckpointException is a BaseException
+                dcp.load(_dcp_state(0), checkpoint_id=str(root / "step-6"))

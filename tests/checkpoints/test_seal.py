@@ -84,7 +84,7 @@ def test_a_truncated_or_missing_member_of_a_sealed_folder_is_named(tmp_path):
     folder.mkdir()
     torch.save(state(1), folder / "model.pt")
     torch.save({"lr": 0.1}, folder / "optimizer.pt")
-    assert seal(folder) == folder / DIR_SEAL
+    assert seal(folder) == str(folder / DIR_SEAL)
     data = (folder / "optimizer.pt").read_bytes()
     (folder / "optimizer.pt").write_bytes(data[:-100])
     report = inspect_path(folder / "optimizer.pt")

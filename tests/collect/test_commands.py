@@ -189,3 +189,21 @@ def test_nvidia_smi_without_driver_is_unavailable_not_failed(tmp_path, monkeypat
     _, records = _run(tmp_path, *nvidia_smi_collectors())
     for record in records.values():
         assert record.status == "unavailable" and record.reason.startswith("no NVIDIA driver: nvidia-smi exited with code 9")
+
+
+def test_boot_history_is_recorded_and_a_missing_wtmp_is_unavailable(tmp_path, monkeypatch):
+    """``last -x -F``: full dates, so the boot/shutdown/crash rows carry their year; a container
+    without /var/log/wtmp has no history to give, which is not a fault."""
+    from gpulib.collect.commands import host_collectors
+
+    boot_history = next(c for c in host_collectors(prev_boot=False) if c.name == "boot-history")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    _script(bin_dir / "last", 'echo "reboot   system boot  6.8.0-51-generic Tue Jan 13 04:10:22 2026   still running"\n')
+    bundle, records = _run(tmp_path / "a", boot_history)
+    assert records["boot-history"].status == "ok"
+    assert (bundle.root / "system" / "last-x.txt").read_text().startswith("reboot   system boot")
+    _script(bin_dir / "last", 'echo "last: cannot open /var/log/wtmp: No such file or directory" >&2\nexit 1\n')
+    _, records = _run(tmp_path / "b", boot_history)
+    assert records["boot-history"].status == "unavailable" and records["boot-history"].reason.startswith("no login records")

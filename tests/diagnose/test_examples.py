@@ -42,16 +42,7 @@ def test_example_is_diagnosed_right(answer, capsys):
     assert doc["checkpoints"]["resume_from"] == want["resume_from"]
 
 
-KNOWN_TIME_GAPS = {
-    # untimed traceback lines borrow the *next* stamped line when the previous is > 120 s before it
-    # (gpulib.parsers.training_log._nearby_time): under plain srun that is the others' watchdog, 10 min later
-    "incident-cuda-oom": "OOM stamped with the watchdog's time (10:38:11), not the rank's last line (10:28:11)",
-}
-
-
-@pytest.mark.parametrize("answer", [
-    pytest.param(a, marks=pytest.mark.xfail(reason=KNOWN_TIME_GAPS[_name(a)], strict=True)) if _name(a) in KNOWN_TIME_GAPS
-    else a for a in ANSWERS], ids=_name)
+@pytest.mark.parametrize("answer", ANSWERS, ids=_name)
 def test_example_first_event_time(answer, capsys):
     want = json.loads(answer.read_text())
     _code, doc = _diagnose(_name(answer), capsys)

@@ -62,10 +62,10 @@ def test_pickers_offer_every_host_gpu_and_rank_of_the_evidence(ev, quiet):
     gpus = labels(drill.pickers["gpu"])
     ranks = ev.ranks()
     for _, r in ranks.iterrows():  # every GPU of the rank map, named by host, index and PCI id
-        assert f"{r['host']} GPU {r['gpu_index']} ({r['pci_bus_id']})" in gpus
+        assert f"{r['host']} {r['pci_bus_id']} (GPU {r['gpu_index']})" in gpus
     # the lost GPU keeps the index the job saw; the renumbered survivor is not a second "GPU 2"
-    assert f"{HOST} GPU 2 ({PCI})" in gpus and f"{HOST} GPU 3 (0000:54:00.0)" in gpus
-    assert f"{HOST} GPU 2 (0000:54:00.0)" not in gpus
+    assert f"{HOST} {PCI} (GPU 2)" in gpus and f"{HOST} 0000:54:00.0 (GPU 3)" in gpus
+    assert f"{HOST} 0000:54:00.0 (GPU 2)" not in gpus
     assert "no single host" in labels(drill.pickers["host"]) and "(pick one)" in labels(drill.pickers["gpu"])
     assert labels(drill.pickers["category"])[1:] == list(CATEGORIES)
     assert [v for _, v in drill.pickers["interruption"].options][1:] == ["hard", "soft", "none", "unknown"]
@@ -80,7 +80,7 @@ def test_choices_from_the_diagnosis_alone_still_list_every_host():
     diagnosis["findings"].append({"host": "n1", "category": "network_fabric", "gpu_pci": "0000:5c:00.0"})  # a NIC
     choices = grading.drill_choices(diagnosis)
     assert choices.hosts == ("n1", "n2", "n3", "n4")
-    assert [g.label() for g in choices.gpus] == ["n2 GPU 0 (0000:1b:00.0)", "n3 GPU 2"]
+    assert [g.label() for g in choices.gpus] == ["n2 0000:1b:00.0 (GPU 0)", "n3 GPU 2"]
     assert choices.ranks == (2, 5)
 
 
@@ -130,11 +130,11 @@ def test_each_facet_is_scored_apart_with_why(ev):
     assert [f for f, m in marks.items() if m.right] == ["interruption", "host", "gpu"]
     assert "cascade" in marks["category"].why  # the trainee read the cascade as the cause
     assert "journal-kernel.txt:20" in marks["host"].why and PCI in marks["gpu"].why
-    assert f"rank 10 ran on {HOST} GPU 2 ({PCI})" in marks["rank"].why
+    assert f"rank 10 ran on {HOST} {PCI} (GPU 2)" in marks["rank"].why
     text = drill.result_text
     assert "Drill result: 3 / 5 on the first attempt" in text
     assert "root-cause category: network_fabric -> WRONG (answer: gpu_fell_off_bus) [0/1]" in text
-    assert f"culprit GPU: {HOST} GPU 2 ({PCI}) -> right [1/1]" in text
+    assert f"culprit GPU: {HOST} {PCI} (GPU 2) -> right [1/1]" in text
     assert "culprit rank: rank 0 -> WRONG (answer: rank 10)" in text
 
 

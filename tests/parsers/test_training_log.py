@@ -230,6 +230,15 @@ def test_progress_lines_with_per_rank_metrics():
     assert (b.details["step"], b.details["s_per_step"]) == (1200, 1.905)
 
 
+def test_step_out_of_total_is_progress():
+    # Kaldi's train.py: the job's progress is "Iter: N/M" (its stamps give the job's window)
+    text = ("2026-02-03 07:41:09,118 [steps/nnet3/train_dnn.py:331 - train - INFO ] Iter: 57/240   Jobs: 3   "
+            "Epoch: 0.71/3.0 (23.8% complete)   lr: 0.000842\n"
+            "2026-02-03 07:45:51,604 [steps/nnet3/train_dnn.py:331 - train - INFO ] Iter: 58/240   Jobs: 3\n")
+    a, b = events(text, "step")
+    assert (a.details, a.time_utc) == ({"step": 57, "total": 240}, "2026-02-03T07:41:09Z") and b.details["step"] == 58
+
+
 def test_streaming_matches_whole_text(tmp_path):
     body = CFE + "".join(f"2026-01-01 11:{i // 60:02d}:{i % 60:02d},000 [rank0] step {i} | loss 1.0 | 1.2 s/step\n"
                          for i in range(600))
@@ -281,3 +290,34 @@ def test_parse_file_reports_a_scanner_bug_instead_of_raising(tmp_path, monkeypat
     monkeypatch.setattr(tl.JobLogScanner, "take", broken)
     result = tl.parse_file(path)
     assert [str(p) for p in result.problems] == [f"{path}: could not be fully parsed: classifier bug"]
+
+
+def _oom_under_srun(between: str) -> str:
+    """Rank 3 logs an ERROR record and its traceback; the others' watchdog fires 10 minutes later."""
+    return (
+        "3: 2031-05-06 07:15:02,100 [rank3] INFO train: step 880 loss 1.91\n"
+        f"{between}"
+        "3: [rank3]: Traceback (most recent call last):\n"
+        '3: [rank3]:   File "/opt/job/train.py", line 91, in <module>\n'
+        "3: [rank3]:     loss = model(batch).loss\n"
+        "3: [rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of "
+        "79.10 GiB of which 1.02 GiB is free.\n"
+        "0: [rank0]:[E506 07:25:03.410000 5121 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=9012, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 "
+        "milliseconds before timing out.\n"
+        "0: 2031-05-06 07:25:03,520 [rank0] ERROR train: collective timed out\n"
+    )
+
+
+def test_a_traceback_after_an_error_record_has_the_record_time():
+    """logger.exception prints the record, then its traceback: the OOM happened at the record's
+    time, not at the next stamped line 10 minutes later (the peers' watchdog)."""
+    (oom,) = events(_oom_under_srun("3: 2031-05-06 07:15:04,250 [rank3] ERROR train: step 881 failed, exiting\n"), "cuda_oom")
+    assert oom.time_utc.startswith("2031-05-06T07:15:04")
+
+
+def test_a_traceback_after_a_progress_line_keeps_the_teardown_time():
+    """Negative control: an uncaught exception printed after an INFO progress line says nothing
+    about when it happened; the next stamped line (seconds after a crash) stays the estimate."""
+    (oom,) = events(_oom_under_srun(""), "cuda_oom")
+    assert not oom.time_utc.startswith("2031-05-06T07:15")

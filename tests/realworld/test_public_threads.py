@@ -20,13 +20,7 @@ ALL = cases(SHARED_THREADS) + cases(OWN_CASES)
 
 #: Cases the engine does not yet answer, each with what it would take (xfail strict: fixing one fails
 #: the run until it is removed from this list, so the list only shrinks).
-KNOWN_GAPS = {
-    "hw-23-nvlink-bridge-half-seated-nvml-query-slow-system-freeze":
-        "needs an NVML-query latency check (8 s on one GPU, 0 ms on its peer) to blame the NVLink bridge",
-    "hw-29-nccltest-unhandled-cuda-error-gpu-memory-held-by-service":
-        "needs nvidia-smi memory of other processes joined to an NCCL 'unhandled cuda error' at init",
-    "hw-25-server-reboots-mid-training-last-x-crash-psu": "needs `last -x` crash entries read as power loss",
-}
+KNOWN_GAPS: dict[str, str] = {}
 
 
 def _param(case, prefix):
@@ -41,6 +35,8 @@ CASES = [_param(c, "shared") for c in cases(SHARED_THREADS)] + [_param(c, "own")
 def test_thread_conclusion(case):
     v = judge(case)
     assert not v.silent_none, f"{case.name}: a failure answered 'none' ({v.got['verdict']['summary']})"
+    crashed = [f["title"] for f in v.got["findings"] if f["id"].startswith("internal")]
+    assert not crashed, f"{case.name}: a rule failed on real evidence: {crashed}"
     if v.must_be_right:
         got = v.got.get("root_cause") or {}
         assert v.right, (f"{case.name}: expected {v.expected['category']}/{v.expected['interruption']}, got "

@@ -48,13 +48,13 @@ NIGHT_2 = [
 
 def test_each_kind_of_regression_is_reported():
     diff = diff_findings(NIGHT_1, NIGHT_2)
-    assert diff.new_xids == ["Xid 79 on GPU (0000:1a:00.0) on node-a: Xid 79 (GPU has fallen off the bus) [critical]"]
+    assert diff.new_xids == ["Xid 79 on 0000:1a:00.0 on node-a: Xid 79 (GPU has fallen off the bus) [critical]"]
     assert diff.grown_counters == [
-        "GPU 0 (0000:18:00.0) on node-a: ecc_aggregate_sbe 2 -> 9",
-        "GPU 0 (0000:18:00.0) on node-a: remapped_rows_uncorrectable (not recorded) -> 1",
+        "0000:18:00.0 (GPU 0) on node-a: ecc_aggregate_sbe 2 -> 9",
+        "0000:18:00.0 (GPU 0) on node-a: remapped_rows_uncorrectable (not recorded) -> 1",
     ]
     assert diff.fallen_bandwidth == ["09_health_report/nccl-allreduce: busbw_gbps 182 -> 121.5 (-33%)"]
-    assert diff.vanished_gpus == ["GPU 2 (0000:1a:00.0) on node-a: in A's inventory, absent from B's"]
+    assert diff.vanished_gpus == ["0000:1a:00.0 (GPU 2) on node-a: in A's inventory, absent from B's"]
     assert diff.new_findings == ["[error] 09_health_report: GPU 0: 1 uncorrectable error(s)"]
     assert diff.resolved_findings == ["[warning] 09_health_report: GPU 1 hit its slowdown temperature"]
     assert diff.regressed
@@ -70,7 +70,7 @@ def test_small_bandwidth_noise_and_lost_gpus():
     b = [dict(NIGHT_1[2], busbw_gbps=175.0), inventory(gpu(0, "GPU-aaaa", lost=True))]
     diff = diff_findings(a, b, bandwidth_drop_pct=10)
     assert diff.fallen_bandwidth == []
-    assert diff.vanished_gpus == ["GPU 0 (0000:18:00.0) on node-a: lost in B"]
+    assert diff.vanished_gpus == ["0000:18:00.0 (GPU 0) on node-a: lost in B"]
 
 
 def test_a_run_without_inventory_is_said_not_guessed():
