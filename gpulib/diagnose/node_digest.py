@@ -13,17 +13,22 @@ other nodes say:
 * a kernel log no node-local finding cites, with no OOM-killer context lines and no reboot (a boot
   line after the log's first line: whether a reboot fell in the job is the job log's to say);
 * an nvidia-smi snapshot no finding cites, whose GPUs run no process (a process left after the
-  job failed is a leftover only the job's failure time can tell) and whose records name no host;
+  job failed is a leftover only the job's failure time can tell, and memory other processes
+  hold is what an NCCL 'unhandled cuda error' elsewhere may be explained by), whose records name
+  no host and in which no catalogue line matched (a failure pasted above a snapshot is read with it);
 * GPU time series of a node whose every series is quiet (:func:`.rules_gpu.quiet_series`: never
   throttled, never hot without a reason) and carries throttle reasons;
 * an ``ibstat`` with no port a finding cites.
 
-Which host a quiet file's records are joined under is settled centrally (:mod:`.inputs` reads a
-node's quiet files raw after all when a file outside the node names the same host).
+A tool output inside a pasted shell session (a second input read from part of one file) always
+travels with its records: only the whole file could be read again. Which host a quiet file's
+records are joined under is settled centrally (:mod:`.inputs` reads a node's quiet files raw
+after all when a file outside the node names the same host).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from gpulib.diagnose import digest, rules_gpu, rules_kernel, rules_other
@@ -65,7 +70,10 @@ def records_needed(inputs: Inputs, tz: str | None, thresholds: Thresholds) -> se
     keep |= {id(f) for f in kernel if any(e.kind in KERNEL_CONTEXT_KINDS for e in f.records)}
     keep |= _rebooted(kernel)
     keep |= {id(f) for f in inputs.of_kind(*rules_gpu.SNAPSHOT_KINDS, "nvidia_smi_csv")
-             if any(getattr(s, "processes", None) or getattr(s, "host", None) for s in f.records if hasattr(s, "lost"))}
+             if f.signals or any(getattr(s, "processes", None) or getattr(s, "host", None)
+                                 for s in f.records if hasattr(s, "lost"))}
+    paths = Counter(f.path for f in inputs.files)
+    keep |= {id(f) for f in inputs.files if paths[f.path] > 1}  # a pasted session and its tools' outputs
     series = inputs.of_kind(*SERIES_KINDS)
     if not all(_quiet_series(f, thresholds) for f in series):
         keep |= {id(f) for f in series}

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -159,3 +160,20 @@ def test_a_process_left_on_a_quiet_node_is_still_a_leftover(tmp_path):
     assert any(f["id"].startswith("zombie") and f["host"] == quiet.name for f in raw["findings"])
     _digests(tmp_path / "inc")
     assert _answer(tmp_path / "inc") == raw
+
+
+REAL_CASES = Path(__file__).resolve().parents[1] / "realworld" / "cases"
+
+
+def test_digests_of_the_real_world_cases_give_the_raw_answer(tmp_path):
+    """Every real-world case (pasted sessions with several tools' outputs, snapshots beside the
+    failure they explain, kernel logs) read as one node's folder, digested and raw."""
+    cases = sorted(p for p in REAL_CASES.iterdir() if (p / "input").is_dir())
+    assert len(cases) >= 40
+    for case in cases:
+        node = tmp_path / case.name / "node-a"
+        shutil.copytree(case / "input", node)
+        raw = _answer(tmp_path / case.name)
+        node_digest.write(node)
+        assert digest.load(node, None) is not None, case.name
+        assert _answer(tmp_path / case.name) == raw, case.name
