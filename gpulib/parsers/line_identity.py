@@ -35,6 +35,8 @@ PROMPT = re.compile(r"^(?:\([\w.-]+\) )?(?:\[[\w.-]+@(?P<h1>[\w.-]+) [^\]]*\]|[\
 _OUTER_STAMP = re.compile(r"^\[?(?P<stamp>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?:? ")
 #: ``grep -r`` / ``grep -H`` output: ``path/to/node3.log:1234:`` before the line it found.
 _GREP_FILE = re.compile(r"^(?P<path>[\w./-]+\.(?:log|txt|out|err))(?::\d+)?:(?=\S)")
+#: What a ``grep -H`` prefix ends with (its file's extension, then ':'): looked for before _GREP_FILE.
+_GREP_TAIL = re.compile(r"\.(?:log|txt|out|err):")
 _DEFAULT = re.compile(r"^\[default(?P<lrank>\d+)\]:\s?")
 _NCCL_ID = re.compile(r"^(?P<host>[A-Za-z][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] ")
 _RANK_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<r1>\d+)\]|\brank[ =:](?P<r2>\d+)\b|\bfrom rank (?P<r3>\d+)\b")
@@ -75,7 +77,7 @@ class LineReader:
             segments = [s for s in line.split("\r") if s.strip()]
             line = segments[-1] if segments else ""
         line = MARKDOWN_QUOTE.sub("", line, count=1) if line.lstrip().startswith(">") else line
-        m = PROMPT.match(line)
+        m = PROMPT.match(line) if "@" in line else None  # every prompt names user@host
         if m:
             self.session_host = m["h1"] or m["h2"]
             return LineFacts(line[m.end():], host=self.session_host, command=True)
@@ -83,17 +85,19 @@ class LineReader:
         stamp, body = None, line
         for _ in range(6):  # layers in any order: pdsh, then mpirun's stamp, then its [1,N] tag, ...
             before = body
-            m = _GREP_FILE.match(body)
+            # each layer is tried only where its first characters are (a console has 100,000s of lines)
+            m = _GREP_FILE.match(body) if _GREP_TAIL.search(body) else None
             if m:
                 body = body[m.end():]
-            m = _OUTER_STAMP.match(body)
+            first = body[:1]
+            m = _OUTER_STAMP.match(body) if first == "[" or first.isdigit() else None
             if m:
                 stamp, body = stamp or m["stamp"], body[m.end():]
             body, hints = strip_prefixes(body)
             if facts.rank is None:
                 facts.rank = hints.get("rank", hints.get("task"))
             facts.host = facts.host or hints.get("prefix_host")
-            m = _DEFAULT.match(body)
+            m = _DEFAULT.match(body) if body.startswith("[default") else None
             if m:
                 facts.local_rank, body = int(m["lrank"]), body[m.end():]
             if body == before:
