@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from gpulib.diagnose.inputs import InputFile, Inputs
 from gpulib.diagnose.joins import IdentityMap
+from gpulib.diagnose.node_facts import NodeConfig, node_configs
 from gpulib.diagnose.thresholds import Thresholds
 from gpulib.findings import EvidenceLine, Finding
 from gpulib.parsers.logtime import stamp_in, zone_of
@@ -21,6 +22,7 @@ class Context:
     findings: list[Finding] = field(default_factory=list)
     _counter: dict[str, int] = field(default_factory=dict)
     _records: dict[tuple, list] = field(default_factory=dict)
+    _configs: dict[str, NodeConfig] | None = None
     #: (file, line) of lines a kind-specific rule judged in full (a SEL entry placed on the incident
     #: timeline and found to be history): the signature scan must not judge them again out of context.
     judged: set[tuple[str, int]] = field(default_factory=set)
@@ -40,6 +42,13 @@ class Context:
         if kinds not in self._records:
             self._records[kinds] = [(f, rec) for f in self.inputs.of_kind(*kinds) for rec in f.records]
         return self._records[kinds]
+
+    def configs(self) -> dict[str, NodeConfig]:
+        """The configuration facts of every host (:func:`~gpulib.diagnose.node_facts.node_configs`),
+        read once: the version-skew rule and the config diff both compare them."""
+        if self._configs is None:
+            self._configs = node_configs(self.inputs)
+        return self._configs
 
     def utc(self, stamp: str | None, file: InputFile | None = None) -> str | None:
         """A record's time as ``...Z``; naive stamps (nvidia-smi prints no zone) read in the file's

@@ -5,17 +5,21 @@ A 10,000-node incident is 10,000 bundles of ~9 files each. Parsing them all on o
 costs ~10 ms a node - minutes - while every node could have parsed its own at capture time. So
 ``gpulib diagnose BUNDLE --write-digest`` (:mod:`gpulib.diagnose.node_digest`; run by ``gpulib
 collect --digest`` on the node, inside the ``srun``/``pdsh``/Kubernetes fan-out) writes
-``digest.json`` into the bundle: what
-:func:`gpulib.diagnose.inputs.gather` made of each of its files (kind, host, parsed records,
-signature matches, problems, the configuration facts of its raw text). The central
-``gpulib diagnose`` (the reduce step) loads a digest instead of reading the bundle's files and
-then runs only what joins nodes - host assignment, the incident's year, every rule - so its
-answer is the one the raw files give (tests/diagnose/test_digest.py compares both).
+``digest.json`` into the bundle: what :func:`gpulib.diagnose.inputs.gather` made of each of its
+files (kind, host, signature matches, problems, the configuration facts of its raw text) and,
+for the files the node's own rules found something in, their parsed records; a quiet file
+carries only its :class:`~gpulib.diagnose.record_summary.FileSummary` (GPU names, config facts,
+the year of its stamps), so a digest is a few KiB and the central diagnosis holds no GPU record
+of a healthy node. The central ``gpulib diagnose`` (the reduce step) loads a digest instead of
+reading the bundle's files and runs only what joins nodes - host assignment, the incident's
+year, the rank map, every rule over the records that travelled - so its answer is the one the
+raw files give (tests/diagnose/test_digest.py compares both).
 
 A digest is used only while it describes the folder as it is: the size and modification time of
 every file are recorded and compared (a file added, changed or removed after the digest, a
-different ``--tz``): otherwise the raw files are read, as without a digest. Decoding builds only
-parser record classes (dataclasses of :mod:`gpulib.parsers`): a digest is data, never code.
+different ``--tz``, other rule thresholds): otherwise the raw files are read, as without a digest.
+Decoding builds only parser record classes (dataclasses of :mod:`gpulib.parsers`): a digest is
+data, never code.
 """
 
 from __future__ import annotations
@@ -24,15 +28,23 @@ import dataclasses
 import importlib
 import json
 import os
+import sys
 from functools import cache
 from pathlib import Path
 
 from gpulib.bundle import DIGEST
+from gpulib.diagnose.record_summary import FileSummary, summary_of
+from gpulib.diagnose.thresholds import Thresholds
 
-SCHEMA = "gpulib.digest/1"
+SCHEMA = "gpulib.digest/2"
+#: What every version of the format starts with (an older digest is gpulib's, merely not readable).
+PREFIX = b'{"schema":"gpulib.digest/'
 #: Records of one file beyond this are not written (the digest stays bounded); a digest that had
 #: to drop any is not used, so the answer never depends on what was dropped.
 MAX_RECORDS_PER_FILE = 20_000
+#: Strings up to this long in a digest's objects are shared by every digest that holds them (the
+#: same kinds, hosts, zones and collector names repeat in 10,000 digests).
+INTERN_CHARS = 64
 FILE_FIELDS = ("kind", "host", "host_basis", "bundle_path", "collector", "fallback_host", "timezone", "boot_time", "captured_at",
                 "wrapped", "facts")
 
@@ -96,6 +108,9 @@ def _decoder(base: str):
             return dict(obj["~d"])
         if "~r" in obj:
             return os.path.normpath(os.path.join(base, obj["~r"]))
+        for key, value in obj.items():  # a file's kind, host, zone, collector: the same words in every digest
+            if type(value) is str and len(value) <= INTERN_CHARS:
+                obj[key] = sys.intern(value)
         return obj
     return hook
 
@@ -116,7 +131,7 @@ def is_digest(path: Path) -> bool:
     """A ``digest.json`` gpulib wrote (not an operator's file of that name)."""
     try:
         with open(path, "rb") as fh:
-            return fh.read(64).startswith(b'{"schema":"' + SCHEMA.encode())
+            return fh.read(64).startswith(PREFIX)
     except OSError:
         return False
 
@@ -162,20 +177,27 @@ def current(folder: Path, seen: dict) -> bool:
 
 
 # ---------------------------------------------------------------- map: the document
-def document(folder: Path, files: list, inputs, year: int | None, tz: str | None, seen: dict) -> dict:
+def document(folder: Path, files: list, inputs, year: int | None, tz: str | None, seen: dict, keep: set[int],
+             thresholds: Thresholds) -> dict:
     """The digest of ``folder``: its gathered files (:class:`~gpulib.diagnose.inputs.InputFile`),
-    the folder-level problems, notes and checkpoint folders of ``inputs``, the year its kernel logs
-    were read with, and ``seen`` (its :func:`listing` before it was read)."""
+    with their records where ``keep`` holds their ``id()``, else their summary; the folder-level
+    problems, notes and checkpoint folders of ``inputs``, the year its kernel logs were read with,
+    ``seen`` (its :func:`listing` before it was read) and the ``thresholds`` that judged it quiet."""
     base = str(folder)
     out = []
     for f in files:
         if len(f.records) > MAX_RECORDS_PER_FILE or len(f.signals) > MAX_RECORDS_PER_FILE:
             raise ValueError(f"{f.display}: more than {MAX_RECORDS_PER_FILE:,} records; not digested")
-        out.append({"rel": os.path.relpath(f.path, folder), **{k: _encode(getattr(f, k), base) for k in FILE_FIELDS},
-                    "content_hosts": sorted(f.content_hosts), "records": _encode(f.records, base),
-                    "signals": _encode(f.signals, base), "problems": _encode(f.problems, base)})
-    return {"schema": SCHEMA, "tz": tz, "year": year, "files_seen": seen, "inputs": out,
-            "checkpoint_dirs": [os.path.relpath(d, folder) for _root, d in inputs.checkpoint_dirs],
+        item = {"rel": os.path.relpath(f.path, folder), **{k: _encode(getattr(f, k), base) for k in FILE_FIELDS},
+                "content_hosts": sorted(f.content_hosts), "signals": _encode(f.signals, base),
+                "problems": _encode(f.problems, base)}
+        if id(f) in keep:
+            item["records"] = _encode(f.records, base)
+        else:
+            item["summary"] = summary_of(f).to_json()
+        out.append(item)
+    return {"schema": SCHEMA, "tz": tz, "thresholds": dataclasses.asdict(thresholds), "year": year, "files_seen": seen,
+            "inputs": out, "checkpoint_dirs": [os.path.relpath(d, folder) for _root, d in inputs.checkpoint_dirs],
             "problems": _encode(inputs.problems, base), "notes": _encode(inputs.notes, base)}
 
 
@@ -195,6 +217,7 @@ class Loaded:
     folder-level problems, notes and checkpoint folders, and the year its kernel logs were read
     with (the central diagnosis re-reads them when the incident's year differs)."""
 
+    folder: Path
     files: list[dict]
     year: int | None
     problems: list
@@ -202,17 +225,23 @@ class Loaded:
     checkpoint_dirs: list[Path]
 
 
-def load(folder: Path, tz: str | None) -> Loaded | None:
+def load(folder: Path, tz: str | None, thresholds: Thresholds | None = None) -> Loaded | None:
     """The digest of ``folder``, or None when there is none, or it is stale (the folder changed
-    since), made with another ``tz``, foreign or unreadable: then the raw files are read."""
+    since), made with another ``tz`` or other ``thresholds``, foreign or unreadable: then the raw
+    files are read."""
     try:
         doc = json.loads((folder / DIGEST).read_text(encoding="utf-8"), object_hook=_decoder(str(folder)))
-        if doc.get("schema") != SCHEMA or doc.get("tz") != tz or not current(folder, doc.get("files_seen")):
+        judged = dataclasses.asdict(thresholds or Thresholds())
+        if doc.get("schema") != SCHEMA or doc.get("tz") != tz or doc.get("thresholds") != judged \
+                or not current(folder, doc.get("files_seen")):
             return None
         files = [{"path": folder / item.pop("rel"), **item} for item in doc["inputs"]]
         for item in files:
             item["content_hosts"] = set(item["content_hosts"])
-        return Loaded(files, doc.get("year"), doc["problems"], doc["notes"], [folder / rel for rel in doc["checkpoint_dirs"]])
+            if "summary" in item:
+                item.update(summary=FileSummary.from_json(item["summary"]), summary_only=True, records=[])
+        return Loaded(folder, files, doc.get("year"), doc["problems"], doc["notes"],
+                      [folder / rel for rel in doc["checkpoint_dirs"]])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 

@@ -10,13 +10,15 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 from gpulib.bundle import DIGEST, Bundle, is_bundle
 from gpulib.diagnose import digest
+from gpulib.diagnose.record_summary import JOINED_BY_HOST, FileSummary, count_years, summary_of
+from gpulib.diagnose.thresholds import Thresholds
 from gpulib.logs import get_logger
 from gpulib.parsers import detect, gpu_series, registry, session, signatures, unwrap
 from gpulib.parsers.base import Problem, looks_binary, read_text
@@ -56,7 +58,7 @@ DOC_NAME = re.compile(r"(?i)^readme(?:\.\w+)?$|\.(?:md|markdown|rst|adoc)$")
 README_NAME = re.compile(r"(?i)^readme(?:\.\w+)?$")
 
 
-@dataclass
+@dataclass(slots=True)  # ~90,000 at 10,000 nodes
 class InputFile:
     """One file of the evidence, as found and as parsed."""
 
@@ -79,6 +81,9 @@ class InputFile:
     wrapped: bool = False  # pasted (quote, fence, prompt, fan-out prefix): parsed from its unwrapped text
     facts: list | None = None  # what its raw text says about the node's configuration (node_facts.text_facts)
     digest_year: int | None = None  # read from a digest: the year its year-less stamps were read with
+    summary: FileSummary | None = None  # what the joining steps read from its records (record_summary)
+    summary_only: bool = False  # read from a digest that carried its summary, not its records (quiet)
+    digest_folder: Path | None = None  # the node folder whose digest it was read from
 
     def to_dict(self) -> dict:
         out = {"path": self.display, "kind": self.kind, "host": self.host}
@@ -118,20 +123,21 @@ def _unlistable(problems: list[Problem]):
     return note
 
 
-def _walk(root: Path, problems: list[Problem], notes: list[Problem], digests: bool = False,
+def _walk(root: Path, problems: list[Problem], notes: list[Problem], digests: Thresholds | None = None,
           tz: str | None = None) -> list[tuple[Path, dict]]:
     """(file, bundle info) for every file below ``root``; bundle files carry their manifest facts.
     Hidden folders below ``root`` are skipped with a note: a ``.node-a.partial-1234`` folder is a
     capture that lost the rename race (or died mid-way) - a duplicate or a fragment of a bundle.
-    ``digests``: a folder with a current digest (:mod:`gpulib.diagnose.digest`) is one entry
-    ``(folder, {"digest": loaded})`` in the walk's order, instead of its files."""
+    ``digests`` (the caller's thresholds; None: read no digest): a folder with a current digest
+    (:mod:`gpulib.diagnose.digest`) is one entry ``(folder, {"digest": loaded})`` in the walk's
+    order, instead of its files."""
     out: list[tuple[Path, dict]] = []
     if root.is_file():
         return [(root, {})]
     bundle_info: dict[Path, dict] = {}
     for dirpath, dirnames, filenames in os.walk(root, onerror=_unlistable(problems)):
         here = Path(dirpath)
-        if digests and DIGEST in filenames and (loaded := digest.load(here, tz)) is not None:
+        if digests and DIGEST in filenames and (loaded := digest.load(here, tz, digests)) is not None:
             out.append((here, {"digest": loaded}))
             dirnames[:] = []
             continue
@@ -155,6 +161,22 @@ def _walk(root: Path, problems: list[Problem], notes: list[Problem], digests: bo
                 continue
             out.append((here / name, info))
     return out
+
+
+def _display(path: Path, base: Path) -> str:
+    """``path`` as the user would name it: relative to ``base`` when below it (compared by parts:
+    ``base in path.parents`` builds a Path per parent, and 10,000 nodes have 90,000 files)."""
+    n = len(base.parts)
+    return "/".join(path.parts[n:]) if len(path.parts) > n and path.parts[:n] == base.parts else str(path)
+
+
+def _folder_names(path: Path, root: Path) -> list[str]:
+    """The names of ``path``'s folders from its own up to ``root`` (included), nearest first; none
+    when ``path`` is not below ``root``."""
+    parts, n = path.parts, len(root.parts)
+    if len(parts) <= n or parts[:n] != root.parts:
+        return []
+    return [parts[k] for k in range(len(parts) - 2, n - 1, -1)] + [root.name]
 
 
 def _read_head(path: Path) -> tuple[bytes, Problem | None]:
@@ -244,7 +266,7 @@ def _content_hosts(f: InputFile, head: str) -> None:
     hosts = {host} if host else set()
     for rec in f.records:
         h = getattr(rec, "host", None)
-        if isinstance(h, str) and _HOSTLIKE.match(h):
+        if isinstance(h, str) and h not in hosts and _HOSTLIKE.match(h):  # each host tested once
             hosts.add(h)
         root = getattr(rec, "details", {}).get("root") if hasattr(rec, "details") else None
         if isinstance(root, dict) and root.get("host"):
@@ -267,7 +289,7 @@ def _assign_hosts(inputs: Inputs) -> None:
             f.host, f.host_basis = f.fallback_host, "bundle"  # a copied job log that names no host
         if f.host or f.kind in ("checkpoint", "training_log", "text", "documentation"):
             continue  # job logs and pasted text come from any node of the job: their lines name it
-        folders = [p.name for p in f.path.parents if p == f.root or f.root in p.parents]
+        folders = _folder_names(f.path, f.root)
         hit = next((name for name in folders if name in known), None)
         if hit:
             f.host, f.host_basis = hit, "folder"
@@ -287,16 +309,20 @@ def _assign_hosts(inputs: Inputs) -> None:
             f.host, f.host_basis = hit, "folder"
 
 
-def gather(paths: list[str | Path], tz: str | None = None, *, full_series: bool = False) -> Inputs:
+def gather(paths: list[str | Path], tz: str | None = None, *, full_series: bool = False,
+           thresholds: Thresholds | None = None, digests: bool = True) -> Inputs:
     """Walk, detect, parse and locate every file below ``paths``.
 
     GPU time series are kept as one :class:`~gpulib.parsers.gpu_series.GpuSeries` per GPU and file
     (memory flat in the length of the monitoring logs); ``full_series`` keeps every sample, for
-    plotting one evidence folder. A folder with a current per-node digest is read from it (its
-    series are reduced: not with ``full_series``).
+    plotting one evidence folder. A folder with a current per-node digest is read from it (not
+    with ``full_series`` or ``digests=False``, which want every record; nor when the digest judged
+    its files with other ``thresholds`` than the caller's, default :class:`Thresholds`).
     """
-    inputs, _year = _gather(paths, tz, full_series=full_series, digests=not full_series)
+    thresholds = (thresholds or Thresholds()) if digests and not full_series else None
+    inputs, year = _gather(paths, tz, full_series=full_series, digests=thresholds)
     _assign_hosts(inputs)
+    _read_shared_quiet_files(inputs, tz, year)
     return inputs
 
 
@@ -305,10 +331,10 @@ def gather_node(folder: str | Path, tz: str | None = None) -> tuple[Inputs, int 
     steps that join nodes (host assignment): what its digest holds. Never reads a digest. Also
     returns the year its year-less kernel-log stamps were read with. Files are named from the
     folder's parent (``node-7/kernel/dmesg.txt``), as in a diagnosis of the incident folder."""
-    return _gather([folder], tz, full_series=False, digests=False, base=Path(folder).parent)
+    return _gather([folder], tz, full_series=False, digests=None, base=Path(folder).parent)
 
 
-def _gather(paths: list[str | Path], tz: str | None, *, full_series: bool, digests: bool,
+def _gather(paths: list[str | Path], tz: str | None, *, full_series: bool, digests: Thresholds | None,
             base: Path | None = None) -> tuple[Inputs, int | None]:
     _holds_model_files.cache_clear()  # folders may have changed since the last diagnosis
     inputs = Inputs()
@@ -329,7 +355,7 @@ def _gather(paths: list[str | Path], tz: str | None, *, full_series: bool, diges
                     redo += _from_digest(inputs, info["digest"], named_from)
                     bar.update()
                     continue
-                display = str(path.relative_to(named_from)) if named_from in path.parents else str(path)
+                display = _display(path, named_from)
                 f = InputFile(path=path, display=display, root=named_from, timezone=info.get("timezone"),
                               boot_time=info.get("boot_time"), captured_at=info.get("captured_at"))
                 if "root" in info:
@@ -344,7 +370,7 @@ def _gather(paths: list[str | Path], tz: str | None, *, full_series: bool, diges
     year = _incident_year(inputs) if inputs.deferred or redo else None
     for f in redo:
         if f.digest_year != year:
-            f.records, f.signals, f.problems = [], [], []
+            f.records, f.signals, f.problems, f.summary, f.summary_only = [], [], [], None, False
             head, _problem = _read_head(f.path)
             inputs.deferred.append((f, head.decode("utf-8", "replace")))
     for f, head in inputs.deferred:
@@ -358,8 +384,8 @@ def _from_digest(inputs: Inputs, node, base: Path) -> list[InputFile]:
     kernel_logs = []
     for fields in node.files:
         path = fields["path"]
-        display = str(path.relative_to(base)) if base in path.parents else str(path)
-        f = InputFile(display=display, root=base, **fields)
+        display = _display(path, base)
+        f = InputFile(display=display, root=base, digest_folder=node.folder, **fields)
         inputs.files.append(f)
         if f.kind == "kernel_log":
             f.digest_year = node.year
@@ -368,6 +394,31 @@ def _from_digest(inputs: Inputs, node, base: Path) -> list[InputFile]:
     inputs.notes += node.notes
     inputs.checkpoint_dirs += [(base, d) for d in node.checkpoint_dirs if (base, d) not in inputs.checkpoint_dirs]
     return kernel_logs
+
+
+def _read_shared_quiet_files(inputs: Inputs, tz: str | None, year: int | None) -> None:
+    """Parse the raw files of the quiet files a digest summarised where its promise does not hold.
+
+    A node's digest leaves behind the records of a file no rule of that node made anything of
+    (:mod:`gpulib.diagnose.node_digest`), which is the whole story only while nothing outside the
+    node is read together with them: the rules join kernel events and GPU records by host
+    (:data:`~gpulib.diagnose.record_summary.JOINED_BY_HOST`). Where a file outside the node names
+    the same host in the same family - two captures of one node, a cluster-wide syslog, a
+    dcgm-exporter scrape - that node's quiet files are parsed from their raw files after all."""
+    if not any(f.summary_only for f in inputs.files):
+        return
+    nodes: dict[tuple[str, str | None], set] = defaultdict(set)  # (family, host) -> folders whose files name it
+    for family, kinds in JOINED_BY_HOST.items():
+        for f in inputs.of_kind(*kinds):
+            for host in {f.host, *summary_of(f).hosts}:
+                nodes[(family, host)].add(f.digest_folder)
+    shared = {folder for folders in nodes.values() if len(folders) > 1 for folder in folders}
+    for f in inputs.files:
+        if f.summary_only and f.digest_folder in shared:
+            f.records, f.signals, f.problems, f.summary, f.summary_only = [], [], [], None, False
+            head, _problem = _read_head(f.path)
+            _parse_safely(f, tz, head.decode("utf-8", "replace"), year if f.kind == "kernel_log" else None)
+            _reduce_series(f)
 
 
 def _reduce_series(f: InputFile) -> None:
@@ -529,11 +580,10 @@ def _scan(f: InputFile, tz: str | None, year: int | None = None) -> None:
 
 
 def _incident_year(inputs: Inputs) -> int | None:
-    """The year most stamps of the job logs and snapshots carry (for year-less syslog lines)."""
-    years = Counter()
+    """The year most stamps of the job logs and snapshots carry (for year-less syslog lines). The
+    kernel logs are what the year is for: they do not vote (the raw ones are not parsed yet)."""
+    years: Counter = Counter()
     for f in inputs.files:
-        for rec in f.records[:2000]:
-            stamp = getattr(rec, "time_utc", None) or getattr(rec, "captured_at", None)
-            if isinstance(stamp, str) and stamp[:4].isdigit():
-                years[int(stamp[:4])] += 1
+        if f.kind != "kernel_log":
+            years.update(f.summary.years if f.summary is not None else count_years(f.records))
     return years.most_common(1)[0][0] if years else None

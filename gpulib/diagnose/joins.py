@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpulib.diagnose.inputs import Inputs
+from gpulib.diagnose.record_summary import GpuName, summary_of
 from gpulib.identity import normalize_pci
 
 
@@ -59,16 +60,15 @@ class IdentityMap:
     def _build(self, inputs: Inputs) -> None:
         inits = []
         for f in inputs.files:
-            for rec in f.records:
-                kind = getattr(rec, "kind", None)
-                if f.kind == "training_log":
+            if f.kind == "training_log":
+                for rec in f.records:
                     self._job_event(rec, f.host, inits)
-                elif hasattr(rec, "pci_bus_id") and hasattr(rec, "index") and not hasattr(rec, "time_utc"):
-                    self._gpu_state(rec, f.host)
-                elif kind == "gpu_identity" and getattr(rec, "pci_bus_id", None):
-                    uuid = rec.details.get("uuid")
-                    if uuid:
-                        self.gpu_uuid[(rec.host or f.host, rec.pci_bus_id)] = uuid
+                continue
+            for gpu in summary_of(f).gpus:  # snapshots and kernel identity lines, summarised per file
+                if gpu.snapshot:
+                    self._gpu_name(gpu, f.host)
+                elif gpu.uuid:
+                    self.gpu_uuid[(gpu.host or f.host, gpu.pci)] = gpu.uuid
         if inits:
             self.world_size = max(e.details["nranks"] for e in inits)
             for ev in inits:
@@ -119,17 +119,15 @@ class IdentityMap:
                     self.pid_rank.setdefault((failure.get("host"), failure["pid"]), failure["rank"])
                     self.pid_rank.setdefault((None, failure["pid"]), failure["rank"])
 
-    def _gpu_state(self, state, host: str | None) -> None:
-        host = getattr(state, "host", None) or host
-        pci = state.pci_bus_id
-        if not pci:
-            return
-        if state.index is not None:
-            self.gpu_index[(host, pci)] = state.index
-            self.index_pci[(host, state.index)] = pci
-        if state.uuid:
-            self.gpu_uuid[(host, pci)] = state.uuid
-            self.uuid_pci[state.uuid] = (host, pci)
+    def _gpu_name(self, gpu: GpuName, host: str | None) -> None:
+        host = gpu.host or host
+        pci = gpu.pci
+        if gpu.index is not None:
+            self.gpu_index[(host, pci)] = gpu.index
+            self.index_pci[(host, gpu.index)] = pci
+        if gpu.uuid:
+            self.gpu_uuid[(host, pci)] = gpu.uuid
+            self.uuid_pci[gpu.uuid] = (host, pci)
 
     # ---------------------------------------------------------------- lookups
     def ranks_on(self, host: str | None) -> list[RankInfo]:

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpulib.diagnose.inputs import InputFile, Inputs, gather
+from gpulib.diagnose.record_summary import flag, summarize_values, summary_of
 
 #: Fields compared across nodes, in the order a diff table shows them.
 FIELDS = ("driver", "cuda", "nccl", "torch", "kernel", "os", "gpu_model", "gpu_count", "vbios",
@@ -84,38 +84,17 @@ class NodeConfig:
         return {"host": self.host, **self.facts(), "sources": dict(self.sources)}
 
 
-def summarize(values: list[str]) -> str | None:
-    """One value for a node: the value all GPUs/ports share, or ``mixed: a x7, b x1``."""
-    values = [v for v in values if v not in (None, "")]
-    if not values:
-        return None
-    counts = Counter(values)
-    if len(counts) == 1:
-        return values[0]
-    return "mixed: " + ", ".join(f"{v} x{n}" for v, n in counts.most_common())
-
-
-def _flag(value: bool | None) -> str | None:
-    return None if value is None else ("Enabled" if value else "Disabled")
-
-
 def _snapshot_facts(cfg: NodeConfig, files: list[InputFile]) -> None:
     """GPU model, count, driver, CUDA, ECC and MIG from the richest nvidia-smi snapshot of the node,
     VBIOS and persistence mode from the same file's text (the GPU records do not carry them)."""
     order = {kind: i for i, kind in enumerate(_SNAPSHOT_KINDS)}
-    snapshots = sorted((f for f in files if f.kind in order and f.records), key=lambda f: order[f.kind])
+    snapshots = sorted((f for f in files if f.kind in order and summary_of(f).records), key=lambda f: order[f.kind])
     if not snapshots:
         return
     best = snapshots[0]
-    gpus = [r for r in best.records if hasattr(r, "lost")]
-    readable = [g for g in gpus if not g.lost]
     src = best.display
-    cfg.set("driver", next((g.driver_version for g in gpus if g.driver_version), None), src)
-    cfg.set("cuda", next((g.cuda_version for g in gpus if g.cuda_version), None), src)
-    cfg.set("gpu_model", summarize([g.name for g in readable]), src)
-    cfg.set("gpu_count", len(readable) if gpus else None, src)
-    cfg.set("ecc_mode", summarize([_flag(g.ecc_mode_enabled) for g in readable]), src)
-    cfg.set("mig_mode", summarize([_flag(g.mig_enabled) for g in readable]), src)
+    for name, value in summary_of(best).snapshot_facts:
+        cfg.set(name, value, src)
     for name, value in text_facts(best):
         cfg.set(name, value, src)
 
@@ -144,7 +123,7 @@ def text_facts(f: InputFile) -> list[tuple[str, object]]:
                 text = None
             for name, (q_text, q_xml) in _Q_FIELDS.items() if text is not None else ():
                 pattern = q_xml if f.kind == "nvidia_smi_xml" else q_text
-                rec.set(name, summarize([m["v"] for m in pattern.finditer(text)]), f.display)
+                rec.set(name, summarize_values([m["v"] for m in pattern.finditer(text)]), f.display)
         elif f.kind in SNIFF_KINDS:
             _sniff(rec, f)
         f.facts = rec.items
@@ -152,13 +131,12 @@ def text_facts(f: InputFile) -> list[tuple[str, object]]:
 
 
 def _ib_facts(cfg: NodeConfig, files: list[InputFile]) -> None:
-    ports = [r for f in files if f.kind in ("ibstat", "ibstatus") for r in f.records
-             if getattr(r, "is_infiniband", False)]
+    ports = [p for f in files if f.kind in ("ibstat", "ibstatus") for p in summary_of(f).ib_ports]
     if not ports:
         return
     src = next(f.display for f in files if f.kind in ("ibstat", "ibstatus"))
-    cfg.set("ib_ports_active", f"{sum(1 for p in ports if p.up)}/{len(ports)}", src)
-    cfg.set("ib_rate_gbps", summarize([f"{p.rate_gbps:g}" for p in ports if p.up and p.rate_gbps is not None]), src)
+    cfg.set("ib_ports_active", f"{sum(1 for up, _rate in ports if up)}/{len(ports)}", src)
+    cfg.set("ib_rate_gbps", summarize_values([f"{rate:g}" for up, rate in ports if up and rate is not None]), src)
 
 
 def _sniff(cfg: NodeConfig | _Recorder, f: InputFile) -> None:
@@ -182,12 +160,12 @@ def _sniff(cfg: NodeConfig | _Recorder, f: InputFile) -> None:
             gpus = [g for g in doc.get("gpus") or [] if not g.get("lost")]
             cfg.set("driver", doc.get("driver_version"), src)
             cfg.set("cuda", doc.get("cuda_driver_version"), src)
-            cfg.set("gpu_model", summarize([g.get("name") for g in gpus]), src)
+            cfg.set("gpu_model", summarize_values([g.get("name") for g in gpus]), src)
             cfg.set("gpu_count", len(gpus) if doc.get("gpus") is not None else None, src)
-            cfg.set("vbios", summarize([g.get("vbios_version") for g in gpus]), src)
+            cfg.set("vbios", summarize_values([g.get("vbios_version") for g in gpus]), src)
             for name, key in (("persistence_mode", "persistence_mode"), ("ecc_mode", "ecc_mode_current"),
                               ("mig_mode", "mig_mode_current")):
-                cfg.set(name, summarize([_flag(g.get(key)) for g in gpus]), src)
+                cfg.set(name, summarize_values([flag(g.get(key)) for g in gpus]), src)
         elif "torch" in doc or "nccl" in doc:
             cfg.set("torch", doc.get("torch"), src)
             cfg.set("nccl", doc.get("nccl"), src)

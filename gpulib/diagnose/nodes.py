@@ -14,6 +14,7 @@ finding can say whether it explains the failure:
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 from gpulib.diagnose.drift import WHY, FieldDrift, config_drift, odd_nodes
 from gpulib.diagnose.node_facts import NodeConfig, node_configs
@@ -119,14 +120,15 @@ def node_summary(inputs, findings: list[Finding], root: Finding | None,
     return sorted(out, key=lambda n: (order[n["role"]], n["host"]))
 
 
-def attach(diagnosis, inputs) -> None:
-    """Add the config-drift findings and ``nodes`` to a diagnosis of more than one node.
-    Never raises: a bug here must not cost the diagnosis it decorates. Idempotent:
+def attach(diagnosis, inputs, configs: Callable[[], dict[str, NodeConfig]] | None = None) -> None:
+    """Add the config-drift findings and ``nodes`` to a diagnosis of more than one node (``configs``:
+    what reads the hosts' :func:`~gpulib.diagnose.node_facts.node_configs`, where a caller keeps
+    them). Never raises: a bug here must not cost the diagnosis it decorates. Idempotent:
     :func:`gpulib.diagnose.diagnose` calls it, a second call changes nothing."""
     if getattr(diagnosis, "nodes", None):
         return
     try:
-        configs = node_configs(inputs)
+        configs = configs() if configs is not None else node_configs(inputs)
         hosts = {f.host for f in inputs.files if f.host}
         if len(hosts | set(configs)) < 2:
             return  # one node: nothing to compare, no summary to make

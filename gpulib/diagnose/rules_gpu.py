@@ -46,13 +46,22 @@ def _line(file, state, what: str):
 
 def run(ctx: Context) -> None:
     snapshots: dict[tuple[str | None, str], list] = defaultdict(list)
-    for file, rec in ctx.records(*SNAPSHOT_KINDS, "nvidia_smi_csv"):
-        if hasattr(rec, "lost") and hasattr(rec, "processes"):
-            snapshots[(rec.host or file.host, file.display)].append((file, rec))
-        elif hasattr(rec, "throttle_bitmask") and hasattr(rec, "time_utc"):
-            pass  # time series handled below
-    for (host, _display), states in snapshots.items():
-        _snapshot(ctx, host, states)
+    quiet: dict[tuple[str | None, str], tuple] = {}  # snapshots a digest summarised: their listing only
+    for file in ctx.inputs.of_kind(*SNAPSHOT_KINDS, "nvidia_smi_csv"):
+        if file.summary_only:
+            for listing in file.summary.listings:
+                quiet[(listing.host or file.host, file.display)] = (file, listing)
+                snapshots[(listing.host or file.host, file.display)] = []
+            continue
+        for rec in file.records:
+            if hasattr(rec, "lost") and hasattr(rec, "processes"):
+                snapshots[(rec.host or file.host, file.display)].append((file, rec))
+    for (host, display), states in snapshots.items():
+        if (host, display) in quiet:
+            file, listing = quiet[(host, display)]
+            _missing_job_gpus(ctx, host, ctx.utc(listing.captured_at, file), file, set(listing.listed), listing.present)
+        else:
+            _snapshot(ctx, host, states)
     _series(ctx)
 
 
@@ -75,7 +84,8 @@ def _snapshot(ctx: Context, host: str | None, states: list) -> None:
         _power_unreadable(ctx, host, captured, file, s)
         _throttle_snapshot(ctx, host, captured, file, s)
         _pcie(ctx, host, captured, file, s)
-    _missing_job_gpus(ctx, host, captured, states)
+    _missing_job_gpus(ctx, host, captured, states[0][0], {s.pci_bus_id for _, s in states if s.pci_bus_id},
+                      any(not s.lost for _, s in states))
     indexes = sorted(s.index for s in present if s.index is not None)
     if indexes and indexes != list(range(len(indexes))) and indexes[-1] + 1 > len(indexes):
         missing = sorted(set(range(indexes[-1] + 1)) - set(indexes))
@@ -92,7 +102,7 @@ def _hot(ctx: Context, host, file, rec, temp_c, when, reasons, line=None) -> Non
     it clock speed, and its rank becomes the straggler the other ranks time out on. Worth a look at
     the airflow before it happens (context, not a cause: nothing was slowed)."""
     limit = ctx.thresholds.temp_limit_c
-    if temp_c is None or temp_c < limit or set(reasons or ()) & SLOWDOWN_REASONS:
+    if not hot_unthrottled(temp_c, reasons, limit):
         return
     f = ctx.add("hot", severity="warning", category="thermal_throttling", role="context", hardware=True, title="",
                 host=host, time=ctx.utc(when, file) if when else None, observed=True,
@@ -104,6 +114,17 @@ def _hot(ctx: Context, host, file, rec, temp_c, when, reasons, line=None) -> Non
         f.gpu_index = rec.index
     f.title = without_unknowns(f"GPU {f.gpu_index} ({f.gpu_pci}) on {host} reached {temp_c:.0f} C (limit "
                                f"{limit:g} C) without throttling yet")
+
+
+def hot_unthrottled(temp_c: float | None, reasons, limit_c: float) -> bool:
+    """At or above ``limit_c`` with no slowdown reason active (what :func:`_hot` reports)."""
+    return temp_c is not None and temp_c >= limit_c and not set(reasons or ()) & SLOWDOWN_REASONS
+
+
+def quiet_series(series: GpuSeries, limit_c: float) -> bool:
+    """A GPU time series no rule here reports, whatever other files say about the same GPU: never
+    throttled and never hot without a reason (the per-node digest leaves such records behind)."""
+    return series.first_throttled is None and not hot_unthrottled(series.temp_c.max, series.reasons, limit_c)
 
 
 def _power_unreadable(ctx: Context, host, captured, file, s) -> None:
@@ -127,14 +148,13 @@ def _power_unreadable(ctx: Context, host, captured, file, s) -> None:
                                "power delivery is failing")
 
 
-def _missing_job_gpus(ctx: Context, host, captured, states) -> None:
-    """A GPU the job used on this host (NCCL busId) that the snapshot no longer lists at all:
-    nvidia-smi renumbers the survivors, so only the PCI id says which one is gone."""
-    listed = {s.pci_bus_id for _, s in states if s.pci_bus_id}
+def _missing_job_gpus(ctx: Context, host, captured, file, listed: set[str], present: bool) -> None:
+    """A GPU the job used on this host (NCCL busId) that the snapshot of ``file`` no longer lists at
+    all (``listed``: the PCI ids it lists; ``present``: some GPU was readable): nvidia-smi renumbers
+    the survivors, so only the PCI id says which one is gone."""
     used = {i.pci: i.rank for i in ctx.ids.ranks_on(host) if i.pci}
-    if not used or not any(not s.lost for _, s in states):
+    if not used or not present:
         return  # no job GPUs here, or not a listing at all (only a "GPU is lost" message)
-    file = states[0][0]
     for pci in sorted(set(used) - listed):
         f = ctx.add("gpu-missing", severity="critical", category="gpu_fell_off_bus", interruption="hard",
                     hardware=True, title=f"GPU {pci} of rank {used[pci]} on {host} is missing from nvidia-smi",

@@ -8,7 +8,6 @@ from collections import defaultdict
 
 from gpulib.diagnose.context import Context, evidence, place
 from gpulib.diagnose.drift import WHY, config_drift
-from gpulib.diagnose.node_facts import node_configs
 from gpulib.findings import EvidenceLine, Pointers
 from gpulib.parsers.slurm import NodeReason, PartitionState
 
@@ -26,7 +25,7 @@ def run(ctx: Context) -> None:
     _sinfo(ctx)
     _dcgmi(ctx)
     _flight_recorder(ctx)
-    _ibstat(ctx)
+    ib_ports(ctx)
     _fuser(ctx)
     _ipmi(ctx)
     _reboots(ctx)
@@ -81,7 +80,7 @@ def _version_skew(ctx: Context) -> None:
     from :mod:`gpulib.fleet`). A skew is context - fix it before the relaunch - unless the job's
     stack errors (NCCL init/connection errors, driver too old) all involve an odd node (on it, or
     with it as the peer): then the mismatch is what broke the job, and a soft cause."""
-    configs = node_configs(ctx.inputs)
+    configs = ctx.configs()
     errors = [(fl, e, hosts) for fl, e, hosts in _stack_errors(ctx) if hosts]
     for d in config_drift(configs, VERSION_FIELDS):
         odd = set(d.odd)
@@ -230,7 +229,8 @@ def _flight_recorder(ctx: Context) -> None:
                 pointers=Pointers(ranks=behind | missing))
 
 
-def _ibstat(ctx: Context) -> None:
+def ib_ports(ctx: Context) -> None:
+    """An InfiniBand port that is not Active/LinkUp: the node's link to the fabric (read per node)."""
     for file, rec in ctx.records("ibstat", "ibstatus"):
         state = str(getattr(rec, "state", "") or "").lower()
         link = str(getattr(rec, "link_layer", "") or "InfiniBand")

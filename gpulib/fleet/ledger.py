@@ -227,7 +227,7 @@ class _Builder:
         self.ledger.sources.append(source)
 
     def add_evidence(self, path: Path, fallback_time: str | None = None) -> None:
-        inputs = gather([path])
+        inputs = gather([path], digests=False)  # every GPU snapshot's counters, not a digest's summary
         for f in inputs.of_kind("nvidia_smi_q", "nvidia_smi_xml", "nvidia_smi_table"):
             states = [s for s in f.records if hasattr(s, "lost")]
             complete = not any(s.lost for s in states)

@@ -47,6 +47,8 @@ class ChassisStatus:
 
 
 def looks_like(head: str) -> bool:
+    if sum(k in head for k in _KEYS) < 3:
+        return False  # cheaper than reading every line of the head
     keys = {m["key"] for line in head.splitlines() if (m := _KV.match(line.strip()))}
     return sum(k in keys for k in _KEYS) >= 3
 

@@ -35,11 +35,16 @@ PROMPT = re.compile(r"^(?:\([\w.-]+\) )?(?:\[[\w.-]+@(?P<h1>[\w.-]+) [^\]]*\]|[\
 _OUTER_STAMP = re.compile(r"^\[?(?P<stamp>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?:? ")
 #: ``grep -r`` / ``grep -H`` output: ``path/to/node3.log:1234:`` before the line it found.
 _GREP_FILE = re.compile(r"^(?P<path>[\w./-]+\.(?:log|txt|out|err))(?::\d+)?:(?=\S)")
+#: What a ``grep -H`` prefix ends with (its file's extension, then ':'): looked for before _GREP_FILE.
+_GREP_TAIL = re.compile(r"\.(?:log|txt|out|err):")
 _DEFAULT = re.compile(r"^\[default(?P<lrank>\d+)\]:\s?")
 _NCCL_ID = re.compile(r"^(?P<host>[A-Za-z][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] ")
 _RANK_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<r1>\d+)\]|\brank[ =:](?P<r2>\d+)\b|\bfrom rank (?P<r3>\d+)\b")
 _LOCAL_RANK = re.compile(r"--local[_-]rank[= ](?P<lr>\d+)|\blocal_rank[:=] ?(?P<lr2>\d+)")
 _GPU_TEXT = re.compile(r"\bGPU ?(?P<gpu>\d{1,2})\b(?! ?has a total)|\bcuda:(?P<cuda>\d{1,2})\b")
+#: The end every PCI id has, as a pattern that starts with a literal (fast): tested before _PCI_TEXT,
+#: which tries every position of a line.
+_PCI_TAIL = re.compile(r":[0-9a-fA-F]{2}\.\d")
 _PCI_TEXT = re.compile(r"\b(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d)\b")
 
 
@@ -72,7 +77,7 @@ class LineReader:
             segments = [s for s in line.split("\r") if s.strip()]
             line = segments[-1] if segments else ""
         line = MARKDOWN_QUOTE.sub("", line, count=1) if line.lstrip().startswith(">") else line
-        m = PROMPT.match(line)
+        m = PROMPT.match(line) if "@" in line else None  # every prompt names user@host
         if m:
             self.session_host = m["h1"] or m["h2"]
             return LineFacts(line[m.end():], host=self.session_host, command=True)
@@ -80,17 +85,19 @@ class LineReader:
         stamp, body = None, line
         for _ in range(6):  # layers in any order: pdsh, then mpirun's stamp, then its [1,N] tag, ...
             before = body
-            m = _GREP_FILE.match(body)
+            # each layer is tried only where its first characters are (a console has 100,000s of lines)
+            m = _GREP_FILE.match(body) if _GREP_TAIL.search(body) else None
             if m:
                 body = body[m.end():]
-            m = _OUTER_STAMP.match(body)
+            first = body[:1]
+            m = _OUTER_STAMP.match(body) if first == "[" or first.isdigit() else None
             if m:
                 stamp, body = stamp or m["stamp"], body[m.end():]
             body, hints = strip_prefixes(body)
             if facts.rank is None:
                 facts.rank = hints.get("rank", hints.get("task"))
             facts.host = facts.host or hints.get("prefix_host")
-            m = _DEFAULT.match(body)
+            m = _DEFAULT.match(body) if body.startswith("[default") else None
             if m:
                 facts.local_rank, body = int(m["lrank"]), body[m.end():]
             if body == before:
@@ -105,19 +112,20 @@ class LineReader:
             facts.host, facts.pid, facts.device = m["host"], int(m["pid"]), int(m["dev"])
         facts.message = body
         facts.time_utc = facts.time_utc or stamp_in(stamp or body, year=self.year, tz=self.tz)
-        if facts.rank is None:
+        # each pattern runs only where the words it needs are (a regex pass costs ~5 us a line)
+        if facts.rank is None and "ank" in body:
             m = _RANK_TEXT.search(body)
             if m:
                 facts.rank = int(m["r1"] or m["r2"] or m["r3"])
-        if facts.local_rank is None:
+        if facts.local_rank is None and "local" in body:
             m = _LOCAL_RANK.search(body)
             if m:
                 facts.local_rank = int(m["lr"] or m["lr2"])
-        if facts.device is None:
+        if facts.device is None and ("GPU" in body or "cuda:" in body):
             m = _GPU_TEXT.search(body)
             if m:
                 facts.device = int(m["gpu"] or m["cuda"])
-        m = _PCI_TEXT.search(body)
+        m = _PCI_TEXT.search(body) if _PCI_TAIL.search(body) else None
         if m:
             facts.pci = normalize_pci(m["pci"])
         facts.host = facts.host or self.session_host

@@ -30,6 +30,10 @@ GLOG_STAMP = re.compile(r"(?<![\w])[EWIF](?P<md>\d{3,4}) (?P<h>\d\d):(?P<mi>\d\d
 DATE_STAMP = re.compile(
     r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<mon>[A-Z][a-z]{2}) +(?P<d>\d{1,2}) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)"
     r"(?: (?P<zone>UTC|GMT))? (?P<y>20\d\d)")
+#: What a glog and a ``date`` stamp hold, as patterns that start with a literal (the regex engine
+#: skips to it): tested first, as GLOG_STAMP and DATE_STAMP try every position of a line (~3 us).
+_GLOG_CLOCK = re.compile(r":\d\d:\d\d\.\d")
+_DATE_CLOCK = re.compile(r":\d\d:\d\d ")
 YEAR_HINT = re.compile(rb"(20\d\d)[-/]\d\d[-/]\d\d[ T_]\d\d:\d\d")
 
 
@@ -84,29 +88,27 @@ def stamp_in(line: str, *, year: int | None, tz: tzinfo) -> str | None:
     """
     m = ISO_STAMP.search(line)
     if m:
-        try:
-            moment = datetime(int(m["y"]), int(m["mo"]), int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]))
-        except ValueError:
-            return None
-        return _finish(moment, m["zone"], tz)
-    m = GLOG_STAMP.search(line)
-    if m and year:
+        return _utc(int(m["y"]), int(m["mo"]), int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]), m["zone"], tz)
+    m = GLOG_STAMP.search(line) if year and _GLOG_CLOCK.search(line) else None
+    if m:
         md = m["md"]
-        month, day = (int(md[:-2]), int(md[-2:]))
-        try:
-            moment = datetime(year, month, day, int(m["h"]), int(m["mi"]), int(m["s"]))
-        except ValueError:
-            return None
-        return _finish(moment, None, tz)
-    m = DATE_STAMP.search(line)
+        return _utc(year, int(md[:-2]), int(md[-2:]), int(m["h"]), int(m["mi"]), int(m["s"]), None, tz)
+    m = DATE_STAMP.search(line) if _DATE_CLOCK.search(line) else None
     if m and m["mon"].lower() in _MONTHS:
-        try:
-            moment = datetime(int(m["y"]), _MONTHS[m["mon"].lower()], int(m["d"]), int(m["h"]), int(m["mi"]),
-                              int(m["s"]))
-        except ValueError:
-            return None
-        return _finish(moment, m["zone"], tz)
+        return _utc(int(m["y"]), _MONTHS[m["mon"].lower()], int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]),
+                    m["zone"], tz)
     return None
+
+
+@lru_cache(maxsize=1 << 16)
+def _utc(y: int, mo: int, d: int, h: int, mi: int, s: int, zone_text: str | None, tz: tzinfo) -> str | None:
+    """One second of a log read as UTC ISO, or None for a date that does not exist. Remembered:
+    the ranks of a job print the same second thousands of times (every watchdog timeout)."""
+    try:
+        moment = datetime(y, mo, d, h, mi, s)
+    except ValueError:
+        return None
+    return _finish(moment, zone_text, tz)
 
 
 def year_hint(data: bytes) -> int | None:

@@ -114,6 +114,8 @@ _LOST = re.compile(r"gpu is lost|unable to determine the device handle|gpu requi
 
 #: How -q/-x print a reading the driver asked for and got no answer to (not N/A: no such sensor).
 _UNANSWERED = re.compile(r"\[?(?:Unknown Error|ERR!)\]?", re.I)
+#: What any such reading holds: searched once over all of a GPU's values before each is tested.
+_UNANSWERED_HINT = re.compile(r"Unknown Error|ERR!", re.I)
 
 
 class _Reader:
@@ -181,14 +183,21 @@ def _ecc(read: _Reader, scope: str, kind: str) -> int | None:
     return sum(known) if known else None
 
 
+@lru_cache(maxsize=4096)
+def _clock_path(path: str) -> tuple[str, str] | None:
+    """(section, leaf) of a field path inside a clocks event/throttle section, else None."""
+    if not path.startswith("clocks_"):
+        return None
+    section, _, rest = path.partition("/")
+    return (section, rest.rsplit("/", 1)[-1]) if rest else None
+
+
 def _throttle(read: _Reader, state: GpuState) -> None:
     for path, (value, line) in read.fields.items():
-        if not path.startswith("clocks_"):
+        where = _clock_path(path)
+        if where is None:
             continue
-        section, _, rest = path.partition("/")
-        if not rest:
-            continue
-        leaf = rest.rsplit("/", 1)[-1]
+        section, leaf = where
         if section in _REASON_SECTIONS:
             reason = canonical_reason(leaf)
             if reason is None and leaf.endswith("unknown"):
@@ -229,11 +238,14 @@ def state_from_fields(
     who = f"GPU {header_pci or index}"
     read = _Reader(fields, source, who, problems)
     state = GpuState(index=index, source=source, line=line, **header)
+    values = "\n".join(value for value, _line in fields.values())
+    unanswered = _UNANSWERED_HINT.search(values) is not None  # else no field needs the check below
     for name, (convert, paths) in FIELDS.items():
         setattr(state, name, read.get(convert, paths))
-        raw = next((fields[p][0] for p in paths if p in fields), "")
-        if _UNANSWERED.fullmatch(raw.strip()):
-            state.unreadable.append(name)
+        if unanswered:
+            raw = next((fields[p][0] for p in paths if p in fields), "")
+            if _UNANSWERED.fullmatch(raw.strip()):
+                state.unreadable.append(name)
     pci_text = read.get(units.text_value, ("pci/bus_id", "pci/pci_bus_id")) or header_pci
     state.pci_bus_id = normalize_pci(pci_text)
     pending = [read.get(units.yes_no, (p,)) for p in _RETIRED_PENDING if p in fields]
@@ -243,7 +255,7 @@ def state_from_fields(
         for kind in ("sbe", "dbe"):
             setattr(state, f"ecc_{scope}_{kind}", _ecc(read, scope, kind))
     _throttle(read, state)
-    if _LOST.search("\n".join(value for value, _line in fields.values())):
+    if _LOST.search(values):
         path, (value, _line) = next((p, v) for p, v in fields.items() if _LOST.search(v[0]))
         state.lost = True
         state.lost_reason = f"{path}: {value.strip()}"

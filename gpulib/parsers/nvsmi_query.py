@@ -37,6 +37,8 @@ def looks_like(head: str) -> bool:
     """The ``NVSMI LOG`` banner, or GPU blocks with ``-q`` labels (a banner-less fragment)."""
     if _LOG_MARK in head:
         return True
+    if not (head.startswith("GPU ") or "\nGPU " in head):
+        return False  # no line starts a GPU block (tested first: the anchored search tries every line)
     return bool(re.search(r"^GPU [0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*$", head, re.M)) and bool(
         re.search(r"^\s{4}\S[^:\n]*?\s+: ", head, re.M)
     )
@@ -46,6 +48,14 @@ def looks_like(head: str) -> bool:
 #: block of every file (bounded by the labels nvidia-smi prints; cleared if a file floods it).
 _PATHS: dict[tuple[str, str], str] = {}
 _MAX_PATHS = 20_000
+#: A field line read in the sections open before it -> (the sections open after it, its path, its
+#: value or None). Most lines of a ``-q`` file are the same in every GPU block of every node (800
+#: lines a node, ~2 % of them distinct over 1,024 nodes), so each is taken apart once. The open
+#: sections (``((indent, path), ...)``) are numbered in :data:`_SECTIONS` (their position in it).
+_STEPS: dict[tuple[int, str], tuple[int, str, str | None]] = {}
+_SECTIONS: list[tuple[tuple[int, str], ...]] = [()]
+_SECTION_IDS: dict[tuple[tuple[int, str], ...], int] = {(): 0}
+_MAX_STEPS = 200_000
 
 
 class _Block:
@@ -53,23 +63,9 @@ class _Block:
         self.pci, self.line, self.index, self.header = pci, line, index, dict(header)
         self.fields: FieldMap = {}
         self.processes: list[GpuProcess] = []
-        self.stack: list[tuple[int, str]] = []
 
-    def add(self, indent: int, key: str, value: str | None, number: int) -> None:
-        stack = self.stack
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        parent = stack[-1][1] if stack else ""
-        path = _PATHS.get((parent, key))
-        if path is None:
-            name = norm_key(key)
-            path = _PATHS[parent, key] = f"{parent}/{name}" if parent else name
-        stack.append((indent, path))  # each entry carries its full path
-        if value is None:
-            return
-        if path not in self.fields:
-            self.fields[path] = (value, number)
-        # Processes repeat the same labels once per process: collect them in order.
+    def process_field(self, path: str, value: str) -> None:
+        """Processes repeat the same labels once per process: collect them in order."""
         if path == "processes/process_id":
             self.processes.append(GpuProcess(pid=_safe(units.integer, value)))
         elif path.startswith("processes/process_id/") and self.processes:
@@ -81,6 +77,29 @@ class _Block:
                 proc.type = units.text_value(value)
             elif leaf == "used_gpu_memory":
                 proc.used_mib = _safe(units.number, value)
+
+
+def _step(open_id: int, line: str) -> tuple[int, str, str | None]:
+    """Read one field line (tabs expanded, trailing blanks removed) of a GPU block."""
+    body = line.lstrip(" ")
+    indent = len(line) - len(body)
+    key, sep, value = body.partition(":")  # labels never contain ':'; values may (bus ids, times)
+    key = key.rstrip()
+    sections = _SECTIONS[open_id]
+    depth = len(sections)
+    while depth and sections[depth - 1][0] >= indent:
+        depth -= 1
+    parent = sections[depth - 1][1] if depth else ""
+    path = _PATHS.get((parent, key))
+    if path is None:
+        name = norm_key(key)
+        path = _PATHS[parent, key] = f"{parent}/{name}" if parent else name
+    after = (*sections[:depth], (indent, path))  # each section carries its full path
+    after_id = _SECTION_IDS.get(after)
+    if after_id is None:
+        after_id = _SECTION_IDS[after] = len(_SECTIONS)
+        _SECTIONS.append(after)
+    return after_id, path, value.strip() if sep else None
 
 
 def _safe(convert, value):
@@ -109,12 +128,34 @@ def parse(text: str, source: str = "<text>", *, tz: str | None = None) -> ParseR
     index = 0  # nvidia-smi numbers GPUs in block order, restarting with each NVSMI LOG
     if len(_PATHS) > _MAX_PATHS:
         _PATHS.clear()
+    if len(_STEPS) > _MAX_STEPS:
+        _STEPS.clear()
+        del _SECTIONS[1:]
+        _SECTION_IDS.clear()
+        _SECTION_IDS[()] = 0
+    steps = _STEPS
+    open_id = 0  # the sections open in the current GPU block (see _STEPS)
+    fields: FieldMap = {}
     for number, raw in enumerate(text.splitlines(), 1):
-        line = (raw.expandtabs(4) if "\t" in raw else raw).rstrip()
-        if not line:
-            continue
-        if _LOG_MARK in line:  # a new snapshot (capture files hold idle and load runs)
-            seen_log, block, raw_header, index = True, None, {}, 0
+        # the bulk: a field line of a GPU block, most of them seen before (a field line is never
+        # blank, a banner or a block header, so a line found here is one)
+        step = steps.get((open_id, raw)) if block is not None else None
+        if step is None:
+            line = (raw.expandtabs(4) if "\t" in raw else raw).rstrip()
+            if not line:
+                continue
+            if _LOG_MARK in line:  # a new snapshot (capture files hold idle and load runs)
+                seen_log, block, raw_header, index = True, None, {}, 0
+                continue
+            if block is not None and line[0].isspace():
+                step = steps[open_id, raw] = _step(open_id, line)
+        if step is not None:
+            open_id, path, value = step
+            if value is not None:
+                if path not in fields:
+                    fields[path] = (value, number)
+                if path.startswith("processes/"):
+                    block.process_field(path, value)
             continue
         m = _GPU_HEADER.match(line) if line.startswith("GPU ") else None
         if m:
@@ -123,6 +164,7 @@ def parse(text: str, source: str = "<text>", *, tz: str | None = None) -> ParseR
                                    raw_header.get("cuda_umd_version") or raw_header.get("cuda_version"), tz)
             block = _Block(m["pci"], number, index, header)
             blocks.append(block)
+            open_id, fields = 0, block.fields
             index += 1
             continue
         if not line[0].isspace():
@@ -134,12 +176,6 @@ def parse(text: str, source: str = "<text>", *, tz: str | None = None) -> ParseR
                     count = units.integer(value) if value.strip().isdigit() else None
                     if count is not None:
                         attached.append((count, len(blocks)))
-            continue
-        if block is None:
-            continue
-        body = line.lstrip(" ")
-        key, sep, value = body.partition(":")  # labels never contain ':'; values may (bus ids, times)
-        block.add(len(line) - len(body), key.rstrip(), value.strip() if sep else None, number)
     states = []
     for b in blocks:
         state = state_from_fields(b.fields, source=source, index=b.index, header_pci=b.pci,

@@ -62,28 +62,47 @@ class KeywordLines:
         if not self.keywords or limit <= 0:
             return []
         if self.engine == "hyperscan":
-            return self._hyperscan(chunk, limit)
+            return sorted(self._hyperscan(chunk, limit))
         return self._anchors(chunk, limit)
 
+    def line_keywords(self, chunk: bytes | bytearray, limit: int | None = None,
+                      within: int | None = None) -> dict[int, set[int]] | None:
+        """Start offset -> indexes (in :attr:`keywords`) of every keyword each line holds in its first
+        ``within`` bytes, for the lines :meth:`line_starts` returns (in its order): a line's
+        keywords for free, from the same pass. None with the anchor engine, which stops at a
+        line's first keyword (the caller then tests each keyword on the line itself)."""
+        limit = len(chunk) if limit is None else limit
+        if self.engine != "hyperscan":
+            return None
+        if not self.keywords or limit <= 0:
+            return {}
+        found = self._hyperscan(chunk, limit, within)
+        return {start: found[start] for start in sorted(found)}
+
     # ---------------------------------------------------------------- Hyperscan
-    def _hyperscan(self, chunk: bytes | bytearray, limit: int) -> list[int]:
-        starts: list[int] = []
+    def _hyperscan(self, chunk: bytes | bytearray, limit: int, within: int | None = None) -> dict[int, set[int]]:
+        """Line start -> keyword indexes; only the first keyword of a line unless ``within`` is given."""
+        found: dict[int, set[int]] = {}
         rfind, find, keywords = chunk.rfind, chunk.find, self.keywords
         line = [0, -1]  # [start, end) of the last line recorded: further keywords in it cost nothing
 
         def on_match(ident: int, _from: int, to: int, _flags: int, _context: object) -> None:
             pos = to - len(keywords[ident])  # where the keyword starts: its line is the one reported
             if line[0] <= pos < line[1]:
+                if within is not None and to - line[0] <= within:
+                    found[line[0]].add(ident)
                 return None
             line[0] = rfind(b"\n", 0, pos) + 1
             end = find(b"\n", pos, limit)
             line[1] = limit if end == -1 else end + 1
-            starts.append(line[0])
+            found.setdefault(line[0], set())
+            if within is None or to - line[0] <= within:
+                found[line[0]].add(ident)
             return None  # a true value would stop the scan
 
         with memoryview(chunk) as view:
             _database(keywords).scan(view[:limit], match_event_handler=on_match)
-        return sorted(set(starts))
+        return found
 
     # ---------------------------------------------------------------- rare-byte anchors
     def plan(self, sample: bytes) -> None:

@@ -102,7 +102,9 @@ def looks_like(head: str) -> bool:
     text = head.lstrip()
     if text.startswith("{") and '"resultType"' in head:
         return True
-    return bool(re.search(r"^# (HELP|TYPE) \w+", head, re.M) or re.search(r"^DCGM_F[IE]_\w+\{", head, re.M))
+    # the literal tests first: a multi-line anchored search costs ~60 us on every 8 KiB head
+    return bool(("# HELP " in head or "# TYPE " in head) and re.search(r"^# (HELP|TYPE) \w+", head, re.M)
+                or "DCGM_F" in head and re.search(r"^DCGM_F[IE]_\w+\{", head, re.M))
 
 
 def _value(text: str) -> tuple[float | None, str | None]:

@@ -38,7 +38,7 @@ _ELASTIC_LOCAL = re.compile(r"attempt_\d+/(?P<lrank>\d+)/(?:stderr|stdout|error)
 _NCCL_DEBUG_FILE = re.compile(r"nccl\.(?P<host>[A-Za-z][\w-]*(?:\.[\w-]+)*?)\.(?P<pid>\d+)(?:\.\w+)?$")
 
 
-@dataclass
+@dataclass(slots=True)  # a 10,000-node job console holds ~160,000 matches
 class Signal:
     """One line that matched a catalogue signature, with who printed it and when."""
 
@@ -90,6 +90,13 @@ def _number(text: str | None) -> float | None:
 
 
 @lru_cache(maxsize=1)
+def _ascii_keywords() -> bool:
+    """Every keyword is ASCII: then a line's decoded text holds a keyword exactly where its bytes do
+    (a replacement character never swallows an ASCII byte), and the prefilter's finds can be used."""
+    return all(k.isascii() for k in _keywords())
+
+
+@lru_cache(maxsize=1)
 def _keyword_index() -> tuple[tuple[str, tuple[int, ...]], ...]:
     """Each keyword with the catalogue positions of the signatures that name it: a line is tested
     against the signatures of the keywords it holds, not against all ~70 (one flat pass of
@@ -106,12 +113,23 @@ def match_line(facts: LineFacts, lineno: int, raw: str, path: PathFacts) -> list
     return [_signal(sig, fields, facts, lineno, raw, path) for sig, fields in _matches(facts, raw)]
 
 
-def _matches(facts: LineFacts, raw: str) -> list[tuple[Signature, dict]]:
-    """The signatures ``raw`` (read as ``facts``) matches, with their named fields."""
+@lru_cache(maxsize=4)
+def _owners(keywords: tuple[bytes, ...]) -> tuple[tuple[int, ...], ...]:
+    """For each of ``keywords`` (a prefilter's, by position), the catalogue positions of the
+    signatures that name it (none for the prompt marker)."""
+    owners = dict(_keyword_index())
+    return tuple(owners.get(k.decode(), ()) for k in keywords)
+
+
+def _matches(facts: LineFacts, raw: str, candidates: set[int] | None = None) -> list[tuple[Signature, dict]]:
+    """The signatures ``raw`` (read as ``facts``) matches, with their named fields. ``candidates``:
+    the signatures owning a keyword ``raw`` holds, when the prefilter already said which."""
     out = []
     message = facts.message
     catalogue = load_signatures()
-    for i in sorted({i for k, owners in _keyword_index() if k in raw for i in owners}):
+    if candidates is None:
+        candidates = {i for k, owners in _keyword_index() if k in raw for i in owners}
+    for i in sorted(candidates):
         sig = catalogue[i]
         m = sig.pattern.search(message)
         if not m:
@@ -153,14 +171,20 @@ class SignatureScanner:
         self._finder = KeywordLines(_keywords())
         self._reader = LineReader(tz=zone_of(tz), year=year)
         self._path = PathFacts.of(source)
+        self._keywords: dict[int, set[int]] | None = None  # line start -> keywords it holds (this chunk)
 
     def wanted(self, buf: bytearray, limit: int, offset: int, size: int) -> list[int]:
         if self._reader.year is None:
             self._reader.year = year_hint(bytes(buf[:1 << 20]))
+        if _ascii_keywords():  # the keywords each line holds come with the pass that finds the lines
+            self._keywords = self._finder.line_keywords(buf, limit, within=MAX_LINE_CHARS)
+            if self._keywords is not None:
+                return list(self._keywords)
         return self._finder.line_starts(buf, limit)
 
     def take(self, buf: bytearray, limit: int, lines: list[tuple[int, int]]) -> None:
-        reader, memo, records = self._reader, _MEMO, self.result.records
+        reader, memo, records, held = self._reader, _MEMO, self.result.records, self._keywords
+        owners = _owners(self._finder.keywords)
         for start, lineno in lines:
             end = buf.find(b"\n", start, limit)
             raw = buf[start:end if end != -1 else limit][:MAX_LINE_CHARS].decode("utf-8", "replace")
@@ -172,7 +196,8 @@ class SignatureScanner:
                 facts = reader.read(raw)
                 if facts.command:
                     continue
-                hit = (facts, _matches(facts, raw))
+                hit = (facts, _matches(facts, raw, None if held is None else
+                                       {i for k in held.get(start, ()) for i in owners[k]}))
                 if len(raw) <= _MEMO_LINE_CHARS:
                     if len(memo) >= _MEMO_LINES:
                         memo.clear()

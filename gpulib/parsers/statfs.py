@@ -31,7 +31,7 @@ _INODES = re.compile(r"^Inodes: Total: (?P<total>\d+)\s+Free: (?P<free>\d+)")
 
 
 def looks_like(head: str) -> bool:
-    return bool(re.search(r'(?m)^\s*File: ".*"\n\s*ID: \S+\s+Namelen: \d+\s+Type: ', head))
+    return 'File: "' in head and bool(re.search(r'(?m)^\s*File: ".*"\n\s*ID: \S+\s+Namelen: \d+\s+Type: ', head))
 
 
 def parse(text: str, source: str = "<text>") -> ParseResult[FsUsage]:

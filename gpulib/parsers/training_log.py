@@ -29,6 +29,7 @@ windows in between (:func:`progress_ranges` says why the step-time analysis lose
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import tzinfo
@@ -141,28 +142,36 @@ def strip_prefixes(line: str) -> tuple[str, dict]:
     if line.startswith((">", " >", "  >")):
         line = MARKDOWN_QUOTE.sub("", line, count=1)
     for _ in range(3):
-        m = _MPI_TAG.match(line)
-        if m:
-            hints["rank"] = int(m["rank"])  # mpirun's [job,rank]
-            line = line[m.end():]
-            continue
-        m = _RAY.match(line)
-        if m:
-            hints["ray_pid"], hints["ray_ip"] = int(m["pid"]), m["ip"]
-            line = line[m.end():]
-            continue
-        m = _SRUN_LABEL.match(line)
-        if m:
-            hints.setdefault("task", int(m["task"]))
-            line = line[m.end():]
-            continue
-        m = _PDSH_HOST.match(line)
-        if m and not line.startswith(("srun:", "slurmstepd:")):
-            hints.setdefault("prefix_host", m["host"])
-            line = line[m.end():]
-            continue
+        # each prefix starts with its own kind of character: only those that can match are tried
+        # (every line of a 10,000-node console passes here, some twice)
+        first = line[:1]
+        if first == "[":
+            m = _MPI_TAG.match(line)
+            if m:
+                hints["rank"] = int(m["rank"])  # mpirun's [job,rank]
+                line = line[m.end():]
+                continue
+        elif first == "(":
+            m = _RAY.match(line)
+            if m:
+                hints["ray_pid"], hints["ray_ip"] = int(m["pid"]), m["ip"]
+                line = line[m.end():]
+                continue
+        if first.isspace() or first.isdigit():
+            m = _SRUN_LABEL.match(line)
+            if m:
+                hints.setdefault("task", int(m["task"]))
+                line = line[m.end():]
+                continue
+        colon = line.find(":")  # a pdsh host is a word right before the line's first ": "
+        if first.isalnum() and colon > 0 and line[colon + 1:colon + 2] == " ":
+            m = _PDSH_HOST.match(line)
+            if m and not line.startswith(("srun:", "slurmstepd:")):
+                hints.setdefault("prefix_host", m["host"])
+                line = line[m.end():]
+                continue
         break
-    m = _RANK_PREFIX.match(line) or (_RANK_GLUED.search(line) if "[rank" in line else None)
+    m = (_RANK_PREFIX.match(line) or _RANK_GLUED.search(line)) if "[rank" in line else None
     if m:
         hints["rank"] = int(m["rank"])
         line = line[m.end():]
@@ -268,7 +277,7 @@ SIGNALS = {1: "SIGHUP", 2: "SIGINT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: 
            11: "SIGSEGV", 13: "SIGPIPE", 15: "SIGTERM"}
 
 
-@dataclass
+@dataclass(slots=True)  # a 10,000-node job console is ~350,000 of them
 class JobEvent:
     """One meaningful line (or block) of a job log.
 
@@ -297,11 +306,18 @@ def looks_like(head: str) -> bool:
                "iteration", "step ", "step:", "PyTorchJob", "distributed init")
     hits = sum(1 for m in markers if m in head)
     return (hits >= 2 or "NCCL INFO" in head or "ProcessGroupNCCL" in head or "PyTorchJob" in head
-            or _RANK_LINE.search(head) is not None)
+            or "[rank" in head and _RANK_LINE.search(head) is not None)
 
 
 def _signal_of(code: int) -> str | None:
     return SIGNALS.get(-code) if code < 0 else None
+
+
+#: NCCL facts about a host that every rank of it prints (its bootstrap address, its transport):
+#: one record per host and fact - a 10,000-node job prints each 80,000 times.
+HOST_FACTS = frozenset({"nccl_address", "nccl_transport", "nccl_no_ib"})
+#: What :meth:`_Classifier.classify` returns for a line that repeats a host fact already recorded.
+REPEATED = object()
 
 
 class _Classifier:
@@ -309,17 +325,25 @@ class _Classifier:
 
     def __init__(self) -> None:
         self.cfe_block: dict | None = None
+        self.host_facts: set[tuple] = set()  # NCCL lines (but their pid:tid [dev]) of HOST_FACTS seen
 
     def classify(self, body: str, hints: dict, lineno: int) -> JobEvent | None:  # noqa: C901 - one dispatch table
         rank = hints.get("rank")
-        m = _NCCL_LINE.search(body) if " NCCL " in body else None  # guard: the host pattern is costly
+        # guard: the host pattern is costly (~60 us on a watchdog line that mentions "NCCL work")
+        m = _NCCL_LINE.search(body) if "NCCL INFO " in body or "NCCL WARN " in body else None
         if m:
+            # a line that differs from a host fact's only in the printing process says nothing new
+            key = (body[:m.start("pid")], body[m.end("dev"):], tuple(hints.items()))
+            if key in self.host_facts:
+                return REPEATED
             ev = self._nccl(m, lineno, body)
             if ev is not None:
                 if rank is not None and ev.rank is None:
                     ev.rank = rank
+                if ev.kind in HOST_FACTS:
+                    self.host_facts.add(key)
                 return ev
-        m = _WATCHDOG_TIMEOUT.search(body) or _BLOCKING_WAIT.search(body)
+        m = _WATCHDOG_TIMEOUT.search(body) or (_BLOCKING_WAIT.search(body) if "in blocking wait" in body else None)
         if m and "watchdog thread terminated" not in body:
             return JobEvent(lineno, "watchdog_timeout", body, rank=rank if rank is not None else int(m["pg_rank"]),
                             details=self._work(m) | self._pg(body))
@@ -327,18 +351,18 @@ class _Classifier:
             pg = self._pg(body)  # a line cut before its WorkNCCL(...) part
             return JobEvent(lineno, "watchdog_timeout", body, rank=rank if rank is not None else pg.get("pg_rank"),
                             details={"truncated": True} | pg)
-        m = _WATCHDOG_SEEN.search(body)
+        m = _WATCHDOG_SEEN.search(body) if "watchdog at work" in body or "Timeout at NCCL work" in body else None
         if m:
             seq, enq, comp = (m["seq"] or m["seq2"], m["enq"] or m["enq2"], m["comp"] or m["comp2"])
             pg = self._pg(body)
             return JobEvent(lineno, "watchdog_progress", body, rank=rank if rank is not None else pg.get("pg_rank"),
                             details={"seq": int(seq), "last_enqueued": int(enq), "last_completed": int(comp)} | pg)
-        m = _WATCHDOG_STUCK.search(body)
+        m = _WATCHDOG_STUCK.search(body) if "got stuck" in body or "Heartbeat monitor" in body else None
         if m:
             pg = self._pg(body)
             return JobEvent(lineno, "watchdog_stuck", body, rank=rank if rank is not None else pg.get("pg_rank"),
                             details={"seconds": int(m["sec"]) if m["sec"] else None} | pg)
-        m = _WATCHDOG_TERMINATED.search(body)
+        m = _WATCHDOG_TERMINATED.search(body) if "watchdog thread terminated" in body else None
         if m:
             what = m["what"]
             pg = self._pg(body)
@@ -356,7 +380,7 @@ class _Classifier:
         m = _NCCL_ERROR.search(body)
         if m:
             return JobEvent(lineno, "nccl_error", body, rank=rank, details=self._nccl_error(m))
-        m = _NCCL_CLASS.search(body)
+        m = _NCCL_CLASS.search(body) if "nccl" in body else None
         if m:
             return JobEvent(lineno, "nccl_error_class", body, rank=rank, details={"code": m["code"]})
         if _OOM_ANY.search(body) or "out of memory. Tried to allocate" in body.lower():
@@ -451,14 +475,15 @@ class _Classifier:
         if not m:
             old = _RANK_BRACKET.search(body)  # torch <= 2.2: "[Rank 15] NCCL watchdog thread terminated"
             return {"pg_rank": int(old["rank"])} if old else {}
-        return {"pg": int(m["pg"]), "pg_desc": m["desc"], "pg_rank": int(m["pg_rank"])}
+        return {"pg": int(m["pg"]), "pg_desc": _shared(m["desc"]), "pg_rank": int(m["pg_rank"])}
 
     @staticmethod
     def _work(m: re.Match) -> dict:
-        out = {"op": m["op"], "timeout_ms": int(m["timeout_ms"])}
+        out = {"op": _shared(m["op"]), "timeout_ms": int(m["timeout_ms"])}
+        groups = m.groupdict()
         for key in ("seq", "numel_in", "numel_out", "elapsed_ms", "pg_rank"):
-            if m.groupdict().get(key) is not None:
-                out[key] = int(m[key])
+            if groups.get(key) is not None:
+                out[key] = int(groups[key])
         return out
 
     @staticmethod
@@ -482,7 +507,7 @@ class _Classifier:
     @staticmethod
     def _nccl(m: re.Match, lineno: int, body: str) -> JobEvent | None:
         msg = m["msg"]
-        base = {"host": m["host"], "pid": int(m["pid"]), "local_device": int(m["dev"])}
+        base = {"host": _shared(m["host"]), "pid": int(m["pid"]), "local_device": int(m["dev"])}
         if m["level"] == "WARN":
             details: dict = {"message": msg}
             ib = _IB_COMPLETION.search(msg)
@@ -501,7 +526,8 @@ class _Classifier:
             return JobEvent(lineno, "nccl_init", body, rank=int(init["rank"]), details={
                 "nranks": int(init["nranks"]), "cuda_dev": int(init["cudadev"]),
                 "nvml_dev": int(init["nvml"]) if init["nvml"] is not None else None,
-                "pci_bus_id": normalize_pci(init["busid"]), "comm": init["comm"], "phase": init["phase"]}, **base)
+                "pci_bus_id": _shared(normalize_pci(init["busid"])), "comm": init["comm"], "phase": _shared(init["phase"])},
+                            **base)
         net = _USING_NETWORK.search(msg)
         if net:
             return JobEvent(lineno, "nccl_transport", body, details={"network": net["net"]}, **base)
@@ -514,6 +540,12 @@ class _Classifier:
         if boot:
             return JobEvent(lineno, "nccl_address", body, details={"iface": boot["iface"], "addr": boot["addr"]}, **base)
         return None
+
+
+def _shared(text: str | None) -> str | None:
+    """One copy of a word every rank prints (its host, the collective, the PG name): a 10,000-node
+    console repeats each 80,000 times."""
+    return sys.intern(text) if text is not None else None
 
 
 def _expand_ranges(text: str) -> list[int]:
@@ -602,6 +634,8 @@ class JobLogScanner:
             raw = raw[:MAX_LINE_CHARS]
         body, hints = strip_prefixes(raw)
         ev = (self._classifier.classify_light if light else self._classifier.classify)(body, hints, lineno)
+        if ev is REPEATED:
+            return
         if ev is None:
             ev = self._progress(body, hints, lineno)
             if ev is None:

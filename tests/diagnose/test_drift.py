@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gpulib.diagnose.drift import config_drift, diff_table, odd_nodes, text_report
-from gpulib.diagnose.node_facts import NodeConfig, configs_from_paths, summarize
+from gpulib.diagnose.node_facts import NodeConfig, configs_from_paths
+from gpulib.diagnose.record_summary import summarize_values
 from gpulib.fleet.simulate import BASELINE, simulate_incident
 
 
@@ -61,9 +62,9 @@ def test_no_majority_and_missing_facts():
 
 
 def test_summarize_mixed_values():
-    assert summarize(["96.00.89", "96.00.89"]) == "96.00.89"
-    assert summarize(["x", "x", "y"]) == "mixed: x x2, y x1"
-    assert summarize([None, ""]) is None
+    assert summarize_values(["96.00.89", "96.00.89"]) == "96.00.89"
+    assert summarize_values(["x", "x", "y"]) == "mixed: x x2, y x1"
+    assert summarize_values([None, ""]) is None
 
 
 def test_raw_folders_from_the_corpus(incidents):

@@ -34,6 +34,20 @@ def test_same_lines_as_naive(parts):
             naive(data[:limit], KEYWORDS), engine
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([b"Watchdog caught ", b"Xid 79", b"x", b"\n", b"out of memory", b"`", b"NCCL WARN ",
+                                  b"err", b"or", b"error", b"W", b"aaaa"]), max_size=60), st.integers(0, 40))
+def test_each_line_names_every_keyword_it_holds(parts, within):
+    pytest.importorskip("hyperscan")
+    data = b"".join(parts)
+    found = KeywordLines(KEYWORDS, "hyperscan").line_keywords(data, within=within)
+    assert list(found) == naive(data, KEYWORDS)
+    for start, held in found.items():
+        line = data[start:].split(b"\n", 1)[0][:within]
+        assert held == {i for i, kw in enumerate(KEYWORDS) if kw in line}
+    assert KeywordLines(KEYWORDS, "anchors").line_keywords(data) is None  # it stops at a line's first keyword
+
+
 def test_anchor_and_direct_paths_both_used():
     common = b"lowercase words only, error here and there\n" * 200 + b"Watchdog caught it\n"
     finder = KeywordLines(KEYWORDS, "anchors")

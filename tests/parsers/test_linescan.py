@@ -54,3 +54,13 @@ def test_number_lines():
     buf = b"a\nb\nc\nd\n"
     assert linescan.number_lines(buf, [0, 4, 6], 10) == [11, 13, 14]
     assert linescan.number_lines(buf, [], 10) == []
+
+
+def test_signatures_from_the_prefilters_keywords_equal_a_test_of_every_keyword(incidents, monkeypatch):
+    logs = sorted(p for p in incidents.glob("case-*/input/**/*") if p.is_file() and p.suffix in (".out", ".log", ".txt"))
+    assert logs
+    with_prefilter = [signatures.scan_file(p).records for p in logs]
+    monkeypatch.setattr(signatures, "_ascii_keywords", lambda: False)  # every keyword tested on every line
+    signatures._MEMO.clear()
+    assert [signatures.scan_file(p).records for p in logs] == with_prefilter
+    assert any(with_prefilter)

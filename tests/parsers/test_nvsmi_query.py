@@ -195,3 +195,19 @@ def test_ecc_incident_gpu5_dbe_and_pending_remap(incidents):
     gpu5 = result.records[5]
     assert gpu5.remapped_rows_uncorrectable == 1 and gpu5.remapped_rows_pending is True
     assert gpu5.remapped_rows_failure is False
+
+
+def test_a_line_seen_in_another_section_is_read_in_its_own(monkeypatch):
+    """Field lines are taken apart once and remembered with the sections open before them: the same
+    line under another section must still get that section's path."""
+    one = ("==============NVSMI LOG==============\n\nAttached GPUs : 1\nGPU 00000000:18:00.0\n"
+           "    Clocks\n        SM                                : 1980 MHz\n"
+           "    Max Clocks\n        SM                                : 1980 MHz\n")
+    clocks, max_clocks = "    Clocks\n", "    Max Clocks\n"
+    two = one.replace(clocks, "@", 1).replace(max_clocks, clocks, 1).replace("@", max_clocks, 1)  # the sections swapped
+    nvsmi_query.parse(one)
+    remembered = nvsmi_query.parse(two).records
+    monkeypatch.setattr(nvsmi_query, "_STEPS", {})
+    assert remembered == nvsmi_query.parse(two).records
+    (gpu,) = remembered
+    assert gpu.sm_clock_mhz == 1980 and gpu.sm_clock_max_mhz == 1980

@@ -87,6 +87,19 @@ def test_transport_and_addresses():
     assert ("nccl_version", {"version": "2.19.3"}) in kinds
 
 
+def test_a_host_fact_every_rank_prints_is_one_record_per_host():
+    ranks = [f"{host}:{pid}:{pid + 100} [{dev}] NCCL INFO {msg}\n" for host in ("node-1", "node-2")
+             for dev, pid in enumerate(range(40, 48)) for msg in ("Bootstrap : Using bond0:10.1.0.1<0>",
+                                                                  "Using network IB")]
+    text = "".join(ranks) + "node-2:60:61 [0] NCCL INFO Using network Socket\n"
+    facts = [(e.kind, e.host, e.details) for e in events(text)]
+    assert facts == [("nccl_address", "node-1", {"iface": "bond0", "addr": "10.1.0.1"}),
+                     ("nccl_transport", "node-1", {"network": "IB"}),
+                     ("nccl_address", "node-2", {"iface": "bond0", "addr": "10.1.0.1"}),
+                     ("nccl_transport", "node-2", {"network": "IB"}),
+                     ("nccl_transport", "node-2", {"network": "Socket"})]  # a new fact is recorded
+
+
 def test_ib_completion_error_and_socket_reset():
     text = ("\nnode-9:501:600 [3] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer "
             "10.4.4.21<41000> with error 12, opcode 0, len 0, vendor err 129 (Recv)\n"
