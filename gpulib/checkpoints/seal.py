@@ -147,7 +147,7 @@ def find_seal(path: str) -> tuple[str, str] | None:
     own = seal_path(path)
     if os.path.isfile(own):
         return own, "" if os.path.isdir(path) else os.path.basename(path)
-    path = os.path.abspath(path) if not os.path.isabs(path) else path
+    path = os.path.abspath(path)
     inner, folder = os.path.basename(path), os.path.dirname(path)
     for _ in range(3):
         if os.path.isfile(os.path.join(folder, DIR_SEAL)):
