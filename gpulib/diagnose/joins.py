@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from gpulib.diagnose.inputs import Inputs
 from gpulib.diagnose.record_summary import GpuName, summary_of
 from gpulib.identity import normalize_pci
+from gpulib.parsers.training_log import members_of
 
 
 @dataclass
@@ -72,17 +73,18 @@ class IdentityMap:
         if inits:
             self.world_size = max(e.details["nranks"] for e in inits)
             for ev in inits:
-                key = (ev.host, ev.pid)
-                self.pid_device[key] = (ev.details.get("cuda_dev"), ev.details.get("pci_bus_id"))
-                self.pid_device.setdefault((None, ev.pid), self.pid_device[key])
-                if ev.details["nranks"] != self.world_size:
-                    continue
-                info = self.ranks.setdefault(ev.rank, RankInfo(ev.rank))
-                info.host, info.pid = ev.host, ev.pid
-                info.cuda_dev, info.nvml_dev = ev.details.get("cuda_dev"), ev.details.get("nvml_dev")
-                info.pci = ev.details.get("pci_bus_id")
-                self.pid_rank[key] = ev.rank
-                self.pid_rank.setdefault((None, ev.pid), ev.rank)
+                world = ev.details["nranks"] == self.world_size
+                for m in members_of(ev):  # one per rank, also those folded into a large job's record
+                    key = (m["host"], m["pid"])
+                    self.pid_device[key] = (m["cuda_dev"], m["pci_bus_id"])
+                    self.pid_device.setdefault((None, m["pid"]), self.pid_device[key])
+                    if not world:
+                        continue
+                    info = self.ranks.setdefault(m["rank"], RankInfo(m["rank"]))
+                    info.host, info.pid = m["host"], m["pid"]
+                    info.cuda_dev, info.nvml_dev, info.pci = m["cuda_dev"], m["nvml_dev"], m["pci_bus_id"]
+                    self.pid_rank[key] = m["rank"]
+                    self.pid_rank.setdefault((None, m["pid"]), m["rank"])
         hosts = {i.host for i in self.ranks.values() if i.host} | self.job_hosts
         if len(hosts) == 1:  # one node: every rank lives there
             only = next(iter(hosts))

@@ -21,6 +21,7 @@ from statistics import median
 
 from gpulib.diagnose.context import Context, evidence, place
 from gpulib.findings import Pointers
+from gpulib.parsers.training_log import ranks_of
 
 CASCADE_EXCEPTIONS = {"DistBackendError", "ChildFailedError", "DistStoreError", "DistNetworkError",
                       "RendezvousClosedError", "KeyboardInterrupt", "SignalException", "ProcessExitedException"}
@@ -59,20 +60,20 @@ def _timeouts(ctx: Context, events) -> None:
     progress = [(f, e) for f, e in events if e.kind == "watchdog_progress"]
     stuck = [(f, e) for f, e in events if e.kind == "watchdog_stuck"]
     if timeouts:
-        timed_out = {e.rank for _, e in timeouts if e.rank is not None}
+        timed_out = {r for _, e in timeouts for r in ranks_of(e)}
         first_file, first = min(timeouts, key=lambda fe: fe[1].time_utc or "~")
         seqs = {e.details.get("seq") for _, e in timeouts}
         # without NCCL init lines the world is at least as large as the highest rank seen: ranks below it
         # that never reported (rank 0 saving a checkpoint while 1-3 wait) are the ones the others waited for
-        seen = set(ctx.ids.ranks) | {e.rank for _, e in events if e.rank is not None}
+        seen = set(ctx.ids.ranks) | timed_out | {e.rank for _, e in events if e.rank is not None}
         world = ctx.ids.world_size or (max(seen) + 1 if seen else None)
         pointers = Pointers()
         if world and len(timed_out) < world:
             pointers.ranks |= set(range(world)) - timed_out
         by_pg: dict = defaultdict(dict)  # sequence numbers are per process group: compare within one
         for _, e in progress:
-            if e.rank is not None:
-                by_pg[e.details.get("pg", 0)][e.rank] = e.details["last_completed"]
+            for r in ranks_of(e):
+                by_pg[e.details.get("pg", 0)][r] = e.details["last_completed"]
         for completed in by_pg.values():
             if len(set(completed.values())) > 1:
                 low = min(completed.values())
@@ -116,9 +117,10 @@ def _desync(ctx: Context, timeouts) -> None:
     calls: dict = defaultdict(dict)
     for fl, e in timeouts:
         d = e.details
-        if e.rank is None or d.get("seq") is None or not d.get("op"):
+        if d.get("seq") is None or not d.get("op"):
             continue
-        calls[(d.get("pg", 0), d["seq"])].setdefault(e.rank, (d["op"], d.get("numel_in"), fl, e))
+        for r in ranks_of(e):
+            calls[(d.get("pg", 0), d["seq"])].setdefault(r, (d["op"], d.get("numel_in"), fl, e))
     for (_pg, seq), by_rank in sorted(calls.items(), key=lambda kv: str(kv[0])):
         ops = {op for op, *_ in by_rank.values()}
         if len(by_rank) < 2 or any(any(k in op for k in _P2P_OR_UNEVEN) for op in ops):
@@ -430,7 +432,7 @@ def last_failure_time(ctx: Context) -> str | None:
     and a process still on a GPU after it is a leftover."""
     kinds = {"watchdog_timeout", "nccl_error", "process_failed", "child_failed", "srun_task_exit", "cuda_oom",
              "cuda_error", "exception", "socket_error", "ib_completion_error", "slurm_cancelled", "node_failure"}
-    times = [e.time_utc for _, e in _events(ctx) if e.kind in kinds and e.time_utc]
+    times = [e.details.get("time_last") or e.time_utc for _, e in _events(ctx) if e.kind in kinds and e.time_utc]
     return max(times) if times else None
 
 

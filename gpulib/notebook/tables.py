@@ -34,6 +34,7 @@ from gpulib.diagnose.cache import repo_root as repo_root  # re-exported: noteboo
 from gpulib.diagnose.rules_sel import place_on_utc, power_losses
 from gpulib.diagnose.thresholds import Thresholds
 from gpulib.errors import InputError
+from gpulib.parsers.training_log import JobEvent, members_of
 from gpulib.findings import gpu_name
 from gpulib.identity import normalize_pci
 from gpulib.nccl import thresholds
@@ -223,10 +224,12 @@ class EvidenceTables:
         if init.empty:  # no NCCL init lines (NCCL_DEBUG was off): ranks cannot be placed
             return pd.DataFrame(columns=["rank", "host", "gpu_index", "pci_bus_id", "transport", "first_problem"])
         rows: dict[int, dict] = {}
-        for _, e in init.iterrows():
-            d = e["details"]
-            rows.setdefault(int(e["rank"]), {"rank": int(e["rank"]), "host": e["host"], "gpu_index": d.get("cuda_dev"),
-                                             "pci_bus_id": d.get("pci_bus_id"), "nranks": d.get("nranks"), "pid": e["pid"]})
+        for ev in init.itertuples():
+            for m in members_of(JobEvent(ev.line, ev.kind, ev.text, rank=ev.rank, host=ev.host, pid=ev.pid,
+                                         local_device=ev.local_device, details=ev.details)):
+                rows.setdefault(int(m["rank"]), {"rank": int(m["rank"]), "host": m["host"], "gpu_index": m["cuda_dev"],
+                                                 "pci_bus_id": m["pci_bus_id"], "nranks": ev.details.get("nranks"),
+                                                 "pid": m["pid"]})
         transport = {}
         for _, e in events[events["kind"].isin(["nccl_transport", "nccl_no_ib"])].iterrows():
             net = e["details"].get("network") if e["kind"] == "nccl_transport" else "Socket (no IB device)"

@@ -116,7 +116,7 @@ class WatchRules:
         self.config = config
         self.started = time.time() if now is None else now
         self.streams: dict[tuple[str, int | None], Stream] = {}
-        self.scanners = {f: JobLogScanner(f) for f in files}
+        self.scanners = {f: JobLogScanner(f, fold=False) for f in files}
         self.rank_hosts: dict[int, str] = {}
         self.alerts_total: dict[str, int] = {k: 0 for k in ("job_silence", "rank_silence", "signature", "step_time")}
         self.job_silent = False
@@ -135,7 +135,7 @@ class WatchRules:
     # ---------------------------------------------------------------- input
     def restart_file(self, file: str) -> None:
         """A rotated or truncated file starts again at line 1 (new scanner, same streams)."""
-        self.scanners[file] = JobLogScanner(file)
+        self.scanners[file] = JobLogScanner(file, fold=False)
         self._carried.pop(file, None)
 
     def feed(self, file: str, lines: list[bytes], now: float | None = None) -> list[Alert]:
@@ -153,7 +153,7 @@ class WatchRules:
         now = time.time() if now is None else now
         if not lines:
             return []
-        scanner = self.scanners.setdefault(file, JobLogScanner(file))
+        scanner = self.scanners.setdefault(file, JobLogScanner(file, fold=False))
         first_line = scanner.lines_seen
         by_stream: dict[tuple[str, int | None], list[int]] = {}
         for index, raw in enumerate(lines):
