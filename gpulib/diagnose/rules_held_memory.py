@@ -25,7 +25,8 @@ from gpulib.diagnose.inputs import InputFile
 from gpulib.findings import EvidenceLine
 from gpulib.parsers.gpu_records import GpuState
 from gpulib.parsers.nccl_tests import NcclTestsRun
-from gpulib.parsers.signatures import Signal
+from gpulib.parsers.signatures import Signal, printers_of
+from gpulib.parsers.training_log import members_of
 
 #: Signatures of a CUDA call that failed inside NCCL (catalogue ids).
 FAILURE_SIGNATURES = ("nccl-cuda-error",)
@@ -74,8 +75,10 @@ def _job(ctx: Context, host: str | None) -> tuple[set[int], set[int]]:
                     pids.add(d.pid)
                     devices.add(d.device)
     for f in ctx.inputs.files:
-        pids |= {s.pid for s in f.signals if s.pid is not None and (s.host or f.host) == host}
-    pids |= {e.pid for f, e in ctx.records("training_log") if e.pid is not None and (e.host or f.host) == host}
+        pids |= {pid for s in f.signals for _rank, pid, by in printers_of(s) if pid is not None and (by or f.host) == host}
+    for f, e in ctx.records("training_log"):
+        printers = members_of(e) if e.folded else [{"host": e.host, "pid": e.pid}]
+        pids |= {m["pid"] for m in printers if m.get("pid") is not None and (m.get("host") or f.host) == host}
     return pids, devices
 
 

@@ -432,7 +432,7 @@ def last_failure_time(ctx: Context) -> str | None:
     and a process still on a GPU after it is a leftover."""
     kinds = {"watchdog_timeout", "nccl_error", "process_failed", "child_failed", "srun_task_exit", "cuda_oom",
              "cuda_error", "exception", "socket_error", "ib_completion_error", "slurm_cancelled", "node_failure"}
-    times = [e.details.get("time_last") or e.time_utc for _, e in _events(ctx) if e.kind in kinds and e.time_utc]
+    times = [e.time_last or e.time_utc for _, e in _events(ctx) if e.kind in kinds and e.time_utc]
     return max(times) if times else None
 
 

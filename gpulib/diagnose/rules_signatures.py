@@ -21,7 +21,7 @@ from gpulib.catalog import xid_info
 from gpulib.catalog.signatures import Signature, load_signatures, render
 from gpulib.diagnose.context import Context, evidence, place
 from gpulib.findings import Finding, Pointers
-from gpulib.parsers.signatures import Signal
+from gpulib.parsers.signatures import Signal, printers_of
 
 #: Categories whose hard findings are the machine's fault (drain, reset, RMA), not the job's.
 HARDWARE = {"gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error", "nvlink_error", "power_fault",
@@ -74,8 +74,9 @@ def _pid_ranks(signals: list[tuple]) -> dict[tuple, int]:
     """(host, pid) -> rank from any line that said both (NCCL's ``from rank 93``, an init line)."""
     out = {}
     for _f, s in signals:
-        if s.pid is not None and s.rank is not None:
-            out.setdefault((s.host, s.pid), s.rank)
+        for rank, pid, host in printers_of(s):
+            if pid is not None and rank is not None:
+                out.setdefault((host, pid), rank)
     return out
 
 
@@ -192,7 +193,7 @@ def run(ctx: Context) -> None:
 
 def _add(ctx: Context, sig: Signature, category, interruption, severity, role, title, members) -> Finding:
     f0, s0 = members[0]
-    ranks = sorted({s.rank for _f, s in members if s.rank is not None})
+    ranks = sorted({r for _f, s in members for r, _pid, _host in printers_of(s) if r is not None})
     hosts = sorted({s.host for _f, s in members if s.host})
     if len(ranks) > 1:
         title += f" on {len(ranks)} ranks ({', '.join(map(str, ranks[:8]))}{', ...' if len(ranks) > 8 else ''})"

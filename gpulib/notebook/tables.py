@@ -34,7 +34,6 @@ from gpulib.diagnose.cache import repo_root as repo_root  # re-exported: noteboo
 from gpulib.diagnose.rules_sel import place_on_utc, power_losses
 from gpulib.diagnose.thresholds import Thresholds
 from gpulib.errors import InputError
-from gpulib.parsers.training_log import JobEvent, members_of
 from gpulib.findings import gpu_name
 from gpulib.identity import normalize_pci
 from gpulib.nccl import thresholds
@@ -44,6 +43,7 @@ from gpulib.parsers import nccl_tests
 from gpulib.parsers.base import read_text
 from gpulib.parsers.gpu_records import SLOWDOWN_REASONS
 from gpulib.parsers.ipmi_sel import SelEvent
+from gpulib.parsers.training_log import JobEvent, members_of
 
 #: The bundled example incident the notebooks analyse by default.
 DEFAULT_EVIDENCE = "examples/incident-gpu-fell-off-bus"
@@ -212,7 +212,7 @@ class EvidenceTables:
         """Training/launcher log events (NCCL init and transport, timeouts, errors, steps)."""
         rows = self._rows("training_log")
         frame = pd.DataFrame(rows, columns=["line", "kind", "text", "time_utc", "rank", "host", "pid",
-                                            "local_device", "details", "file"])
+                                            "local_device", "details", "folded", "file"])
         frame["time"] = _utc(frame["time_utc"])
         frame["rank"] = frame["rank"].astype("Int64")
         return frame
@@ -226,7 +226,7 @@ class EvidenceTables:
         rows: dict[int, dict] = {}
         for ev in init.itertuples():
             for m in members_of(JobEvent(ev.line, ev.kind, ev.text, rank=ev.rank, host=ev.host, pid=ev.pid,
-                                         local_device=ev.local_device, details=ev.details)):
+                                         local_device=ev.local_device, details=ev.details, folded=ev.folded)):
                 rows.setdefault(int(m["rank"]), {"rank": int(m["rank"]), "host": m["host"], "gpu_index": m["cuda_dev"],
                                                  "pci_bus_id": m["pci_bus_id"], "nranks": ev.details.get("nranks"),
                                                  "pid": m["pid"]})

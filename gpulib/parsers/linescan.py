@@ -24,7 +24,7 @@ from gpulib.parsers.base import line_chunks
 
 log = get_logger(__name__)
 
-CHUNK_BYTES = 32 * 1024 * 1024
+CHUNK_BYTES = 8 * 1024 * 1024
 
 
 class ChunkReader(Protocol):

@@ -23,6 +23,7 @@ from gpulib.catalog.signatures import Signature, load_signatures
 from gpulib.identity import normalize_pci
 from gpulib.parsers import linescan
 from gpulib.parsers.base import ParseResult, Problem
+from gpulib.parsers.fold import Folder
 from gpulib.parsers.line_identity import LineFacts, LineReader
 from gpulib.parsers.logtime import year_hint, zone_of
 from gpulib.parsers.prefilter import KeywordLines
@@ -53,6 +54,39 @@ class Signal:
     gpu_pci: str | None = None
     time_utc: str | None = None
     fields: dict = field(default_factory=dict)
+    #: ``(rank, pid, host)`` of the lines of the same shape folded into this one, and their latest
+    #: time (:mod:`gpulib.parsers.fold`; read with :func:`printers_of`)
+    folded: list | None = None
+    time_last: str | None = None
+
+
+#: Fields of a match that say who printed the line, not what it says: not part of its fold shape.
+#: A line's host and GPU are (a GPU's faults are grouped per host and GPU), except for an identity
+#: line, whose whole point is who printed it (NCCL's init line: rank, pid, host, device).
+_PRINTER_FIELDS = frozenset({"rank", "rank2", "pid"})
+_IDENTITY_PRINTER_FIELDS = _PRINTER_FIELDS | {"gpu", "gpu2", "local"}
+
+
+@lru_cache(maxsize=1)
+def _identity_signatures() -> frozenset[str]:
+    return frozenset(sig.id for sig in load_signatures() if sig.role == "identity")
+
+
+def _fold_shape(s: Signal) -> tuple:
+    if s.signature in _identity_signatures():
+        return (s.signature, s.time_utc is None,
+                tuple([kv for kv in s.fields.items() if kv[0] not in _IDENTITY_PRINTER_FIELDS]))
+    return (s.signature, s.host, s.local_rank, s.gpu_index, s.gpu_pci, s.time_utc is None,
+            tuple([kv for kv in s.fields.items() if kv[0] not in _PRINTER_FIELDS]))
+
+
+def _fold_member(s: Signal) -> tuple:
+    return s.rank, s.pid, s.host
+
+
+def printers_of(s: Signal) -> list[tuple[int | None, int | None, str | None]]:
+    """``(rank, pid, host)`` of every line ``s`` stands for: its own, and those folded into it."""
+    return [(s.rank, s.pid, s.host), *(s.folded or [])]
 
 
 @dataclass(frozen=True)
@@ -168,6 +202,7 @@ class SignatureScanner:
     def __init__(self, source: str, *, tz: str | None = None, year: int | None = None) -> None:
         self.source = source
         self.result: ParseResult[Signal] = ParseResult(KIND)
+        self._folder = Folder(_fold_shape, _fold_member, Signal.__slots__)
         self._finder = KeywordLines(_keywords())
         self._reader = LineReader(tz=zone_of(tz), year=year)
         self._path = PathFacts.of(source)
@@ -183,7 +218,7 @@ class SignatureScanner:
         return self._finder.line_starts(buf, limit)
 
     def take(self, buf: bytearray, limit: int, lines: list[tuple[int, int]]) -> None:
-        reader, memo, records, held = self._reader, _MEMO, self.result.records, self._keywords
+        reader, memo, records, held, fold = self._reader, _MEMO, self.result.records, self._keywords, self._folder.fold
         owners = _owners(self._finder.keywords)
         for start, lineno in lines:
             end = buf.find(b"\n", start, limit)
@@ -204,7 +239,9 @@ class SignatureScanner:
                     memo[key] = hit
             facts, matches = hit
             for sig, fields in matches:
-                records.append(_signal(sig, dict(fields), facts, lineno, raw, self._path))
+                signal = _signal(sig, dict(fields), facts, lineno, raw, self._path)
+                if not fold(signal):
+                    records.append(signal)
 
     def failed(self, exc: Exception) -> None:
         self.result.problems.append(Problem(self.source, f"signature scan failed: {type(exc).__name__}: {exc}"))

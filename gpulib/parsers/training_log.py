@@ -30,16 +30,17 @@ from __future__ import annotations
 
 import re
 import sys
-from operator import attrgetter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import tzinfo
+from operator import attrgetter
 from pathlib import Path
 
 from gpulib.identity import normalize_pci
 from gpulib.logs import get_logger
 from gpulib.parsers import linescan
 from gpulib.parsers.base import ParseResult, Problem
+from gpulib.parsers.fold import Folder
 from gpulib.parsers.kernel_prefix import MARKDOWN_QUOTE
 from gpulib.parsers.linescan import ChunkReader, number_lines
 from gpulib.parsers.logtime import seconds_between, stamp_in, year_hint, zone_of
@@ -298,6 +299,9 @@ class JobEvent:
     pid: int | None = None
     local_device: int | None = None
     details: dict = field(default_factory=dict)
+    #: lines of the same shape folded into this one, and their latest time (:mod:`gpulib.parsers.fold`)
+    folded: list | None = None
+    time_last: str | None = None
 
 
 def looks_like(head: str) -> bool:
@@ -547,15 +551,8 @@ class _Classifier:
         return None
 
 
-#: Lines every rank of a job prints once: NCCL's init line, and in a cascade each survivor's
-#: watchdog timeout and its "last completed work" line. A 10,000-node job prints each 80,000 times,
-#: and a record per line would hold ~1 KiB of Python objects per rank. So after
-#: :data:`FOLD_AFTER` records of one *shape* (the line's details with the per-rank fields left out),
-#: further lines of that shape are folded into the shape's next record: it keeps its own line and
-#: text, and ``details["folded"]`` lists the other lines' per-rank fields (named here, in order; a
-#: one-field kind keeps bare values). Per-rank fields not named (the time the watchdog measured,
-#: NCCL's comm pointer) are dropped from the folded lines. A small job folds nothing; read folded
-#: records with :func:`ranks_of` and :func:`members_of`.
+#: Lines every rank of a job prints once (:mod:`gpulib.parsers.fold`), by kind: the fields a
+#: folded line keeps (who printed it; a one-field kind keeps bare values), and those it drops.
 FOLD_FIELDS: dict[str, tuple[str, ...]] = {
     "watchdog_timeout": ("rank",),
     "watchdog_progress": ("rank",),
@@ -564,81 +561,40 @@ FOLD_FIELDS: dict[str, tuple[str, ...]] = {
 _FOLD_DROPPED = {"watchdog_timeout": ("elapsed_ms", "pg_rank"), "watchdog_progress": ("pg_rank",),
                  "nccl_init": ("comm",)}
 _EVENT_FIELDS = frozenset({"rank", "host", "pid", "local_device"})
-FOLD_AFTER = 64
 #: Per kind: the event attributes that are part of a line's shape, and the details that are not.
-_SHAPE = {kind: (attrgetter("time_approx", *sorted(_EVENT_FIELDS - set(fields))), frozenset(fields) | set(_FOLD_DROPPED[kind]) | {"task"})
+_SHAPE = {kind: (attrgetter("time_approx", *sorted(_EVENT_FIELDS - set(fields))),
+                 frozenset(fields) | set(_FOLD_DROPPED[kind]) | {"task"})
           for kind, fields in FOLD_FIELDS.items()}
 
 
-class _Folder:
-    """Folds the per-rank lines of :data:`FOLD_FIELDS` kinds shape by shape (see there)."""
-
-    def __init__(self) -> None:
-        self.seen: dict[tuple, int] = {}  # shape -> records kept whole
-        self.into: dict[tuple, JobEvent] = {}  # shape -> the record the next lines fold into
-
-    def fold(self, ev: JobEvent) -> bool:
-        """True when ``ev`` was folded into an earlier record (do not keep it)."""
-        fields = FOLD_FIELDS.get(ev.kind)
-        if fields is None:
-            return False
-        attrs, skip = _SHAPE[ev.kind]
-        shape = (ev.kind, attrs(ev), tuple([kv for kv in ev.details.items() if kv[0] not in skip]))
-        kept = self.seen.get(shape, 0)
-        if kept < FOLD_AFTER:
-            self.seen[shape] = kept + 1
-            return False
-        into = self.into.get(shape)
-        if into is None:
-            self.into[shape] = ev
-            ev.details["folded"] = []
-            return False
-        if ev.time_utc and (into.time_utc is None or ev.time_utc < into.time_utc):
-            ev, into = self._swap(into, ev)  # the record shows the shape's earliest line
-        into.details["folded"].append(_member(ev, fields))
-        if ev.time_utc and ev.time_utc > into.details.get("time_last", into.time_utc or ""):
-            into.details["time_last"] = ev.time_utc
-        return True
-
-    @staticmethod
-    def _swap(into: JobEvent, ev: JobEvent) -> tuple[JobEvent, JobEvent]:
-        """Make ``ev`` the record and ``into`` a folded line, in place (the record is already listed)."""
-        old = JobEvent(into.line, into.kind, into.text, into.time_utc, into.time_approx, into.rank, into.host,
-                       into.pid, into.local_device, into.details)
-        into.line, into.text, into.time_utc, into.rank, into.host, into.pid, into.local_device = (
-            ev.line, ev.text, ev.time_utc, ev.rank, ev.host, ev.pid, ev.local_device)
-        into.details = ev.details | {k: v for k, v in old.details.items() if k in ("folded", "time_last")}
-        into.details.setdefault("time_last", old.time_utc)
-        return old, into
+def _fold_shape(ev: JobEvent) -> tuple | None:
+    spec = _SHAPE.get(ev.kind)
+    if spec is None:
+        return None
+    attrs, skip = spec
+    return ev.kind, attrs(ev), tuple([kv for kv in ev.details.items() if kv[0] not in skip])
 
 
-def _member(ev: JobEvent, fields: tuple[str, ...]):
+def _fold_member(ev: JobEvent):
+    fields = FOLD_FIELDS[ev.kind]
     if len(fields) == 1:
-        return getattr(ev, fields[0]) if fields[0] in _EVENT_FIELDS else ev.details.get(fields[0])
+        return ev.rank
     d = ev.details
     return tuple([getattr(ev, k) if k in _EVENT_FIELDS else d.get(k) for k in fields])
 
 
 def ranks_of(ev: JobEvent) -> list[int]:
     """The ranks that printed ``ev``'s line: its own, and those folded into it."""
-    own = [ev.rank] if ev.rank is not None else []
-    folded = ev.details.get("folded")
-    if not folded:
-        return own
-    if len(FOLD_FIELDS[ev.kind]) == 1:
-        return own + [r for r in folded if r is not None]
-    return own + [m[0] for m in folded if m[0] is not None]
+    if not ev.folded:
+        return [ev.rank] if ev.rank is not None else []
+    return [m["rank"] for m in members_of(ev) if m["rank"] is not None]
 
 
 def members_of(ev: JobEvent) -> list[dict]:
-    """``ev`` and each line folded into it as ``{field: value}`` of :data:`FOLD_FIELDS` (one dict
-    per line; for an unfolded record, its own fields only)."""
-    fields = FOLD_FIELDS.get(ev.kind, ("rank", "host", "pid", "local_device"))
-    folded = ev.details.get("folded") or []
-    own = dict(zip(fields, (getattr(ev, k) if k in _EVENT_FIELDS else ev.details.get(k) for k in fields), strict=True))
-    if len(fields) == 1:
-        return [own] + [{fields[0]: v} for v in folded]
-    return [own] + [dict(zip(fields, m, strict=True)) for m in folded]
+    """A :data:`FOLD_FIELDS` record and each line folded into it, as ``{field: value}``."""
+    fields = FOLD_FIELDS[ev.kind]
+    rows = [_fold_member(ev), *(ev.folded or [])]
+    return [dict(zip(fields, m if len(fields) > 1 else (m,), strict=True)) for m in rows]
 
 
 def _shared(text: str | None) -> str | None:
@@ -676,7 +632,7 @@ class JobLogScanner:
         self.problems: list[Problem] = []
         self.lines_seen = 0
         self._classifier = _Classifier()
-        self._folder = _Folder() if fold else None
+        self._folder = Folder(_fold_shape, _fold_member, JobEvent.__slots__) if fold else None
         self._errors = KeywordLines(CATALOGUE_KEYWORDS)
         self._limit = 0
         self._error_starts: set[int] = set()
