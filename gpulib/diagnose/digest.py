@@ -225,6 +225,12 @@ class Loaded:
     checkpoint_dirs: list[Path]
 
 
+#: One empty host set for every file whose lines name no host.
+NO_HOSTS: frozenset[str] = frozenset()
+#: Collector records as read from digests, by content (read-only once loaded).
+_COLLECTORS: dict[tuple, dict] = {}
+
+
 def load(folder: Path, tz: str | None, thresholds: Thresholds | None = None) -> Loaded | None:
     """The digest of ``folder``, or None when there is none, or it is stale (the folder changed
     since), made with another ``tz`` or other ``thresholds``, foreign or unreadable: then the raw
@@ -237,7 +243,9 @@ def load(folder: Path, tz: str | None, thresholds: Thresholds | None = None) -> 
             return None
         files = [{"path": folder / item.pop("rel"), **item} for item in doc["inputs"]]
         for item in files:
-            item["content_hosts"] = set(item["content_hosts"])
+            item["content_hosts"] = frozenset(item["content_hosts"]) if item["content_hosts"] else NO_HOSTS
+            if item.get("collector"):  # the same few records in every node's digest: one copy each
+                item["collector"] = _COLLECTORS.setdefault(tuple(item["collector"].items()), item["collector"])
             if "summary" in item:
                 item.update(summary=FileSummary.from_json(item["summary"]), summary_only=True, records=[])
         return Loaded(folder, files, doc.get("year"), doc["problems"], doc["notes"],

@@ -23,6 +23,7 @@ from gpulib.logs import get_logger
 from gpulib.parsers import detect, gpu_series, registry, session, signatures, unwrap
 from gpulib.parsers.base import Problem, looks_binary, read_text
 from gpulib.parsers.gpu_records import GpuSample
+from gpulib.parsers.training_log import JobEvent, members_of
 from gpulib.progress import Progress
 
 log = get_logger(__name__)
@@ -77,7 +78,7 @@ class InputFile:
     records: list = field(default_factory=list)
     signals: list[signatures.Signal] = field(default_factory=list)  # catalogue matches, whatever the kind
     problems: list[Problem] = field(default_factory=list)
-    content_hosts: set[str] = field(default_factory=set)
+    content_hosts: frozenset[str] = digest.NO_HOSTS
     wrapped: bool = False  # pasted (quote, fence, prompt, fan-out prefix): parsed from its unwrapped text
     facts: list | None = None  # what its raw text says about the node's configuration (node_facts.text_facts)
     digest_year: int | None = None  # read from a digest: the year its year-less stamps were read with
@@ -271,7 +272,9 @@ def _content_hosts(f: InputFile, head: str) -> None:
         root = getattr(rec, "details", {}).get("root") if hasattr(rec, "details") else None
         if isinstance(root, dict) and root.get("host"):
             hosts.add(root["host"])
-    f.content_hosts = hosts
+        if isinstance(rec, JobEvent) and rec.folded and rec.kind == "nccl_init":  # the other ranks' hosts
+            hosts.update(m["host"] for m in members_of(rec) if isinstance(m["host"], str) and _HOSTLIKE.match(m["host"]))
+    f.content_hosts = frozenset(hosts) if hosts else digest.NO_HOSTS
     if f.host:
         return
     if host:
