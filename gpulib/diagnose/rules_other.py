@@ -33,7 +33,7 @@ def run(ctx: Context) -> None:
 
 
 def _job_window(ctx: Context) -> tuple[str | None, str | None]:
-    times = [e.time_utc for _, e in ctx.records("training_log") if e.time_utc]
+    times = [t for _, e in ctx.records("training_log") for t in (e.time_utc, e.time_last) if t]  # last: of folded lines
     return (min(times), max(times)) if times else (None, None)
 
 

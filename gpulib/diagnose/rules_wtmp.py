@@ -125,5 +125,6 @@ def _session_end(ctx: Context, file: InputFile, row: WtmpRecord, year: int | Non
 
 def _job_window(ctx: Context, host: str | None) -> tuple[str | None, str | None]:
     """First and last stamped line of the job's logs written on ``host`` (or not saying where)."""
-    times = [e.time_utc for f, e in ctx.records("training_log") if e.time_utc and (e.host or f.host) in (host, None)]
+    times = [t for f, e in ctx.records("training_log") if (e.host or f.host) in (host, None)
+             for t in (e.time_utc, e.time_last) if t]  # time_last: the latest of the lines folded into it
     return (min(times), max(times)) if times else (None, None)
