@@ -45,6 +45,8 @@ MAX_RECORDS_PER_FILE = 20_000
 #: Strings up to this long in a digest's objects are shared by every digest that holds them (the
 #: same kinds, hosts, zones and collector names repeat in 10,000 digests).
 INTERN_CHARS = 64
+#: Short tuples of words read from digests (config facts), one copy each.
+_WORDS: dict[tuple, tuple] = {}
 FILE_FIELDS = ("kind", "host", "host_basis", "bundle_path", "collector", "fallback_host", "timezone", "boot_time", "captured_at",
                 "wrapped", "facts")
 
@@ -101,7 +103,11 @@ def _decoder(base: str):
             cls = _record_class(obj.pop("~c"))
             return cls(**obj)
         if "~t" in obj:
-            return tuple(obj["~t"])
+            items = tuple(obj["~t"])
+            if len(items) <= 4 and all(type(v) is str and len(v) <= INTERN_CHARS for v in items):
+                items = tuple(map(sys.intern, items))  # a config fact every node states: ("driver", "550.90.07")
+                return _WORDS.setdefault(items, items)
+            return items
         if "~s" in obj:
             return set(obj["~s"])
         if "~d" in obj:

@@ -85,7 +85,12 @@ class FileSummary:
         gpus = [GpuName(sys.intern(pci), *rest) for pci, *rest in doc["gpus"]]  # 8 PCI ids, in every node
         return cls(doc["records"], {int(y): int(n) for y, n in doc["years"]}, gpus,
                    [Listing(*x) for x in doc["listings"]], [tuple(x) for x in doc["snapshot_facts"]],
-                   [(bool(up), rate) for up, rate in doc["ib_ports"]], list(doc["hosts"]))
+                   [_PORTS.setdefault((bool(up), rate), (bool(up), rate)) for up, rate in doc["ib_ports"]],
+                   list(doc["hosts"]))
+
+
+#: (up, rate) of an InfiniBand port as read from digests: a few distinct values in the whole fleet.
+_PORTS: dict[tuple, tuple] = {}
 
 
 def summarize_values(values: list) -> str | None:
