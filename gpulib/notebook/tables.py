@@ -236,20 +236,19 @@ class EvidenceTables:
             transport[(e["host"], e["pid"])] = net if (e["host"], e["pid"]) not in transport else transport[
                 (e["host"], e["pid"])]
         versions = {e["host"]: e["details"].get("version") for _, e in events[events["kind"] == "nccl_version"].iterrows()}
-        problems = events[events["kind"].isin(PROBLEM_KINDS) & events["rank"].notna()].sort_values("time")
+        first: dict[int, tuple] = {}
+        for e in _problems(events).sort_values("time", kind="stable").itertuples():
+            first.setdefault(int(e.rank), (f"{e.kind}: {e.text[:120]}", e.time))
         for rank, row in rows.items():
             row["transport"] = transport.get((row["host"], row["pid"]))
             row["nccl_version"] = versions.get(row["host"])
-            mine = problems[problems["rank"] == rank]
-            row["first_problem"] = f"{mine.iloc[0]['kind']}: {mine.iloc[0]['text'][:120]}" if len(mine) else None
-            row["first_problem_time"] = mine.iloc[0]["time"] if len(mine) else pd.NaT
+            row["first_problem"], row["first_problem_time"] = first.get(rank, (None, pd.NaT))
         frame = pd.DataFrame(sorted(rows.values(), key=lambda r: r["rank"]))
         return frame.astype({"pid": "Int64", "gpu_index": "Int64", "nranks": "Int64"})
 
     def rank_events(self) -> pd.DataFrame:
         """Per-rank problem events (timeouts, errors, OOM, aborts) for the rank plot."""
-        events = self.job_events()
-        return events[events["kind"].isin(PROBLEM_KINDS) & events["rank"].notna()].reset_index(drop=True)
+        return _problems(self.job_events()).reset_index(drop=True)
 
     def training_steps(self) -> pd.DataFrame:
         """Step progress per rank: seconds per step (or the sum of the per-phase timings), the
@@ -475,6 +474,25 @@ PROBLEM_KINDS = ("watchdog_timeout", "watchdog_stuck", "watchdog_exception", "nc
                  "socket_error", "ib_completion_error", "cuda_oom", "cuda_error", "device_assert",
                  "process_failed", "child_failed", "exception", "dataloader_error", "store_error",
                  "node_failure")
+
+
+def _problems(events: pd.DataFrame) -> pd.DataFrame:
+    """Problem events of a rank, one row per rank and line: a large job's timeouts folded into one
+    record (:mod:`gpulib.parsers.fold`) are given back a row each, at their own rank and time."""
+    problems = events[events["kind"].isin(PROBLEM_KINDS)]
+    folded = problems[problems["folded"].map(lambda v: isinstance(v, (list, tuple)) and len(v) > 0)]
+    if folded.empty:
+        return problems[problems["rank"].notna()]
+    extra = [{**row._asdict(), "rank": m["rank"], "time_utc": m["time_utc"], "folded": None}
+             for row in folded.itertuples(index=False)
+             for m in members_of(JobEvent(row.line, row.kind, row.text, row.time_utc, rank=row.rank,
+                                          folded=row.folded))[1:]]
+    out = pd.concat([problems, pd.DataFrame(extra, columns=problems.columns)], ignore_index=True)
+    out["time"] = _utc(out["time_utc"])
+    out["rank"] = out["rank"].astype("Int64")
+    return out[out["rank"].notna()]
+
+
 _TORCH = re.compile(r"\btorch[= ](?P<torch>\d+\.\d+\.\d+)(?:\+cu(?P<cu>\d{3,}))?")
 _NVCC = re.compile(r"release (?P<ver>\d+\.\d+)")
 _LOSS = re.compile(r"\bloss[ =:]+(?P<loss>\d+(?:\.\d+)?)")

@@ -552,17 +552,18 @@ class _Classifier:
 
 
 #: Lines every rank of a job prints once (:mod:`gpulib.parsers.fold`), by kind: the fields a
-#: folded line keeps (who printed it; a one-field kind keeps bare values), and those it drops.
+#: folded line keeps (who printed it, and when), and those it drops.
 FOLD_FIELDS: dict[str, tuple[str, ...]] = {
-    "watchdog_timeout": ("rank",),
-    "watchdog_progress": ("rank",),
+    "watchdog_timeout": ("rank", "time_utc"),
+    "watchdog_progress": ("rank", "time_utc"),
     "nccl_init": ("rank", "host", "pid", "local_device", "cuda_dev", "nvml_dev", "pci_bus_id"),
 }
 _FOLD_DROPPED = {"watchdog_timeout": ("elapsed_ms", "pg_rank"), "watchdog_progress": ("pg_rank",),
                  "nccl_init": ("comm",)}
-_EVENT_FIELDS = frozenset({"rank", "host", "pid", "local_device"})
-#: Per kind: the event attributes that are part of a line's shape, and the details that are not.
-_SHAPE = {kind: (attrgetter("time_approx", *sorted(_EVENT_FIELDS - set(fields))),
+_EVENT_FIELDS = frozenset({"rank", "host", "pid", "local_device", "time_utc"})
+#: Per kind: the event attributes that are part of a line's shape (the time never is), and the
+#: details that are not.
+_SHAPE = {kind: (attrgetter("time_approx", *sorted(_EVENT_FIELDS - set(fields) - {"time_utc"})),
                  frozenset(fields) | set(_FOLD_DROPPED[kind]) | {"task"})
           for kind, fields in FOLD_FIELDS.items()}
 
@@ -575,12 +576,12 @@ def _fold_shape(ev: JobEvent) -> tuple | None:
     return ev.kind, attrs(ev), tuple([kv for kv in ev.details.items() if kv[0] not in skip])
 
 
-def _fold_member(ev: JobEvent):
-    fields = FOLD_FIELDS[ev.kind]
-    if len(fields) == 1:
-        return ev.rank
+def _fold_member(ev: JobEvent) -> tuple:
+    """What a folded line keeps, in :data:`FOLD_FIELDS` order."""
+    if ev.kind != "nccl_init":  # (rank, time): a stamp to the second is shared by many ranks' lines
+        return ev.rank, sys.intern(ev.time_utc) if ev.time_utc else None
     d = ev.details
-    return tuple([getattr(ev, k) if k in _EVENT_FIELDS else d.get(k) for k in fields])
+    return ev.rank, ev.host, ev.pid, ev.local_device, d.get("cuda_dev"), d.get("nvml_dev"), d.get("pci_bus_id")
 
 
 def ranks_of(ev: JobEvent) -> list[int]:
@@ -593,8 +594,7 @@ def ranks_of(ev: JobEvent) -> list[int]:
 def members_of(ev: JobEvent) -> list[dict]:
     """A :data:`FOLD_FIELDS` record and each line folded into it, as ``{field: value}``."""
     fields = FOLD_FIELDS[ev.kind]
-    rows = [_fold_member(ev), *(ev.folded or [])]
-    return [dict(zip(fields, m if len(fields) > 1 else (m,), strict=True)) for m in rows]
+    return [dict(zip(fields, m, strict=True)) for m in (_fold_member(ev), *(ev.folded or []))]
 
 
 def _shared(text: str | None) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 from gpulib.diagnose import diagnose
@@ -32,7 +33,7 @@ def _console() -> str:
             f"collective operation timeout: WorkNCCL(SeqNum=9021, OpType=ALLREDUCE, NumelIn=4096, NumelOut=4096, "
             f"Timeout(ms)=600000) ran for {600000 + r} milliseconds before timing out.")
     order = [r for r in range(RANKS) if r not in (MISSING, LATE)] + [LATE]
-    return "\n".join(inits + [timeouts[r] for r in order]) + "\n"
+    return "\n".join(["Job 4242 started 2026-06-07T11:30:00Z"] + inits + [timeouts[r] for r in order]) + "\n"
 
 
 def test_a_large_console_folds_its_per_rank_lines_and_keeps_every_rank():
@@ -54,7 +55,7 @@ def test_a_large_console_folds_its_per_rank_lines_and_keeps_every_rank():
 
 
 def test_a_small_console_folds_nothing():
-    text = "".join(_console().splitlines(keepends=True)[i] for i in range(8))
+    text = "".join(_console().splitlines(keepends=True)[i] for i in range(1, 9))
     records = tl.parse(text, "console.log", year=2026).records
     assert len(records) == 8 and all(e.folded is None for e in records)
 
@@ -78,3 +79,18 @@ def test_folding_changes_no_answer(tmp_path, monkeypatch, kind):
     whole = diagnose([tmp_path / "incident"]).to_dict()
     assert json.dumps(folded, sort_keys=True) == json.dumps(whole, sort_keys=True)
     assert folded["root_cause"]["host"] == incident.host
+
+
+def test_the_notebook_rank_table_gives_each_folded_rank_its_own_problem(tmp_path):
+    """The rank table and the rank plot read the folded timeouts rank by rank, at their own times."""
+    from gpulib.notebook import tables
+
+    (tmp_path / "console.log").write_text(_console())
+    evidence = tables.open_evidence(tmp_path)
+    ranks = evidence.ranks().set_index("rank")
+    assert len(ranks) == RANKS and pd.isna(ranks.loc[MISSING, "first_problem"])
+    assert ranks["first_problem"].drop(MISSING).str.startswith("watchdog_timeout").all()
+    assert str(ranks.loc[LATE, "first_problem_time"]) == "2026-06-07 11:42:01+00:00"
+    assert str(ranks.loc[199, "first_problem_time"]) == "2026-06-07 11:42:49+00:00"
+    plotted = evidence.rank_events()
+    assert sorted(plotted["rank"]) == sorted(set(range(RANKS)) - {MISSING})
