@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from math import prod
 from statistics import median
 
 from gpulib.diagnose.context import Context, evidence, place
-from gpulib.findings import Pointers
+from gpulib.findings import Finding, Pointers
 from gpulib.parsers.training_log import ranks_of
 
 CASCADE_EXCEPTIONS = {"DistBackendError", "ChildFailedError", "DistStoreError", "DistNetworkError",
@@ -89,7 +90,10 @@ def _timeouts(ctx: Context, events) -> None:
                     time=first.time_utc, evidence=[evidence(first_file, first.line, first.text)], pointers=pointers,
                     actions=["Do not chase the network first: these ranks waited for a peer; fix the peer's cause"])
         f.evidence += [evidence(fl, e.line, e.text) for fl, e in stuck[:2]]
-        _desync(ctx, timeouts)
+        desync = _desync(ctx, timeouts, events)
+        if desync is not None:  # nobody failed to arrive: the ranks were waiting in different calls
+            f.pointers.ranks = {desync.rank} - {None}
+            f.title = f.title.split("; ")[0] + "; the ranks were in different collectives (see the cause)"
     elif stuck:
         fl, e = stuck[0]
         ctx.add("watchdog-stuck", severity="error", category="application_error", role="symptom",
@@ -105,7 +109,7 @@ SAME_SIZE_OPS = {"ALLREDUCE", "BROADCAST", "REDUCE", "ALLGATHER", "_ALLGATHER_BA
 _P2P_OR_UNEVEN = ("SEND", "RECV", "ALLTOALL", "GATHER", "SCATTER")
 
 
-def _desync(ctx: Context, timeouts) -> None:
+def _desync(ctx: Context, timeouts, events) -> Finding | None:
     """Ranks that timed out at the *same* sequence number of one process group but in *different*
     collectives (another OpType, or another element count of an all-reduce/all-gather/broadcast).
 
@@ -131,22 +135,51 @@ def _desync(ctx: Context, timeouts) -> None:
         groups: dict = defaultdict(list)
         for r, (op, n, *_rest) in by_rank.items():
             groups[(op, n)].append(r)
-        odd = min(groups.values(), key=lambda rs: (len(rs), rs))
+        votes = {k: set(rs) for k, rs in groups.items()}
+        for r, call in _fingerprints(events, set(groups)).items():
+            votes[call].add(r)
+        sizes = sorted(len(rs) for rs in votes.values())
+        odd = sorted(min(votes.values(), key=lambda rs: (len(rs), sorted(rs)))) if sizes[0] < sizes[1] else []
         parts = "; ".join(f"{op}{f' of {n} elements' if n is not None else ''} on rank(s) {_fmt_ranks(rs)}"
                           for (op, n), rs in sorted(groups.items(), key=lambda kv: kv[1]))
-        first = [by_rank[r] for r in sorted(by_rank) if r in odd][0]
-        other = next(by_rank[r] for r in sorted(by_rank) if r not in odd)
-        ctx.add("collective-desync", severity="critical", category="application_error", interruption="soft",
-                role="cause", title=f"The ranks were in different collectives at SeqNum {seq} ({parts}): their code "
-                                    "paths diverged, so each waited for a call the others never made",
-                rank=odd[0] if len(odd) == 1 and len(by_rank) > 2 else None, time=first[3].time_utc,
-                evidence=[evidence(first[2], first[3].line, first[3].text),
-                          evidence(other[2], other[3].line, other[3].text)],
-                actions=["Give every rank the same number of batches (equal shards, drop_last=True, or "
-                         "torch.distributed.algorithms.Join for uneven inputs)",
-                         "Look for collectives (all_reduce of a metric, barrier, checkpoint gather) under a rank- or "
-                         "data-dependent condition; TORCH_DISTRIBUTED_DEBUG=DETAIL reports mismatched collectives"])
-        return
+        odd_rank = odd[0] if len(odd) == 1 else None
+        mine = [r for r in sorted(by_rank) if r in odd] or [r for r in sorted(by_rank) if r in min(
+            groups.values(), key=lambda rs: (len(rs), rs))]
+        first = by_rank[mine[0]]
+        other = next(by_rank[r] for r in sorted(by_rank) if by_rank[r][:2] != first[:2])
+        return ctx.add("collective-desync", severity="critical", category="application_error", interruption="soft",
+                       role="cause", title=f"The ranks were in different collectives at SeqNum {seq} ({parts}): their code "
+                                           "paths diverged, so each waited for a call the others never made",
+                       rank=odd_rank, time=first[3].time_utc,
+                       evidence=[evidence(first[2], first[3].line, first[3].text),
+                                 evidence(other[2], other[3].line, other[3].text)],
+                       actions=["Give every rank the same number of batches (equal shards, drop_last=True, or "
+                                "torch.distributed.algorithms.Join for uneven inputs)",
+                                "Look for collectives (all_reduce of a metric, barrier, checkpoint gather) under a rank- or "
+                                "data-dependent condition; TORCH_DISTRIBUTED_DEBUG=DETAIL reports mismatched collectives"])
+    return None
+
+
+#: TORCH_DISTRIBUTED_DEBUG=DETAIL's report of two ranks in different collectives.
+_MISMATCH = re.compile(r"Rank (?P<rank>\d+) is running collective: CollectiveFingerPrint\((?:SequenceNumber=\d+, )?"
+                       r"OpType=(?P<op>\w+), TensorShape=\[(?P<shape>[\d, ]*)\]")
+
+
+def _fingerprints(events, calls: set[tuple]) -> dict[int, tuple]:
+    """rank -> (op, element count) from DETAIL mismatch reports whose two calls are exactly two of
+    the timed-out ``calls``: the same two calls, told by other ranks, decide which side is the odd
+    one when the timeouts alone cannot (one rank on each side)."""
+    out = {}
+    for _fl, e in events:
+        if e.kind != "exception" or "mismatch between collectives" not in e.text:
+            continue
+        seen = {}
+        for m in _MISMATCH.finditer(e.text):
+            dims = [int(x) for x in m["shape"].replace(" ", "").split(",") if x]
+            seen[int(m["rank"])] = (m["op"], prod(dims) if dims else 0)
+        if len(set(seen.values())) == 2 and set(seen.values()) <= calls:
+            out.update(seen)
+    return out
 
 
 # ---------------------------------------------------------------- errors

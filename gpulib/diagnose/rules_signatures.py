@@ -114,11 +114,15 @@ def _cited(ctx: Context) -> dict[tuple[str, int], Finding]:
     return {(e.file, e.line): f for f in ctx.findings for e in f.evidence if e.line is not None}
 
 
-def _lend_identity(finding: Finding, s: Signal) -> None:
-    """A finding of a kind-specific rule takes the identity its line carried, where it had none."""
+def _lend_identity(matches: list[tuple[Finding, Signal]]) -> None:
+    """A finding of a kind-specific rule takes the identity its lines carried, where it had none:
+    a rank only when all its lines were printed by that one rank (a finding that cites two ranks'
+    lines - the two sides of a collective mismatch - is about neither alone)."""
+    finding, s = matches[0]
     finding.host = finding.host or s.host
-    if finding.rank is None and s.rank is not None:
-        finding.rank = s.rank
+    ranks = {m.rank for _f, m in matches if m.rank is not None}
+    if finding.rank is None and len(ranks) == 1:
+        finding.rank = ranks.pop()
     if finding.category not in GPU_CATEGORIES:
         return  # a PCI id on a NIC's line (mlx5_core 0000:5c:00.0) is the NIC's, not a GPU's
     finding.gpu_pci = finding.gpu_pci or s.gpu_pci
@@ -153,6 +157,7 @@ def run(ctx: Context) -> None:
     resolved = {(f.display, RESOLVED_BY[s.signature]) for f, s in signals if s.signature in RESOLVED_BY}
     groups: dict[tuple, list] = defaultdict(list)
     meanings: dict[tuple, tuple] = {}
+    lent: dict[int, list] = defaultdict(list)  # finding -> the matches of the lines it cites
     for f, s in signals:
         if s.rank is None and s.pid is not None:
             s.rank = pid_rank.get((s.host, s.pid))
@@ -168,7 +173,7 @@ def run(ctx: Context) -> None:
             continue  # a kind-specific rule placed this line in time and judged it (SEL history)
         hit = cited.get((f.display, s.line))
         if hit is not None:
-            _lend_identity(hit, s)
+            lent[id(hit)].append((hit, s))
         meaning = _meaning(sig, s)
         if meaning[3] == "benign":
             continue
@@ -181,6 +186,8 @@ def run(ctx: Context) -> None:
         same_reading = hit is not None and hit.category == meaning[0] and (hit.role == "cause" or meaning[3] != "cause")
         groups[key].append((f, s, same_reading))
         meanings.setdefault(key, (sig, *meaning))
+    for matches in lent.values():
+        _lend_identity(matches)
     for key, members in groups.items():
         if any(was_cited for *_x, was_cited in members):
             continue

@@ -36,6 +36,36 @@ def test_different_optypes_at_one_seqnum_are_a_desync(tmp_path):
     assert (doc["root_cause"]["category"], doc["verdict"]["interruption"]) == ("application_error", "soft")
 
 
+MISMATCH = ("[rank{r}]: RuntimeError: Detected mismatch between collectives on ranks. Rank {r} is running collective: "
+            "CollectiveFingerPrint(SequenceNumber=1204, OpType=BROADCAST, TensorShape=[{a}], TensorDtypes=Float), but "
+            "Rank {o} is running collective: CollectiveFingerPrint(SequenceNumber=1204, OpType=BROADCAST, "
+            "TensorShape=[{b}], TensorDtypes=Float).")
+
+
+def test_two_ranks_on_two_sides_name_no_culprit_and_blame_no_missing_rank(tmp_path):
+    """Ranks 0 and 1 never printed: with one rank on each side nobody is the odd one, and the two
+    silent ranks did not 'fail to arrive' (every rank was in some collective)."""
+    doc = _timeouts(tmp_path, {2: ("BROADCAST", 5120), 3: ("BROADCAST", 64)})
+    assert (doc["root_cause"]["category"], doc["root_cause"]["rank"]) == ("application_error", None)
+    assert doc["verdict"]["interruption"] == "soft"
+    timeout = next(f for f in doc["findings"] if f["id"].startswith("nccl-timeout"))
+    assert "never arrived" not in timeout["title"]
+
+
+def test_a_detail_mismatch_report_breaks_the_tie(tmp_path):
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL says rank 0 ran the 64-element call that rank 3 timed out in:
+    rank 2, alone with 5120 elements, is the odd one."""
+    (tmp_path / "detail.log").write_text(MISMATCH.format(r=2, a="5120", o=0, b="64") + "\n")
+    doc = _timeouts(tmp_path, {2: ("BROADCAST", 5120), 3: ("BROADCAST", 64)})
+    assert doc["root_cause"]["rank"] == 2
+
+
+def test_a_mismatch_report_of_other_calls_decides_nothing(tmp_path):
+    (tmp_path / "detail.log").write_text(MISMATCH.format(r=2, a="77", o=0, b="64") + "\n")
+    doc = _timeouts(tmp_path, {2: ("BROADCAST", 5120), 3: ("BROADCAST", 64)})
+    assert doc["root_cause"]["rank"] is None
+
+
 def test_same_call_everywhere_is_only_the_cascade(tmp_path):
     doc = _timeouts(tmp_path, {r: ("ALLREDUCE", 25165824) for r in range(4)})
     assert doc["verdict"]["interruption"] == "unknown"
