@@ -31,7 +31,8 @@ _NCCL_HOST = re.compile(r"(?m)^(?:\S+: |\[[^\]]*\] )?(?P<host>[A-Za-z][\w.-]*):\
 _JOURNAL_HOST = re.compile(
     r"(?m)^(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\S*|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) (?P<host>[A-Za-z][\w.-]*) "
     r"(?:kernel|systemd|nhc|slurmd|CRON|sshd|nvidia|rsyslogd|chronyd)[\w-]*(?:\[\d+\])?:")
-_CFE_HOST = re.compile(r"(?m)^\s+host\s+: (?P<host>[A-Za-z][\w.-]*)\s*$")
+#: torchrun's ChildFailedError report (``  host      : node7``), also when pasted as a markdown quote.
+_CFE_HOST = re.compile(r"(?m)^(?:[ ]{0,3}>[ ]?)*\s+host\s+: (?P<host>[A-Za-z][\w.-]*)\s*$")
 _NVSMI_HOST = re.compile(r"(?m)^(?:Hostname|Host Name)\s*:\s*(?P<host>[A-Za-z][\w.-]*)\s*$")
 
 

@@ -1,0 +1,61 @@
+"""Job-side launcher and scheduler messages (Ray's memory monitor, Ray worker deaths): each alone names
+its category (never a silent 'none'), and each has a negative control that must not be read as it."""
+
+from __future__ import annotations
+
+from gpulib.diagnose import diagnose
+
+RAYLET_OOM = ("(raylet) [2026-01-02 15:02:00,117 E 88123 88123] (raylet) node_manager.cc:3069: 1 Workers (tasks / "
+              "actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 5a1e, "
+              "IP: 10.20.3.41) over the last time period.\n")
+RAY_OOM_ERROR = (
+    "Traceback (most recent call last):\n"
+    '  File "/opt/app/train.py", line 12, in <module>\n'
+    "    ray.get(refs)\n"
+    "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n"
+    "Memory on the node (IP: 10.9.1.4, ID: 77ab) where the task (actor ID: 1f, name=Trainer.__init__, pid=511, "
+    "memory used=61.20GB) was running was 120.11GB / 125.80GB (0.954779), which exceeds the memory usage threshold "
+    "of 0.95. Ray killed this worker (ID: 77aa) because it was the most recently scheduled task; to see more "
+    "information about memory usage on this node, use `ray logs raylet.out -ip 10.9.1.4`.\n")
+RAY_WORKER_DIED = (
+    "(raylet) A worker died or was killed while executing a task by an unexpected system error. To troubleshoot the "
+    "problem, check the logs for the dead worker. Worker exit type: SYSTEM_ERROR Worker exit detail: Worker "
+    "unexpectedly exits with a connection error code 2. End of file. There are some potential root causes. (1) The "
+    "process is killed by SIGKILL by OOM killer due to high memory usage. (2) ray stop --force is called.\n")
+
+
+def _answer(tmp_path, name, text):
+    (tmp_path / name).write_text(text)
+    got = diagnose([tmp_path]).to_dict()
+    root = got.get("root_cause") or {}
+    return got["verdict"]["interruption"], root.get("category") or got["verdict"]["category"], root.get("host")
+
+
+def test_raylet_memory_pressure_kill_is_host_oom_on_the_node_it_names(tmp_path):
+    assert _answer(tmp_path, "driver.log", RAYLET_OOM) == ("soft", "host_oom", "10.20.3.41")
+
+
+def test_ray_outofmemoryerror_is_host_ram_not_cuda(tmp_path):
+    """The exception is spelled like torch's CUDA OOM; it is Ray's host-memory kill."""
+    assert _answer(tmp_path, "train.log", RAY_OOM_ERROR) == ("soft", "host_oom", "10.9.1.4")
+
+
+def test_cuda_oom_inside_a_ray_worker_stays_cuda_oom(tmp_path):
+    """Negative control: a real torch CUDA OOM printed by a Ray worker is GPU memory."""
+    text = ("(RayTrainWorker pid=4431, ip=10.2.0.7) [rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to "
+            "allocate 1.00 GiB. GPU 0 has a total capacity of 79.10 GiB of which 200.00 MiB is free.\n")
+    assert _answer(tmp_path, "train.log", text)[:2] == ("soft", "cuda_oom")
+
+
+def test_ray_worker_death_without_a_cause_is_unknown_not_none(tmp_path):
+    """Ray's generic death message lists the OOM killer as one *possible* reason: not a host OOM."""
+    interruption, category, _ = _answer(tmp_path, "driver.log", RAY_WORKER_DIED)
+    assert interruption == "unknown" and category != "host_oom"
+
+
+def test_ray_oom_docs_hint_in_a_completed_run_is_no_failure(tmp_path):
+    """Negative control: Ray's advice about the memory monitor, printed in a run that finished, is no kill."""
+    text = ("To adjust the kill threshold, set the environment variable `RAY_memory_usage_threshold` when starting "
+            "Ray. To disable worker killing, set the environment variable `RAY_memory_monitor_refresh_ms` to zero.\n"
+            "Training completed. Total time 01:12:09\n")
+    assert _answer(tmp_path, "driver.log", text)[0] == "none"
