@@ -59,3 +59,43 @@ def test_ray_oom_docs_hint_in_a_completed_run_is_no_failure(tmp_path):
             "Ray. To disable worker killing, set the environment variable `RAY_memory_monitor_refresh_ms` to zero.\n"
             "Training completed. Total time 01:12:09\n")
     assert _answer(tmp_path, "driver.log", text)[0] == "none"
+
+
+# ------------------------------------------------------- collectives the job rules could not compare
+OLD_WATCHDOG = ("[E ProcessGroupNCCL.cpp:719] [Rank {r}] Watchdog caught collective operation timeout: "
+                "WorkNCCL({seq}OpType={op}, Timeout(ms)=1800000) ran for 18006{r}4 milliseconds before timing out.")
+
+
+def _old_timeouts(tmp_path, ops: dict[int, str], seq: int | None = None):
+    text = "\n".join(OLD_WATCHDOG.format(r=r, op=op, seq=f"SeqNum={seq}, " if seq is not None else "")
+                     for r, op in ops.items())
+    (tmp_path / "train.log").write_text(text + "\n")
+    return diagnose([tmp_path]).to_dict()
+
+
+def test_allgather_and_reduce_at_one_seqnum_are_a_desync(tmp_path):
+    """FSDP's all-gathers are collectives every rank makes, not rooted gathers: comparable."""
+    doc = _old_timeouts(tmp_path, {0: "REDUCE", 1: "_ALLGATHER_BASE", 2: "_ALLGATHER_BASE", 3: "_ALLGATHER_BASE"},
+                        seq=2914407)
+    assert (doc["root_cause"]["category"], doc["verdict"]["interruption"]) == ("application_error", "soft")
+    assert doc["root_cause"]["rank"] == 0
+
+
+def test_unnumbered_different_calls_are_a_desync(tmp_path):
+    doc = _old_timeouts(tmp_path, {0: "REDUCE", 1: "ALLGATHER", 2: "ALLGATHER", 3: "ALLGATHER"})
+    assert (doc["root_cause"]["category"], doc["verdict"]["interruption"]) == ("application_error", "soft")
+    assert not any(f["title"].endswith("every rank waited on the same collective") for f in doc["findings"])
+
+
+def test_unnumbered_same_call_everywhere_is_only_the_cascade(tmp_path):
+    """Negative control: every rank in the same all-gather waits for someone else."""
+    doc = _old_timeouts(tmp_path, {r: "ALLGATHER" for r in range(4)})
+    assert doc["verdict"]["interruption"] == "unknown"
+    assert not any(f["id"].startswith("collective-desync") for f in doc["findings"])
+
+
+def test_pipeline_send_recv_and_rooted_gather_are_not_a_desync(tmp_path):
+    """Negative control: pipeline stages wait in send/recv, a rooted gather's ranks may differ."""
+    for ops in ({0: "SEND", 1: "RECV", 2: "ALLREDUCE"}, {0: "GATHER", 1: "ALLREDUCE", 2: "ALLREDUCE"}):
+        doc = _old_timeouts(tmp_path, ops, seq=40)
+        assert not any(f["id"].startswith("collective-desync") for f in doc["findings"]), ops
