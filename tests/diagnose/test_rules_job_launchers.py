@@ -99,3 +99,21 @@ def test_pipeline_send_recv_and_rooted_gather_are_not_a_desync(tmp_path):
     for ops in ({0: "SEND", 1: "RECV", 2: "ALLREDUCE"}, {0: "GATHER", 1: "ALLREDUCE", 2: "ALLREDUCE"}):
         doc = _old_timeouts(tmp_path, ops, seq=40)
         assert not any(f["id"].startswith("collective-desync") for f in doc["findings"]), ops
+
+
+# ------------------------------------------------------- DataLoader shared-memory limits
+def test_dataloader_mmap_enomem_is_the_data_pipeline(tmp_path):
+    text = "RuntimeError: unable to mmap 72 bytes from file </torch_60431_2904117761_63412>: Cannot allocate memory (12)\n"
+    assert _answer(tmp_path, "train.log", text)[:2] == ("soft", "data_pipeline_stall")
+
+
+def test_dataloader_too_many_open_files_is_the_data_pipeline(tmp_path):
+    text = ("RuntimeError: unable to open shared memory object </torch_1234_2231_7> in read-write mode: "
+            "Too many open files (24)\n")
+    assert _answer(tmp_path, "train.log", text)[:2] == ("soft", "data_pipeline_stall")
+
+
+def test_checkpoint_mmap_failure_is_not_the_data_pipeline(tmp_path):
+    """Negative control: torch.load(mmap=True) of a checkpoint failing is not DataLoader shared memory."""
+    text = "RuntimeError: unable to mmap 4294967296 bytes from file </ckpt/step_9000/model.pt>: Cannot allocate memory (12)\n"
+    assert _answer(tmp_path, "train.log", text)[1] != "data_pipeline_stall"
