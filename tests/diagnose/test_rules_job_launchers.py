@@ -117,3 +117,32 @@ def test_checkpoint_mmap_failure_is_not_the_data_pipeline(tmp_path):
     """Negative control: torch.load(mmap=True) of a checkpoint failing is not DataLoader shared memory."""
     text = "RuntimeError: unable to mmap 4294967296 bytes from file </ckpt/step_9000/model.pt>: Cannot allocate memory (12)\n"
     assert _answer(tmp_path, "train.log", text)[1] != "data_pipeline_stall"
+
+
+# ------------------------------------------------------- Kubernetes evictions
+def test_pod_evicted_for_node_memory_is_host_oom_on_that_node(tmp_path):
+    text = ("Name:           trainer-master-0\nNode:           gpu-pool-a-7kd2/10.128.0.41\nStatus:         Failed\n"
+            "Reason:         Evicted\nMessage:        The node was low on resource: memory.\n")
+    assert _answer(tmp_path, "describe.txt", text) == ("soft", "host_oom", "gpu-pool-a-7kd2")
+
+
+def test_pod_evicted_for_disk_is_never_a_silent_none(tmp_path):
+    text = ("Status:         Failed\nReason:         Evicted\nMessage:        The node was low on resource: "
+            "ephemeral-storage. Container trainer was using 212Gi, which exceeds its request of 0.\n")
+    interruption, category, _ = _answer(tmp_path, "describe.txt", text)
+    assert interruption == "unknown" and category != "host_oom"
+
+
+def test_evicted_row_in_a_pod_list_is_never_a_silent_none(tmp_path):
+    text = ("NAME                        READY   STATUS    RESTARTS   AGE\n"
+            "ppo-master-0-9st9r          0/1     Evicted   0          19h\n")
+    assert _answer(tmp_path, "pods.txt", text)[0] == "unknown"
+
+
+def test_healthy_node_conditions_are_no_eviction(tmp_path):
+    """Negative control: `kubectl describe node` lists MemoryPressure False on every healthy node."""
+    text = ("Conditions:\n  Type             Status  Reason                       Message\n"
+            "  MemoryPressure   False   KubeletHasSufficientMemory   kubelet has sufficient memory available\n"
+            "  DiskPressure     False   KubeletHasNoDiskPressure     kubelet has no disk pressure\n"
+            "  Ready            True    KubeletReady                 kubelet is posting ready status\n")
+    assert _answer(tmp_path, "node.txt", text)[0] == "none"
