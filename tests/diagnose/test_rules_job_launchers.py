@@ -146,3 +146,69 @@ def test_healthy_node_conditions_are_no_eviction(tmp_path):
             "  DiskPressure     False   KubeletHasNoDiskPressure     kubelet has no disk pressure\n"
             "  Ready            True    KubeletReady                 kubelet is posting ready status\n")
     assert _answer(tmp_path, "node.txt", text)[0] == "none"
+
+
+# ------------------------------------------------------- host memory kills by schedulers and user-space killers
+def test_current_slurm_oom_kill_line_is_host_oom(tmp_path):
+    text = ("slurmstepd: error: Detected 1 oom_kill event in StepId=88123.0. Some of the step tasks have been "
+            "OOM Killed.\n")
+    assert _answer(tmp_path, "slurm-88123.out", text)[:2] == ("soft", "host_oom")
+
+
+def test_srun_task_out_of_memory_names_its_node(tmp_path):
+    text = ("RuntimeError: DataLoader worker (pid 48812) is killed by signal: Killed.\n"
+            "srun: error: gpu-a07: task 3: Out Of Memory\n")
+    assert _answer(tmp_path, "slurm-88123.out", text) == ("soft", "host_oom", "gpu-a07")
+
+
+def test_srun_oom_on_two_nodes_names_neither(tmp_path):
+    text = "srun: error: gpu-a07: task 3: Out Of Memory\nsrun: error: gpu-a09: task 5: Out Of Memory\n"
+    assert _answer(tmp_path, "slurm-88123.out", text) == ("soft", "host_oom", None)
+
+
+def test_srun_task_exit_code_is_not_out_of_memory(tmp_path):
+    """Negative control: srun's ordinary per-task failure line says nothing about memory."""
+    text = "srun: error: gpu-a07: task 3: Exited with exit code 1\n"
+    assert _answer(tmp_path, "slurm-88123.out", text)[1] != "host_oom"
+
+
+def test_systemd_oomd_and_earlyoom_kills_are_host_oom(tmp_path):
+    lines = ["Mar 03 04:11:09 ws-ml01 systemd-oomd[812]: Killed /user.slice/user-1000.slice/session-3.scope due to "
+             "memory pressure for /user.slice/user-1000.slice being 83.12% > 50.00% for > 20s with reclaim activity",
+             'Mar 03 04:11:09 ws-ml01 earlyoom[901]: sending SIGTERM to process 81234 uid 1000 "python": badness 912, '
+             "VmRSS 61203 MiB"]
+    for i, line in enumerate(lines):
+        case = tmp_path / str(i)
+        case.mkdir()
+        assert _answer(case, "journal.txt", line + "\n")[:2] == ("soft", "host_oom"), line
+
+
+def test_memory_pressure_stall_report_is_no_kill(tmp_path):
+    """Negative control: systemd-oomd reporting pressure, or earlyoom's periodic status, kills nothing."""
+    text = ("Mar 03 04:10:01 ws-ml01 earlyoom[901]: mem avail: 21043 of 64201 MiB (32.78%), swap free: 0 of 0 MiB\n"
+            "Mar 03 04:10:05 ws-ml01 systemd-oomd[812]: Considering /user.slice/user-1000.slice: memory pressure 12.40%\n")
+    assert _answer(tmp_path, "journal.txt", text)[0] == "none"
+
+
+def test_framework_gpu_oom_messages_are_cuda_oom(tmp_path):
+    lines = ["jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
+             "17179869184 bytes.",
+             "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
+             "shape[8192,32768] and type float on /job:worker/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc",
+             "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"]
+    for i, line in enumerate(lines):
+        case = tmp_path / str(i)
+        case.mkdir()
+        assert _answer(case, "train.log", line + "\n")[:2] == ("soft", "cuda_oom"), line
+
+
+def test_cpu_allocator_failure_is_host_oom(tmp_path):
+    text = ("RuntimeError: [enforce fail at alloc_cpu.cpp:114] data. DefaultCPUAllocator: not enough memory: you "
+            "tried to allocate 34359738368 bytes.\n")
+    assert _answer(tmp_path, "train.log", text)[:2] == ("soft", "host_oom")
+
+
+def test_other_cuda_errors_stay_application_errors(tmp_path):
+    """Negative control: an illegal memory access is a kernel bug, not memory running out."""
+    text = "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    assert _answer(tmp_path, "train.log", text)[:2] == ("soft", "application_error")
