@@ -212,3 +212,14 @@ def test_other_cuda_errors_stay_application_errors(tmp_path):
     """Negative control: an illegal memory access is a kernel bug, not memory running out."""
     text = "RuntimeError: CUDA error: an illegal memory access was encountered\n"
     assert _answer(tmp_path, "train.log", text)[:2] == ("soft", "application_error")
+
+
+# ------------------------------------------------------- titles
+def test_heartbeat_monitor_kill_title_has_no_unknown_duration(tmp_path):
+    """The heartbeat monitor's kill line gives no duration: the title must not say 'for None s'."""
+    text = ("[rank3]:[E1203 10:11:12.123456 4411 ProcessGroupNCCL.cpp:1423] [PG ID 0 PG GUID 0(default_pg) Rank 3] "
+            "Heartbeat monitor timed out! Process will be terminated after dumping debug info. workMetaList_.size()=2\n")
+    (tmp_path / "train.log").write_text(text)
+    doc = diagnose([tmp_path]).to_dict()
+    assert doc["verdict"]["interruption"] == "unknown"
+    assert not any("None" in f["title"] for f in doc["findings"])
