@@ -223,3 +223,19 @@ def test_heartbeat_monitor_kill_title_has_no_unknown_duration(tmp_path):
     doc = diagnose([tmp_path]).to_dict()
     assert doc["verdict"]["interruption"] == "unknown"
     assert not any("None" in f["title"] for f in doc["findings"])
+
+
+# ------------------------------------------------------- the shell's bare 'Killed'
+def test_bare_killed_after_training_output_is_host_oom(tmp_path):
+    for i, word in enumerate(("Killed", "已杀死")):
+        case = tmp_path / str(i)
+        case.mkdir()
+        text = f"episode/score 0.1 / train/loss/image 61.08\nWriting metrics: /tmp/run/metrics.jsonl\n{word}\n"
+        assert _answer(case, "terminal.txt", text)[:2] == ("soft", "host_oom"), word
+
+
+def test_killed_inside_a_sentence_is_no_kill(tmp_path):
+    """Negative control: the word in a log sentence of a finished run is not the shell's verdict."""
+    text = ("Killed 3 stale dataloader workers from the previous epoch\n"
+            "Training completed. Total time 01:12:09\n")
+    assert _answer(tmp_path, "train.log", text)[0] == "none"
