@@ -239,3 +239,17 @@ def test_killed_inside_a_sentence_is_no_kill(tmp_path):
     text = ("Killed 3 stale dataloader workers from the previous epoch\n"
             "Training completed. Total time 01:12:09\n")
     assert _answer(tmp_path, "train.log", text)[0] == "none"
+
+
+# ------------------------------------------------------- who printed it: coloured Ray worker prefixes
+def test_coloured_ray_worker_prefix_names_the_culprit_node(tmp_path):
+    text = ("\x1b[36m(RayTrainWorker pid=4431, ip=10.2.0.7)\x1b[0m [rank1]: torch.OutOfMemoryError: CUDA out of "
+            "memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of 79.10 GiB of which 200.00 MiB is free.\n")
+    assert _answer(tmp_path, "driver.log", text) == ("soft", "cuda_oom", "10.2.0.7")
+
+
+def test_an_ip_in_the_message_is_not_who_printed_it(tmp_path):
+    """Negative control: only Ray's own prefix names the worker's node, not an address in the text."""
+    text = ("[rank1]: torch.OutOfMemoryError: CUDA out of memory while serving (pid=4431, ip=10.2.0.7). Tried to "
+            "allocate 1.00 GiB.\n")
+    assert _answer(tmp_path, "driver.log", text)[2] != "10.2.0.7"
