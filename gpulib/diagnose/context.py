@@ -60,12 +60,13 @@ class Context:
         return stamp_in(stamp, year=None, tz=zone_of((file.timezone if file else None) or self.tz))
 
 
-_UNKNOWN_PART = re.compile(r"(?:\s(?:on|of|at|by|from) None\b|\b[Rr]ank None:?\s?|\bGPU None\s?|\(None\)\s?)")
+_UNKNOWN_PART = re.compile(r"(?:\s(?:on|of|at|by|from) None\b|\s(?:for|after) None ?(?:s|ms|seconds)\b|\b[Rr]ank None:?\s?"
+                           r"|\bGPU None\s?|\(None\)\s?)")
 
 
 def without_unknowns(title: str) -> str:
-    """A title with the parts that name an unknown host/rank/GPU left out: an operator reading
-    "rank None on None" learns nothing and may think the tool is broken."""
+    """A title with the parts that name an unknown host/rank/GPU/duration left out: an operator
+    reading "rank None on None" or "for None s" learns nothing and may think the tool is broken."""
     return re.sub(r"\s{2,}", " ", _UNKNOWN_PART.sub(" ", title)).strip().replace(" :", ":")
 
 

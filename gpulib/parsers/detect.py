@@ -31,7 +31,10 @@ _NCCL_HOST = re.compile(r"(?m)^(?:\S+: |\[[^\]]*\] )?(?P<host>[A-Za-z][\w.-]*):\
 _JOURNAL_HOST = re.compile(
     r"(?m)^(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\S*|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) (?P<host>[A-Za-z][\w.-]*) "
     r"(?:kernel|systemd|nhc|slurmd|CRON|sshd|nvidia|rsyslogd|chronyd)[\w-]*(?:\[\d+\])?:")
-_CFE_HOST = re.compile(r"(?m)^\s+host\s+: (?P<host>[A-Za-z][\w.-]*)\s*$")
+#: torchrun's ChildFailedError report (``  host      : node7``), also when pasted as a markdown quote.
+_CFE_HOST = re.compile(r"(?m)^(?:[ ]{0,3}>[ ]?)*\s+host\s+: (?P<host>[A-Za-z][\w.-]*)\s*$")
+#: ``kubectl describe pod``: ``Node:         gke-pool-3c1f-v7kd/10.128.0.41`` (the node the pod ran on).
+_K8S_NODE = re.compile(r"(?m)^(?:[ ]{0,3}>[ ]?)*Node:\s+(?P<host>[A-Za-z][\w.-]*)/\d{1,3}(?:\.\d{1,3}){3}\s*$")
 _NVSMI_HOST = re.compile(r"(?m)^(?:Hostname|Host Name)\s*:\s*(?P<host>[A-Za-z][\w.-]*)\s*$")
 
 
@@ -59,7 +62,8 @@ def detect_kind(name: str, head: str = "", head_bytes: bytes = b"") -> str | Non
 #: run (each multi-line search costs ~50 us on an 8 KiB head, and every file's head is read).
 _HOST_WORDS = ((_JOURNAL_HOST, (" kernel", " systemd", " nhc", " slurmd", " CRON", " sshd", " nvidia", " rsyslogd",
                                  " chronyd")),
-               (_NVSMI_HOST, ("Hostname", "Host Name")), (_NCCL_HOST, ("NCCL ",)), (_CFE_HOST, ("host",)))
+               (_NVSMI_HOST, ("Hostname", "Host Name")), (_K8S_NODE, ("Node:",)), (_NCCL_HOST, ("NCCL ",)),
+               (_CFE_HOST, ("host",)))
 
 
 def host_from_content(head: str) -> str | None:

@@ -9,11 +9,12 @@ warning can arrive as::
     [default4]:...  /  12: ...  /  Mar 10 04:11:02 node7 kernel: ...               (torchrun --tee, srun --label, syslog)
 
 :class:`LineReader` peels these layers off one line at a time and keeps what each said: the host
-(pdsh/clush/DeepSpeed prefix, NCCL ``host:pid:tid``, syslog/journal host field, the shell prompt
-of a pasted session), the rank (mpirun ``[1,N]``, srun ``N:``, torchrun ``[rankN]:``, in-text
-``[Rank N]``), the local rank (torchrun ``[defaultN]:``, ``--local_rank=N``), the CUDA device and
-the time (ISO with or without zone, c10/glog with the year taken from the file, ``dmesg -T``,
-syslog). A line without a stamp gets no time: it keeps its place in its file, and never borrows
+(pdsh/clush/DeepSpeed prefix, a Ray worker's ``(Actor pid=N, ip=A)``, NCCL ``host:pid:tid``,
+syslog/journal host field, the shell prompt of a pasted session), the rank (mpirun ``[1,N]``,
+srun ``N:``, torchrun ``[rankN]:``, in-text ``[Rank N]``), the local rank (torchrun
+``[defaultN]:``, ``--local_rank=N``), the CUDA device and the time (ISO with or without zone,
+c10/glog with the year taken from the file, ``dmesg -T``, syslog). Colour escapes a terminal
+capture kept are dropped first. A line without a stamp gets no time: it keeps its place in its file, and never borrows
 a stamp that could put an effect before its cause.
 """
 
@@ -37,6 +38,8 @@ _OUTER_STAMP = re.compile(r"^\[?(?P<stamp>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.
 _GREP_FILE = re.compile(r"^(?P<path>[\w./-]+\.(?:log|txt|out|err))(?::\d+)?:(?=\S)")
 #: What a ``grep -H`` prefix ends with (its file's extension, then ':'): looked for before _GREP_FILE.
 _GREP_TAIL = re.compile(r"\.(?:log|txt|out|err):")
+#: Colour and cursor escapes (``ESC[36m``) a terminal capture keeps around launcher prefixes.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _DEFAULT = re.compile(r"^\[default(?P<lrank>\d+)\]:\s?")
 _NCCL_ID = re.compile(r"^(?P<host>[A-Za-z][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] ")
 _RANK_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<r1>\d+)\]|\brank[ =:](?P<r2>\d+)\b|\bfrom rank (?P<r3>\d+)\b")
@@ -73,6 +76,8 @@ class LineReader:
 
     def read(self, raw: str) -> LineFacts:
         line = raw.rstrip("\r\n")
+        if "\x1b" in line:  # a terminal capture keeps colours: Ray and DeepSpeed colour their prefixes
+            line = _ANSI.sub("", line)
         if "\r" in line:  # a progress bar redrawn on one line: the last segment was printed last
             segments = [s for s in line.split("\r") if s.strip()]
             line = segments[-1] if segments else ""
@@ -96,7 +101,7 @@ class LineReader:
             body, hints = strip_prefixes(body)
             if facts.rank is None:
                 facts.rank = hints.get("rank", hints.get("task"))
-            facts.host = facts.host or hints.get("prefix_host")
+            facts.host = facts.host or hints.get("prefix_host") or hints.get("ray_ip")
             m = _DEFAULT.match(body) if body.startswith("[default") else None
             if m:
                 facts.local_rank, body = int(m["lrank"]), body[m.end():]
