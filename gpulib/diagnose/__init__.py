@@ -3,10 +3,9 @@
 ``diagnose(paths)`` reads evidence bundles and raw folders (:mod:`.inputs`), joins ranks to hosts,
 GPUs and PCI ids (:mod:`.joins`), runs the kernel / GPU-state / job / other rules, the BMC event
 log (:mod:`.rules_sel`), shared-memory (:mod:`.rules_shm`) and nccl-tests / NCCL plugin
-(:mod:`.rules_nccl_tests`) rules, then those that read what the others found: unnumbered or
-unfiltered collectives (:mod:`.rules_collectives`), Ray's memory monitor (:mod:`.rules_ray`),
-allocation failures read as CUDA errors (:mod:`.rules_memory`) and srun's task verdicts
-(:mod:`.rules_srun`); it picks the root cause and discounts the cascade
+(:mod:`.rules_nccl_tests`) rules, then those that read what the others found: Ray's memory
+monitor (:mod:`.rules_ray`), allocation failures read as CUDA errors (:mod:`.rules_memory`) and
+srun's task verdicts (:mod:`.rules_srun`); it picks the root cause and discounts the cascade
 (:mod:`.verdict`), and returns a :class:`~.report.Diagnosis`
 (``to_dict()`` = the ``gpulib.diagnosis/1`` JSON, ``to_text()`` = the on-call summary).
 """
@@ -20,7 +19,6 @@ from pathlib import Path
 from gpulib.checkpoints.latest import find_latest
 from gpulib.diagnose import (
     nodes,
-    rules_collectives,
     rules_gpu,
     rules_held_memory,
     rules_job,
@@ -81,7 +79,7 @@ def _diagnose(paths: list[str | Path], tz: str | None, inputs: Inputs | None, th
     inputs = gather([Path(p) for p in paths], tz, thresholds=thresholds) if inputs is None else inputs
     ctx = Context(inputs, IdentityMap(inputs), tz, thresholds)
     for rules in (rules_kernel, rules_gpu, rules_job, rules_other, rules_slurm, rules_sel, rules_shm, rules_wtmp,
-                  rules_query_time, rules_held_memory, rules_nccl_tests, rules_signatures, rules_collectives, rules_ray,
+                  rules_query_time, rules_held_memory, rules_nccl_tests, rules_signatures, rules_ray,
                   rules_memory, rules_srun):
         try:
             rules.run(ctx)

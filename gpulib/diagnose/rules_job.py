@@ -21,11 +21,10 @@ from math import prod
 from statistics import median
 
 from gpulib.diagnose.context import Context, evidence, place
+from gpulib.diagnose.rules_signatures import CASCADE_EXCEPTIONS
 from gpulib.findings import Finding, Pointers
 from gpulib.parsers.training_log import ranks_of
 
-CASCADE_EXCEPTIONS = {"DistBackendError", "ChildFailedError", "DistStoreError", "DistNetworkError",
-                      "RendezvousClosedError", "KeyboardInterrupt", "SignalException", "ProcessExitedException"}
 STRAGGLER_RATIO = 1.3
 #: An allocation no GPU could ever satisfy (petabytes, exabytes) is a corrupt size, e.g. a tensor
 #: shape received from a peer that timed out: a symptom, not an out-of-memory cause.
@@ -106,7 +105,15 @@ def _timeouts(ctx: Context, events) -> None:
 #: number means the ranks are not in the same call (all-to-all, gather/scatter and send/recv sizes may differ).
 SAME_SIZE_OPS = {"ALLREDUCE", "BROADCAST", "REDUCE", "ALLGATHER", "_ALLGATHER_BASE", "REDUCE_SCATTER",
                  "_REDUCE_SCATTER_BASE", "ALLREDUCE_COALESCED", "BARRIER"}
-_P2P_OR_UNEVEN = ("SEND", "RECV", "ALLTOALL", "GATHER", "SCATTER")
+#: Calls whose ranks may wait in different operations for good reasons (pipeline send/recv, MoE
+#: all-to-all); and the *rooted* gather/scatter (an ALLGATHER or REDUCE_SCATTER is not rooted: every
+#: rank makes the same call, which is what FSDP and ZeRO are made of).
+_P2P_OR_UNEVEN = ("SEND", "RECV", "ALLTOALL")
+_ROOTED = ("GATHER", "SCATTER")
+
+
+def _uneven(op: str) -> bool:
+    return any(k in op for k in _P2P_OR_UNEVEN) or op.strip("_").removesuffix("_BASE") in _ROOTED
 
 
 def _desync(ctx: Context, timeouts, events) -> Finding | None:
@@ -116,25 +123,31 @@ def _desync(ctx: Context, timeouts, events) -> Finding | None:
     Sequence numbers count the collectives each rank issued; equal numbers with different calls mean
     the ranks' code paths diverged: one rank still all-reduces gradients while the others already
     all-reduce a one-element validation metric (uneven data per rank: an IterableDataset split
-    unevenly, no drop_last), or a collective sits under an ``if rank == 0``. Nobody is slow and the
-    network is fine: the job's own code makes the ranks wait for each other forever."""
+    unevenly, no drop_last), or a collective sits under an ``if rank == 0`` (a checkpoint save or an
+    FSDP state-dict gather on the rank that alone decided to save). Nobody is slow and the network
+    is fine: the job's own code makes the ranks wait for each other forever. The watchdog reports
+    the oldest call a rank waits in, and a collective cannot finish on one rank and hang on the
+    others, so torch before ~1.12, which prints no sequence number, is compared too - when the log
+    holds one process group only (a tensor-parallel all-gather and a data-parallel all-reduce may
+    both be waiting for one dead rank)."""
+    several_groups = any(e.details.get("pg") not in (None, 0) for _, e in timeouts)
     calls: dict = defaultdict(dict)
-    for fl, e in timeouts:
+    for fl, e in sorted(timeouts, key=lambda fe: (fe[1].time_utc or "~", fe[1].line)):
         d = e.details
-        if d.get("seq") is None or not d.get("op"):
+        if not d.get("op") or (d.get("seq") is None and several_groups):
             continue
         for r in ranks_of(e):
-            calls[(d.get("pg", 0), d["seq"])].setdefault(r, (d["op"], d.get("numel_in"), fl, e))
+            calls[(d.get("pg") or 0, d.get("seq"))].setdefault(r, (d["op"], d.get("numel_in"), fl, e))
     for (_pg, seq), by_rank in sorted(calls.items(), key=lambda kv: str(kv[0])):
         ops = {op for op, *_ in by_rank.values()}
-        if len(by_rank) < 2 or any(any(k in op for k in _P2P_OR_UNEVEN) for op in ops):
+        if len(by_rank) < 2 or any(_uneven(op) for op in ops):
             continue
         shapes = {(op, n if op in SAME_SIZE_OPS else None) for op, n, *_ in by_rank.values()}
         if len(shapes) < 2:
             continue
         groups: dict = defaultdict(list)
         for r, (op, n, *_rest) in by_rank.items():
-            groups[(op, n)].append(r)
+            groups[(op, n if op in SAME_SIZE_OPS else None)].append(r)
         votes = {k: set(rs) for k, rs in groups.items()}
         for r, call in _fingerprints(events, set(groups)).items():
             votes[call].add(r)
@@ -142,21 +155,22 @@ def _desync(ctx: Context, timeouts, events) -> Finding | None:
         odd = sorted(min(votes.values(), key=lambda rs: (len(rs), sorted(rs)))) if sizes[0] < sizes[1] else []
         parts = "; ".join(f"{op}{f' of {n} elements' if n is not None else ''} on rank(s) {_fmt_ranks(rs)}"
                           for (op, n), rs in sorted(groups.items(), key=lambda kv: kv[1]))
-        odd_rank = odd[0] if len(odd) == 1 else None
-        mine = [r for r in sorted(by_rank) if r in odd] or [r for r in sorted(by_rank) if r in min(
-            groups.values(), key=lambda rs: (len(rs), rs))]
+        mine = [r for r in sorted(by_rank) if r in odd] or min(groups.values(), key=lambda rs: (len(rs), rs))
         first = by_rank[mine[0]]
         other = next(by_rank[r] for r in sorted(by_rank) if by_rank[r][:2] != first[:2])
+        at = f" at SeqNum {seq}" if seq is not None else ""
         return ctx.add("collective-desync", severity="critical", category="application_error", interruption="soft",
-                       role="cause", title=f"The ranks were in different collectives at SeqNum {seq} ({parts}): their code "
+                       role="cause", title=f"The ranks were in different collectives{at} ({parts}): their code "
                                            "paths diverged, so each waited for a call the others never made",
-                       rank=odd_rank, time=first[3].time_utc,
+                       rank=odd[0] if len(odd) == 1 else None, time=first[3].time_utc,
                        evidence=[evidence(first[2], first[3].line, first[3].text),
                                  evidence(other[2], other[3].line, other[3].text)],
                        actions=["Give every rank the same number of batches (equal shards, drop_last=True, or "
                                 "torch.distributed.algorithms.Join for uneven inputs)",
-                                "Look for collectives (all_reduce of a metric, barrier, checkpoint gather) under a rank- or "
-                                "data-dependent condition; TORCH_DISTRIBUTED_DEBUG=DETAIL reports mismatched collectives"])
+                                "Look for a collective under a rank- or value-dependent condition: a checkpoint save "
+                                "or state-dict gather only on some ranks, a decision taken on a value only one rank "
+                                "has (dist.reduce instead of dist.all_reduce), an early exit on one rank",
+                                "Rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL: it reports mismatched collectives by name"])
     return None
 
 

@@ -12,9 +12,9 @@ and the raylet as ``N Workers (tasks / actors) killed due to memory pressure (OO
 (ID: ..., IP: 10.31.8.22)``. Two things follow, and this module applies them after the other
 rules have read the lines:
 
-* it is **host memory, never GPU memory**: a job parser that reads any ``OutOfMemoryError`` as
-  ``torch.cuda.OutOfMemoryError`` sends the operator to lower the batch size while the node is
-  out of RAM (colocated actors, CPU offload, a checkpoint loaded whole per worker);
+* it is **host memory, never GPU memory** (the job parser leaves Ray's ``OutOfMemoryError`` to the
+  ``ray-oom-kill`` signature): lowering the batch size does not help a node out of RAM (colocated
+  actors, CPU offload, a checkpoint loaded whole per worker);
 * the line names the node by its IP: that is the culprit host when nothing else named one.
 """
 
@@ -25,10 +25,6 @@ import re
 from gpulib.diagnose.context import Context
 from gpulib.findings import Finding
 
-#: Ray's own words for a worker its memory monitor killed (the exception and the raylet summary).
-RAY_HOST_OOM = re.compile(r"ray\.exceptions\.OutOfMemoryError|OutOfMemoryError: Task was killed due to the node"
-                          r"|Task was killed due to the node running low on memory"
-                          r"|killed due to memory pressure \(OOM\)")
 #: The node a Ray memory message names: ``Memory on the node (IP: a.b.c.d`` / ``at node (ID: x, IP: a.b.c.d)``.
 _NODE_IP = re.compile(r"(?:Memory on the node|at node) \((?:ID: \w+, )?IP: (?P<ip>\d{1,3}(?:\.\d{1,3}){3})")
 #: The signature finding that reads Ray's memory monitor (``signatures.tsv`` row ``ray-oom-kill``).
@@ -39,18 +35,8 @@ def run(ctx: Context) -> None:
     ray_kills = [f for f in ctx.findings if f.id.startswith(RAY_OOM_ID)]
     if not ray_kills:
         return
-    _drop_cuda_reading(ctx)
     for f in ray_kills:
         _name_node(f)
-
-
-def _drop_cuda_reading(ctx: Context) -> None:
-    """A CUDA-OOM finding whose every line is Ray's host-memory kill reads the wrong memory: drop it
-    (the ``ray-oom-kill`` finding holds the same lines, read as host RAM)."""
-    def ray_only(f: Finding) -> bool:
-        return f.category == "cuda_oom" and bool(f.evidence) and all(
-            RAY_HOST_OOM.search(e.text or "") for e in f.evidence)
-    ctx.findings[:] = [f for f in ctx.findings if not ray_only(f)]
 
 
 def _name_node(f: Finding) -> None:
@@ -64,4 +50,4 @@ def _name_node(f: Finding) -> None:
             return
 
 
-__all__ = ["RAY_HOST_OOM", "run"]
+__all__ = ["run"]

@@ -26,10 +26,12 @@ from gpulib.parsers.signatures import Signal, printers_of
 #: Categories whose hard findings are the machine's fault (drain, reset, RMA), not the job's.
 HARDWARE = {"gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error", "nvlink_error", "power_fault",
             "node_lost", "network_fabric", "thermal_throttling"}
-#: Exceptions that report another failure (the cascade), never a cause of their own.
-CASCADE_EXCEPTIONS = ("DistBackendError", "ChildFailedError", "DistStoreError", "DistNetworkError",
-                      "RendezvousClosedError", "KeyboardInterrupt", "SignalException", "ProcessExitedException",
-                      "CalledProcessError")
+#: Exceptions that report another failure (the cascade), never a cause of their own: a launcher's or
+#: a spawn wrapper's report of a child that failed (``ProcessRaisedException`` carries the child's
+#: traceback, read on its own lines), a collective that failed because a peer did.
+CASCADE_EXCEPTIONS = frozenset({"DistBackendError", "ChildFailedError", "DistStoreError", "DistNetworkError",
+                                "RendezvousClosedError", "KeyboardInterrupt", "SignalException",
+                                "ProcessExitedException", "ProcessRaisedException", "CalledProcessError"})
 
 
 #: Exceptions that a signature of their own reads (with their numbers): the bare class adds nothing.

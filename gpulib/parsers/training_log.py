@@ -392,7 +392,8 @@ class _Classifier:
         m = _NCCL_CLASS.search(body) if "nccl" in body else None
         if m:
             return JobEvent(lineno, "nccl_error_class", body, rank=rank, details={"code": m["code"]})
-        if _OOM_ANY.search(body) or "out of memory. Tried to allocate" in body.lower():
+        if (_OOM_ANY.search(body) or "out of memory. Tried to allocate" in body.lower()) and "ray.exceptions." not in body \
+                and "killed due to the node running low on memory" not in body:  # Ray's kill: host RAM, not GPU
             return self._oom(body, rank, lineno)
         if "driver version is insufficient" in body or "driver on your system is too old" in body:
             return JobEvent(lineno, "driver_too_old", body, rank=rank)
