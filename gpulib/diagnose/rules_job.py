@@ -93,12 +93,47 @@ def _timeouts(ctx: Context, events) -> None:
         if desync is not None:  # nobody failed to arrive: the ranks were waiting in different calls
             f.pointers.ranks = {desync.rank} - {None}
             f.title = f.title.split("; ")[0] + "; the ranks were in different collectives (see the cause)"
+        elif pointers.ranks == {0} and not any(e.rank == 0 and e.kind in _FATAL_KINDS | {"exception"} for _, e in events):
+            _rank0_busy(ctx, first_file, first)
     elif stuck:
         fl, e = stuck[0]
         ctx.add("watchdog-stuck", severity="error", category="application_error", role="symptom",
                     title=f"Rank {e.rank}: NCCL watchdog made no progress for {e.details.get('seconds')} s "
                           "(a CUDA/NCCL call hangs)", rank=e.rank, time=e.time_utc,
                     evidence=[evidence(fl, e.line, e.text)], pointers=Pointers(ranks={e.rank} - {None}))
+
+
+#: The catalogue's signature of a data-loading/preprocessing progress bar (``signatures.tsv``).
+DATA_PROGRESS = "data-progress"
+
+
+def _rank0_busy(ctx: Context, fl, first) -> None:
+    """Every rank but rank 0 timed out, and rank 0 printed no error: rank 0 was still busy with work
+    only rank 0 does - writing the checkpoint (or gathering the full state dict to write it),
+    evaluating, logging, tokenizing or preparing the dataset before the others start - for longer
+    than the collective timeout, while the others waited at the next collective. Frameworks put
+    that work on rank 0, so a silent rank 0 is that, unless the evidence shows a fault of its GPU or
+    node (any such cause outranks this one, which is a cause of last resort)."""
+    timeout_s = first.details.get("timeout_ms", 0) // 1000
+    # a data-preparation progress bar (tokenizing, mapping, loading shards) still short of 100 % in the
+    # same console: that is what rank 0 was doing - the ranks that wait for it print no such bar
+    prep = next((s for s in fl.signals if s.signature == DATA_PROGRESS and int(s.fields.get("num") or 100) < 100), None)
+    what = "preparing the data (a progress bar short of 100 %)" if prep else \
+        "rank-0-only work (checkpoint save, evaluation, data preparation)"
+    f = ctx.add("rank0-busy", severity="error", category="data_pipeline_stall" if prep else "application_error",
+                interruption="soft", role="cause",
+                title="Rank 0 never reached the collective the other ranks timed out in, and printed no error: it was "
+                      f"busy {what} for longer than the {timeout_s} s collective timeout", rank=0, time=first.time_utc,
+                time_approx=True, evidence=[evidence(fl, first.line, first.text)]
+                + ([evidence(fl, prep.line, prep.text)] if prep else []),
+                actions=["Find what rank 0 was doing at that step (its last log lines, py-spy dump of its process "
+                         "on the next hang): a checkpoint save, an evaluation or a data-preparation step",
+                         "Give that phase more time (init_process_group(timeout=...), or a barrier with its own "
+                         "timeout after it), make it faster or shard it across ranks (distributed checkpointing, "
+                         "preprocess the dataset once before launch)",
+                         "Rule out rank 0's GPU and node: collect its kernel log and nvidia-smi -q"])
+    f.tier = 6  # last resort: any cause the evidence shows (a GPU fault on rank 0's node) comes first
+    place(ctx, f, rank=0)
 
 
 #: Collectives every rank must call with the same element count: a different NumelIn at one sequence

@@ -1,0 +1,54 @@
+"""A silent rank 0 that the others timed out waiting for: busy with rank-0-only work.
+
+Lines are written in torch's and the kernel's layouts with invented hosts, pids and values. Each
+positive case has its negative controls: rank 0 printed its own error, the missing rank is not
+rank 0, and a GPU fault on rank 0's node.
+"""
+
+from __future__ import annotations
+
+from gpulib.diagnose import diagnose
+
+TIMEOUT = ("[rank{r}]:[E ProcessGroupNCCL.cpp:563] [Rank {r}] Watchdog caught collective operation timeout: "
+           "WorkNCCL(SeqNum=4410, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 18004{r}1 "
+           "milliseconds before timing out.")
+TQDM = "Tokenizing train split:  37%|███▋      | 740000/2000000 [29:58<51:02, 411.50 examples/s]"
+
+
+def _run(tmp_path, ranks, extra: list[str] = (), files: dict[str, str] | None = None) -> dict:
+    lines = [*extra, *(TIMEOUT.format(r=r) for r in ranks)]
+    (tmp_path / "train.log").write_text("\n".join(lines) + "\n")
+    for name, text in (files or {}).items():
+        (tmp_path / name).write_text(text)
+    return diagnose([tmp_path]).to_dict()
+
+
+def test_the_others_waited_for_a_silent_rank0(tmp_path):
+    doc = _run(tmp_path, [1, 2, 3])
+    assert (doc["verdict"]["interruption"], doc["root_cause"]["category"]) == ("soft", "application_error")
+    assert doc["root_cause"]["rank"] == 0
+
+
+def test_a_data_preparation_bar_short_of_100_percent_is_what_rank0_did(tmp_path):
+    doc = _run(tmp_path, [1, 2, 3], extra=[TQDM])
+    assert (doc["root_cause"]["category"], doc["root_cause"]["rank"]) == ("data_pipeline_stall", 0)
+
+
+def test_rank0_that_printed_its_own_error_is_read_as_that_error(tmp_path):
+    error = "[rank0]: KeyError: 'lm_head.weight'"
+    doc = _run(tmp_path, [1, 2, 3], extra=[error])
+    assert not any(f["id"].startswith("rank0-busy") for f in doc["findings"])
+
+
+def test_another_missing_rank_is_not_guessed(tmp_path):
+    doc = _run(tmp_path, [0, 1, 3])
+    assert doc["verdict"]["interruption"] == "unknown"
+    assert not any(f["id"].startswith("rank0-busy") for f in doc["findings"])
+
+
+def test_a_gpu_fault_on_rank0s_node_comes_first(tmp_path):
+    init = ("gpu-k7:51022:51022 [0] NCCL INFO comm 0x5610aa0 rank 0 nranks 4 cudaDev 0 nvmlDev 0 busId 18000 "
+            "commId 0x77aa - Init COMPLETE")
+    dmesg = "[Sat Mar  7 09:12:44 2026] NVRM: Xid (PCI:0000:18:00): 79, pid=51022, GPU has fallen off the bus.\n"
+    doc = _run(tmp_path, [1, 2, 3], extra=[init], files={"gpu-k7-dmesg.txt": dmesg})
+    assert (doc["verdict"]["interruption"], doc["root_cause"]["category"]) == ("hard", "gpu_fell_off_bus")
