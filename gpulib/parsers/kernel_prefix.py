@@ -82,14 +82,13 @@ def split_prefix(line: str) -> Prefix:
     m = MARKDOWN_QUOTE.match(line)  # pasted into an issue or a chat as a quote
     if m:
         pos = m.end()
-    fanout_host = None
     m = _FANOUT_HOST.match(line, pos)  # pdsh/clush: "node07: [Tue Mar 11 ...] NVRM: ..."
     if m:
-        pos, fanout_host = m.end(), m[1]
-    prefix = _split_at(line, pos)
-    if fanout_host:
-        prefix.host = prefix.host or fanout_host
-    return prefix
+        prefix = _split_at(line, m.end())
+        if prefix.clock != "none":  # a host prefix stands before a kernel clock, else it was no prefix:
+            prefix.host = prefix.host or m[1]  # "pkg.module.SomeError: [702] Call to ..." is a message
+            return prefix
+    return _split_at(line, pos)
 
 
 def _split_at(line: str, pos: int) -> Prefix:

@@ -100,6 +100,9 @@ _SRUN_LABEL = re.compile(r"^\s{0,6}(?P<task>\d{1,6}): ")
 _PDSH_HOST = re.compile(r"^(?P<host>\d{1,3}(?:\.\d{1,3}){3}|[a-z][\w-]*\d[\w.-]*|[A-Za-z][\w.-]*(?=: (?:[\w.-]+:\d+:\d+ "
                         r"\[\d+\]|\[(?:rank|default|\d| *\d+\.\d|[EWIF]\d{3}|[A-Z][a-z]{2} "
                         r")|\d{4}-\d\d-\d\d|[a-z][\w-]*\d[\w.-]*: ))): ")
+#: A dotted Python name ending in a class (``numba.cuda.cudadrv.driver.CudaAPIError: [702] ...``,
+#: ``torch.OutOfMemoryError: ...``) is the exception line itself, not a fan-out host prefix.
+_PYTHON_CLASS = re.compile(r"\.[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*$")
 _RAY = re.compile(r"^\((?:[\w:]+ )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.]+))?\)\s")
 _RANK_PREFIX = re.compile(r"^\[rank(?P<rank>\d+)\]:\s?")
 _RANK_GLUED = re.compile(r"(?<=[\]|%\s])\[rank(?P<rank>\d+)\]:\s?")  # after a tqdm bar: "...s/it][rank3]: ..."
@@ -168,7 +171,7 @@ def strip_prefixes(line: str) -> tuple[str, dict]:
         colon = line.find(":")  # a pdsh host is a word right before the line's first ": "
         if first.isalnum() and colon > 0 and line[colon + 1:colon + 2] == " ":
             m = _PDSH_HOST.match(line)
-            if m and not line.startswith(("srun:", "slurmstepd:")):
+            if m and not line.startswith(("srun:", "slurmstepd:")) and not _PYTHON_CLASS.search(m["host"]):
                 hints.setdefault("prefix_host", m["host"])
                 line = line[m.end():]
                 continue

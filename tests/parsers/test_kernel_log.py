@@ -431,3 +431,16 @@ def test_windows_line_endings_read_the_same(incidents):
     for event in unix + dos:
         event.pop("text")
     assert dos == unix
+
+
+def test_a_fanout_host_stands_before_a_kernel_clock_only():
+    """``node07: [Tue Mar 11 ...]`` is pdsh's host prefix; ``pkg.module.SomeError: [702] ...`` is a
+    Python exception line whose message starts with a bracketed number."""
+    from gpulib.parsers.kernel_prefix import split_prefix
+
+    pdsh = split_prefix("node07: [Tue Mar 11 03:12:07 2025] NVRM: Xid (PCI:0000:18:00): 79, pid=1, GPU has fallen off")
+    assert (pdsh.host, pdsh.clock) == ("node07", "local")
+    assert pdsh.message == "NVRM: Xid (PCI:0000:18:00): 79, pid=1, GPU has fallen off"
+    error = split_prefix("numba.cuda.cudadrv.driver.CudaAPIError: [702] Call to cuMemcpyDtoH results in LAUNCH_TIMEOUT")
+    assert (error.host, error.clock) == (None, "none")
+    assert error.message.startswith("numba.cuda.cudadrv.driver.CudaAPIError: [702]")

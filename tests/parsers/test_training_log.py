@@ -321,3 +321,13 @@ def test_a_traceback_after_a_progress_line_keeps_the_teardown_time():
     about when it happened; the next stamped line (seconds after a crash) stays the estimate."""
     (oom,) = events(_oom_under_srun(""), "cuda_oom")
     assert not oom.time_utc.startswith("2031-05-06T07:15")
+
+
+def test_an_exception_class_path_is_not_a_fanout_host():
+    """``pkg.module.SomeError: [702] ...`` is the exception line; ``node-3.cluster.local: [rank1]:``
+    and ``GPUN0412.Cluster: [1]`` are pdsh prefixes."""
+    assert tl.strip_prefixes("numba.cuda.cudadrv.driver.CudaAPIError: [702] Call to cuMemcpyDtoH") == (
+        "numba.cuda.cudadrv.driver.CudaAPIError: [702] Call to cuMemcpyDtoH", {})
+    assert tl.strip_prefixes("node-3.cluster.local: [rank1]: step 4")[1] == {"prefix_host": "node-3.cluster.local",
+                                                                             "rank": 1}
+    assert tl.strip_prefixes("GPUN0412.Cluster: [1] ready")[1] == {"prefix_host": "GPUN0412.Cluster"}
