@@ -41,7 +41,7 @@ _GREP_TAIL = re.compile(r"\.(?:log|txt|out|err):")
 #: Colour and cursor escapes (``ESC[36m``) a terminal capture keeps around launcher prefixes.
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _DEFAULT = re.compile(r"^\[default(?P<lrank>\d+)\]:\s?")
-_NCCL_ID = re.compile(r"^(?P<host>[A-Za-z][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] ")
+_NCCL_ID = re.compile(r"^(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] ")
 _RANK_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<r1>\d+)\]|\brank[ =:](?P<r2>\d+)\b|\bfrom rank (?P<r3>\d+)\b")
 _LOCAL_RANK = re.compile(r"--local[_-]rank[= ](?P<lr>\d+)|\blocal_rank[:=] ?(?P<lr2>\d+)")
 _GPU_TEXT = re.compile(r"\bGPU ?(?P<gpu>\d{1,2})\b(?! ?has a total)|\bcuda:(?P<cuda>\d{1,2})\b")
