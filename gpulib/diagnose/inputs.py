@@ -279,7 +279,7 @@ def _content_hosts(f: InputFile, head: str) -> None:
         return
     if host:
         f.host, f.host_basis = host, "content"
-    elif len(hosts) == 1 and f.kind not in ("training_log",):
+    elif len(hosts) == 1:  # a job console that names one node only (srun's error, `hostname`): it ran there
         f.host, f.host_basis = next(iter(hosts)), "content"
 
 

@@ -52,3 +52,4 @@ def test_a_gpu_fault_on_rank0s_node_comes_first(tmp_path):
     dmesg = "[Sat Mar  7 09:12:44 2026] NVRM: Xid (PCI:0000:18:00): 79, pid=51022, GPU has fallen off the bus.\n"
     doc = _run(tmp_path, [1, 2, 3], extra=[init], files={"gpu-k7-dmesg.txt": dmesg})
     assert (doc["verdict"]["interruption"], doc["root_cause"]["category"]) == ("hard", "gpu_fell_off_bus")
+
