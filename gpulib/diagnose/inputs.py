@@ -274,6 +274,7 @@ def _content_hosts(f: InputFile, head: str) -> None:
             hosts.add(root["host"])
         if isinstance(rec, JobEvent) and rec.folded and rec.kind == "nccl_init":  # the other ranks' hosts
             hosts.update(m["host"] for m in members_of(rec) if isinstance(m["host"], str) and _HOSTLIKE.match(m["host"]))
+    hosts.update(s.fields["host"] for s in f.signals if s.fields.get("host"))  # a line that names a node, any kind
     f.content_hosts = frozenset(hosts) if hosts else digest.NO_HOSTS
     if f.host:
         return

@@ -190,7 +190,8 @@ def _signal(sig: Signature, fields: dict, facts: LineFacts, lineno: int, raw: st
         facts.local_rank if facts.local_rank is not None else path.local_rank
     gpu = fields.get("gpu") or fields.get("gpu2")
     pci = normalize_pci(fields["pci"]) if "pci" in fields else facts.pci
-    return Signal(sig.id, lineno, raw.strip()[:500], host=facts.host or path.host, rank=rank, local_rank=local,
+    return Signal(sig.id, lineno, raw.strip()[:500], host=fields.get("host") or facts.host or path.host, rank=rank,
+                  local_rank=local,
                   pid=facts.pid or path.pid, gpu_index=int(gpu) if gpu else facts.device if facts.device is not None
                   else local, gpu_pci=pci, time_utc=facts.time_utc, fields=fields)
 

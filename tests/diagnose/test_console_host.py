@@ -23,3 +23,10 @@ def test_a_console_that_names_two_nodes_places_nothing(tmp_path):
                                             "srun: error: gpu-z-15: task 8: Exited with exit code 1\n")
     doc = diagnose([tmp_path]).to_dict()
     assert doc["root_cause"]["category"] == "gpu_memory_error" and doc["root_cause"]["host"] is None
+
+
+def test_the_node_srun_names_does_not_depend_on_the_file_name(tmp_path):
+    """The same console saved as ``notes.txt`` (not read as a job log): srun's line still names the node."""
+    (tmp_path / "notes.txt").write_text(f"{ECC}\nsrun: error: gpu-z-14: task 0: Exited with exit code 1\n")
+    doc = diagnose([tmp_path]).to_dict()
+    assert (doc["root_cause"]["category"], doc["root_cause"]["host"]) == ("gpu_memory_error", "gpu-z-14")
