@@ -104,15 +104,28 @@ def _stack_errors(ctx: Context) -> list[tuple]:
     """(file, event, hosts it involves) of every job error that a software-stack mismatch produces:
     NCCL errors/WARNs, socket and IB connection errors (with the peer's host), driver too old."""
     out = []
+    many = _multi_host_files(ctx)
     for fl, e in ctx.records("training_log"):
         if e.kind not in STACK_ERROR_KINDS:
             continue
-        hosts = {e.host or fl.host} - {None}
+        hosts = {e.host or (None if fl.display in many else fl.host)} - {None}
         peer = ctx.ids.host_of_addr(e.details.get("peer") or e.details.get("addr"))
         if peer:
             hosts.add(peer)
         out.append((fl, e, hosts))
     return out
+
+
+def _multi_host_files(ctx: Context) -> set[str]:
+    """Job logs whose lines name two or more hosts (NCCL ``host:pid:tid`` prefixes, pdsh, pasted
+    sessions of several nodes one after the other). The file's own host is then only a guess, so
+    an error line that names no host of its own is not pinned on it: a version skew must not be
+    judged "explained" or "unexplained" by the node a concatenated paste happened to be filed under."""
+    hosts: dict[str, set[str]] = {}
+    for fl, e in ctx.records("training_log"):
+        if e.host:
+            hosts.setdefault(fl.display, set()).add(e.host)
+    return {name for name, seen in hosts.items() if len(seen) > 1}
 
 
 #: Unreachable nodes (``down*``) in a sinfo table that make an outage site-wide rather than a node's:
