@@ -108,3 +108,19 @@ def test_control_an_eviction_hours_before_a_job_that_ran_belongs_to_an_earlier_j
            "2026-05-06 05:40:02 | INFO | rank 0 | step 900 | loss 3.2\n" + _timeouts().replace("E506 03:12", "E506 06:12"))
     d = _case(tmp_path, EVICTED, job)
     assert d.root_cause is None or d.root_cause.category != "data_pipeline_stall"
+
+
+def test_errno_108_on_a_lustre_path_is_the_evicted_client_seen_from_the_dataloader(tmp_path):
+    (tmp_path / "train.log").write_text(
+        "Traceback (most recent call last):\n"
+        '  File "/opt/venv/lib/python3.11/site-packages/torch/utils/data/_utils/worker.py", line 349, in _worker_loop\n'
+        "OSError: [Errno 108] Cannot send after transport endpoint shutdown: "
+        "'/lustre/scratch/proj-vl/shards/shard-00412.tar'\n" + _timeouts())
+    d = diagnose([tmp_path])
+    assert (d.interruption, d.category) == ("soft", "data_pipeline_stall")
+
+
+def test_control_errno_108_on_a_socket_is_not_a_file_system(tmp_path):
+    (tmp_path / "train.log").write_text(
+        "ConnectionError: [Errno 108] Cannot send after transport endpoint shutdown\n")
+    assert diagnose([tmp_path]).category != "data_pipeline_stall"
