@@ -80,7 +80,8 @@ def _version_skew(ctx: Context) -> None:
     from :mod:`gpulib.fleet`). A skew is context - fix it before the relaunch - unless
 
     * the job's stack errors (NCCL init/connection errors, driver too old) all involve an odd node
-      (on it, or with it as the peer): then the mismatch is what broke the job, a soft cause; or
+      (on it, or with it as the peer) or, for NCCL, say that two ranks disagree on the wire format
+      (:data:`PROTOCOL_DISAGREEMENT`): then the mismatch is what broke the job, a soft cause; or
     * it is NCCL's version, the job hung in its collectives (watchdog timeouts) and it printed no
       stack error at all: ranks on different NCCL releases do not speak the same protocol and wait
       on each other for ever. Operators (and NCCL's own developers, asked about such a hang) check
@@ -92,7 +93,7 @@ def _version_skew(ctx: Context) -> None:
     hang = _first_hang(ctx) if not errors else None
     for d in config_drift(configs, VERSION_FIELDS):
         odd = set(d.odd)
-        explains = bool(errors) and all(hosts & odd for _, _, hosts in errors)
+        explains = bool(errors) and all(hosts & odd or _disagreement(d.field, e) for _, e, hosts in errors)
         first = min(errors, key=lambda t: t[1].time_utc or "~") if explains else None
         hung = hang if d.field in HANG_FIELDS else None
         if explains:
@@ -104,6 +105,18 @@ def _version_skew(ctx: Context) -> None:
             f.tier = LAST_RESORT_TIER
         else:
             _skew_finding(ctx, d, configs, None, None)
+
+
+#: NCCL errors that say two ranks disagree on the wire format (a message of another size, an address
+#: it cannot decode, a call it calls invalid). Both ends of a pair on different releases print them,
+#: so with an NCCL skew they are the skew's wherever they appear, even on a majority node whose odd
+#: peer the line does not name (NCCL's developers read "message truncated" as "a version or
+#: configuration mismatch between two ranks" first).
+PROTOCOL_DISAGREEMENT = re.compile(r"(?i)message truncated|collective mismatch error|neither AF_INET|invalid usage")
+
+
+def _disagreement(field: str, event) -> bool:
+    return field == "nccl" and bool(PROTOCOL_DISAGREEMENT.search(event.text or ""))
 
 
 #: Fields whose skew alone can hang a job's collectives (mixed NCCL releases do not interoperate).

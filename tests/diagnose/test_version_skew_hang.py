@@ -73,3 +73,24 @@ def test_control_a_driver_skew_alone_does_not_explain_a_hang(tmp_path):
 def test_control_a_hang_without_skew_stays_unknown(tmp_path):
     _job(tmp_path, {"hv-1": "2.21.5", "hv-2": "2.21.5", "hv-3": "2.21.5"})
     assert diagnose([tmp_path]).interruption == "unknown"
+
+
+def _truncated(tmp_path, nccl: dict[str, str], on: str) -> None:
+    """Every host's banners; the bootstrap 'Message truncated' WARN printed on host ``on``."""
+    for host, version in nccl.items():
+        lines = [f"{host}:60{i}:60{i} [{i}] NCCL INFO NCCL version {version}+cuda12.4" for i in range(2)]
+        if host == on:
+            lines += [f"{host}:600:688 [0] bootstrap.cc:77 NCCL WARN Message truncated : received 256 bytes instead of 4",
+                      f"{host}:600:688 [0] NCCL INFO bootstrap.cc:554 -> 3"]
+        (tmp_path / f"{host}.log").write_text("\n".join(lines) + "\n")
+
+
+def test_a_wire_format_disagreement_on_a_majority_node_is_the_odd_nodes_nccl(tmp_path):
+    _truncated(tmp_path, {"hv-1": "2.21.5", "hv-2": "2.21.5", "hv-3": "2.18.3"}, on="hv-1")
+    d = diagnose([tmp_path])
+    assert (d.category, d.root_cause.host) == ("driver_mismatch", "hv-3")
+
+
+def test_control_a_wire_format_disagreement_without_skew_is_not_a_version_problem(tmp_path):
+    _truncated(tmp_path, {"hv-1": "2.21.5", "hv-2": "2.21.5", "hv-3": "2.21.5"}, on="hv-1")
+    assert diagnose([tmp_path]).category != "driver_mismatch"
