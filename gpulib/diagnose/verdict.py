@@ -181,9 +181,9 @@ def _known_start(job_start: str | None, interrupted_at: str | None) -> str | Non
     minute (waiting on a file lock or a read from a stalled file system) prints nothing stamped
     until the scheduler kills it: its "first stamped line" is then the failure itself, and taking
     that as the start would throw away the storage stall that began hours earlier and held the job
-    all along. So a start no earlier than the failure's own window says nothing about when the job
-    began."""
-    if job_start and interrupted_at and seconds_between(job_start, interrupted_at) <= EARLY_SLACK_S:
+    all along. So a "start" within a minute of the failure (the stamps of the failure report
+    itself) says nothing about when the job began."""
+    if job_start and interrupted_at and seconds_between(job_start, interrupted_at) <= LATE_SLACK_S:
         return None
     return job_start
 
