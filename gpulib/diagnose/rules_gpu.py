@@ -186,6 +186,9 @@ def _ecc(ctx: Context, host, captured, file, s) -> None:
     # a remap pending for a *correctable* error only: the data was corrected, the job is not hurt; the
     # remap waits for the next reset (NVIDIA: no impact on the application until then)
     benign = bad == ["row remap pending (reset required)"] and not s.remapped_rows_uncorrectable
+    if _remapped_history(bad):
+        _ecc_history(ctx, host, captured, file, s, bad)
+        return
     f = ctx.add("ecc", severity="warning" if benign else "critical", category="gpu_memory_error",
                 interruption=None if benign else "hard", role="context" if benign else "cause", hardware=True,
                 title=_where_on(f"{_describe(s)}", host) + f": {', '.join(bad)}"
@@ -194,6 +197,28 @@ def _ecc(ctx: Context, host, captured, file, s) -> None:
                 actions=["RMA the GPU: row remapping failed" if failed else
                          "Reset the GPU (`nvidia-smi -r -i <index>` with no process on it) or reboot, so the "
                          "pending row remap takes effect; then confirm `Pending: No`"])
+    place(ctx, f, host=host, pci=s.pci_bus_id)
+
+
+def _remapped_history(bad: list[str]) -> bool:
+    """Only "uncorrectable remapped rows N": rows that failed in the past and were already remapped.
+
+    The remapped-row counts are the InfoROM's record over the GPU's life, not this boot. With no
+    remap pending, none failed and no uncorrectable error since the last reset (volatile DBE 0),
+    the GPU repaired itself: the spare rows are in use and the bad ones no longer reachable.
+    NVIDIA's RMA policy keys on a remapping *failure*, and health checkers (gpud, DCGM) report
+    such a GPU healthy. It is history to watch (a count that keeps growing is a failing HBM),
+    not the cause of an interruption."""
+    return len(bad) == 1 and bad[0].startswith("uncorrectable remapped rows")
+
+
+def _ecc_history(ctx: Context, host, captured, file, s, bad: list[str]) -> None:
+    f = ctx.add("ecc-history", severity="info", category="gpu_memory_error", role="context", hardware=True,
+                title=_where_on(f"{_describe(s)}", host) + f": {bad[0]}, already remapped (nothing pending, no "
+                      "failure): the GPU repaired itself",
+                host=host, time=captured, observed=True, evidence=[_line(file, s, bad[0])],
+                actions=["Nothing to do now; compare the count in the next snapshots - rows remapped again and "
+                         "again on one GPU mean failing HBM (drain it and run `dcgmi diag -r 3`)"])
     place(ctx, f, host=host, pci=s.pci_bus_id)
 
 

@@ -77,42 +77,104 @@ def _reboots(ctx: Context) -> None:
 
 def _version_skew(ctx: Context) -> None:
     """Driver / CUDA / NCCL / torch versions that differ across the nodes (facts and majority vote
-    from :mod:`gpulib.fleet`). A skew is context - fix it before the relaunch - unless the job's
-    stack errors (NCCL init/connection errors, driver too old) all involve an odd node (on it, or
-    with it as the peer): then the mismatch is what broke the job, and a soft cause."""
+    from :mod:`gpulib.fleet`). A skew is context - fix it before the relaunch - unless
+
+    * the job's stack errors (NCCL init/connection errors, driver too old) all involve an odd node
+      (on it, or with it as the peer) or, for NCCL, say that two ranks disagree on the wire format
+      (:data:`PROTOCOL_DISAGREEMENT`): then the mismatch is what broke the job, a soft cause; or
+    * it is NCCL's version, the job hung in its collectives (watchdog timeouts) and it printed no
+      stack error at all: ranks on different NCCL releases do not speak the same protocol and wait
+      on each other for ever. Operators (and NCCL's own developers, asked about such a hang) check
+      the versions first. It is the cause of last resort (:data:`LAST_RESORT_TIER`): any other cause
+      the evidence shows - a dead GPU, a stalled file system, even a bare exception - explains the
+      hang better."""
     configs = ctx.configs()
     errors = [(fl, e, hosts) for fl, e, hosts in _stack_errors(ctx) if hosts]
+    hang = _first_hang(ctx) if not errors else None
     for d in config_drift(configs, VERSION_FIELDS):
         odd = set(d.odd)
-        explains = bool(errors) and all(hosts & odd for _, _, hosts in errors)
+        explains = bool(errors) and all(hosts & odd or _disagreement(d.field, e) for _, e, hosts in errors)
         first = min(errors, key=lambda t: t[1].time_utc or "~") if explains else None
-        values = "; ".join(f"{h}: {getattr(c, d.field)}" for h, c in configs.items() if getattr(c, d.field) is not None)
-        ctx.add(f"version-skew-{d.field}", severity="error" if explains else "warning", category="driver_mismatch",
-                role="cause" if explains else "context", interruption="soft" if explains else None,
-                title=f"{d.label} versions differ across nodes" + (", and the job's errors involve only the odd "
-                                                                    "node(s)" if explains else "") + f": {values[:400]}",
-                host=next(iter(odd)) if len(odd) == 1 else None, time=first[1].time_utc if first else None,
-                evidence=[EvidenceLine(configs[h].sources.get(d.field, "?"), None, f"{h}: {d.label} {v}")
-                          for h, v in sorted(d.odd.items())[:8]]
-                + ([evidence(first[0], first[1].line, first[1].text)] if first else []),
-                actions=[f"Install one {d.label} on every node of the job"
-                         + (f" (the majority runs {d.majority})" if d.majority is not None else "")
-                         + f": {WHY[d.field]}"])
+        hung = hang if d.field in HANG_FIELDS else None
+        if explains:
+            _skew_finding(ctx, d, configs, first, "and the job's errors involve only the odd node(s)")
+        elif hung:
+            # the timeout line dates the hang but is not cited: its rank is a waiting peer, not the odd node
+            f = _skew_finding(ctx, d, configs, hung, "and the job hung in its collectives with no other cause",
+                              cite=False)
+            f.tier = LAST_RESORT_TIER
+        else:
+            _skew_finding(ctx, d, configs, None, None)
+
+
+#: NCCL errors that say two ranks disagree on the wire format (a message of another size, an address
+#: it cannot decode, a call it calls invalid). Both ends of a pair on different releases print them,
+#: so with an NCCL skew they are the skew's wherever they appear, even on a majority node whose odd
+#: peer the line does not name (NCCL's developers read "message truncated" as "a version or
+#: configuration mismatch between two ranks" first).
+PROTOCOL_DISAGREEMENT = re.compile(r"(?i)message truncated|collective mismatch error|neither AF_INET|invalid usage")
+
+
+def _disagreement(field: str, event) -> bool:
+    return field == "nccl" and bool(PROTOCOL_DISAGREEMENT.search(event.text or ""))
+
+
+#: Fields whose skew alone can hang a job's collectives (mixed NCCL releases do not interoperate).
+HANG_FIELDS = ("nccl",)
+#: Tier of a cause that explains a hang only when nothing else does (a bare exception is tier 5).
+LAST_RESORT_TIER = 6
+
+
+def _first_hang(ctx: Context) -> tuple | None:
+    """(file, event) of the job's first NCCL watchdog timeout, or None."""
+    hangs = [(fl, e) for fl, e in ctx.records("training_log") if e.kind == "watchdog_timeout"]
+    return min(hangs, key=lambda t: t[1].time_utc or "~") if hangs else None
+
+
+def _skew_finding(ctx: Context, d, configs: dict, first: tuple | None, why: str | None, cite: bool = True):
+    """One version-skew finding: a soft cause when ``why`` says what it explains (``first``: the
+    job's line it explains, first in time; ``cite``: whether that line is evidence), else context
+    for the relaunch."""
+    values = "; ".join(f"{h}: {getattr(c, d.field)}" for h, c in configs.items() if getattr(c, d.field) is not None)
+    odd = set(d.odd)
+    return ctx.add(f"version-skew-{d.field}", severity="error" if why else "warning", category="driver_mismatch",
+                   role="cause" if why else "context", interruption="soft" if why else None,
+                   title=f"{d.label} versions differ across nodes" + (f", {why}" if why else "") + f": {values[:400]}",
+                   host=next(iter(odd)) if len(odd) == 1 else None, time=first[1].time_utc if first else None,
+                   evidence=[EvidenceLine(configs[h].sources.get(d.field, "?"), None, f"{h}: {d.label} {v}")
+                             for h, v in sorted(d.odd.items())[:8]]
+                   + ([evidence(first[0], first[1].line, first[1].text)] if first and cite else []),
+                   actions=[f"Install one {d.label} on every node of the job"
+                            + (f" (the majority runs {d.majority})" if d.majority is not None else "")
+                            + f": {WHY[d.field]}"])
 
 
 def _stack_errors(ctx: Context) -> list[tuple]:
     """(file, event, hosts it involves) of every job error that a software-stack mismatch produces:
     NCCL errors/WARNs, socket and IB connection errors (with the peer's host), driver too old."""
     out = []
+    many = _multi_host_files(ctx)
     for fl, e in ctx.records("training_log"):
         if e.kind not in STACK_ERROR_KINDS:
             continue
-        hosts = {e.host or fl.host} - {None}
+        hosts = {e.host or (None if fl.display in many else fl.host)} - {None}
         peer = ctx.ids.host_of_addr(e.details.get("peer") or e.details.get("addr"))
         if peer:
             hosts.add(peer)
         out.append((fl, e, hosts))
     return out
+
+
+def _multi_host_files(ctx: Context) -> set[str]:
+    """Job logs whose lines name two or more hosts (NCCL ``host:pid:tid`` prefixes, pdsh, pasted
+    sessions of several nodes one after the other). The file's own host is then only a guess, so
+    an error line that names no host of its own is not pinned on it: a version skew must not be
+    judged "explained" or "unexplained" by the node a concatenated paste happened to be filed under."""
+    hosts: dict[str, set[str]] = {}
+    for fl, e in ctx.records("training_log"):
+        if e.host:
+            hosts.setdefault(fl.display, set()).add(e.host)
+    return {name for name, seen in hosts.items() if len(seen) > 1}
 
 
 #: Unreachable nodes (``down*``) in a sinfo table that make an outage site-wide rather than a node's:
