@@ -3,6 +3,8 @@ its category (never a silent 'none'), and each has a negative control that must 
 
 from __future__ import annotations
 
+import pytest
+
 from gpulib.diagnose import diagnose
 
 RAYLET_OOM = ("(raylet) [2026-01-02 15:02:00,117 E 88123 88123] (raylet) node_manager.cc:3069: 1 Workers (tasks / "
@@ -172,15 +174,13 @@ def test_srun_task_exit_code_is_not_out_of_memory(tmp_path):
     assert _answer(tmp_path, "slurm-88123.out", text)[1] != "host_oom"
 
 
-def test_systemd_oomd_and_earlyoom_kills_are_host_oom(tmp_path):
-    lines = ["Mar 03 04:11:09 ws-ml01 systemd-oomd[812]: Killed /user.slice/user-1000.slice/session-3.scope due to "
-             "memory pressure for /user.slice/user-1000.slice being 83.12% > 50.00% for > 20s with reclaim activity",
-             'Mar 03 04:11:09 ws-ml01 earlyoom[901]: sending SIGTERM to process 81234 uid 1000 "python": badness 912, '
-             "VmRSS 61203 MiB"]
-    for i, line in enumerate(lines):
-        case = tmp_path / str(i)
-        case.mkdir()
-        assert _answer(case, "journal.txt", line + "\n")[:2] == ("soft", "host_oom"), line
+@pytest.mark.parametrize("line", [
+    "Mar 03 04:11:09 ws-ml01 systemd-oomd[812]: Killed /user.slice/user-1000.slice/session-3.scope due to memory "
+    "pressure for /user.slice/user-1000.slice being 83.12% > 50.00% for > 20s with reclaim activity",
+    'Mar 03 04:11:09 ws-ml01 earlyoom[901]: sending SIGTERM to process 81234 uid 1000 "python": badness 912, '
+    "VmRSS 61203 MiB"])
+def test_systemd_oomd_and_earlyoom_kills_are_host_oom(tmp_path, line):
+    assert _answer(tmp_path, "journal.txt", line + "\n")[:2] == ("soft", "host_oom")
 
 
 def test_memory_pressure_stall_report_is_no_kill(tmp_path):
@@ -190,16 +190,13 @@ def test_memory_pressure_stall_report_is_no_kill(tmp_path):
     assert _answer(tmp_path, "journal.txt", text)[0] == "none"
 
 
-def test_framework_gpu_oom_messages_are_cuda_oom(tmp_path):
-    lines = ["jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
-             "17179869184 bytes.",
-             "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
-             "shape[8192,32768] and type float on /job:worker/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc",
-             "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"]
-    for i, line in enumerate(lines):
-        case = tmp_path / str(i)
-        case.mkdir()
-        assert _answer(case, "train.log", line + "\n")[:2] == ("soft", "cuda_oom"), line
+@pytest.mark.parametrize("line", [
+    "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17179869184 bytes.",
+    "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with shape[8192,32768] "
+    "and type float on /job:worker/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc",
+    "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"])
+def test_framework_gpu_oom_messages_are_cuda_oom(tmp_path, line):
+    assert _answer(tmp_path, "train.log", line + "\n")[:2] == ("soft", "cuda_oom")
 
 
 def test_cpu_allocator_failure_is_host_oom(tmp_path):
