@@ -9,6 +9,8 @@ same GPU within a minute (48 -> 63 -> 94), is chained to it with ``caused_by``.
 
 from __future__ import annotations
 
+import re
+
 from gpulib.catalog import xid_info
 from gpulib.diagnose.context import Context, evidence, place
 from gpulib.findings import Finding, Pointers
@@ -180,19 +182,40 @@ def _fell_off(ctx: Context, file, ev, host, by_gpu: dict) -> None:
 
 
 def _aer(ctx: Context, file, ev, host) -> None:
+    """PCIe AER reports, one finding per burst. The error is received and reported by the *port*
+    above the link (``pcieport 0000:00:02.0``, a root port or switch port: not a GPU); the GPU on
+    that link is named by its own driver's line in the same burst (``nvidia 0000:04:00.0: AER:
+    can't recover``). The finding names that GPU, never the port."""
     fatal = ev.details.get("severity") == "fatal" or ev.details.get("surprise_down")
+    port = _driver_of(ev.text, ev.pci_bus_id) == "pcieport"
+    gpu = ev.details.get("gpu") or (None if port else ev.pci_bus_id)
     for f in reversed(ctx.findings):
         if f.id.startswith("aer-") and f.host == host and _near(f.time, ev.time_utc, 10):
             f.evidence.append(evidence(file, ev.line, ev.text))
             if fatal and f.role == "context":
                 f.role, f.severity, f.interruption = "cause", "critical", "hard"
+            if gpu and not f.gpu_pci:
+                f.gpu_pci = gpu
+                place(ctx, f, host=host, pci=gpu)
+                f.title += f" (GPU {gpu} on that link)"
             return
+    on_link = f" (GPU {gpu} on that link)" if gpu and gpu != ev.pci_bus_id else ""
     f = ctx.add("aer", severity="critical" if fatal else "warning", category="gpu_fell_off_bus",
                 interruption="hard" if fatal else None, role="cause" if fatal else "context", hardware=True,
-                title=f"PCIe AER {ev.details.get('severity', '')} error at {ev.pci_bus_id} on {host}".replace("  ", " "),
+                title=f"PCIe AER {ev.details.get('severity', '')} error at {'port ' if port else ''}{ev.pci_bus_id} "
+                      f"on {host}{on_link}".replace("  ", " "),
                 host=host, time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)],
                 actions=["Reseat/replace the GPU, riser or PCIe switch on that path; check BMC logs"])
-    place(ctx, f, host=host, pci=ev.pci_bus_id)
+    f.gpu_pci = gpu  # None when only a port is named: a port is not a GPU
+    place(ctx, f, host=host, pci=gpu)
+
+
+def _driver_of(text: str, pci: str | None) -> str | None:
+    """The kernel driver that printed a device's line (``nvidia 0000:04:00.0: ...`` -> nvidia)."""
+    if not pci:
+        return None
+    m = re.search(r"(\S+) (?:0000:)?" + re.escape(pci[5:] if pci.startswith("0000:") else pci) + r"\b", text)
+    return m[1] if m else None
 
 
 def _ib_link(ctx: Context, file, ev, host) -> None:

@@ -18,7 +18,8 @@ Event kinds (``KernelEvent.kind``):
   ``link`` for NVLink5 Xid 144-150)
 - ``fell_off_bus`` ("GPU has fallen off the bus" without or beside an Xid; ``details['xid_logged']``)
 - ``sxid`` (NVSwitch SXid from the kernel or nv-fabricmanager; ``details``: ``sxid``, ``severity``)
-- ``aer`` (PCIe AER; ``details``: ``severity`` fatal|non_fatal|corrected, ``errors``,
+- ``aer`` (PCIe AER; ``details``: ``severity`` fatal|non_fatal|corrected, ``gpu`` (the GPU on the
+  link, when its driver's line follows the port's report), ``errors``,
   ``surprise_down``, ``recovery``)
 - ``pcie_link_degraded`` ("limited by ... x8 link"; ``details``: widths, speeds, Gb/s)
 - ``oom_invoked``, ``oom_constraint``, ``oom_kill`` (``pid``, ``process``, ``details['anon_rss_kib']``,
@@ -153,6 +154,8 @@ def candidate_offsets(text: str) -> list[int]:
 
 
 _DEVICE = re.compile(r"(?:[\w.-]+) ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])[: ]")
+#: A line the NVIDIA driver prints about its device (``nvidia 0000:04:00.0: AER: can't recover``).
+_GPU_DRIVER_LINE = re.compile(r"\bnvidia ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): ")
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F:.]+)\): (\d+)(?:, ?(.*))?")
 _XID_PID = re.compile(r"pid=(?:'?<unknown>'?|(\d+))(?:, name=([^,]*))?, ?")
 _XID_CAUSE = re.compile(r"(?:caused by|due to) previous Xid\s*(\d+)", re.I)
@@ -465,6 +468,9 @@ class _Scanner:
                 if "AER: " in q and "error received" in q:
                     break
                 self._aer_detail(q, details)
+                gpu = _GPU_DRIVER_LINE.search(q)
+                if gpu:  # the port reports the error; the GPU on that link says it cannot recover
+                    details.setdefault("gpu", normalize_pci(gpu[1]))
                 last = off
         elif "can't recover" in msg or "recovery failed" in msg:
             details["recovery"] = "failed"

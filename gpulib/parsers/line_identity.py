@@ -131,7 +131,7 @@ class LineReader:
             if m:
                 facts.device = int(m["gpu"] or m["cuda"])
         m = _PCI_TEXT.search(body) if _PCI_TAIL.search(body) else None
-        if m:
+        if m and not body[:m.start()].endswith("pcieport "):  # a PCIe port's own line: the port, not a GPU
             facts.pci = normalize_pci(m["pci"])
         facts.host = facts.host or self.session_host
         return facts

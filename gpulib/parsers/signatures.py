@@ -189,7 +189,8 @@ def _signal(sig: Signature, fields: dict, facts: LineFacts, lineno: int, raw: st
     local = int(fields["local"]) if "local" in fields else \
         facts.local_rank if facts.local_rank is not None else path.local_rank
     gpu = fields.get("gpu") or fields.get("gpu2")
-    pci = normalize_pci(fields["pci"]) if "pci" in fields else facts.pci
+    # a PCIe port's own line (``pcieport 0000:00:02.0: AER: ...``) names the port, not a GPU
+    pci = normalize_pci(fields["pci"]) if "pci" in fields and f"pcieport {fields['pci']}" not in raw else facts.pci
     return Signal(sig.id, lineno, raw.strip()[:500], host=fields.get("host") or facts.host or path.host, rank=rank,
                   local_rank=local,
                   pid=facts.pid or path.pid, gpu_index=int(gpu) if gpu else facts.device if facts.device is not None
