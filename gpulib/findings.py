@@ -33,6 +33,11 @@ KEYS = ("id", "severity", "category", "title", "role", "host", "gpu_index", "gpu
 EVIDENCE_KEPT = 12
 
 
+#: Tier of a cause that explains an interruption only when nothing else does (a bare exception is 5):
+#: an inference from what is missing (a silent rank 0, mixed NCCL releases behind a hang).
+LAST_RESORT_TIER = 6
+
+
 @dataclass
 class EvidenceLine:
     """One line of one input file (``file`` as the user gave it, ``line`` 1-based or None)."""
@@ -90,7 +95,7 @@ class Finding:
     pointers: Pointers = field(default_factory=Pointers)
     hardware: bool = False
     benign: bool = False
-    tier: int | None = None  # catalogue tier (1 needs service ... 5 bare exception); None: derived
+    tier: int | None = None  # catalogue tier (1 needs service ... 5 bare exception, 6 last resort); None: derived
     extra: dict[str, Any] = field(default_factory=dict)
 
     def check(self) -> Finding:

@@ -22,7 +22,7 @@ from statistics import median
 
 from gpulib.diagnose.context import Context, evidence, place
 from gpulib.diagnose.rules_signatures import CASCADE_EXCEPTIONS
-from gpulib.findings import Finding, Pointers
+from gpulib.findings import LAST_RESORT_TIER, Finding, Pointers
 from gpulib.parsers.training_log import ranks_of
 
 STRAGGLER_RATIO = 1.3
@@ -132,7 +132,7 @@ def _rank0_busy(ctx: Context, fl, first) -> None:
                          "timeout after it), make it faster or shard it across ranks (distributed checkpointing, "
                          "preprocess the dataset once before launch)",
                          "Rule out rank 0's GPU and node: collect its kernel log and nvidia-smi -q"])
-    f.tier = 6  # last resort: any cause the evidence shows (a GPU fault on rank 0's node) comes first
+    f.tier = LAST_RESORT_TIER  # any cause the evidence shows (a GPU fault on rank 0's node) comes first
     place(ctx, f, rank=0)
 
 
@@ -177,12 +177,11 @@ def _desync(ctx: Context, timeouts, events) -> Finding | None:
         ops = {op for op, *_ in by_rank.values()}
         if len(by_rank) < 2 or any(_uneven(op) for op in ops):
             continue
-        shapes = {(op, n if op in SAME_SIZE_OPS else None) for op, n, *_ in by_rank.values()}
-        if len(shapes) < 2:
-            continue
-        groups: dict = defaultdict(list)
+        groups: dict = defaultdict(list)  # call -> its ranks (element counts compared only where they must agree)
         for r, (op, n, *_rest) in by_rank.items():
             groups[(op, n if op in SAME_SIZE_OPS else None)].append(r)
+        if len(groups) < 2:
+            continue
         votes = {k: set(rs) for k, rs in groups.items()}
         for r, call in _fingerprints(events, set(groups)).items():
             votes[call].add(r)

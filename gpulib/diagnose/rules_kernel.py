@@ -9,12 +9,11 @@ same GPU within a minute (48 -> 63 -> 94), is chained to it with ``caused_by``.
 
 from __future__ import annotations
 
-import re
-
 from gpulib.catalog import xid_info
 from gpulib.diagnose.context import Context, evidence, place
 from gpulib.findings import Finding, Pointers
 from gpulib.parsers import prom_text
+from gpulib.parsers.line_identity import names_a_port
 from gpulib.parsers.logtime import seconds_between
 
 BURST_S = 60  # lines of one event arrive within this many seconds
@@ -187,7 +186,7 @@ def _aer(ctx: Context, file, ev, host) -> None:
     that link is named by its own driver's line in the same burst (``nvidia 0000:04:00.0: AER:
     can't recover``). The finding names that GPU, never the port."""
     fatal = ev.details.get("severity") == "fatal" or ev.details.get("surprise_down")
-    port = _driver_of(ev.text, ev.pci_bus_id) == "pcieport"
+    port = names_a_port(ev.text, ev.pci_bus_id)
     gpu = ev.details.get("gpu") or (None if port else ev.pci_bus_id)
     for f in reversed(ctx.findings):
         if f.id.startswith("aer-") and f.host == host and _near(f.time, ev.time_utc, 10):
@@ -208,14 +207,6 @@ def _aer(ctx: Context, file, ev, host) -> None:
                 actions=["Reseat/replace the GPU, riser or PCIe switch on that path; check BMC logs"])
     f.gpu_pci = gpu  # None when only a port is named: a port is not a GPU
     place(ctx, f, host=host, pci=gpu)
-
-
-def _driver_of(text: str, pci: str | None) -> str | None:
-    """The kernel driver that printed a device's line (``nvidia 0000:04:00.0: ...`` -> nvidia)."""
-    if not pci:
-        return None
-    m = re.search(r"(\S+) (?:0000:)?" + re.escape(pci[5:] if pci.startswith("0000:") else pci) + r"\b", text)
-    return m[1] if m else None
 
 
 def _ib_link(ctx: Context, file, ev, host) -> None:

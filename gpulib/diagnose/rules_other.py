@@ -8,7 +8,7 @@ from collections import defaultdict
 
 from gpulib.diagnose.context import Context, evidence, place
 from gpulib.diagnose.drift import WHY, config_drift
-from gpulib.findings import EvidenceLine, Pointers
+from gpulib.findings import LAST_RESORT_TIER, EvidenceLine, Pointers
 from gpulib.parsers.slurm import NodeReason, PartitionState
 
 #: The software stack that must be the same on every node of a job.
@@ -121,8 +121,6 @@ def _disagreement(field: str, event) -> bool:
 
 #: Fields whose skew alone can hang a job's collectives (mixed NCCL releases do not interoperate).
 HANG_FIELDS = ("nccl",)
-#: Tier of a cause that explains a hang only when nothing else does (a bare exception is tier 5).
-LAST_RESORT_TIER = 6
 
 
 def _first_hang(ctx: Context) -> tuple | None:

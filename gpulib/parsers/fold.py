@@ -31,7 +31,7 @@ class Folder:
     """Folds records shape by shape (see the module docstring).
 
     ``shape(record)`` returns the record's shape (hashable), or None for a record that never folds;
-    ``member(record)`` what a folded line keeps (a value or a tuple); ``fields`` the record's slots,
+    ``member(record)`` what a folded line keeps (a tuple); ``fields`` the record's slots,
     so that a folded line earlier than its record can take the record's place."""
 
     def __init__(self, shape: Callable[[object], Hashable | None], member: Callable[[object], object],

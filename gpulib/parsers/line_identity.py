@@ -66,6 +66,15 @@ class LineFacts:
     command: bool = False  # a shell prompt line: what the user typed, never evidence of a fault
 
 
+def names_a_port(text: str, pci: str | None) -> bool:
+    """Whether ``text`` is a PCIe port's own line about ``pci`` (``pcieport 0000:00:02.0: AER: ...``):
+    the kernel's port driver names a root or switch port there, never a GPU."""
+    if not pci or "pcieport " not in text:
+        return False
+    short = pci.lower()[5:] if len(pci) > 7 and pci[4] == ":" else pci.lower()
+    return re.search(r"\bpcieport (?:[0-9a-f]{4}:)?" + re.escape(short) + r"\b", text, re.I) is not None
+
+
 class LineReader:
     """Reads the lines of one file in order; remembers the host of a pasted shell session."""
 
@@ -131,7 +140,7 @@ class LineReader:
             if m:
                 facts.device = int(m["gpu"] or m["cuda"])
         m = _PCI_TEXT.search(body) if _PCI_TAIL.search(body) else None
-        if m and not body[:m.start()].endswith("pcieport "):  # a PCIe port's own line: the port, not a GPU
+        if m and not names_a_port(body, m["pci"]):
             facts.pci = normalize_pci(m["pci"])
         facts.host = facts.host or self.session_host
         return facts

@@ -24,7 +24,7 @@ from gpulib.identity import normalize_pci
 from gpulib.parsers import linescan
 from gpulib.parsers.base import ParseResult, Problem
 from gpulib.parsers.fold import Folder
-from gpulib.parsers.line_identity import LineFacts, LineReader
+from gpulib.parsers.line_identity import LineFacts, LineReader, names_a_port
 from gpulib.parsers.logtime import year_hint, zone_of
 from gpulib.parsers.prefilter import KeywordLines
 
@@ -189,8 +189,7 @@ def _signal(sig: Signature, fields: dict, facts: LineFacts, lineno: int, raw: st
     local = int(fields["local"]) if "local" in fields else \
         facts.local_rank if facts.local_rank is not None else path.local_rank
     gpu = fields.get("gpu") or fields.get("gpu2")
-    # a PCIe port's own line (``pcieport 0000:00:02.0: AER: ...``) names the port, not a GPU
-    pci = normalize_pci(fields["pci"]) if "pci" in fields and f"pcieport {fields['pci']}" not in raw else facts.pci
+    pci = normalize_pci(fields["pci"]) if "pci" in fields and not names_a_port(raw, fields["pci"]) else facts.pci
     return Signal(sig.id, lineno, raw.strip()[:500], host=fields.get("host") or facts.host or path.host, rank=rank,
                   local_rank=local,
                   pid=facts.pid or path.pid, gpu_index=int(gpu) if gpu else facts.device if facts.device is not None

@@ -22,3 +22,9 @@ def test_nccl_prefix_names_the_host_even_a_container_id(host):
 def test_a_traceback_location_is_not_an_nccl_prefix():
     facts = LineReader(tz=timezone.utc).read('  File "train.py", line 88, in <module>')
     assert facts.host is None and facts.pid is None
+
+
+def test_a_pcie_ports_own_line_names_no_gpu():
+    port = LineReader(tz=timezone.utc).read("[Tue Mar 10 04:21:07 2026] pcieport 0000:00:03.0: AER: Corrected error")
+    gpu = LineReader(tz=timezone.utc).read("[Tue Mar 10 04:21:07 2026] nvidia 0000:5e:00.0: AER: can't recover")
+    assert (port.pci, gpu.pci) == (None, "0000:5e:00.0")
