@@ -35,6 +35,7 @@ from pathlib import Path
 from gpulib.bundle import DIGEST
 from gpulib.diagnose.record_summary import FileSummary, summary_of
 from gpulib.diagnose.thresholds import Thresholds
+from gpulib.parsers.fold import Members
 
 SCHEMA = "gpulib.digest/2"
 #: What every version of the format starts with (an older digest is gpulib's, merely not readable).
@@ -63,7 +64,7 @@ def _encode(value, base: str):
             if default is _REQUIRED or field_value != default or type(field_value) is not type(default):
                 out[name] = _encode(field_value, base)
         return out
-    if isinstance(value, list):
+    if isinstance(value, (list, Members)):  # folded lines are read back as the list of tuples they stand for
         return [_encode(v, base) for v in value]
     if isinstance(value, tuple):
         return {"~t": [_encode(v, base) for v in value]}
@@ -224,7 +225,7 @@ class Loaded:
     with (the central diagnosis re-reads them when the incident's year differs)."""
 
     folder: Path
-    files: list[dict]
+    files: list  # each file's InputFile fields (a dict), until the reader makes them InputFiles
     year: int | None
     problems: list
     notes: list
@@ -233,6 +234,15 @@ class Loaded:
 
 #: One empty host set for every file whose lines name no host.
 NO_HOSTS: frozenset[str] = frozenset()
+#: The records, signals and problems of a digested file that has none (most of 80,000 files): read
+#: only - a file read again from its raw text gets lists of its own (:mod:`gpulib.diagnose.inputs`).
+NOTHING: tuple = ()
+#: Values read from digests that every node states alike (its configuration facts), one copy each.
+_SHARED: dict[tuple, tuple] = {}
+
+
+def _shared(value: tuple) -> tuple:
+    return _SHARED.setdefault(value, value) if value else NOTHING
 #: Collector records as read from digests, by content (read-only once loaded).
 _COLLECTORS: dict[tuple, dict] = {}
 
@@ -252,12 +262,15 @@ def load(folder: Path, tz: str | None, thresholds: Thresholds | None = None) -> 
             item["content_hosts"] = frozenset(item["content_hosts"]) if item["content_hosts"] else NO_HOSTS
             if item.get("collector"):  # the same few records in every node's digest: one copy each
                 item["collector"] = _COLLECTORS.setdefault(tuple(item["collector"].items()), item["collector"])
+            for key in ("signals", "problems", "facts"):  # mostly empty, else the same facts on every node
+                if isinstance(item.get(key), list):
+                    item[key] = _shared(tuple(item[key])) if key == "facts" else (item[key] or NOTHING)
             if "summary" in item:
-                item.update(summary=FileSummary.from_json(item["summary"]), summary_only=True, records=[])
+                item.update(summary=FileSummary.from_json(item["summary"]), summary_only=True, records=NOTHING)
         return Loaded(folder, files, doc.get("year"), doc["problems"], doc["notes"],
                       [folder / rel for rel in doc["checkpoint_dirs"]])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
-__all__ = ["DIGEST", "SCHEMA", "Loaded", "document", "is_digest", "listing", "load", "save"]
+__all__ = ["DIGEST", "NOTHING", "SCHEMA", "Loaded", "document", "is_digest", "listing", "load", "save"]

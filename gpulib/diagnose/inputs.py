@@ -125,13 +125,14 @@ def _unlistable(problems: list[Problem]):
 
 
 def _walk(root: Path, problems: list[Problem], notes: list[Problem], digests: Thresholds | None = None,
-          tz: str | None = None) -> list[tuple[Path, dict]]:
+          tz: str | None = None, base: Path | None = None) -> list[tuple[Path, dict]]:
     """(file, bundle info) for every file below ``root``; bundle files carry their manifest facts.
     Hidden folders below ``root`` are skipped with a note: a ``.node-a.partial-1234`` folder is a
     capture that lost the rename race (or died mid-way) - a duplicate or a fragment of a bundle.
     ``digests`` (the caller's thresholds; None: read no digest): a folder with a current digest
     (:mod:`gpulib.diagnose.digest`) is one entry ``(folder, {"digest": loaded})`` in the walk's
-    order, instead of its files."""
+    order, instead of its files; its files are made :class:`InputFile` (named from ``base``) as
+    soon as it is read, so 10,000 digests' decoded JSON never lives at once."""
     out: list[tuple[Path, dict]] = []
     if root.is_file():
         return [(root, {})]
@@ -139,6 +140,8 @@ def _walk(root: Path, problems: list[Problem], notes: list[Problem], digests: Th
     for dirpath, dirnames, filenames in os.walk(root, onerror=_unlistable(problems)):
         here = Path(dirpath)
         if digests and DIGEST in filenames and (loaded := digest.load(here, tz, digests)) is not None:
+            loaded.files = [InputFile(display=_display(fields["path"], base or root), root=base or root,
+                                      digest_folder=here, **fields) for fields in loaded.files]
             out.append((here, {"digest": loaded}))
             dirnames[:] = []
             continue
@@ -349,14 +352,14 @@ def _gather(paths: list[str | Path], tz: str | None, *, full_series: bool, diges
             inputs.problems.append(Problem(str(given), "no such file or folder"))
             continue
         listing_problems = len(inputs.problems)
-        files = _walk(root, inputs.problems, inputs.notes, digests, tz)
+        named_from = base or (root if root.is_dir() else root.parent)
+        files = _walk(root, inputs.problems, inputs.notes, digests, tz, named_from)
         if not files and len(inputs.problems) == listing_problems:
             inputs.problems.append(Problem(str(given), "empty folder: no evidence files in it"))
-        named_from = base or (root if root.is_dir() else root.parent)
         with Progress(len(files), f"reading {given}", "files", min_total=PROGRESS_MIN_FILES) as bar:
             for path, info in files:
                 if "digest" in info:
-                    redo += _from_digest(inputs, info["digest"], named_from)
+                    redo += _from_digest(inputs, info.pop("digest"), named_from)
                     bar.update()
                     continue
                 display = _display(path, named_from)
@@ -386,10 +389,7 @@ def _gather(paths: list[str | Path], tz: str | None, *, full_series: bool, diges
 def _from_digest(inputs: Inputs, node, base: Path) -> list[InputFile]:
     """Add a loaded digest's files to ``inputs``; returns its kernel logs (read with the node's year)."""
     kernel_logs = []
-    for fields in node.files:
-        path = fields["path"]
-        display = _display(path, base)
-        f = InputFile(display=display, root=base, digest_folder=node.folder, **fields)
+    for f in node.files:  # made by _walk
         inputs.files.append(f)
         if f.kind == "kernel_log":
             f.digest_year = node.year

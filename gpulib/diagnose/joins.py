@@ -11,15 +11,15 @@ PCI bus ids to indexes and UUIDs per host.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpulib.diagnose.inputs import Inputs
-from gpulib.diagnose.record_summary import GpuName, summary_of
+from gpulib.diagnose.record_summary import summary_of
 from gpulib.identity import normalize_pci
 from gpulib.parsers.training_log import members_of
 
 
-@dataclass
+@dataclass(slots=True)  # one per rank: 80,000 in a 10,000-node job
 class RankInfo:
     rank: int
     host: str | None = None
@@ -27,6 +27,15 @@ class RankInfo:
     cuda_dev: int | None = None
     nvml_dev: int | None = None
     pci: str | None = None
+
+
+@dataclass(slots=True)
+class _GpuNames:
+    """One host's GPUs by name: PCI id -> nvidia-smi index, index -> PCI id, PCI id -> UUID."""
+
+    index: dict[str, int] = field(default_factory=dict)
+    pci: dict[int, str] = field(default_factory=dict)
+    uuid: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -48,10 +57,11 @@ class IdentityMap:
         self.pid_device: dict[tuple[str | None, int], tuple[int | None, str | None]] = {}
         self.addr_host: dict[str, str] = {}
         self.transport: dict[str, set[str]] = {}  # host -> {"IB", "Socket", ...}
-        self.gpu_index: dict[tuple[str | None, str], int] = {}  # (host, pci) -> nvidia-smi index
-        self.gpu_uuid: dict[tuple[str | None, str], str] = {}
-        self.index_pci: dict[tuple[str | None, int], str] = {}
-        self.uuid_pci: dict[str, tuple[str | None, str]] = {}
+        # the files that name a host's GPUs, in reading order: a host's names are joined when first
+        # asked for (a 10,000-node incident lists 80,000 GPUs; a diagnosis asks about a few hosts)
+        self._gpu_files: dict[str | None, list] = {}
+        self._gpu_names: dict[str | None, _GpuNames] = {}
+        self._uuid_place: dict[str, tuple[str | None, str]] | None = None
         self.job_hosts: set[str] = set()
         self.pid_local: dict[int, int | None] = {}  # torchrun's "failed (exitcode) local_rank: N (pid: P)"
         self._by_host: dict[str | None, list[RankInfo]] | None = None
@@ -65,26 +75,25 @@ class IdentityMap:
                 for rec in f.records:
                     self._job_event(rec, f.host, inits)
                 continue
-            for gpu in summary_of(f).gpus:  # snapshots and kernel identity lines, summarised per file
-                if gpu.snapshot:
-                    self._gpu_name(gpu, f.host)
-                elif gpu.uuid:
-                    self.gpu_uuid[(gpu.host or f.host, gpu.pci)] = gpu.uuid
+            for host in dict.fromkeys(gpu.host or f.host for gpu in summary_of(f).gpus):  # snapshots, kernel identity lines
+                self._gpu_files.setdefault(host, []).append(f)
         if inits:
             self.world_size = max(e.details["nranks"] for e in inits)
+            devices: dict[tuple, tuple] = {}  # (cuda device, PCI id): the same few pairs on every node
             for ev in inits:
                 world = ev.details["nranks"] == self.world_size
                 for m in members_of(ev):  # one per rank, also those folded into a large job's record
-                    key = (m["host"], m["pid"])
-                    self.pid_device[key] = (m["cuda_dev"], m["pci_bus_id"])
-                    self.pid_device.setdefault((None, m["pid"]), self.pid_device[key])
+                    key, anywhere = (m["host"], m["pid"]), (None, m["pid"])  # each key made once, for both maps
+                    device = (m["cuda_dev"], m["pci_bus_id"])
+                    self.pid_device[key] = devices.setdefault(device, device)
+                    self.pid_device.setdefault(anywhere, self.pid_device[key])
                     if not world:
                         continue
                     info = self.ranks.setdefault(m["rank"], RankInfo(m["rank"]))
                     info.host, info.pid = m["host"], m["pid"]
                     info.cuda_dev, info.nvml_dev, info.pci = m["cuda_dev"], m["nvml_dev"], m["pci_bus_id"]
                     self.pid_rank[key] = m["rank"]
-                    self.pid_rank.setdefault((None, m["pid"]), m["rank"])
+                    self.pid_rank.setdefault(anywhere, m["rank"])
         hosts = {i.host for i in self.ranks.values() if i.host} | self.job_hosts
         if len(hosts) == 1:  # one node: every rank lives there
             only = next(iter(hosts))
@@ -121,17 +130,45 @@ class IdentityMap:
                     self.pid_rank.setdefault((failure.get("host"), failure["pid"]), failure["rank"])
                     self.pid_rank.setdefault((None, failure["pid"]), failure["rank"])
 
-    def _gpu_name(self, gpu: GpuName, host: str | None) -> None:
-        host = gpu.host or host
-        pci = gpu.pci
-        if gpu.index is not None:
-            self.gpu_index[(host, pci)] = gpu.index
-            self.index_pci[(host, gpu.index)] = pci
-        if gpu.uuid:
-            self.gpu_uuid[(host, pci)] = gpu.uuid
-            self.uuid_pci[gpu.uuid] = (host, pci)
+    def _names(self, host: str | None) -> _GpuNames:
+        """``host``'s GPU names, joined from its files on first use (a later file's name wins)."""
+        names = self._gpu_names.get(host)
+        if names is None:
+            names = self._gpu_names[host] = _GpuNames()
+            for f in self._gpu_files.get(host, ()):
+                for gpu in summary_of(f).gpus:
+                    if (gpu.host or f.host) != host:
+                        continue
+                    if gpu.snapshot and gpu.index is not None:
+                        names.index[gpu.pci] = gpu.index
+                        names.pci[gpu.index] = gpu.pci
+                    if gpu.uuid:
+                        names.uuid[gpu.pci] = gpu.uuid
+        return names
 
     # ---------------------------------------------------------------- lookups
+    def index_of(self, host: str | None, pci: str) -> int | None:
+        """nvidia-smi's index of the GPU at ``pci`` on ``host``."""
+        return self._names(host).index.get(pci)
+
+    def pci_at(self, host: str | None, index: int | None) -> str | None:
+        """The PCI id of nvidia-smi's GPU ``index`` on ``host``."""
+        return self._names(host).pci.get(index) if index is not None else None
+
+    def place_of_uuid(self, uuid: str | None) -> tuple[str | None, str] | None:
+        """(host, PCI id) of the GPU whose UUID a snapshot lists (the whole fleet indexed once, when
+        some evidence names a GPU by UUID alone)."""
+        if not uuid:
+            return None
+        if self._uuid_place is None:
+            self._uuid_place = {}
+            for host, files in self._gpu_files.items():
+                for f in files:
+                    for gpu in summary_of(f).gpus:
+                        if gpu.snapshot and gpu.uuid and (gpu.host or f.host) == host:
+                            self._uuid_place[gpu.uuid] = (host, gpu.pci)
+        return self._uuid_place.get(uuid)
+
     def ranks_on(self, host: str | None) -> list[RankInfo]:
         """The ranks a host ran (indexed once: a 1,024-node job has 8,192 ranks)."""
         if self._by_host is None:
@@ -179,14 +216,14 @@ class IdentityMap:
             dev = self.pid_device.get((host, pid)) or self.pid_device.get((None, pid))
             if dev:
                 pci = dev[1]
-        index = self.gpu_index.get((host, pci)) if pci else None
+        index = self.index_of(host, pci) if pci else None
         if index is None and pci:
-            index = next((i for (h, p), i in self.gpu_index.items() if p == pci and h is None), None)
+            index = self.index_of(None, pci)
         if index is None and info is not None:
             index = info.nvml_dev if info.nvml_dev is not None else info.cuda_dev
         if index is None and local_device is not None and pci is None:
             index = local_device
         if pci is None and index is not None:
-            pci = self.index_pci.get((host, index))
-        uuid = self.gpu_uuid.get((host, pci)) if pci else None
+            pci = self.pci_at(host, index)
+        uuid = self._names(host).uuid.get(pci) if pci else None
         return GpuRef(host=host, gpu_index=index, gpu_pci=pci, gpu_uuid=uuid, rank=rank)

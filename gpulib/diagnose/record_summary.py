@@ -82,15 +82,30 @@ class FileSummary:
 
     @classmethod
     def from_json(cls, doc: dict) -> FileSummary:
+        """A summary as a digest wrote it. Read only: what every node's summary says alike (the
+        year counts, the facts, the IB ports, the PCI ids a snapshot lists) is one shared object,
+        and so is a whole summary that names no GPU - the kernel log's, the monitoring CSV's and
+        ``ibstat``'s of 10,000 quiet nodes are three objects, not 30,000."""
+        years = _share(tuple((int(y), int(n)) for y, n in doc["years"]))
+        facts = _share(tuple(_share(tuple(x)) for x in doc["snapshot_facts"]))
+        ports = _share(tuple(_share((bool(up), rate)) for up, rate in doc["ib_ports"]))
+        hosts = _share(tuple(map(sys.intern, doc["hosts"])))
+        if not doc["gpus"] and not doc["listings"]:
+            return _shared_if_plain(cls(doc["records"], dict(years), [], [], list(facts), list(ports), list(hosts)))
         gpus = [GpuName(sys.intern(pci), *rest) for pci, *rest in doc["gpus"]]  # 8 PCI ids, in every node
-        return cls(doc["records"], {int(y): int(n) for y, n in doc["years"]}, gpus,
-                   [Listing(*x) for x in doc["listings"]], [tuple(x) for x in doc["snapshot_facts"]],
-                   [_PORTS.setdefault((bool(up), rate), (bool(up), rate)) for up, rate in doc["ib_ports"]],
-                   list(doc["hosts"]))
+        listings = [Listing(host and sys.intern(host), at and sys.intern(at), _share(tuple(map(sys.intern, listed))),
+                            present) for host, at, listed, present in doc["listings"]]
+        return cls(doc["records"], dict(years), gpus, listings, list(facts), list(ports), list(hosts))
 
 
-#: (up, rate) of an InfiniBand port as read from digests: a few distinct values in the whole fleet.
-_PORTS: dict[tuple, tuple] = {}
+#: Values read from digests, by content: a few distinct ones in the whole fleet (see from_json).
+_SHARED: dict[tuple, tuple] = {}
+#: Whole summaries that name no GPU, by content.
+_SUMMARIES: dict[tuple, FileSummary] = {}
+
+
+def _share(value: tuple) -> tuple:
+    return _SHARED.setdefault(value, value)
 
 
 def summarize_values(values: list) -> str | None:
@@ -165,10 +180,19 @@ def summary_of(f) -> FileSummary:
     files that have a ``summary`` field: :class:`~gpulib.diagnose.inputs.InputFile`)."""
     found = getattr(f, "summary", None)
     if found is None:
-        found = summarize(f.records)
+        found = _shared_if_plain(summarize(f.records))
         if hasattr(f, "summary"):
             f.summary = found
     return found
+
+
+def _shared_if_plain(summary: FileSummary) -> FileSummary:
+    """One object for every summary alike that names no GPU (read only, as from_json's)."""
+    if summary.gpus or summary.listings:
+        return summary
+    key = (summary.records, _share(tuple(summary.years.items())), _share(tuple(map(_share, summary.snapshot_facts))),
+           _share(tuple(summary.ib_ports)), _share(tuple(summary.hosts)))
+    return _SUMMARIES.setdefault(key, summary)
 
 
 __all__ = ["JOINED_BY_HOST", "SUMMARISED_KINDS", "FileSummary", "GpuName", "Listing", "count_years", "flag", "summarize",

@@ -109,7 +109,7 @@ def _hot(ctx: Context, host, file, rec, temp_c, when, reasons, line=None) -> Non
                 evidence=[evidence(file, line, f"GPU {rec.index}: {temp_c:.0f} C, no slowdown reason yet")],
                 actions=["Check this GPU's airflow and fans (and its neighbours'): it is at its slowdown "
                          "temperature"])
-    place(ctx, f, host=host, pci=rec.pci_bus_id or ctx.ids.index_pci.get((host, rec.index)))
+    place(ctx, f, host=host, pci=rec.pci_bus_id or ctx.ids.pci_at(host, rec.index))
     if f.gpu_index is None:
         f.gpu_index = rec.index
     f.title = without_unknowns(f"GPU {f.gpu_index} ({f.gpu_pci}) on {host} reached {temp_c:.0f} C (limit "
@@ -347,7 +347,7 @@ def _series(ctx: Context) -> None:
                     actions=_throttle_actions(reasons))
         f.evidence.append(evidence(worst[0], worst[1].line, f"slowest sample: SM {worst[1].sm_clock_mhz} MHz, "
                                                             f"mask {worst[1].throttle_bitmask:#x}"))
-        place(ctx, f, host=host, pci=first.pci_bus_id or ctx.ids.index_pci.get((host, first.index)))
+        place(ctx, f, host=host, pci=first.pci_bus_id or ctx.ids.pci_at(host, first.index))
         if f.gpu_index is None:
             f.gpu_index = first.index
 
@@ -381,7 +381,7 @@ def _hot_and_slow(ctx: Context, per_gpu: dict[tuple, list]) -> None:
                     evidence=[evidence(file, first.line, f"GPU {first.index}: {first.temp_c} C, SM "
                                                          f"{first.sm_clock_mhz} MHz")],
                     actions=_throttle_actions(["hw_thermal_slowdown"]))
-        place(ctx, f, host=host, pci=first.pci_bus_id or ctx.ids.index_pci.get((host, first.index)))
+        place(ctx, f, host=host, pci=first.pci_bus_id or ctx.ids.pci_at(host, first.index))
         if f.gpu_index is None:
             f.gpu_index = first.index
 

@@ -37,10 +37,11 @@ def _dcgm_xids(ctx: Context) -> list[tuple]:
     for file, ev in prom_text.xid_events(ctx.records("dcgm_exporter")):
         ev.host = ev.host or file.host
         uuid, index = ev.details.get("uuid"), ev.details.get("gpu")
-        if ev.pci_bus_id is None and uuid in ctx.ids.uuid_pci:
-            ev.pci_bus_id = ctx.ids.uuid_pci[uuid][1]
+        place = ctx.ids.place_of_uuid(uuid) if ev.pci_bus_id is None else None
+        if place is not None:
+            ev.pci_bus_id = place[1]
         if ev.pci_bus_id is None and index is not None:
-            ev.pci_bus_id = ctx.ids.index_pci.get((ev.host, index))
+            ev.pci_bus_id = ctx.ids.pci_at(ev.host, index)
         out.append((file, ev))
     return out
 

@@ -254,7 +254,7 @@ def _dcgmi(ctx: Context) -> None:
                                                                                           f"{rec.message}")],
                         actions=["Drain the node; attach the dcgmi diag output to the RMA request"])
             if gpu is not None:
-                f.gpu_pci = ctx.ids.index_pci.get((file.host, gpu))
+                f.gpu_pci = ctx.ids.pci_at(file.host, gpu)
                 place(ctx, f, host=file.host, pci=f.gpu_pci)
 
 

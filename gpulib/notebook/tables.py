@@ -21,6 +21,7 @@ import os
 import re
 from dataclasses import fields
 from functools import cached_property, lru_cache
+from itertools import islice
 from pathlib import Path
 
 import pandas as pd
@@ -41,6 +42,7 @@ from gpulib.nccl.parsed import summarize_run
 from gpulib.notebook.palette import GpuPalette
 from gpulib.parsers import nccl_tests
 from gpulib.parsers.base import read_text
+from gpulib.parsers.fold import Members
 from gpulib.parsers.gpu_records import SLOWDOWN_REASONS
 from gpulib.parsers.ipmi_sel import SelEvent
 from gpulib.parsers.training_log import JobEvent, members_of
@@ -480,13 +482,13 @@ def _problems(events: pd.DataFrame) -> pd.DataFrame:
     """Problem events of a rank, one row per rank and line: a large job's timeouts folded into one
     record (:mod:`gpulib.parsers.fold`) are given back a row each, at their own rank and time."""
     problems = events[events["kind"].isin(PROBLEM_KINDS)]
-    folded = problems[problems["folded"].map(lambda v: isinstance(v, (list, tuple)) and len(v) > 0)]
+    folded = problems[problems["folded"].map(lambda v: isinstance(v, (list, tuple, Members)) and len(v) > 0)]
     if folded.empty:
         return problems[problems["rank"].notna()]
     extra = [{**row._asdict(), "rank": m["rank"], "time_utc": m["time_utc"], "folded": None}
              for row in folded.itertuples(index=False)
-             for m in members_of(JobEvent(row.line, row.kind, row.text, row.time_utc, rank=row.rank,
-                                          folded=row.folded))[1:]]
+             for m in islice(members_of(JobEvent(row.line, row.kind, row.text, row.time_utc, rank=row.rank,
+                                                folded=row.folded)), 1, None)]
     out = pd.concat([problems, pd.DataFrame(extra, columns=problems.columns)], ignore_index=True)
     out["time"] = _utc(out["time_utc"])
     out["rank"] = out["rank"].astype("Int64")

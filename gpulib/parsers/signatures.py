@@ -15,8 +15,10 @@ session and never matched: a ``grep 'fallen off the bus'`` is a question, not an
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import chain
 from pathlib import Path
 
 from gpulib.catalog.signatures import Signature, load_signatures
@@ -84,9 +86,9 @@ def _fold_member(s: Signal) -> tuple:
     return s.rank, s.pid, s.host
 
 
-def printers_of(s: Signal) -> list[tuple[int | None, int | None, str | None]]:
+def printers_of(s: Signal) -> Iterator[tuple[int | None, int | None, str | None]]:
     """``(rank, pid, host)`` of every line ``s`` stands for: its own, and those folded into it."""
-    return [(s.rank, s.pid, s.host), *(s.folded or [])]
+    return chain(((s.rank, s.pid, s.host),), s.folded or ())
 
 
 @dataclass(frozen=True)

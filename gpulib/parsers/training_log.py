@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import tzinfo
+from itertools import chain
 from operator import attrgetter
 from pathlib import Path
 
@@ -341,7 +342,8 @@ class _Classifier:
         m = _NCCL_LINE.search(body) if "NCCL INFO " in body or "NCCL WARN " in body else None
         if m:
             # a line that differs from a host fact's only in the printing process says nothing new
-            key = (body[:m.start("pid")], body[m.end("dev"):], tuple(hints.items()))
+            # (one flat tuple per line, its two halves shared: the same text on every rank of a host)
+            key = (sys.intern(body[:m.start("pid")]), sys.intern(body[m.end("dev"):]), *chain.from_iterable(hints.items()))
             if key in self.host_facts:
                 return REPEATED
             ev = self._nccl(m, lineno, body)
@@ -592,13 +594,14 @@ def ranks_of(ev: JobEvent) -> list[int]:
     """The ranks that printed ``ev``'s line: its own, and those folded into it."""
     if not ev.folded:
         return [ev.rank] if ev.rank is not None else []
-    return [m["rank"] for m in members_of(ev) if m["rank"] is not None]
+    return [m[0] for m in chain((_fold_member(ev),), ev.folded) if m[0] is not None]  # rank: every kind's first field
 
 
-def members_of(ev: JobEvent) -> list[dict]:
-    """A :data:`FOLD_FIELDS` record and each line folded into it, as ``{field: value}``."""
+def members_of(ev: JobEvent) -> Iterator[dict]:
+    """A :data:`FOLD_FIELDS` record and each line folded into it, as ``{field: value}``, one at a
+    time (80,000 ranks' dicts at once would cost more than the folded lines themselves)."""
     fields = FOLD_FIELDS[ev.kind]
-    return [dict(zip(fields, m, strict=True)) for m in (_fold_member(ev), *(ev.folded or []))]
+    return (dict(zip(fields, m, strict=True)) for m in chain((_fold_member(ev),), ev.folded or ()))
 
 
 def _shared(text: str | None) -> str | None:

@@ -44,7 +44,7 @@ def test_each_line_names_every_keyword_it_holds(parts, within):
     assert list(found) == naive(data, KEYWORDS)
     for start, held in found.items():
         line = data[start:].split(b"\n", 1)[0][:within]
-        assert held == {i for i, kw in enumerate(KEYWORDS) if kw in line}
+        assert sorted(held) == sorted(i for i, kw in enumerate(KEYWORDS) if kw in line)  # each once
     assert KeywordLines(KEYWORDS, "anchors").line_keywords(data) is None  # it stops at a line's first keyword
 
 

@@ -94,3 +94,22 @@ def test_the_notebook_rank_table_gives_each_folded_rank_its_own_problem(tmp_path
     assert str(ranks.loc[199, "first_problem_time"]) == "2026-06-07 11:42:49+00:00"
     plotted = evidence.rank_events()
     assert sorted(plotted["rank"]) == sorted(set(range(RANKS)) - {MISSING})
+
+
+def test_members_give_back_the_tuples_they_were_given():
+    """Folded lines are kept column by column; they read back as the tuples, in order: integers
+    (with None) in an array until a column meets a string, then every value as a code."""
+    given = [(3, 4101, "tn-000"), (None, None, None), (5, 4105, "tn-000"), (7, 4107, "tn-001"),
+             (2**40, -1, None)]
+    members = fold.Members()
+    assert not members and list(members) == []
+    for m in given:
+        members.append(m)
+    assert len(members) == 5 and list(members) == given and members == given
+    mixed = fold.Members()
+    for m in [(1, 10), (2, "late"), (None, 12)]:  # the second column switches to codes mid-way
+        mixed.append(m)
+    assert list(mixed) == [(1, 10), (2, "late"), (None, 12)]
+    assert mixed != [(1, 10)]
+    with pytest.raises(ValueError):
+        mixed.append((1, 2, 3))  # every member of one record has the same fields
