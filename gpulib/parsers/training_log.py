@@ -191,6 +191,8 @@ _COMM_INIT = re.compile(
     r"comm (?P<comm>0x[0-9a-f]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<cudadev>\d+)"
     r"(?: nvmlDev (?P<nvml>\d+))? busId (?P<busid>[0-9a-f]+).*? - (?P<phase>Init START|Init COMPLETE)")
 _NCCL_VERSION = re.compile(r"NCCL version (?P<ver>\d+\.\d+\.\d+)")
+#: NCCL_DEBUG=VERSION (and rank 0 of older releases) prints the version with no host:pid:tid prefix.
+_BARE_NCCL_VERSION = re.compile(r"NCCL version (?P<ver>\d+\.\d+\.\d+)\+cuda[\d.]+\s*$")
 _USING_NETWORK = re.compile(r"Using network (?P<net>\S+)")
 _BOOTSTRAP = re.compile(r"Bootstrap ?: Using (?:\[\d+\])?(?P<iface>[^:\s]+):(?P<addr>[\d.]+)")
 _OOB = re.compile(r"OOB (?P<iface>[^:\s]+):(?P<addr>[\d.]+)")
@@ -424,6 +426,10 @@ class _Classifier:
         Each pattern runs only when a cheap substring test says it can match: progress windows hold
         thousands of step lines, and none of these should cost a regex pass over them."""
         rank = hints.get("rank")
+        if body.startswith("NCCL version "):
+            m = _BARE_NCCL_VERSION.match(body)
+            if m:
+                return JobEvent(lineno, "nccl_version", body, rank=rank, details={"version": m["ver"]})
         if "srun" in body:
             m = _SRUN_TASK.search(body)
             if m:
