@@ -321,20 +321,91 @@ def _errors(ctx: Context, events) -> None:  # noqa: C901 - one branch per error 
     _store_errors(ctx, events)
 
 
+#: Store errors only a node that had joined the rendezvous can print: the job was running.
+_JOINED = ("keep-alive heartbeat", "failed to shutdown the rendezvous")
+_SIGNALS = {"2": "SIGINT", "15": "SIGTERM", "1": "SIGHUP", "9": "SIGKILL"}
+
+
 def _store_errors(ctx: Context, events) -> None:
     """TCPStore / rendezvous failures: the cause when the job never got going (nothing to connect
-    to, wrong address or port), a symptom when it ran before (the store's host had died)."""
+    to, wrong address or port), a symptom when it ran before (the store's host had died). Mid-run
+    they point at the store's host (the ``--rdzv_endpoint`` node, or the agent that says it hosts
+    the store) when that node is not itself among those reporting them: whatever stopped it first
+    is the cause, the other nodes only lost their connection to it."""
     errors = [(fl, e) for fl, e in events if e.kind == "store_error"]
     if not errors:
         return
     fl, e = min(errors, key=lambda fe: fe[1].time_utc or "~")
-    started = any(x.kind == "step" and x.time_utc and e.time_utc and x.time_utc < e.time_utc for _, x in events)
-    f = ctx.add("store", severity="error", category="network_fabric", interruption=None if started else "soft",
-                role="symptom" if started else "cause",
-                title=f"c10d store / rendezvous error on {len(errors)} line(s): {e.text.strip()[:100]}",
+    if _after_completion(events, errors):
+        f = ctx.add("store-teardown", severity="info", category="none", role="context",
+                    title=f"c10d store errors on {len(errors)} line(s) after the job reported completion: teardown "
+                          "noise (the store's process exited before its clients), not a failure",
+                    rank=e.rank, time=e.time_utc, evidence=[evidence(fl, e.line, e.text)])
+        f.benign = True
+        ctx.judged |= {(xf.display, x.line) for xf, x in errors}  # their "Connection reset by peer" is this
+        return
+    started = any(x.kind == "step" and x.time_utc and e.time_utc and x.time_utc < e.time_utc for _, x in events) \
+        or any(k in x.text for _, x in errors for k in _JOINED)
+    # the store's port was already taken (catalogue row port-in-use): the rendezvous joined another job's
+    # store or none, and its later errors are that collision's consequence
+    collided = any(sig.signature == "port-in-use" for f in ctx.inputs.files for sig in f.signals)
+    store_host = _store_host(ctx, events) if started else None
+    if store_host in {x.host or xf.host for xf, x in errors}:
+        store_host = None
+    f = ctx.add("store", severity="error", category="network_fabric",
+                interruption=None if started or collided else "soft", role="symptom" if started or collided else "cause",
+                title=f"c10d store / rendezvous error on {len(errors)} line(s): {e.text.strip()[:100]}"
+                      + (f"; the store lives on {store_host}" if store_host else ""),
                 rank=e.rank, time=e.time_utc, evidence=[evidence(fl, e.line, e.text)],
+                pointers=Pointers(hosts={store_host} if store_host else set()),
                 actions=["At start-up: check MASTER_ADDR/--rdzv-endpoint, the port and firewalls, and that every "
                          "node resolves the master's name; mid-run: the store's host (rank 0 / the agent) died first"])
+    f.hardware = False
+    if store_host:
+        _store_host_stopped(ctx, events, store_host)
+
+
+def _after_completion(events, errors) -> bool:
+    """Every store error follows a completion line of its own file (``Training finished``): the
+    ranks lost the store while shutting down, after the work was done."""
+    done: dict[int, int] = {}
+    for xf, x in events:
+        if x.kind == "completed":
+            done[id(xf)] = min(done.get(id(xf), x.line), x.line)
+    return all(id(xf) in done and done[id(xf)] < x.line for xf, x in errors)
+
+
+def _store_host(ctx: Context, events) -> str | None:
+    """The one host of this incident that holds the c10d store, or None when unknown or ambiguous."""
+    known = {x.host or xf.host for xf, x in events} - {None}
+    found = set()
+    for xf, x in events:
+        if x.kind != "store_host":
+            continue
+        name = x.details.get("endpoint")
+        host = (x.host or xf.host) if name is None else name if name in known else ctx.ids.host_of_addr(name)
+        if host:
+            found.add(host)
+    return found.pop() if len(found) == 1 else None
+
+
+def _store_host_stopped(ctx: Context, events, host: str) -> None:
+    """The store host's agent was stopped by a signal (Ctrl-C, the scheduler, a shutdown): with the
+    store gone, every other node's rendezvous fails. A last-resort cause: a real failure found on
+    that host (an OOM kill, a lost GPU) explains the signal and wins."""
+    stops = [(fl, e) for fl, e in events if e.kind == "agent_signal" and (e.host or fl.host) == host]
+    if not stops:
+        return
+    fl, e = min(stops, key=lambda fe: (fe[1].time_utc or "~", fe[1].line))
+    sig = e.details.get("signal") or "?"
+    f = ctx.add("store-host-stopped", severity="error", category="application_error", interruption="soft",
+                title=f"The c10d store's host {host} stopped first: its torchrun agent received "
+                      f"{_SIGNALS.get(sig, sig)} and shut its workers down; the other nodes lost the store",
+                host=host, time=e.time_utc, evidence=[evidence(fl, e.line, e.text)],
+                actions=[f"Find who signalled the agent on {host} (an operator's Ctrl-C, the scheduler's cancel or "
+                         "time limit, a node shutdown); run the store apart from the workers (an etcd or dedicated "
+                         "c10d endpoint) if one node's exit must not end the job"])
+    f.tier = LAST_RESORT_TIER
     f.hardware = False
 
 
@@ -512,14 +583,15 @@ def last_failure_time(ctx: Context) -> str | None:
     """When the job was last seen failing: a cause later than this cannot explain the interruption,
     and a process still on a GPU after it is a leftover."""
     kinds = {"watchdog_timeout", "nccl_error", "process_failed", "child_failed", "srun_task_exit", "cuda_oom",
-             "cuda_error", "exception", "socket_error", "ib_completion_error", "slurm_cancelled", "node_failure"}
+             "cuda_error", "exception", "socket_error", "ib_completion_error", "slurm_cancelled", "node_failure",
+             "ci_step_failed"}
     times = [e.time_last or e.time_utc for _, e in _events(ctx) if e.kind in kinds and e.time_utc]
     return max(times) if times else None
 
 
 _FATAL_KINDS = {"watchdog_timeout", "nccl_error", "cuda_oom", "cuda_error", "process_failed", "driver_too_old",
                 "child_failed", "srun_task_exit", "node_failure", "watchdog_stuck", "device_assert", "slurm_cancelled",
-                "dataloader_error"}
+                "dataloader_error", "ci_step_failed"}
 
 
 def job_outcome(ctx: Context) -> tuple[bool, bool]:

@@ -66,6 +66,8 @@ CATALOGUE_KEYWORDS: tuple[bytes, ...] = (
     # launchers
     b"(exitcode", b"ChildFailedError", b"closing signal SIG", b": Exited with exit code", b"Aborted", b"Killed",
     b"CANCELLED AT", b"STEPD TERMINATED", b"DataLoader", b"TCPStore", b"Rendezvous", b"recvValue failed",
+    b"death signal", b"rdzv_endpoint", b"rdzv-endpoint", b"hosts the TCP store", b"##[group]Run ",
+    b"##[error]Process completed",
     # identity and transport (NCCL_DEBUG=INFO)
     b"Init COMPLETE", b"Init START", b"Using network", b"No device found", b"NCCL version", b"Bootstrap",
     b"NET/IB", b"NET/Socket", b"Process group destroyed", b"Succeeded",
@@ -89,11 +91,17 @@ PROGRESS_KEYWORDS: tuple[bytes, ...] = (
 INFO_KINDS = frozenset({
     "nccl_init", "nccl_transport", "nccl_version", "nccl_address", "nccl_no_ib", "rank_device", "torch_version",
     "benign", "completed", "checkpoint_saved", "checkpoint_save_start", "step", "eval_progress", "traceback",
-    "watchdog_progress", "sigterm_sent",
+    "watchdog_progress", "sigterm_sent", "store_host", "ci_step_start",
 })
 
 # ---------------------------------------------------------------- launcher prefixes
-_MPI_TAG = re.compile(r"^\[(?P<job>\d+),(?P<rank>\d+)\]<std(?:out|err)>:\s?")
+#: mpirun --tag-output ``[1,3]<stderr>:`` (job id, rank) and horovodrun's ``[3]<stderr>:`` (rank only);
+#: with --timestamp-output a ``date``-style stamp leads: ``Tue Mar  3 11:20:44 2026[1,3]<stderr>:``.
+_MPI_TAG = re.compile(r"^\[(?:(?P<job>\d+),)?(?P<rank>\d+)\]<std(?:out|err)>:\s?")
+#: ``kubectl logs --prefix`` (``-l app=...`` or a job's pods at once): ``[pod/<pod>/<container>] ``. The pod
+#: is the node of the job as the job sees it (its name is also the NCCL host of its lines).
+_KUBECTL_POD = re.compile(r"^\[pod/(?P<pod>[\w.-]+)/[\w.-]+\] ")
+_MPI_STAMP = re.compile(r"^(?P<stamp>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})(?=\[[\d,]+\]<std)")
 _SRUN_LABEL = re.compile(r"^\s{0,6}(?P<task>\d{1,6}): ")
 #: pdsh/clush/DeepSpeed ``host: ``: a host with a digit, or any host name when what follows is itself a
 #: known layer (an NCCL ``host:pid:tid [dev]`` prefix, a ``[rankN]``/glog/dmesg bracket, an ISO stamp).
@@ -154,6 +162,17 @@ def strip_prefixes(line: str) -> tuple[str, dict]:
             m = _MPI_TAG.match(line)
             if m:
                 hints["rank"] = int(m["rank"])  # mpirun's [job,rank]
+                line = line[m.end():]
+                continue
+            m = _KUBECTL_POD.match(line) if line.startswith("[pod/") else None
+            if m:
+                hints.setdefault("prefix_host", m["pod"])
+                line = line[m.end():]
+                continue
+        elif first.isupper() and "]<std" in line:
+            m = _MPI_STAMP.match(line)
+            if m:
+                hints["stamp"] = m["stamp"]  # the rank's tag follows
                 line = line[m.end():]
                 continue
         elif first == "(":
@@ -253,6 +272,16 @@ _SLURM_CANCEL = re.compile(r"\*\*\* (?P<what>JOB|STEP) (?P<id>[\d.]+) ON (?P<hos
 _SLURM_STEPD_NOT_ENDING = re.compile(r"STEPD TERMINATED ON (?P<host>[\w.-]+) AT (?P<at>\S+) DUE TO JOB NOT ENDING")
 _DATALOADER = re.compile(r"DataLoader worker \(pids?\(?s?\)? ?(?P<pid>[\d, ]+)\)? (?P<what>is killed by signal: .+|exited "
                          r"unexpectedly.*)|DataLoader timed out after (?P<sec>\d+) seconds")
+#: Where the c10d store lives: the launch command's endpoint (``--rdzv_endpoint trn-a:29500``) or the
+#: agent that says it hosts it (``Process 8 hosts the TCP store for the C10d rendezvous backend.``).
+_STORE_HOST = re.compile(r"(?:--rdzv[-_]endpoint[= ]['\"]?|^\s*rdzv_endpoint\s+: )(?P<host>[\w.-]+)(?::\d+)?|"
+                         r"(?P<self>hosts the TCP store)")
+#: A CI runner's own lines (GitHub Actions): a step starts (``##[group]Run <command>``), a step's
+#: process failed (``##[error]Process completed with exit code 1.``). Each line carries the runner's
+#: ISO stamp (``2026-03-10T04:12:41.1030000Z``): when the job started and when it failed.
+_CI_STEP = re.compile(r"##\[group\]Run (?P<cmd>.+)|##\[error\]Process completed with exit code (?P<code>[1-9]\d*)")
+#: torchrun's agent stopped by a signal (Ctrl-C, the scheduler, a node shutdown): its workers go too.
+_DEATH_SIGNAL = re.compile(r"Received (?:Signals\.)?(?P<sig>\w+) death signal, shutting down workers")
 _STORE_ERR = re.compile(r"(?P<cls>DistNetworkError|RendezvousConnectionError|RendezvousTimeoutError|DistStoreError|"
                         r"RendezvousClosedError)|recvValue failed|TCPStore.*(?:Connection reset|Broken pipe|timed out|"
                         r"failed)|connect\(\) timed out")
@@ -455,6 +484,20 @@ class _Classifier:
             if m:
                 return JobEvent(lineno, "dataloader_error", body, rank=rank,
                                 details={"what": (m["what"] or f"timed out after {m['sec']} s").strip()})
+        if "##[" in body:
+            m = _CI_STEP.search(body)
+            if m and m["code"] is not None:
+                return JobEvent(lineno, "ci_step_failed", body, rank=rank, details={"exitcode": int(m["code"])})
+            if m:
+                return JobEvent(lineno, "ci_step_start", body, rank=rank, details={"command": m["cmd"].strip()})
+        if "death signal" in body:
+            m = _DEATH_SIGNAL.search(body)
+            if m:
+                return JobEvent(lineno, "agent_signal", body, rank=rank, details={"signal": m["sig"]})
+        if "rdzv" in body or "TCP store" in body:
+            m = _STORE_HOST.search(body)
+            if m:
+                return JobEvent(lineno, "store_host", body, rank=rank, details={"endpoint": m["host"]})
         if any(k in body for k in ("Error", "recvValue", "TCPStore", "connect()")):
             m = _STORE_ERR.search(body)
             if m:
@@ -719,7 +762,8 @@ class JobLogScanner:
             ev.details.setdefault("task", hints["task"])
         if "prefix_host" in hints and ev.host is None:
             ev.host = hints["prefix_host"]
-        ev.time_utc = stamp_in(body, year=self.year, tz=self.tz)
+        ev.time_utc = stamp_in(body, year=self.year, tz=self.tz) or (
+            stamp_in(hints["stamp"], year=self.year, tz=self.tz) if "stamp" in hints else None)
         if ev.time_utc is None and ev.kind not in ("nccl_init", "nccl_transport", "nccl_no_ib", "nccl_version",
                                                     "nccl_address", "rank_device", "benign"):
             ev.time_utc = self._nearby_time(chunk, start, end)
