@@ -66,11 +66,11 @@ CATALOGUE_KEYWORDS: tuple[bytes, ...] = (
     # launchers
     b"(exitcode", b"ChildFailedError", b"closing signal SIG", b": Exited with exit code", b"Aborted", b"Killed",
     b"CANCELLED AT", b"STEPD TERMINATED", b"DataLoader", b"TCPStore", b"Rendezvous", b"recvValue failed",
-    b"death signal", b"rdzv_endpoint", b"rdzv-endpoint", b"hosts the TCP store", b"##[group]Run ",
+    b"store based barrier", b"death signal", b"rdzv_endpoint", b"rdzv-endpoint", b"hosts the TCP store", b"##[group]Run ",
     b"##[error]Process completed",
     # identity and transport (NCCL_DEBUG=INFO)
     b"Init COMPLETE", b"Init START", b"Using network", b"No device found", b"NCCL version", b"Bootstrap",
-    b"NET/IB", b"NET/Socket", b"Process group destroyed", b"Succeeded",
+    b"NET/IB", b"NET/Socket", b"Process group destroyed", b"Succeeded", b" passed",
     # driver / runtime mismatch
     b"CUDA driver version is insufficient", b"NVIDIA driver on your system is too old",
 )
@@ -91,7 +91,7 @@ PROGRESS_KEYWORDS: tuple[bytes, ...] = (
 INFO_KINDS = frozenset({
     "nccl_init", "nccl_transport", "nccl_version", "nccl_address", "nccl_no_ib", "rank_device", "torch_version",
     "benign", "completed", "checkpoint_saved", "checkpoint_save_start", "step", "eval_progress", "traceback",
-    "watchdog_progress", "sigterm_sent", "store_host", "ci_step_start",
+    "watchdog_progress", "sigterm_sent", "store_host", "ci_step_start", "barrier_wait",
 })
 
 # ---------------------------------------------------------------- launcher prefixes
@@ -235,6 +235,11 @@ _WATCHDOG_SEEN = re.compile(
     r"last completed NCCL work: (?P<comp>-?\d+)"
     r"|detected by watchdog at work sequence id: (?P<seq2>\d+) PG status: last enqueued work: (?P<enq2>-?\d+), "
     r"last completed work: (?P<comp2>-?\d+)")
+#: torch's store-based barrier at init_process_group (torch < 2.2): each rank says it waits, and times out
+#: when fewer than world_size ranks arrived (worker_count) within the timeout.
+_STORE_BARRIER = re.compile(r"(?P<what>Waiting in|Timed out initializing process group in) store based barrier (?:to "
+                            r"initialize process group )?(?:for|on) rank: ?(?P<rank>\d+), (?:for )?key: \S+ "
+                            r"\(world_size=(?P<world>\d+), worker_count=(?P<count>\d+), timeout=(?P<timeout>[\d:.]+)\)")
 _WATCHDOG_STUCK = re.compile(r"watchdog got stuck for (?P<sec>\d+) seconds|Heartbeat monitor timed out")
 _WATCHDOG_TERMINATED = re.compile(r"(?:Process group|NCCL) watchdog thread terminated with exception: (?P<what>.*)")
 _NCCL_ERROR = re.compile(r"NCCL error(?: in: [^,]+,)?:? (?P<errstr>.+?), NCCL version (?P<ver>\d+\.\d+\.\d+)")
@@ -290,7 +295,9 @@ _RANK_DEVICE = re.compile(r"distributed init \(rank (?P<r1>\d+)\): \S+, gpu (?P<
                           r"|rank(?P<r3>\d+)\b.*?local_rank=(?P<l3>\d+)\b.*?cuda:(?P<g3>\d+)"
                           r"|\[rank(?P<r4>\d+)\].*?local_rank=(?P<l4>\d+)\b.*?device=cuda:(?P<g4>\d+)")
 _COMPLETED = re.compile(r"[Tt]raining (?:completed?|finished|done)\b|Process group destroyed|PyTorchJob \S+ successfully "
-                        r"completed|worker group successfully finished|'train_runtime'|^\s*\S+\s+Succeeded\b")
+                        r"completed|worker group successfully finished|'train_runtime'|^\s*\S+\s+Succeeded\b|"
+                        # pytest's summary lists failures first: a summary that starts with "passed" had none
+                        r"^=*\s*\d+ passed(?:, \d+ (?:skipped|deselected|xfailed|xpassed|warnings?))* in [\d.]+s\b")
 _CKPT_START = re.compile(r"(?:[Ss]aving|[Ss]ave) (?:the )?checkpoint|async save started|checkpoint: .*save started")
 _CKPT_DONE = re.compile(r"(?:successfully saved|[Ff]inished saving|[Ss]aved) (?:the )?checkpoint|checkpoint.*committed")
 _BENIGN = re.compile(r"is being re-looped|re-looped|process group has NOT been destroyed")
@@ -342,7 +349,7 @@ def looks_like(head: str) -> bool:
     """True for job consoles: torch/NCCL/launcher lines or training progress."""
     markers = ("NCCL INFO", "NCCL WARN", "ProcessGroupNCCL", "torch.distributed", "torchrun", "[rank",
                "local_rank", "Traceback (most recent", "srun: ", "ChildFailedError", "s/it]", "s/step",
-               "iteration", "step ", "step:", "PyTorchJob", "distributed init")
+               "iteration", "step ", "step:", "PyTorchJob", "distributed init", "distributed_c10d")
     hits = sum(1 for m in markers if m in head)
     return (hits >= 2 or "NCCL INFO" in head or "ProcessGroupNCCL" in head or "PyTorchJob" in head
             or "[rank" in head and _RANK_LINE.search(head) is not None)
@@ -386,6 +393,13 @@ class _Classifier:
                         return REPEATED
                     self.host_facts.add(fact)
                 return ev
+        m = _STORE_BARRIER.search(body) if "store based barrier" in body else None
+        if m:
+            h, mi, sec = (m["timeout"].split(":") + ["0", "0"])[:3]
+            return JobEvent(lineno, "barrier_timeout" if m["what"].startswith("Timed") else "barrier_wait", body,
+                            rank=int(m["rank"]), details={"world_size": int(m["world"]), "arrived": int(m["count"]),
+                                                          "timeout_ms": int((int(h) * 3600 + int(mi) * 60
+                                                                             + float(sec)) * 1000)})
         m = _WATCHDOG_TIMEOUT.search(body) or (_BLOCKING_WAIT.search(body) if "in blocking wait" in body else None)
         if m and "watchdog thread terminated" not in body:
             return JobEvent(lineno, "watchdog_timeout", body, rank=rank if rank is not None else int(m["pg_rank"]),
@@ -514,7 +528,7 @@ class _Classifier:
                 return JobEvent(lineno, "rank_device", body, rank=r, local_device=g)
         if ("re-looped" in body or "NOT been destroyed" in body) and _BENIGN.search(body):
             return JobEvent(lineno, "benign", body, rank=rank)
-        if any(k in body for k in ("omplete", "inished", "destroyed", "Succeeded", "done", "train_runtime")) and \
+        if any(k in body for k in ("omplete", "inished", "destroyed", "Succeeded", "done", "train_runtime", " passed")) and \
                 _COMPLETED.search(body):
             return JobEvent(lineno, "completed", body, rank=rank)
         if "heckpoint" in body or "save" in body:

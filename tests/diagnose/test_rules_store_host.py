@@ -31,11 +31,15 @@ def _on(host: str, store: str) -> str:
     return LAUNCH.format(host=host, store=store)
 
 
-def _write(tmp_path, files: dict[str, str]):
+def _dir(tmp_path, files: dict[str, str]):
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
-    got = diagnose([tmp_path]).to_dict()
+    return tmp_path
+
+
+def _write(tmp_path, files: dict[str, str]):
+    got = diagnose([_dir(tmp_path, files)]).to_dict()
     root = got.get("root_cause") or {}
     return got["verdict"]["interruption"], root.get("category") or got["verdict"]["category"], root.get("host")
 
@@ -112,3 +116,11 @@ def test_control_another_service_port_in_use_is_not_the_store(tmp_path):
     text = ("E0303 11:02:10 tensorboard: [Errno 98] Address already in use: port 6006\n" + STEP + CLOSED)
     _verdict, found = _store_findings(tmp_path, text)
     assert "sig-port-in-use" not in found
+
+
+def test_store_host_without_evidence_of_its_own_is_where_the_symptoms_point(tmp_path):
+    """Only a worker's console: its socket errors are the store's cascade, not its own fault."""
+    lost = LOST.replace("RendezvousConnectionError: The connection", "RendezvousTimeoutError: The connection")
+    got = diagnose([_dir(tmp_path, {"wk-2/run.log": _on("wk-2", "hub-1") + STEP + lost})]).to_dict()
+    assert got["verdict"]["interruption"] == "unknown" and "hub-1" in got["verdict"]["summary"]
+    assert (got.get("root_cause") or {}).get("host") != "wk-2"

@@ -1,6 +1,7 @@
 """GitHub Actions job logs: every line carries the runner's ISO-8601 stamp with 7 fraction digits.
 The step's start and the runner's failure verdict give the job's start and failure times; the
-verdict alone is a failure without a cause (unknown), never a silent 'none'; exit code 0 is not."""
+verdict alone is a failure without a cause (unknown), never a silent 'none'; exit code 0 is not.
+A pytest summary that starts with "passed" (pytest lists failures first) is a completion."""
 
 from __future__ import annotations
 
@@ -35,3 +36,13 @@ def test_control_exit_code_zero_is_no_failure(tmp_path):
     (tmp_path / "job-logs.txt").write_text(text)
     assert not [e for e in parse(text).records if e.kind == "ci_step_failed"]
     assert diagnose([tmp_path]).to_dict()["verdict"]["interruption"] != "unknown"
+
+
+def test_a_pytest_summary_without_failures_is_a_completion():
+    kinds = [e.kind for e in parse("==== 4 passed, 1 skipped in 12.31s ====\n4 passed in 9.02s\n").records]
+    assert kinds == ["completed", "completed"]
+
+
+def test_control_a_pytest_summary_with_failures_or_errors_is_not():
+    text = "==== 1 failed, 3 passed in 12.31s ====\n3 passed, 1 error in 9.02s\n"
+    assert not [e for e in parse(text).records if e.kind == "completed"]
