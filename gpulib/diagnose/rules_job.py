@@ -416,8 +416,8 @@ def _store_errors(ctx: Context, events) -> None:
     # store or none, and its later errors are that collision's consequence
     collided = any(sig.signature == "port-in-use" for f in ctx.inputs.files for sig in f.signals)
     store_host = _store_host(ctx, events) if started else None
-    if store_host in {x.host or xf.host for xf, x in errors}:
-        store_host = None
+    if store_host in {x.host or xf.host for xf, x in errors} and not _signalled(events, store_host):
+        store_host = None  # the store's host lost the store too: it did not go first
     f = ctx.add("store", severity="error", category="network_fabric",
                 interruption=None if started or collided else "soft", role="symptom" if started or collided else "cause",
                 title=f"c10d store / rendezvous error on {len(errors)} line(s): {e.text.strip()[:100]}"
@@ -455,6 +455,11 @@ def _store_host(ctx: Context, events) -> str | None:
         if host:
             found.add(host)
     return found.pop() if len(found) == 1 else None
+
+
+def _signalled(events, host: str | None) -> bool:
+    """Whether ``host``'s torchrun agent was stopped by a signal."""
+    return any(e.kind == "agent_signal" and (e.host or fl.host) == host for fl, e in events)
 
 
 def _store_host_stopped(ctx: Context, events, host: str) -> None:

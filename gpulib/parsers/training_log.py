@@ -349,7 +349,8 @@ def looks_like(head: str) -> bool:
     """True for job consoles: torch/NCCL/launcher lines or training progress."""
     markers = ("NCCL INFO", "NCCL WARN", "ProcessGroupNCCL", "torch.distributed", "torchrun", "[rank",
                "local_rank", "Traceback (most recent", "srun: ", "ChildFailedError", "s/it]", "s/step",
-               "iteration", "step ", "step:", "PyTorchJob", "distributed init", "distributed_c10d")
+               "iteration", "step ", "step:", "PyTorchJob", "distributed init", "distributed_c10d",
+               "torch/distributed/", "[c10d]")
     hits = sum(1 for m in markers if m in head)
     return (hits >= 2 or "NCCL INFO" in head or "ProcessGroupNCCL" in head or "PyTorchJob" in head
             or "[rank" in head and _RANK_LINE.search(head) is not None)
