@@ -1,7 +1,8 @@
 """NCCL's shared-memory transport needs room in /dev/shm: a container's 64 MiB default (a CI runner
 pod, a Kubernetes pod without a memory-backed emptyDir) fails NCCL's segment creation, and the
 ncclSystemError that follows is its cascade. Control: a DataLoader out of /dev/shm stays a data
-pipeline failure (catalogue rows nccl-shm-segment and shm-bus-error)."""
+pipeline failure (catalogue rows nccl-shm-segment and shm-bus-error); a Python process killed by SIGBUS
+(fatal-bus-error) is a failure of its memory-mapped data or /dev/shm, never a PCIe bus error."""
 
 from __future__ import annotations
 
@@ -36,3 +37,17 @@ def test_nccl_shared_memory_segment_failure_is_the_cause_on_its_host(tmp_path):
 def test_control_a_dataloader_out_of_shm_stays_a_data_pipeline_failure(tmp_path):
     got = _write(tmp_path, {"job.log": LOADER_SHM})
     assert got[1] == "data_pipeline_stall"
+
+
+def test_a_python_process_killed_by_sigbus_is_a_data_path_failure(tmp_path):
+    text = ("Running tokenizer on dataset (num_proc=16):  12%|█▏        | 6251/52002 [00:09<01:02, 731.20 examples/s]\n"
+            "Fatal Python error: Bus error\n\nCurrent thread 0x00007f0ed3b5b740 (most recent call first):\n"
+            '  File "/opt/conda/lib/python3.10/site-packages/datasets/arrow_writer.py", line 581 in write_batch\n')
+    assert _write(tmp_path, {"train.log": text})[:2] == ("soft", "data_pipeline_stall")
+
+
+def test_control_a_pcie_bus_error_is_not_a_sigbus(tmp_path):
+    text = ("[Mar 4 09:12] pcieport 0000:40:01.1: AER: Corrected error received: 0000:40:01.1\n"
+            "[  +0.000011] pcieport 0000:40:01.1: PCIe Bus Error: severity=Corrected, type=Physical Layer, "
+            "(Receiver ID)\n")
+    assert _write(tmp_path, {"dmesg.txt": text})[1] != "data_pipeline_stall"
