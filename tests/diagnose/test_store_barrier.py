@@ -6,6 +6,7 @@ announcement followed by training steps is old news, and a rank 0 that failed is
 from __future__ import annotations
 
 from gpulib.diagnose import diagnose
+from gpulib.diagnose.rules_job import _DATA_STEP
 
 PREP = "2026-01-19 08:02:12,317 INFO  Extracting scenarios from cache: /data/cache/full (this may take a while)...\n"
 STEPS = "".join(f"2026-01-19 08:03:{i:02d},000 INFO  step {i}/5000 loss 2.{i:02d}\n" for i in range(10, 14))
@@ -47,7 +48,6 @@ def test_control_a_rank0_that_failed_is_its_own_cause(tmp_path):
 
 
 def test_what_counts_as_a_data_preparation_announcement():
-    from gpulib.diagnose.rules_job import _DATA_STEP
     assert _DATA_STEP.search("Extracting scenarios from cache: /data/cache/full (this may take a while)...")
     assert _DATA_STEP.search("Running tokenizer on dataset")
     # controls: model loading and a data word inside a path are not data preparation
