@@ -249,7 +249,7 @@ def _parse(f: InputFile, tz: str | None, year: int | None = None) -> bool:
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)(?:\D|$)", re.I)
 _RANKED_KINDS = {"cuda_oom", "cuda_error", "exception", "traceback", "step", "eval_progress", "device_assert",
                  "dataloader_error", "watchdog_timeout", "watchdog_progress", "watchdog_stuck", "nccl_error",
-                 "driver_too_old"}
+                 "driver_too_old", "barrier_wait", "barrier_timeout"}
 
 
 def _rank_from_name(f: InputFile) -> None:

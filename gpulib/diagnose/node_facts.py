@@ -183,13 +183,17 @@ def _sniff(cfg: NodeConfig | _Recorder, f: InputFile) -> None:
 
 def _job_log_facts(configs: dict[str, NodeConfig], inputs: Inputs) -> None:
     """What the job really loaded, per host: ``host:pid:tid [0] NCCL INFO NCCL version 2.21.5+cuda12.4``
-    and the job's own ``torch 2.3.1+cu121`` print (a node known only from its job log counts too)."""
+    and the job's own ``torch 2.3.1+cu121`` print (a node known only from its job log counts too).
+    A version line without a host prefix (``NCCL version 2.18.5+cuda12.2`` under NCCL_DEBUG=VERSION)
+    belongs to the file's host: its folder's, else the one host its prefixed lines all name."""
     for f in inputs.of_kind("training_log"):
+        named = {h for h in (getattr(ev, "host", None) for ev in f.records) if h}
+        file_host = f.host or (next(iter(named)) if len(named) == 1 else None)
         for ev in f.records:
             kind = getattr(ev, "kind", None)
             if kind not in ("nccl_version", "torch_version"):
                 continue
-            host = ev.host or f.host
+            host = ev.host or file_host
             if host:
                 cfg = configs.setdefault(host, NodeConfig(host))
                 cfg.set("nccl" if kind == "nccl_version" else "torch", ev.details.get("version"), f.display)

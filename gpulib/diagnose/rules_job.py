@@ -48,6 +48,7 @@ def _fmt_ranks(ranks) -> str:
 def run(ctx: Context) -> None:
     events = _events(ctx)
     _timeouts(ctx, events)
+    _store_barrier(ctx, events)
     _errors(ctx, events)
     _launcher(ctx, events)
     _transport(ctx, events)
@@ -103,29 +104,57 @@ def _timeouts(ctx: Context, events) -> None:
                     evidence=[evidence(fl, e.line, e.text)], pointers=Pointers(ranks={e.rank} - {None}))
 
 
+def _store_barrier(ctx: Context, events) -> None:
+    """init_process_group's store-based barrier timed out: fewer than world_size ranks arrived. The
+    ranks that printed it waited; those that never did were still busy before their init (preparing
+    data, loading a model) or died. Like a watchdog timeout, it points at the ranks that did not come."""
+    timeouts = [(f, e) for f, e in events if e.kind == "barrier_timeout"]
+    if not timeouts:
+        return
+    fl, first = min(timeouts, key=lambda fe: (fe[1].time_utc or "~", fe[1].line))
+    world = first.details["world_size"]
+    waited = {e.rank for _, e in events if e.kind in ("barrier_wait", "barrier_timeout") and e.rank is not None}
+    missing = set(range(world)) - waited if len(waited) >= first.details["arrived"] else set()
+    timeout_s = first.details["timeout_ms"] // 1000
+    ctx.add("store-barrier", severity="error", category="application_error", role="symptom",
+            title=f"init_process_group's store-based barrier timed out after {timeout_s} s: "
+                  f"{first.details['arrived']} of {world} ranks arrived"
+                  + (f"; rank(s) {_fmt_ranks(missing)} never did" if missing else ""),
+            rank=first.rank, time=first.time_utc, evidence=[evidence(fl, first.line, first.text)],
+            pointers=Pointers(ranks=missing),
+            actions=["Find what the missing ranks were doing before init_process_group (data preparation, a model "
+                     "download, a crash): the waiting ranks only timed out"])
+    if missing == {0} and not any(e.rank == 0 and e.kind in _FATAL_KINDS | {"exception"} for _, e in events):
+        _rank0_busy(ctx, fl, first, timeout_s)
+
+
 #: The catalogue's signature of a data-loading/preprocessing progress bar (``signatures.tsv``).
 DATA_PROGRESS = "data-progress"
 
 
-def _rank0_busy(ctx: Context, fl, first) -> None:
+def _rank0_busy(ctx: Context, fl, first, timeout_s: int | None = None) -> None:
     """Every rank but rank 0 timed out, and rank 0 printed no error: rank 0 was still busy with work
     only rank 0 does - writing the checkpoint (or gathering the full state dict to write it),
     evaluating, logging, tokenizing or preparing the dataset before the others start - for longer
     than the collective timeout, while the others waited at the next collective. Frameworks put
     that work on rank 0, so a silent rank 0 is that, unless the evidence shows a fault of its GPU or
     node (any such cause outranks this one, which is a cause of last resort)."""
-    timeout_s = first.details.get("timeout_ms", 0) // 1000
+    timeout_s = first.details.get("timeout_ms", 0) // 1000 if timeout_s is None else timeout_s
     # a data-preparation progress bar (tokenizing, mapping, loading shards) still short of 100 % in the
     # same console: that is what rank 0 was doing - the ranks that wait for it print no such bar
     prep = next((s for s in fl.signals if s.signature == DATA_PROGRESS and int(s.fields.get("num") or 100) < 100), None)
+    said = None if prep else _last_data_step(fl, first.line, events=[e for f, e in ctx.records("training_log")
+                                                                         if f is fl])
     what = "preparing the data (a progress bar short of 100 %)" if prep else \
+        f"preparing the data ('{said[1].strip()[-80:]}')" if said else \
         "rank-0-only work (checkpoint save, evaluation, data preparation)"
-    f = ctx.add("rank0-busy", severity="error", category="data_pipeline_stall" if prep else "application_error",
+    f = ctx.add("rank0-busy", severity="error", category="data_pipeline_stall" if prep or said else "application_error",
                 interruption="soft", role="cause",
                 title="Rank 0 never reached the collective the other ranks timed out in, and printed no error: it was "
                       f"busy {what} for longer than the {timeout_s} s collective timeout", rank=0, time=first.time_utc,
                 time_approx=True, evidence=[evidence(fl, first.line, first.text)]
-                + ([evidence(fl, prep.line, prep.text)] if prep else []),
+                + ([evidence(fl, prep.line, prep.text)] if prep else [])
+                + ([evidence(fl, said[0], said[1])] if said else []),
                 actions=["Find what rank 0 was doing at that step (its last log lines, py-spy dump of its process "
                          "on the next hang): a checkpoint save, an evaluation or a data-preparation step",
                          "Give that phase more time (init_process_group(timeout=...), or a barrier with its own "
@@ -134,6 +163,37 @@ def _rank0_busy(ctx: Context, fl, first) -> None:
                          "Rule out rank 0's GPU and node: collect its kernel log and nvidia-smi -q"])
     f.tier = LAST_RESORT_TIER  # any cause the evidence shows (a GPU fault on rank 0's node) comes first
     place(ctx, f, rank=0)
+
+
+#: A log line announcing a data-preparation phase (``Extracting scenarios from cache (this may take a
+#: while)...``, ``Tokenizing the dataset``, ``Loading shards``): what a silent rank 0 last said it was doing.
+_DATA_STEP = re.compile(r"(?i)\b(?:load|extract|tokeniz|preprocess|prepar|cach|download|shuffl|filter|map)\w*\b"
+                        r"[^|/]{0,60}?(?<![/\w.])(?:data(?:set)?s?|scenarios?|cache|corpus|samples|examples|"
+                        r"records)\b(?![/.]\w)")
+#: How far back before the timeout the announcement is looked for (lines), and the largest line number
+#: at which a file is re-read for it (a multi-GB console is not read twice).
+DATA_STEP_WINDOW = 40
+DATA_STEP_MAX_LINE = 200_000
+
+
+def _last_data_step(fl, before: int, events) -> tuple[int, str] | None:
+    """(line, text) of the last data-preparation announcement in the few lines before ``before`` and
+    after the file's last training step, or None. Only a small pasted or early-failing console is re-read."""
+    if before > DATA_STEP_MAX_LINE:
+        return None
+    last_step = max((e.line for e in events if e.kind in ("step", "eval_progress") and e.line < before), default=0)
+    window: list[tuple[int, str]] = []
+    try:
+        with open(fl.path, encoding="utf-8", errors="replace") as fh:
+            for lineno, raw in enumerate(fh, 1):
+                if lineno >= before:
+                    break
+                if lineno > last_step:
+                    window.append((lineno, raw.rstrip("\n")))
+                    del window[:-DATA_STEP_WINDOW]
+    except OSError:
+        return None
+    return next(((n, t) for n, t in reversed(window) if _DATA_STEP.search(t) and "rror" not in t), None)
 
 
 #: Collectives every rank must call with the same element count: a different NumelIn at one sequence
@@ -309,7 +369,8 @@ def _errors(ctx: Context, events) -> None:  # noqa: C901 - one branch per error 
         place(ctx, f, rank=e.rank, host=e.host)
     for fl, e in _first_per_rank(events, "exception"):
         cls = e.details.get("class") or ""
-        if cls in CASCADE_EXCEPTIONS or e.rank in explained_ranks or "OutOfMemory" in cls:
+        if cls in CASCADE_EXCEPTIONS or e.rank in explained_ranks or "OutOfMemory" in cls \
+                or e.details.get("message", "").strip() in _PEER_GONE:
             continue
         f = ctx.add("exception", severity="error", category="application_error", interruption="soft",
                     title=f"Rank {e.rank}: {cls}: {e.details.get('message', '')[:120]}", rank=e.rank,
@@ -321,20 +382,103 @@ def _errors(ctx: Context, events) -> None:  # noqa: C901 - one branch per error 
     _store_errors(ctx, events)
 
 
+#: An exception whose whole message is a socket's (the inner exception of a c10d store or gloo error):
+#: the peer went away, which says nothing about this rank's code.
+_PEER_GONE = frozenset({"Broken pipe", "Connection reset by peer", "Connection refused", "failed to recv, got 0 bytes"})
+#: Addresses that name no other host: an endpoint on them is this node's own.
+_LOCAL = frozenset({"localhost", "127.0.0.1", "0.0.0.0", "::", "::1"})
+#: Store errors only a node that had joined the rendezvous can print: the job was running.
+_JOINED = ("keep-alive heartbeat", "failed to shutdown the rendezvous")
+_SIGNALS = {"2": "SIGINT", "15": "SIGTERM", "1": "SIGHUP", "9": "SIGKILL"}
+
+
 def _store_errors(ctx: Context, events) -> None:
     """TCPStore / rendezvous failures: the cause when the job never got going (nothing to connect
-    to, wrong address or port), a symptom when it ran before (the store's host had died)."""
+    to, wrong address or port), a symptom when it ran before (the store's host had died). Mid-run
+    they point at the store's host (the ``--rdzv_endpoint`` node, or the agent that says it hosts
+    the store) when that node is not itself among those reporting them: whatever stopped it first
+    is the cause, the other nodes only lost their connection to it."""
     errors = [(fl, e) for fl, e in events if e.kind == "store_error"]
     if not errors:
         return
     fl, e = min(errors, key=lambda fe: fe[1].time_utc or "~")
-    started = any(x.kind == "step" and x.time_utc and e.time_utc and x.time_utc < e.time_utc for _, x in events)
-    f = ctx.add("store", severity="error", category="network_fabric", interruption=None if started else "soft",
-                role="symptom" if started else "cause",
-                title=f"c10d store / rendezvous error on {len(errors)} line(s): {e.text.strip()[:100]}",
+    if _after_completion(events, errors):
+        f = ctx.add("store-teardown", severity="info", category="none", role="context",
+                    title=f"c10d store errors on {len(errors)} line(s) after the job reported completion: teardown "
+                          "noise (the store's process exited before its clients), not a failure",
+                    rank=e.rank, time=e.time_utc, evidence=[evidence(fl, e.line, e.text)])
+        f.benign = True
+        ctx.judged |= {(xf.display, x.line) for xf, x in errors}  # their "Connection reset by peer" is this
+        return
+    started = any(x.kind == "step" and x.time_utc and e.time_utc and x.time_utc < e.time_utc for _, x in events) \
+        or any(k in x.text for _, x in errors for k in _JOINED)
+    # the store's port was already taken (catalogue row port-in-use): the rendezvous joined another job's
+    # store or none, and its later errors are that collision's consequence
+    collided = any(sig.signature == "port-in-use" for f in ctx.inputs.files for sig in f.signals)
+    store_host = _store_host(ctx, events) if started else None
+    if store_host in {x.host or xf.host for xf, x in errors} and not _signalled(events, store_host):
+        store_host = None  # the store's host lost the store too: it did not go first
+    f = ctx.add("store", severity="error", category="network_fabric",
+                interruption=None if started or collided else "soft", role="symptom" if started or collided else "cause",
+                title=f"c10d store / rendezvous error on {len(errors)} line(s): {e.text.strip()[:100]}"
+                      + (f"; the store lives on {store_host}" if store_host else ""),
                 rank=e.rank, time=e.time_utc, evidence=[evidence(fl, e.line, e.text)],
+                pointers=Pointers(hosts={store_host} if store_host else set()),
                 actions=["At start-up: check MASTER_ADDR/--rdzv-endpoint, the port and firewalls, and that every "
                          "node resolves the master's name; mid-run: the store's host (rank 0 / the agent) died first"])
+    f.hardware = False
+    if store_host:
+        _store_host_stopped(ctx, events, store_host)
+
+
+def _after_completion(events, errors) -> bool:
+    """Every store error follows a completion line of its own file (``Training finished``): the
+    ranks lost the store while shutting down, after the work was done."""
+    done: dict[int, int] = {}
+    for xf, x in events:
+        if x.kind == "completed":
+            done[id(xf)] = min(done.get(id(xf), x.line), x.line)
+    return all(id(xf) in done and done[id(xf)] < x.line for xf, x in errors)
+
+
+def _store_host(ctx: Context, events) -> str | None:
+    """The one host of this incident that holds the c10d store, or None when unknown or ambiguous."""
+    known = {x.host or xf.host for xf, x in events} - {None}
+    found = set()
+    for xf, x in events:
+        if x.kind != "store_host":
+            continue
+        name = x.details.get("endpoint")
+        if name in _LOCAL:
+            name = None  # a single-node endpoint: the agent printing it hosts the store
+        host = (x.host or xf.host) if name is None else name if name in known else ctx.ids.host_of_addr(name) or name
+        if host:
+            found.add(host)
+    return found.pop() if len(found) == 1 else None
+
+
+def _signalled(events, host: str | None) -> bool:
+    """Whether ``host``'s torchrun agent was stopped by a signal."""
+    return any(e.kind == "agent_signal" and (e.host or fl.host) == host for fl, e in events)
+
+
+def _store_host_stopped(ctx: Context, events, host: str) -> None:
+    """The store host's agent was stopped by a signal (Ctrl-C, the scheduler, a shutdown): with the
+    store gone, every other node's rendezvous fails. A last-resort cause: a real failure found on
+    that host (an OOM kill, a lost GPU) explains the signal and wins."""
+    stops = [(fl, e) for fl, e in events if e.kind == "agent_signal" and (e.host or fl.host) == host]
+    if not stops:
+        return
+    fl, e = min(stops, key=lambda fe: (fe[1].time_utc or "~", fe[1].line))
+    sig = e.details.get("signal") or "?"
+    f = ctx.add("store-host-stopped", severity="error", category="application_error", interruption="soft",
+                title=f"The c10d store's host {host} stopped first: its torchrun agent received "
+                      f"{_SIGNALS.get(sig, sig)} and shut its workers down; the other nodes lost the store",
+                host=host, time=e.time_utc, evidence=[evidence(fl, e.line, e.text)],
+                actions=[f"Find who signalled the agent on {host} (an operator's Ctrl-C, the scheduler's cancel or "
+                         "time limit, a node shutdown); run the store apart from the workers (an etcd or dedicated "
+                         "c10d endpoint) if one node's exit must not end the job"])
+    f.tier = LAST_RESORT_TIER
     f.hardware = False
 
 
@@ -512,14 +656,15 @@ def last_failure_time(ctx: Context) -> str | None:
     """When the job was last seen failing: a cause later than this cannot explain the interruption,
     and a process still on a GPU after it is a leftover."""
     kinds = {"watchdog_timeout", "nccl_error", "process_failed", "child_failed", "srun_task_exit", "cuda_oom",
-             "cuda_error", "exception", "socket_error", "ib_completion_error", "slurm_cancelled", "node_failure"}
+             "cuda_error", "exception", "socket_error", "ib_completion_error", "slurm_cancelled", "node_failure",
+             "ci_step_failed", "barrier_timeout"}
     times = [e.time_last or e.time_utc for _, e in _events(ctx) if e.kind in kinds and e.time_utc]
     return max(times) if times else None
 
 
 _FATAL_KINDS = {"watchdog_timeout", "nccl_error", "cuda_oom", "cuda_error", "process_failed", "driver_too_old",
                 "child_failed", "srun_task_exit", "node_failure", "watchdog_stuck", "device_assert", "slurm_cancelled",
-                "dataloader_error"}
+                "dataloader_error", "ci_step_failed", "barrier_timeout"}
 
 
 def job_outcome(ctx: Context) -> tuple[bool, bool]:

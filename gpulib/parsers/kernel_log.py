@@ -693,16 +693,22 @@ def _severity(kind: str, fatality: str | None) -> str:
     return "fatal" if (fatality or "").strip().lower().rstrip(")") == "fatal" else "non_fatal"
 
 
+#: ``dmesg -H`` (human): a minute stamp when the minute changes, else the delta to the previous line.
+_DMESG_HUMAN = re.compile(r"^\[(?:[A-Z][a-z]{2}\s?\d{1,2} \d\d:\d\d|\s*\+\d+\.\d{6})\] ")
+
+
 def looks_like(head: str) -> bool:
-    """True when the head of a file reads as a kernel log (most lines carry a kernel-log prefix)."""
+    """True when the head of a file reads as a kernel log (most lines carry a kernel-log prefix),
+    whatever the file is called (``dmesg -H`` output pasted as ``notes`` reads as ``dmesg-H.txt``)."""
     lines = [line for line in head.splitlines()[:200] if line.strip()]
     if not lines:
         return False
     known = 0
     for line in lines:
         p = split_prefix(line)
-        if (p.clock != "none" and (p.fmt != "iso" or p.ident)) or line.startswith(("NVRM: ", "nvidia-nvswitch")):
-            known += 1  # the latter: `dmesg -t | grep NVRM` output, kernel lines without a clock
+        if (p.clock != "none" and (p.fmt != "iso" or p.ident)) or line.startswith(("NVRM: ", "nvidia-nvswitch")) \
+                or line.startswith("[") and _DMESG_HUMAN.match(line):
+            known += 1  # the latter: `dmesg -t | grep NVRM` output, kernel lines without a clock; dmesg -H
     return known >= max(1, len(lines) // 2)
 
 

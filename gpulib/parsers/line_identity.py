@@ -108,6 +108,7 @@ class LineReader:
             if m:
                 stamp, body = stamp or m["stamp"], body[m.end():]
             body, hints = strip_prefixes(body)
+            stamp = stamp or hints.get("stamp")  # mpirun --timestamp-output, split off with its tag
             if facts.rank is None:
                 facts.rank = hints.get("rank", hints.get("task"))
             facts.host = facts.host or hints.get("prefix_host") or hints.get("ray_ip")

@@ -67,9 +67,11 @@ CATALOGUE_KEYWORDS: tuple[bytes, ...] = (
     # launchers
     b"(exitcode", b"ChildFailedError", b"closing signal SIG", b": Exited with exit code", b"Aborted", b"Killed",
     b"CANCELLED AT", b"STEPD TERMINATED", b"DataLoader", b"TCPStore", b"Rendezvous", b"recvValue failed",
+    b"store based barrier", b"death signal", b"rdzv_endpoint", b"rdzv-endpoint", b"hosts the TCP store", b"##[group]Run ",
+    b"##[error]Process completed",
     # identity and transport (NCCL_DEBUG=INFO)
     b"Init COMPLETE", b"Init START", b"Using network", b"No device found", b"NCCL version", b"Bootstrap",
-    b"NET/IB", b"NET/Socket", b"Process group destroyed", b"Succeeded",
+    b"NET/IB", b"NET/Socket", b"Process group destroyed", b"Succeeded", b" passed",
     # driver / runtime mismatch
     b"CUDA driver version is insufficient", b"NVIDIA driver on your system is too old",
 )
@@ -90,11 +92,17 @@ PROGRESS_KEYWORDS: tuple[bytes, ...] = (
 INFO_KINDS = frozenset({
     "nccl_init", "nccl_transport", "nccl_version", "nccl_address", "nccl_no_ib", "rank_device", "torch_version",
     "benign", "completed", "checkpoint_saved", "checkpoint_save_start", "step", "eval_progress", "traceback",
-    "watchdog_progress", "sigterm_sent",
+    "watchdog_progress", "sigterm_sent", "store_host", "ci_step_start", "barrier_wait",
 })
 
 # ---------------------------------------------------------------- launcher prefixes
-_MPI_TAG = re.compile(r"^\[(?P<job>\d+),(?P<rank>\d+)\]<std(?:out|err)>:\s?")
+#: mpirun --tag-output ``[1,3]<stderr>:`` (job id, rank) and horovodrun's ``[3]<stderr>:`` (rank only);
+#: with --timestamp-output a ``date``-style stamp leads: ``Tue Mar  3 11:20:44 2026[1,3]<stderr>:``.
+_MPI_TAG = re.compile(r"^\[(?:(?P<job>\d+),)?(?P<rank>\d+)\]<std(?:out|err)>:\s?")
+#: ``kubectl logs --prefix`` (``-l app=...`` or a job's pods at once): ``[pod/<pod>/<container>] ``. The pod
+#: is the node of the job as the job sees it (its name is also the NCCL host of its lines).
+_KUBECTL_POD = re.compile(r"^\[pod/(?P<pod>[\w.-]+)/[\w.-]+\] ")
+_MPI_STAMP = re.compile(r"^(?P<stamp>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})(?=\[[\d,]+\]<std)")
 _SRUN_LABEL = re.compile(r"^\s{0,6}(?P<task>\d{1,6}): ")
 #: pdsh/clush/DeepSpeed ``host: ``: a host with a digit, or any host name when what follows is itself a
 #: known layer (an NCCL ``host:pid:tid [dev]`` prefix, a ``[rankN]``/glog/dmesg bracket, an ISO stamp).
@@ -157,6 +165,17 @@ def strip_prefixes(line: str) -> tuple[str, dict]:
                 hints["rank"] = int(m["rank"])  # mpirun's [job,rank]
                 line = line[m.end():]
                 continue
+            m = _KUBECTL_POD.match(line) if line.startswith("[pod/") else None
+            if m:
+                hints.setdefault("prefix_host", m["pod"])
+                line = line[m.end():]
+                continue
+        elif first.isupper() and "]<std" in line:
+            m = _MPI_STAMP.match(line)
+            if m:
+                hints["stamp"] = m["stamp"]  # the rank's tag follows
+                line = line[m.end():]
+                continue
         elif first == "(":
             m = _RAY.match(line)
             if m:
@@ -192,6 +211,8 @@ _COMM_INIT = re.compile(
     r"comm (?P<comm>0x[0-9a-f]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<cudadev>\d+)"
     r"(?: nvmlDev (?P<nvml>\d+))? busId (?P<busid>[0-9a-f]+).*? - (?P<phase>Init START|Init COMPLETE)")
 _NCCL_VERSION = re.compile(r"NCCL version (?P<ver>\d+\.\d+\.\d+)")
+#: NCCL_DEBUG=VERSION (and rank 0 of older releases) prints the version with no host:pid:tid prefix.
+_BARE_NCCL_VERSION = re.compile(r"NCCL version (?P<ver>\d+\.\d+\.\d+)\+cuda[\d.]+\s*$")
 _USING_NETWORK = re.compile(r"Using network (?P<net>\S+)")
 _BOOTSTRAP = re.compile(r"Bootstrap ?: Using (?:\[\d+\])?(?P<iface>[^:\s]+):(?P<addr>[\d.]+)")
 _OOB = re.compile(r"OOB (?P<iface>[^:\s]+):(?P<addr>[\d.]+)")
@@ -215,6 +236,11 @@ _WATCHDOG_SEEN = re.compile(
     r"last completed NCCL work: (?P<comp>-?\d+)"
     r"|detected by watchdog at work sequence id: (?P<seq2>\d+) PG status: last enqueued work: (?P<enq2>-?\d+), "
     r"last completed work: (?P<comp2>-?\d+)")
+#: torch's store-based barrier at init_process_group (torch < 2.2): each rank says it waits, and times out
+#: when fewer than world_size ranks arrived (worker_count) within the timeout.
+_STORE_BARRIER = re.compile(r"(?P<what>Waiting in|Timed out initializing process group in) store based barrier (?:to "
+                            r"initialize process group )?(?:for|on) rank: ?(?P<rank>\d+), (?:for )?key: \S+ "
+                            r"\(world_size=(?P<world>\d+), worker_count=(?P<count>\d+), timeout=(?P<timeout>[\d:.]+)\)")
 _WATCHDOG_STUCK = re.compile(r"watchdog got stuck for (?P<sec>\d+) seconds|Heartbeat monitor timed out")
 _WATCHDOG_TERMINATED = re.compile(r"(?:Process group|NCCL) watchdog thread terminated with exception: (?P<what>.*)")
 _NCCL_ERROR = re.compile(r"NCCL error(?: in: [^,]+,)?:? (?P<errstr>.+?), NCCL version (?P<ver>\d+\.\d+\.\d+)")
@@ -252,6 +278,16 @@ _SLURM_CANCEL = re.compile(r"\*\*\* (?P<what>JOB|STEP) (?P<id>[\d.]+) ON (?P<hos
 _SLURM_STEPD_NOT_ENDING = re.compile(r"STEPD TERMINATED ON (?P<host>[\w.-]+) AT (?P<at>\S+) DUE TO JOB NOT ENDING")
 _DATALOADER = re.compile(r"DataLoader worker \(pids?\(?s?\)? ?(?P<pid>[\d, ]+)\)? (?P<what>is killed by signal: .+|exited "
                          r"unexpectedly.*)|DataLoader timed out after (?P<sec>\d+) seconds")
+#: Where the c10d store lives: the launch command's endpoint (``--rdzv_endpoint trn-a:29500``) or the
+#: agent that says it hosts it (``Process 8 hosts the TCP store for the C10d rendezvous backend.``).
+_STORE_HOST = re.compile(r"(?:--rdzv[-_]endpoint[= ]['\"]?|^\s*rdzv_endpoint\s+: )(?P<host>[\w.-]+)(?::\d+)?|"
+                         r"(?P<self>hosts the TCP store)")
+#: A CI runner's own lines (GitHub Actions): a step starts (``##[group]Run <command>``), a step's
+#: process failed (``##[error]Process completed with exit code 1.``). Each line carries the runner's
+#: ISO stamp (``2026-03-10T04:12:41.1030000Z``): when the job started and when it failed.
+_CI_STEP = re.compile(r"##\[group\]Run (?P<cmd>.+)|##\[error\]Process completed with exit code (?P<code>[1-9]\d*)")
+#: torchrun's agent stopped by a signal (Ctrl-C, the scheduler, a node shutdown): its workers go too.
+_DEATH_SIGNAL = re.compile(r"Received (?:Signals\.)?(?P<sig>\w+) death signal, shutting down workers")
 _STORE_ERR = re.compile(r"(?P<cls>DistNetworkError|RendezvousConnectionError|RendezvousTimeoutError|DistStoreError|"
                         r"RendezvousClosedError)|recvValue failed|TCPStore.*(?:Connection reset|Broken pipe|timed out|"
                         r"failed)|connect\(\) timed out")
@@ -260,7 +296,9 @@ _RANK_DEVICE = re.compile(r"distributed init \(rank (?P<r1>\d+)\): \S+, gpu (?P<
                           r"|rank(?P<r3>\d+)\b.*?local_rank=(?P<l3>\d+)\b.*?cuda:(?P<g3>\d+)"
                           r"|\[rank(?P<r4>\d+)\].*?local_rank=(?P<l4>\d+)\b.*?device=cuda:(?P<g4>\d+)")
 _COMPLETED = re.compile(r"[Tt]raining (?:completed?|finished|done)\b|Process group destroyed|PyTorchJob \S+ successfully "
-                        r"completed|worker group successfully finished|'train_runtime'|^\s*\S+\s+Succeeded\b")
+                        r"completed|worker group successfully finished|'train_runtime'|^\s*\S+\s+Succeeded\b|"
+                        # pytest's summary lists failures first: a summary that starts with "passed" had none
+                        r"^=*\s*\d+ passed(?:, \d+ (?:skipped|deselected|xfailed|xpassed|warnings?))* in [\d.]+s\b")
 _CKPT_START = re.compile(r"(?:[Ss]aving|[Ss]ave) (?:the )?checkpoint|async save started|checkpoint: .*save started")
 _CKPT_DONE = re.compile(r"(?:successfully saved|[Ff]inished saving|[Ss]aved) (?:the )?checkpoint|checkpoint.*committed")
 _BENIGN = re.compile(r"is being re-looped|re-looped|process group has NOT been destroyed")
@@ -312,7 +350,8 @@ def looks_like(head: str) -> bool:
     """True for job consoles: torch/NCCL/launcher lines or training progress."""
     markers = ("NCCL INFO", "NCCL WARN", "ProcessGroupNCCL", "torch.distributed", "torchrun", "[rank",
                "local_rank", "Traceback (most recent", "srun: ", "ChildFailedError", "s/it]", "s/step",
-               "iteration", "step ", "step:", "PyTorchJob", "distributed init")
+               "iteration", "step ", "step:", "PyTorchJob", "distributed init", "distributed_c10d",
+               "torch/distributed/", "[c10d]")
     hits = sum(1 for m in markers if m in head)
     return (hits >= 2 or "NCCL INFO" in head or "ProcessGroupNCCL" in head or "PyTorchJob" in head
             or "[rank" in head and _RANK_LINE.search(head) is not None)
@@ -357,6 +396,13 @@ class _Classifier:
                         return REPEATED
                     self.host_facts.add(fact)
                 return ev
+        m = _STORE_BARRIER.search(body) if "store based barrier" in body else None
+        if m:
+            h, mi, sec = (m["timeout"].split(":") + ["0", "0"])[:3]
+            return JobEvent(lineno, "barrier_timeout" if m["what"].startswith("Timed") else "barrier_wait", body,
+                            rank=int(m["rank"]), details={"world_size": int(m["world"]), "arrived": int(m["count"]),
+                                                          "timeout_ms": int((int(h) * 3600 + int(mi) * 60
+                                                                             + float(sec)) * 1000)})
         m = _WATCHDOG_TIMEOUT.search(body) or (_BLOCKING_WAIT.search(body) if "in blocking wait" in body else None)
         if m and "watchdog thread terminated" not in body:
             return JobEvent(lineno, "watchdog_timeout", body, rank=rank if rank is not None else int(m["pg_rank"]),
@@ -426,6 +472,10 @@ class _Classifier:
         Each pattern runs only when a cheap substring test says it can match: progress windows hold
         thousands of step lines, and none of these should cost a regex pass over them."""
         rank = hints.get("rank")
+        if body.startswith("NCCL version "):
+            m = _BARE_NCCL_VERSION.match(body)
+            if m:
+                return JobEvent(lineno, "nccl_version", body, rank=rank, details={"version": m["ver"]})
         if "srun" in body:
             m = _SRUN_TASK.search(body)
             if m:
@@ -451,6 +501,20 @@ class _Classifier:
             if m:
                 return JobEvent(lineno, "dataloader_error", body, rank=rank,
                                 details={"what": (m["what"] or f"timed out after {m['sec']} s").strip()})
+        if "##[" in body:
+            m = _CI_STEP.search(body)
+            if m and m["code"] is not None:
+                return JobEvent(lineno, "ci_step_failed", body, rank=rank, details={"exitcode": int(m["code"])})
+            if m:
+                return JobEvent(lineno, "ci_step_start", body, rank=rank, details={"command": m["cmd"].strip()})
+        if "death signal" in body:
+            m = _DEATH_SIGNAL.search(body)
+            if m:
+                return JobEvent(lineno, "agent_signal", body, rank=rank, details={"signal": m["sig"]})
+        if "rdzv" in body or "TCP store" in body:
+            m = _STORE_HOST.search(body)
+            if m:
+                return JobEvent(lineno, "store_host", body, rank=rank, details={"endpoint": m["host"]})
         if any(k in body for k in ("Error", "recvValue", "TCPStore", "connect()")):
             m = _STORE_ERR.search(body)
             if m:
@@ -467,7 +531,7 @@ class _Classifier:
                 return JobEvent(lineno, "rank_device", body, rank=r, local_device=g)
         if ("re-looped" in body or "NOT been destroyed" in body) and _BENIGN.search(body):
             return JobEvent(lineno, "benign", body, rank=rank)
-        if any(k in body for k in ("omplete", "inished", "destroyed", "Succeeded", "done", "train_runtime")) and \
+        if any(k in body for k in ("omplete", "inished", "destroyed", "Succeeded", "done", "train_runtime", " passed")) and \
                 _COMPLETED.search(body):
             return JobEvent(lineno, "completed", body, rank=rank)
         if "heckpoint" in body or "save" in body:
@@ -716,7 +780,8 @@ class JobLogScanner:
             ev.details.setdefault("task", hints["task"])
         if "prefix_host" in hints and ev.host is None:
             ev.host = hints["prefix_host"]
-        ev.time_utc = stamp_in(body, year=self.year, tz=self.tz)
+        ev.time_utc = stamp_in(body, year=self.year, tz=self.tz) or (
+            stamp_in(hints["stamp"], year=self.year, tz=self.tz) if "stamp" in hints else None)
         if ev.time_utc is None and ev.kind not in ("nccl_init", "nccl_transport", "nccl_no_ib", "nccl_version",
                                                     "nccl_address", "rank_device", "benign"):
             ev.time_utc = self._nearby_time(chunk, start, end)

@@ -33,6 +33,11 @@ class Unwrapped:
     commands: list[tuple[int, str | None, str]] = field(default_factory=list)
 
 
+#: A distributed launch typed at a prompt keeps its text: its arguments (the rendezvous endpoint,
+#: the node count) say where the job's store lives, which the job's own lines rarely repeat.
+LAUNCH_COMMAND = re.compile(r"\b(?:torchrun|torch\.distributed\.(?:run|launch))\b.*--(?:rdzv|master)[-_](?:endpoint|addr)")
+
+
 def unwrap(text: str) -> Unwrapped:
     """The text without quotes, fences, a common fan-out host prefix and prompt lines (line for
     line). The prefix goes first: ``pdsh`` in front of a pasted session puts it before every prompt."""
@@ -55,7 +60,7 @@ def unwrap(text: str) -> Unwrapped:
         if m:
             host = m["h1"] or m["h2"]
             commands.append((i, host, line[m.end():].strip()))
-            out[i] = ""
+            out[i] = line[m.end():].strip() if LAUNCH_COMMAND.search(line, m.end()) else ""
     new = "\n".join(out) + "\n"
     return Unwrapped(new, fanout or host, new.strip() != text.strip(), commands)
 

@@ -84,3 +84,27 @@ def test_unreadable_and_foreign_files_give_no_facts(tmp_path):
     (node / "python-stack.json").write_text("{not json")
     (node / "notes.txt").write_text("Linux is great\n")
     assert configs_from_paths([tmp_path]) == {}
+
+
+def test_bare_nccl_version_line_belongs_to_the_one_host_its_file_names(tmp_path):
+    """NCCL_DEBUG=VERSION prints ``NCCL version X+cudaY`` with no host prefix: the file's other
+    lines name one host, so the version is that host's (and a skew with another node shows)."""
+    (tmp_path / "train.log").write_text(
+        "NCCL version 2.19.3+cuda12.3\n"
+        "kelp-04:7710:7710 [0] NCCL INFO Bootstrap : Using ens5:10.20.1.4<0>\n"
+        "kelp-04:7710:7788 [0] NCCL INFO ncclCommInitRank comm 0x7f10 rank 0 nranks 2 cudaDev 0 busId 1b000 - Init COMPLETE\n")
+    (tmp_path / "peer.log").write_text(
+        "kelp-05:8120:8120 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n")
+    configs = configs_from_paths([tmp_path])
+    assert configs["kelp-04"].facts()["nccl"] == "2.19.3"
+    assert configs["kelp-05"].facts()["nccl"] == "2.21.5"
+
+
+def test_control_bare_nccl_version_in_a_file_naming_two_hosts_is_nobodys(tmp_path):
+    """Two hosts in one file (a merged job log): a bare version line cannot be placed."""
+    (tmp_path / "merged.log").write_text(
+        "NCCL version 2.19.3+cuda12.3\n"
+        "kelp-04:7710:7710 [0] NCCL INFO Bootstrap : Using ens5:10.20.1.4<0>\n"
+        "kelp-05:8120:8120 [0] NCCL INFO Bootstrap : Using ens5:10.20.1.5<0>\n")
+    configs = configs_from_paths([tmp_path])
+    assert all(c.facts()["nccl"] is None for c in configs.values())
