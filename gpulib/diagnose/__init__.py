@@ -26,6 +26,7 @@ from gpulib.diagnose import (
     rules_memory,
     rules_nccl_tests,
     rules_other,
+    rules_psu,
     rules_query_time,
     rules_ray,
     rules_sel,
@@ -79,7 +80,7 @@ def _diagnose(paths: list[str | Path], tz: str | None, inputs: Inputs | None, th
     inputs = gather([Path(p) for p in paths], tz, thresholds=thresholds) if inputs is None else inputs
     ctx = Context(inputs, IdentityMap(inputs), tz, thresholds)
     for rules in (rules_kernel, rules_gpu, rules_job, rules_other, rules_slurm, rules_sel, rules_shm, rules_wtmp,
-                  rules_query_time, rules_held_memory, rules_nccl_tests, rules_signatures, rules_ray,
+                  rules_psu, rules_query_time, rules_held_memory, rules_nccl_tests, rules_signatures, rules_ray,
                   rules_memory, rules_srun):
         try:
             rules.run(ctx)

@@ -64,6 +64,13 @@ _DMESG_ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d{6}[+-]\d\d:\d\d ")
 _FULL = re.compile(r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.\d+)? (\S+) ")
 _KMSG = re.compile(r"(\d{1,3}),(\d+),(\d+),[^;]*;")
 _SYSLOG = re.compile(rf"({_MON}) +(\d{{1,2}}) (\d\d):(\d\d):(\d\d)(?:\.\d+)? ")
+#: journalctl and rsyslog print the month with the locale's ``%b``: ``kwi 15 07:56:59 host kernel: ...``
+#: (Polish), ``Mär``/``Okt`` (German), ``avril``, ``ago``, ``июл``. Tried only when the English month is not there.
+LOCAL_MONTHS = {name: number for number, names in enumerate((
+    "sty gen ene janv. янв", "lut fev févr. фев", "mär mars", "kwi abr avril апр", "maj mai mag мая",
+    "cze giu juin июн", "lip lug juil. июл", "sie ago août авг", "wrz set sept. сен", "paź okt ott out окт",
+    "lis ноя", "gru dez dic déc. дек"), start=1) for name in names.split()}
+_LOCAL_SYSLOG = re.compile(r"(\w{3,4}\.?|\w{5}) +(\d{1,2}) (\d\d):(\d\d):(\d\d)(?:\.\d+)? ")
 # "host ident[pid]: " after a journal/syslog timestamp
 _HOST_IDENT = re.compile(r"([^\s\[\]:]+) ([^\s\[\]:]+)(?:\[(\d+)\])?:(?: |$)")
 _JOURNAL_HEADER = re.compile(
@@ -179,14 +186,18 @@ def _split_at(line: str, pos: int) -> Prefix:
                               wall=wall.replace(tzinfo=timezone.utc) if utc else wall, host=h[1], ident=h[2],
                               fmt=f"journal short-full ({zone})")
         m = _SYSLOG.match(line, pos)
-        if m:
-            mon, day, hh, mi, ss = m.groups()
+        month = MONTHS[m[1]] if m else 0
+        if m is None and first.isalpha():
+            m = _LOCAL_SYSLOG.match(line, pos)
+            month = LOCAL_MONTHS.get(m[1].lower(), 0) if m else 0
+        if month:
+            _mon, day, hh, mi, ss = m.groups()
             rest = line[m.end():]
             h = _HOST_IDENT.match(rest)
             host = ident = None
             if h:
                 rest, host, ident = _strip_mono(rest[h.end():]), h[1], h[2]
-            return Prefix("syslog", rest, month=MONTHS[mon], day=int(day),
+            return Prefix("syslog", rest, month=month, day=int(day),
                           hms=(int(hh), int(mi), int(ss)), host=host, ident=ident, fmt="syslog")
     if fmt_outer or pos:
         return Prefix("none", line[pos:], fmt=fmt_outer.strip() or "printk")

@@ -29,8 +29,9 @@ from gpulib.parsers.kernel_prefix import MARKDOWN_QUOTE, split_prefix
 from gpulib.parsers.logtime import stamp_in
 from gpulib.parsers.training_log import strip_prefixes
 
-#: ``root@node1:~# cmd``, ``user@node1:/data$ cmd``, ``[root@node1 ~]# cmd``, ``(env) user@host:~$ cmd``
-PROMPT = re.compile(r"^(?:\([\w.-]+\) )?(?:\[[\w.-]+@(?P<h1>[\w.-]+) [^\]]*\]|[\w.-]+@(?P<h2>[\w.-]+)"
+#: ``root@node1:~# cmd``, ``user@node1:/data$ cmd``, ``[root@node1 ~]# cmd``, ``(env) user@host:~$ cmd``,
+#: ``[user@node1:~]$ cmd`` (NixOS)
+PROMPT = re.compile(r"^(?:\([\w.-]+\) )?(?:\[[\w.-]+@(?P<h1>[\w.-]+)[ :][^\]]*\]|[\w.-]+@(?P<h2>[\w.-]+)"
                     r":[^\s$#]*)\s?[#$](?: |$)")
 #: ``2019-06-02T16:13:44.884Z: ``, ``[2023-11-13 16:59:54,760] ``, ``2026-09-18 19:29:24 `` before a launcher prefix.
 _OUTER_STAMP = re.compile(r"^\[?(?P<stamp>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?:? ")
