@@ -120,3 +120,26 @@ def test_nixos_prompt_names_the_host():
     reader = LineReader(tz=None)
     assert reader.read("[ana@ws-7:~]$ nvidia-smi").command and reader.session_host == "ws-7"
     assert not reader.read("[12:01:02] [rank0]: step 10").command
+
+
+CONTAINED = ("E0905 17:34:36.549117 4262 gpu_cudamallocasync_allocator.cc:414] Failed to free: CUDA_ERROR_CONTAINED: "
+             "Invalid access of peer GPU memory over nvlink or a hardware error\n")
+
+
+def test_one_folder_per_node_names_the_host_of_a_job_log_that_names_none(tmp_path):
+    for node in ("gb-n04", "gb-n11"):
+        (tmp_path / node).mkdir()
+        (tmp_path / node / "task.log").write_text("I0905 17:19:31.100000 4262 train.py:311] step 65069 loss=2.08\n")
+    (tmp_path / "gb-n04" / "task.log").write_text(CONTAINED)
+    out = diagnose([tmp_path]).to_dict()
+    assert (out["root_cause"]["category"], out["root_cause"]["host"]) == ("nvlink_error", "gb-n04")
+    assert {i["host"] for i in out["inputs"]} == {"gb-n04", "gb-n11"}
+
+
+def test_a_job_log_alone_in_a_folder_or_under_logs_keeps_no_host(tmp_path):
+    (tmp_path / "gb-n04").mkdir()
+    (tmp_path / "gb-n04" / "task.log").write_text(CONTAINED)
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "other.log").write_text("I0905 17:19:31.100000 4262 train.py:311] step 65069 loss=2.08\n")
+    out = diagnose([tmp_path]).to_dict()
+    assert out["root_cause"]["category"] == "nvlink_error" and out["root_cause"]["host"] is None
