@@ -230,7 +230,7 @@ def _parse(f: InputFile, tz: str | None, year: int | None = None) -> bool:
         src = registry.Source(str(f.path), f.path, data=f.path.read_bytes())
     else:  # the parser streams the file itself: memory flat for multi-GB logs
         if spec.shares_read:
-            lines = signatures.SignatureScanner(f.display, tz=opts.tz, year=year)
+            lines = signatures.SignatureScanner(f.display, tz=opts.tz, year=year, written=f.path)
         src = registry.Source(str(f.path), f.path, readers=(lines,) if lines else ())
     result = spec.parse(src, opts)
     if lines is not None:

@@ -143,3 +143,12 @@ def test_a_job_log_alone_in_a_folder_or_under_logs_keeps_no_host(tmp_path):
     (tmp_path / "logs" / "other.log").write_text("I0905 17:19:31.100000 4262 train.py:311] step 65069 loss=2.08\n")
     out = diagnose([tmp_path]).to_dict()
     assert out["root_cause"]["category"] == "nvlink_error" and out["root_cause"]["host"] is None
+
+
+def test_within_one_second_the_node_whose_clock_ran_first_is_the_culprit(tmp_path):
+    for node, usec in (("gb-a", "900211"), ("gb-b", "100734"), ("gb-c", "455012")):
+        (tmp_path / node).mkdir()
+        (tmp_path / node / "task.log").write_text(CONTAINED.replace("549117", usec))
+    out = diagnose([tmp_path]).to_dict()
+    root = out["root_cause"]
+    assert (root["host"], root["time"][:19]) == ("gb-b", f"{root['time'][:4]}-09-05T17:34:36")
