@@ -152,3 +152,21 @@ def test_within_one_second_the_node_whose_clock_ran_first_is_the_culprit(tmp_pat
     out = diagnose([tmp_path]).to_dict()
     root = out["root_cause"]
     assert (root["host"], root["time"][:19]) == ("gb-b", f"{root['time'][:4]}-09-05T17:34:36")
+
+
+LINKS = """index, pci.bus_id, pcie.link.gen.current, pcie.link.gen.max, pcie.link.width.current, pcie.link.width.max
+0, 00000000:01:00.0, 3, 3, 16, 16
+1, 00000000:03:00.0, 1, 3, 1, 16
+"""
+STEPS = "".join(f" {i}: 0.91, 1.02 avg loss, 0.001000 rate, 4.1 seconds, {i * 64} images\n" for i in range(310, 316))
+
+
+def test_a_job_log_that_stops_beside_a_gpu_on_an_x1_link_is_unknown_not_none(tmp_path):
+    out = _run(tmp_path, {"train_output.txt": STEPS, "pcie.csv": LINKS})
+    assert (out["verdict"]["interruption"], out["verdict"]["category"]) == ("unknown", "gpu_fell_off_bus")
+
+
+def test_a_run_that_ends_normally_on_the_same_links_is_none(tmp_path):
+    out = _run(tmp_path, {"train_output.txt": STEPS + "Training completed. Saved weights to backup/final.weights\n",
+                          "pcie.csv": LINKS})
+    assert out["verdict"]["interruption"] == "none"
