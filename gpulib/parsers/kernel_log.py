@@ -226,10 +226,10 @@ class _Scanner:
         self.zone_hint = ""  # zone abbreviation printed by journalctl's header, when not UTC
         self.pending_constraint: KernelEvent | None = None
         self.xid_pcis: set[str] = set()
-        # dmesg -H: (month, day, (h, m, 0)) of the last minute header, the deltas summed since it, and
-        # the offset in the current chunk up to which they are summed (only once such a stamp was seen)
-        self.human_minute: tuple[int, int, tuple[int, int, int]] | None = None
-        self.human_offset_s = 0.0
+        # dmesg -H, per host (pdsh interleaves nodes; None: no host prefix): (month, day, (h, m, 0)) of the
+        # last minute header and the deltas summed since it; the offset in the current chunk up to which
+        # they are summed (all only once such a stamp was seen)
+        self.human_clock: dict[str | None, tuple[tuple[int, int, tuple[int, int, int]], float]] = {}
         self.human_pos = 0
         self.human_seen = False
 
@@ -248,11 +248,12 @@ class _Scanner:
                 return None
             return to_utc_iso(self.boot + timedelta(seconds=p.uptime_s))
         if p.clock in ("syslog", "human", "delta"):
+            human = self.human_clock.get(p.host) if p.clock != "syslog" else None
             if p.clock == "delta":  # dmesg -H: the last minute header plus the deltas printed since
-                if self.human_minute is None:
+                if human is None:
                     details["time_assumption"] = "dmesg -H delta with no [MonDD HH:MM] line before it"
                     return None
-                p.month, p.day, p.hms = self.human_minute
+                p.month, p.day, p.hms = human[0]
             if self.year is None:
                 self.year, self.year_source = self.written_at.year, f"assumed from {self.written_source}"
                 first = datetime(self.year, p.month, min(p.day, 28), *p.hms, tzinfo=self.zone)
@@ -275,8 +276,8 @@ class _Scanner:
                 moment = datetime(self.year, p.month, p.day, *p.hms, tzinfo=self.zone)
             except ValueError:  # Feb 29 in an assumed non-leap year
                 return None
-            if p.clock != "syslog":
-                moment += timedelta(seconds=self.human_offset_s)
+            if human is not None:
+                moment += timedelta(seconds=human[1])
             return to_utc_iso(moment)
         return None
 
@@ -319,12 +320,13 @@ class _Scanner:
         header restarts the sum. Costs nothing until a candidate line carried such a stamp."""
         if not self.human_seen or upto <= self.human_pos:
             return
+        clock = self.human_clock
         for m in HUMAN_STAMP.finditer(text, self.human_pos, upto):
-            if m[5] is None:
-                self.human_minute = (MONTHS[m[1]], int(m[2]), (int(m[3]), int(m[4]), 0))
-                self.human_offset_s = 0.0
-            else:
-                self.human_offset_s += float(m[5])
+            if m["delta"] is None:
+                clock[m["host"]] = ((MONTHS[m["mon"]], int(m["day"]), (int(m["h"]), int(m["mi"]), 0)), 0.0)
+            elif m["host"] in clock:
+                minute, offset_s = clock[m["host"]]
+                clock[m["host"]] = (minute, offset_s + float(m["delta"]))
         self.human_pos = upto
 
     def _count_recognised(self, text: str) -> None:

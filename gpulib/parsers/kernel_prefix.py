@@ -46,15 +46,17 @@ _PRIO = re.compile(r"<\d{1,3}>")
 #: ``> `` (nested ``> > ``) in front of lines pasted into an issue, a chat or an e-mail.
 MARKDOWN_QUOTE = re.compile(r"(?:[ ]{0,3}>[ ]?)+")
 #: ``pdsh -w node[01-16] dmesg -T`` / clush prefix each line with ``host: `` before the kernel's clock.
-_FANOUT_HOST = re.compile(r"([A-Za-z][\w.-]*): (?=\[ *\d|\[[A-Z][a-z]{2} |<\d|\d{4}-\d\d-\d\d|[A-Z][a-z]{2} [ \d]\d \d)")
+_FANOUT_HOST = re.compile(
+    r"([A-Za-z][\w.-]*): (?=\[ *[\d+]|\[[A-Z][a-z]{2}[ \d]|<\d|\d{4}-\d\d-\d\d|[A-Z][a-z]{2} [ \d]\d \d)")
 _CTIME = re.compile(
     rf"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) +({_MON}) +(\d{{1,2}}) (\d\d):(\d\d):(\d\d) (\d{{4}})\] ?")
 _MONO = re.compile(r"\[ *(\d+)\.(\d+)\] ?")
 # dmesg -H: "[Feb17 13:42] " when the minute changes, else "[  +0.000912] " (seconds since the line before)
 _HUMAN_MINUTE = re.compile(rf"\[({_MON})(\d{{1,2}}) (\d\d):(\d\d)\] ?")
 _HUMAN_DELTA = re.compile(r"\[ *\+ *(\d+\.\d+)\] ?")
-#: Every dmesg -H stamp at a line start (after an optional markdown quote): the minute or the delta.
-HUMAN_STAMP = re.compile(rf"^(?:[ ]{{0,3}}>[ ]?)*\[(?:({_MON})(\d{{1,2}}) (\d\d):(\d\d)| *\+ *(\d+\.\d+))\]", re.M)
+#: Every dmesg -H stamp at a line start (after an optional markdown quote or pdsh host): the minute or the delta.
+HUMAN_STAMP = re.compile(rf"^(?:[ ]{{0,3}}>[ ]?)*(?:(?P<host>[A-Za-z][\w.-]*): )?\[(?:(?P<mon>{_MON})(?P<day>\d{{1,2}}) "
+                         r"(?P<h>\d\d):(?P<mi>\d\d)| *\+ *(?P<delta>\d+\.\d+))\]", re.M)
 _FM = re.compile(rf"\[({_MON}) +(\d{{1,2}}) (\d{{4}}) (\d\d):(\d\d):(\d\d)\] ?")
 _ISO = re.compile(
     r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:([.,])(\d{1,9}))?(Z|[+-]\d\d:?\d\d)? ?")

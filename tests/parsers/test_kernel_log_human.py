@@ -127,3 +127,13 @@ def test_diagnosis_groups_and_orders_the_burst_as_for_dmesg_T(tmp_path):
               {k: out["root_cause"][k] for k in ("category", "gpu_pci", "time")}) for out in got]
     assert views[0] == views[1]
     assert views[0][1] == {"category": "gpu_fell_off_bus", "gpu_pci": "0000:41:00.0", "time": "2026-09-03T21:59:00Z"}
+
+
+def test_pdsh_interleaved_nodes_keep_their_own_sums(tmp_path):
+    text = ("gx-a: [Jan09 04:10] eth0: some driver chatter\n"
+            "gx-b: [Jan09 04:12] eth0: some driver chatter\n"
+            "gx-a: [  +5.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+            "gx-b: [  +1.000000] NVRM: Xid (PCI:0000:5e:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n")
+    a, b = parse_file(_write(tmp_path, text, "pdsh-dmesg-H.txt")).records
+    assert (a.host, a.time_utc) == ("gx-a", "2026-01-09T04:10:05Z")
+    assert (b.host, b.time_utc) == ("gx-b", "2026-01-09T04:12:01Z")
