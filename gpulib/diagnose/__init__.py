@@ -26,6 +26,7 @@ from gpulib.diagnose import (
     rules_memory,
     rules_nccl_tests,
     rules_other,
+    rules_psu,
     rules_query_time,
     rules_ray,
     rules_sel,
@@ -79,7 +80,7 @@ def _diagnose(paths: list[str | Path], tz: str | None, inputs: Inputs | None, th
     inputs = gather([Path(p) for p in paths], tz, thresholds=thresholds) if inputs is None else inputs
     ctx = Context(inputs, IdentityMap(inputs), tz, thresholds)
     for rules in (rules_kernel, rules_gpu, rules_job, rules_other, rules_slurm, rules_sel, rules_shm, rules_wtmp,
-                  rules_query_time, rules_held_memory, rules_nccl_tests, rules_signatures, rules_ray,
+                  rules_psu, rules_query_time, rules_held_memory, rules_nccl_tests, rules_signatures, rules_ray,
                   rules_memory, rules_srun):
         try:
             rules.run(ctx)
@@ -129,6 +130,11 @@ def _decide(ctx: Context, failed: bool, completed: bool) -> Diagnosis:
             return Diagnosis("unknown", "none", "Nothing in the evidence could be read" + (
                 f" ({', '.join(unread[:6])})" if unread else "") + ": no verdict is possible.", None,
                 _ordered(findings), next_steps=_collect_more(ctx))
+        suspects = _unfinished_on_weak_hardware(ctx, completed)
+        if not failed and not alarms and suspects:
+            return Diagnosis("unknown", verdict.best_guess(suspects) or suspects[0].category,
+                             "The job log stops without a normal end and no error; the hardware warnings below "
+                             "are the suspects.", None, _ordered(findings), next_steps=_collect_more(ctx))
         if not failed and not alarms:
             return Diagnosis("none", "none", "No failure found in the evidence: no job error and no hardware "
                              "fault.", None, _ordered(findings), next_steps=_collect_more(ctx))
@@ -142,6 +148,21 @@ def _decide(ctx: Context, failed: bool, completed: bool) -> Diagnosis:
     verdict.adopt_rank(ctx, root)
     verdict.chain(ctx, root)
     return Diagnosis(root.interruption or "unknown", root.category, _summary(root, findings), root, _ordered(findings))
+
+
+#: Hardware whose warnings can stop a run outright (a slow GPU slows it, it does not stop it).
+_STOPPING = frozenset({"gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error", "nvlink_error", "power_fault",
+                       "network_fabric", "node_lost"})
+
+
+def _unfinished_on_weak_hardware(ctx: Context, completed: bool) -> list[Finding]:
+    """A GPU's hardware warnings of a kind that can stop a run (on an x1 PCIe link, a degraded link)
+    beside a job log that shows no normal end: a 'none' would need that end (DESIGN.md), so these
+    are the suspects of an unknown."""
+    if completed or not ctx.inputs.of_kind("training_log"):
+        return []
+    return [f for f in ctx.findings if f.category in _STOPPING and f.severity == "warning" and not f.benign
+            and f.gpu_pci is not None]  # a device's own state, not a setup note (NCCL over sockets)
 
 
 def _name_events(findings: list[Finding]) -> None:

@@ -233,7 +233,7 @@ def _parse(f: InputFile, tz: str | None, year: int | None = None) -> bool:
         src = registry.Source(str(f.path), f.path, data=f.path.read_bytes())
     else:  # the parser streams the file itself: memory flat for multi-GB logs
         if spec.shares_read:
-            lines = signatures.SignatureScanner(f.display, tz=opts.tz, year=year)
+            lines = signatures.SignatureScanner(f.display, tz=opts.tz, year=year, written=f.path)
         src = registry.Source(str(f.path), f.path, readers=(lines,) if lines else ())
     result = spec.parse(src, opts)
     if lines is not None:
@@ -291,9 +291,12 @@ def _assign_hosts(inputs: Inputs) -> None:
     """Files that do not name their host: a known host in a folder or file name, else the only
     host of the incident, else the nearest folder that looks like a host name."""
     known = inputs.known_hosts
+    per_node = _per_node_folders(inputs.files)
     for f in inputs.files:
         if not f.host and f.kind == "training_log" and f.fallback_host and not f.content_hosts:
             f.host, f.host_basis = f.fallback_host, "bundle"  # a copied job log that names no host
+        if not f.host and f.kind in ("training_log", "text") and not f.content_hosts and f.path.parent in per_node:
+            f.host, f.host_basis = f.path.parent.name, "folder"  # one folder per node, this log names none
         if f.host or f.kind in ("checkpoint", "training_log", "text", "documentation"):
             continue  # job logs and pasted text come from any node of the job: their lines name it
         folders = _folder_names(f.path, f.root)
@@ -314,6 +317,18 @@ def _assign_hosts(inputs: Inputs) -> None:
         hit = next((name for name in folders if _HOSTLIKE.match(name) and not GENERIC_DIRS.match(name)), None)
         if hit:
             f.host, f.host_basis = hit, "folder"
+
+
+def _per_node_folders(files: list[InputFile]) -> set[Path]:
+    """Folders laid out one per node: two or more sibling folders, each holding files and each
+    named like a host (``gb-n04/task-162.log``, ``gb-n11/task-163.log``). A job log in such a folder
+    that names no host of its own is that node's."""
+    siblings: dict[Path, set[Path]] = defaultdict(set)
+    for f in files:
+        folder = f.path.parent
+        if folder != f.root and _HOSTLIKE.match(folder.name) and not GENERIC_DIRS.match(folder.name):
+            siblings[folder.parent].add(folder)
+    return {folder for group in siblings.values() if len(group) >= 2 for folder in group}
 
 
 def gather(paths: list[str | Path], tz: str | None = None, *, full_series: bool = False,

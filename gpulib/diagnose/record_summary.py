@@ -139,6 +139,7 @@ def summarize(records: list) -> FileSummary:
     out = FileSummary(records=len(records), years=count_years(records))
     hosts: dict[str, None] = {}
     states, listings = [], {}
+    sampled: set[tuple] = set()  # a series (`--query-gpu ... -l 60`) names each GPU once, however many samples
     for rec in records:
         host = getattr(rec, "host", None)
         if isinstance(host, str):
@@ -146,6 +147,11 @@ def summarize(records: list) -> FileSummary:
         if hasattr(rec, "pci_bus_id") and hasattr(rec, "index") and not hasattr(rec, "time_utc"):
             if rec.pci_bus_id:
                 out.gpus.append(GpuName(rec.pci_bus_id, host, rec.index, getattr(rec, "uuid", None)))
+        elif hasattr(rec, "pci_bus_id") and hasattr(rec, "index") and rec.pci_bus_id and rec.index is not None:
+            names = (rec.pci_bus_id, host, rec.index, getattr(rec, "uuid", None))
+            if names not in sampled:
+                sampled.add(names)
+                out.gpus.append(GpuName(*names))
         elif getattr(rec, "kind", None) == "gpu_identity" and getattr(rec, "pci_bus_id", None):
             uuid = rec.details.get("uuid")
             if uuid:

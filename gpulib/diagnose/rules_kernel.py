@@ -17,6 +17,9 @@ from gpulib.parsers.line_identity import names_a_port
 from gpulib.parsers.logtime import seconds_between
 
 BURST_S = 60  # lines of one event arrive within this many seconds
+#: A link that goes down (NVLink5 Xid 144-150 "Fatal") is echoed by "Nonfatal" errors of the GPUs whose
+#: traffic crossed it, on every node of the NVLink domain, within a few seconds.
+LINK_ECHO_S = 5
 
 _LINK_KINDS = ("ib_link_down", "ib_module_error")
 _SEVERITY = {"hard": "critical", "soft": "error", "info": "info"}
@@ -49,10 +52,13 @@ def _dcgm_xids(ctx: Context) -> list[tuple]:
 def run(ctx: Context) -> None:
     events = sorted(ctx.records("kernel_log") + _dcgm_xids(ctx), key=lambda fr: (fr[1].time_utc or "", fr[1].line))
     by_gpu: dict[tuple, list[Finding]] = {}
+    nvlink: list[tuple[Finding, str | None]] = []
     for file, ev in events:
         host = ev.host or file.host
         if ev.kind == "xid":
-            _xid(ctx, file, ev, host, by_gpu)
+            f = _xid(ctx, file, ev, host, by_gpu)
+            if ev.details.get("nvlink_unit"):
+                nvlink.append((f, ev.details.get("severity")))
         elif ev.kind == "fell_off_bus":
             _fell_off(ctx, file, ev, host, by_gpu)
         elif ev.kind == "aer":
@@ -124,9 +130,25 @@ def run(ctx: Context) -> None:
                         hardware=True, title=f"GPU {ev.pci_bus_id} on {host}: {ev.kind.replace('_', ' ')}",
                         host=host, time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)])
             place(ctx, f, host=host, pci=ev.pci_bus_id)
+    _link_down_echo(ctx, nvlink)
 
 
-def _xid(ctx: Context, file, ev, host: str | None, by_gpu: dict) -> None:
+def _link_down_echo(ctx: Context, nvlink: list[tuple[Finding, str | None]]) -> None:
+    """Non-fatal NVLink5 errors within :data:`LINK_ECHO_S` of a fatal one (a link that went down),
+    on any GPU of any node, are that link's echo: chained to it whatever order the lines arrived in
+    (pdsh interleaves nodes; one second holds both), and their lines are judged (the catalogue does
+    not tell them again as causes). Non-fatal errors alone stay causes."""
+    fatal = [f for f, severity in nvlink if severity == "fatal" and not f.caused_by]
+    for f, severity in nvlink:
+        if severity == "fatal" or f.caused_by:
+            continue
+        down = next((d for d in fatal if _near(d.time, f.time, LINK_ECHO_S)), None)
+        if down is not None:
+            f.caused_by, f.role = down.id, "context"
+            ctx.judged |= {(e.file, e.line) for e in f.evidence if e.line is not None}
+
+
+def _xid(ctx: Context, file, ev, host: str | None, by_gpu: dict) -> Finding:
     code = ev.xid
     info = xid_info(code) if code is not None else None
     key = (host, ev.pci_bus_id)
@@ -135,7 +157,7 @@ def _xid(ctx: Context, file, ev, host: str | None, by_gpu: dict) -> None:
                                                                                       ev.time_utc)), None)
     if same:
         same.evidence.append(evidence(file, ev.line or None, ev.text))
-        return
+        return same
     interruption = info.interruption if info else "soft"
     category = info.category if info and info.category != "none" else "application_error"
     name = info.name if info else "unknown Xid"
@@ -158,6 +180,7 @@ def _xid(ctx: Context, file, ev, host: str | None, by_gpu: dict) -> None:
     if parent is not None and parent is not f:
         f.caused_by, f.role = parent.id, "context"
     earlier.append(f)
+    return f
 
 
 def _gpu_name(ev) -> str:

@@ -15,6 +15,7 @@ So a file read as "unknown kind" still counts, and a failure line never ends in 
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 from gpulib.catalog import xid_info
@@ -112,6 +113,18 @@ GPU_CATEGORIES = ("cuda_oom", "gpu_fell_off_bus", "gpu_memory_error", "gpu_firmw
                   "power_fault", "nvlink_error")
 
 
+#: The clock a line printed (``17:34:36.549117``). Stamps are kept to the second, and year-less ones
+#: (glog) not at all when no file gives the year; the nodes of one NVLink domain or the ranks of a job
+#: report one fault within the same second: their own clocks still say who was first.
+_CLOCK = re.compile(r"\b\d\d:\d\d:\d\d(?:[.,]\d{1,9})?")
+
+
+def _clock(s: Signal) -> str:
+    """The order of lines whose stamps tie (the same second, or none): the clock text they printed."""
+    m = _CLOCK.search(s.text[:80])
+    return m[0].replace(",", ".") if m else "~"
+
+
 def _cited(ctx: Context) -> dict[tuple[str, int], Finding]:
     return {(e.file, e.line): f for f in ctx.findings for e in f.evidence if e.line is not None}
 
@@ -190,11 +203,15 @@ def run(ctx: Context) -> None:
         meanings.setdefault(key, (sig, *meaning))
     for matches in lent.values():
         _lend_identity(matches)
-    for key, members in groups.items():
+    def order(fs) -> tuple:
+        return fs[1].time_utc or "~", _clock(fs[1]), fs[1].line
+
+    # facts in the order they were first printed: of two tied to the second, the one whose clock ran first
+    for key, members in sorted(groups.items(), key=lambda kv: min(order(m) for m in kv[1])):
         if any(was_cited for *_x, was_cited in members):
             continue
         sig, category, interruption, severity, role, title = meanings[key]
-        members = sorted(((f, s) for f, s, _c in members), key=lambda fs: (fs[1].time_utc or "~", fs[1].line))
+        members = sorted(((f, s) for f, s, _c in members), key=order)
         if role in ("cause", "symptom") and _explained(ctx, category, role, members):
             continue
         _add(ctx, sig, category, interruption, severity, role, title, members)

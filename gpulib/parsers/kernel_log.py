@@ -51,7 +51,7 @@ from gpulib.catalog import xid_info
 from gpulib.identity import normalize_pci, to_utc_iso
 from gpulib.logs import get_logger
 from gpulib.parsers.base import DEFAULT_READ_CAP_BYTES, ParseResult, Problem, line_chunks, looks_binary
-from gpulib.parsers.kernel_prefix import Prefix, journal_header, parse_instant, split_prefix
+from gpulib.parsers.kernel_prefix import HUMAN_STAMP, MONTHS, Prefix, journal_header, parse_instant, split_prefix
 from gpulib.parsers.logtime import parse_zone
 from gpulib.parsers.prefilter import KeywordLines
 
@@ -226,6 +226,12 @@ class _Scanner:
         self.zone_hint = ""  # zone abbreviation printed by journalctl's header, when not UTC
         self.pending_constraint: KernelEvent | None = None
         self.xid_pcis: set[str] = set()
+        # dmesg -H, per host (pdsh interleaves nodes; None: no host prefix): (month, day, (h, m, 0)) of the
+        # last minute header and the deltas summed since it; the offset in the current chunk up to which
+        # they are summed (all only once such a stamp was seen)
+        self.human_clock: dict[str | None, tuple[tuple[int, int, tuple[int, int, int]], float]] = {}
+        self.human_pos = 0
+        self.human_seen = False
 
     # --- time -------------------------------------------------------------------------------
     def _time(self, p: Prefix, details: dict) -> str | None:
@@ -241,7 +247,13 @@ class _Scanner:
                 details["time_assumption"] = f"{p.fmt} counts seconds since boot; no boot_time given"
                 return None
             return to_utc_iso(self.boot + timedelta(seconds=p.uptime_s))
-        if p.clock == "syslog":
+        if p.clock in ("syslog", "human", "delta"):
+            human = self.human_clock.get(p.host) if p.clock != "syslog" else None
+            if p.clock == "delta":  # dmesg -H: the last minute header plus the deltas printed since
+                if human is None:
+                    details["time_assumption"] = "dmesg -H delta with no [MonDD HH:MM] line before it"
+                    return None
+                p.month, p.day, p.hms = human[0]
             if self.year is None:
                 self.year, self.year_source = self.written_at.year, f"assumed from {self.written_source}"
                 first = datetime(self.year, p.month, min(p.day, 28), *p.hms, tzinfo=self.zone)
@@ -251,16 +263,21 @@ class _Scanner:
                 self.year += 1
             self.last_month = p.month
             notes = []
+            if p.clock != "syslog":
+                notes.append("dmesg -H prints the minute only: seconds counted from the minute's start "
+                             "plus the deltas printed since")
             if self.year_source != "given" and self.year_source != "journal header":
-                notes.append(f"syslog timestamp has no year; year {self.year} {self.year_source}")
+                notes.append(f"{p.fmt} timestamp has no year; year {self.year} {self.year_source}")
             if self.zone_assumed:
-                notes.append(f"syslog timestamp carries no zone; {self._zone_note()}")
+                notes.append(f"{p.fmt} timestamp carries no zone; {self._zone_note()}")
             if notes:
                 details["time_assumption"] = "; ".join(notes)
             try:
                 moment = datetime(self.year, p.month, p.day, *p.hms, tzinfo=self.zone)
             except ValueError:  # Feb 29 in an assumed non-leap year
                 return None
+            if human is not None:
+                moment += timedelta(seconds=human[1])
             return to_utc_iso(moment)
         return None
 
@@ -275,6 +292,7 @@ class _Scanner:
         if not text:
             return
         self._count_recognised(text)
+        self.human_pos = 0
         line_no, counted_to, skip_to = first_line, 0, 0
         for hit in candidate_offsets(text) if hits is None else hits:
             start = text.rfind("\n", 0, hit) + 1
@@ -295,6 +313,21 @@ class _Scanner:
                 self.problems.append(Problem(self.source, f"could not read line: {exc}", line_no))
                 consumed = end
             skip_to = max(skip_to, consumed + 1)
+        self.follow_human_stamps(text, len(text))
+
+    def follow_human_stamps(self, text: str, upto: int) -> None:
+        """Sum the ``dmesg -H`` stamps of ``text`` up to offset ``upto`` (a line end): a new minute
+        header restarts the sum. Costs nothing until a candidate line carried such a stamp."""
+        if not self.human_seen or upto <= self.human_pos:
+            return
+        clock = self.human_clock
+        for m in HUMAN_STAMP.finditer(text, self.human_pos, upto):
+            if m["delta"] is None:
+                clock[m["host"]] = ((MONTHS[m["mon"]], int(m["day"]), (int(m["h"]), int(m["mi"]), 0)), 0.0)
+            elif m["host"] in clock:
+                minute, offset_s = clock[m["host"]]
+                clock[m["host"]] = (minute, offset_s + float(m["delta"]))
+        self.human_pos = upto
 
     def _count_recognised(self, text: str) -> None:
         if self.recognised:
@@ -342,6 +375,9 @@ class _Scanner:
                     q.message = msg
                     p = q
                     break
+        if p.clock in ("human", "delta"):  # the time is the sum of every stamp up to this line
+            self.human_seen = True
+            self.follow_human_stamps(text, end)
         handler = getattr(self, f"_on_{family}")
         return handler(p, msg, raw, text, start, end, line_no) or end
 
@@ -768,6 +804,9 @@ def parse_file(path: str | Path, *, tz: str | None = None, boot_time: str | None
             if starts or not scanner.recognised:
                 text = buf[:limit].decode("utf-8", errors="replace")
                 scanner.feed(text, line_no, starts if len(text) == limit else None)  # ASCII: same offsets
+            elif scanner.human_seen:  # a quiet chunk still carries dmesg -H deltas
+                scanner.human_pos = 0
+                scanner.follow_human_stamps(buf[:limit].decode("utf-8", errors="replace"), limit)
             line_no += buf.count(b"\n", 0, limit)
             if offset + limit >= cap_bytes:
                 result.problems.append(Problem(source, f"larger than {cap_bytes} bytes: only the first part was read"))

@@ -7,6 +7,8 @@ captured. The message is the same; the clock is not:
 format                      example prefix                              clock
 ==========================  ==========================================  ===========================
 ``dmesg -T``                ``[Tue Mar 11 03:12:07 2025] ``              local wall time, no zone
+``dmesg -H`` / ``-e``        ``[Mar11 03:12] `` then ``[  +0.000912] ``      local minute, then seconds since
+                                                                        the line before (no zone, no year)
 raw ``dmesg``               ``[12345.678901] ``                          seconds since boot
 ``dmesg --time-format=iso`` ``2024-11-15T05:39:15,491363+00:00 ``        wall time with offset
 ``dmesg --decode``          ``kern  :warn  : `` then one of the above    (as the inner prefix)
@@ -16,6 +18,10 @@ syslog / ``journalctl``     ``Mar 11 03:12:07 host kernel: ``            local t
 pstore / ERST               ``<6>[  201.650687] ``                       seconds since boot
 nv-fabricmanager log        ``[Feb 27 2025 15:10:02] [ERROR] ``          local wall time, no zone
 ==========================  ==========================================  ===========================
+
+``dmesg -H`` (``--human``, ``-e``/``--reltime``) prints the local minute only when it changes and, on
+every other line, the seconds since the line before: a line's time is its minute plus the deltas
+printed since, which only a reader that sees every line can sum (the kernel-log scanner does).
 
 `dmesg -T` is also *wrong* after suspend/resume and drifts (it is boot time + monotonic seconds),
 which is one more reason to prefer ``--time-format=iso`` or the journal when collecting.
@@ -40,10 +46,17 @@ _PRIO = re.compile(r"<\d{1,3}>")
 #: ``> `` (nested ``> > ``) in front of lines pasted into an issue, a chat or an e-mail.
 MARKDOWN_QUOTE = re.compile(r"(?:[ ]{0,3}>[ ]?)+")
 #: ``pdsh -w node[01-16] dmesg -T`` / clush prefix each line with ``host: `` before the kernel's clock.
-_FANOUT_HOST = re.compile(r"([A-Za-z][\w.-]*): (?=\[ *\d|\[[A-Z][a-z]{2} |<\d|\d{4}-\d\d-\d\d|[A-Z][a-z]{2} [ \d]\d \d)")
+_FANOUT_HOST = re.compile(
+    r"([A-Za-z][\w.-]*): (?=\[ *[\d+]|\[[A-Z][a-z]{2}[ \d]|<\d|\d{4}-\d\d-\d\d|[A-Z][a-z]{2} [ \d]\d \d)")
 _CTIME = re.compile(
     rf"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) +({_MON}) +(\d{{1,2}}) (\d\d):(\d\d):(\d\d) (\d{{4}})\] ?")
 _MONO = re.compile(r"\[ *(\d+)\.(\d+)\] ?")
+# dmesg -H: "[Feb17 13:42] " when the minute changes, else "[  +0.000912] " (seconds since the line before)
+_HUMAN_MINUTE = re.compile(rf"\[({_MON})(\d{{1,2}}) (\d\d):(\d\d)\] ?")
+_HUMAN_DELTA = re.compile(r"\[ *\+ *(\d+\.\d+)\] ?")
+#: Every dmesg -H stamp at a line start (after an optional markdown quote or pdsh host): the minute or the delta.
+HUMAN_STAMP = re.compile(rf"^(?:[ ]{{0,3}}>[ ]?)*(?:(?P<host>[A-Za-z][\w.-]*): )?\[(?:(?P<mon>{_MON})(?P<day>\d{{1,2}}) "
+                         r"(?P<h>\d\d):(?P<mi>\d\d)| *\+ *(?P<delta>\d+\.\d+))\]", re.M)
 _FM = re.compile(rf"\[({_MON}) +(\d{{1,2}}) (\d{{4}}) (\d\d):(\d\d):(\d\d)\] ?")
 _ISO = re.compile(
     r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:([.,])(\d{1,9}))?(Z|[+-]\d\d:?\d\d)? ?")
@@ -53,6 +66,13 @@ _DMESG_ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d{6}[+-]\d\d:\d\d ")
 _FULL = re.compile(r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.\d+)? (\S+) ")
 _KMSG = re.compile(r"(\d{1,3}),(\d+),(\d+),[^;]*;")
 _SYSLOG = re.compile(rf"({_MON}) +(\d{{1,2}}) (\d\d):(\d\d):(\d\d)(?:\.\d+)? ")
+#: journalctl and rsyslog print the month with the locale's ``%b``: ``kwi 15 07:56:59 host kernel: ...``
+#: (Polish), ``Mär``/``Okt`` (German), ``avril``, ``ago``, ``июл``. Tried only when the English month is not there.
+LOCAL_MONTHS = {name: number for number, names in enumerate((
+    "sty gen ene janv. янв", "lut fev févr. фев", "mär mars", "kwi abr avril апр", "maj mai mag мая",
+    "cze giu juin июн", "lip lug juil. июл", "sie ago août авг", "wrz set sept. сен", "paź okt ott out окт",
+    "lis ноя", "gru dez dic déc. дек"), start=1) for name in names.split()}
+_LOCAL_SYSLOG = re.compile(r"(\w{3,4}\.?|\w{5}) +(\d{1,2}) (\d\d):(\d\d):(\d\d)(?:\.\d+)? ")
 # "host ident[pid]: " after a journal/syslog timestamp
 _HOST_IDENT = re.compile(r"([^\s\[\]:]+) ([^\s\[\]:]+)(?:\[(\d+)\])?:(?: |$)")
 _JOURNAL_HEADER = re.compile(
@@ -62,7 +82,9 @@ _JOURNAL_HEADER = re.compile(
 @dataclass
 class Prefix:
     """What the prefix of one line said. ``clock`` is one of: wall (aware), local (naive wall
-    time, zone unknown), syslog (naive, year unknown), boot (seconds since boot), none."""
+    time, zone unknown), syslog (naive, year unknown), boot (seconds since boot), human (``dmesg -H``
+    minute header: ``month``/``day``/``hms`` with seconds 0), delta (``dmesg -H`` seconds since the
+    line before, in ``delta_s``), none."""
 
     clock: str
     message: str
@@ -71,6 +93,7 @@ class Prefix:
     day: int = 0
     hms: tuple[int, int, int] = (0, 0, 0)
     uptime_s: float | None = None
+    delta_s: float | None = None
     host: str | None = None
     ident: str | None = None
     fmt: str = "unknown"
@@ -118,6 +141,14 @@ def _split_at(line: str, pos: int) -> Prefix:
             mon, day, year, hh, mi, ss = m.groups()
             wall = datetime(int(year), MONTHS[mon], int(day), int(hh), int(mi), int(ss))
             return Prefix("local", line[m.end():], wall=wall, fmt="fabricmanager")
+        m = _HUMAN_DELTA.match(line, pos)
+        if m:
+            return Prefix("delta", line[m.end():], delta_s=float(m[1]), fmt=fmt_outer + "dmesg -H")
+        m = _HUMAN_MINUTE.match(line, pos)
+        if m:
+            mon, day, hh, mi = m.groups()
+            return Prefix("human", line[m.end():], month=MONTHS[mon], day=int(day), hms=(int(hh), int(mi), 0),
+                          fmt=fmt_outer + "dmesg -H")
     elif first.isdigit():
         m = _ISO.match(line, pos)
         if m:
@@ -157,14 +188,18 @@ def _split_at(line: str, pos: int) -> Prefix:
                               wall=wall.replace(tzinfo=timezone.utc) if utc else wall, host=h[1], ident=h[2],
                               fmt=f"journal short-full ({zone})")
         m = _SYSLOG.match(line, pos)
-        if m:
-            mon, day, hh, mi, ss = m.groups()
+        month = MONTHS[m[1]] if m else 0
+        if m is None and first.isalpha():
+            m = _LOCAL_SYSLOG.match(line, pos)
+            month = LOCAL_MONTHS.get(m[1].lower(), 0) if m else 0
+        if month:
+            _mon, day, hh, mi, ss = m.groups()
             rest = line[m.end():]
             h = _HOST_IDENT.match(rest)
             host = ident = None
             if h:
                 rest, host, ident = _strip_mono(rest[h.end():]), h[1], h[2]
-            return Prefix("syslog", rest, month=MONTHS[mon], day=int(day),
+            return Prefix("syslog", rest, month=month, day=int(day),
                           hms=(int(hh), int(mi), int(ss)), host=host, ident=ident, fmt="syslog")
     if fmt_outer or pos:
         return Prefix("none", line[pos:], fmt=fmt_outer.strip() or "printk")

@@ -29,8 +29,9 @@ from gpulib.parsers.kernel_prefix import MARKDOWN_QUOTE, split_prefix
 from gpulib.parsers.logtime import stamp_in
 from gpulib.parsers.training_log import strip_prefixes
 
-#: ``root@node1:~# cmd``, ``user@node1:/data$ cmd``, ``[root@node1 ~]# cmd``, ``(env) user@host:~$ cmd``
-PROMPT = re.compile(r"^(?:\([\w.-]+\) )?(?:\[[\w.-]+@(?P<h1>[\w.-]+) [^\]]*\]|[\w.-]+@(?P<h2>[\w.-]+)"
+#: ``root@node1:~# cmd``, ``user@node1:/data$ cmd``, ``[root@node1 ~]# cmd``, ``(env) user@host:~$ cmd``,
+#: ``[user@node1:~]$ cmd`` (NixOS)
+PROMPT = re.compile(r"^(?:\([\w.-]+\) )?(?:\[[\w.-]+@(?P<h1>[\w.-]+)[ :][^\]]*\]|[\w.-]+@(?P<h2>[\w.-]+)"
                     r":[^\s$#]*)\s?[#$](?: |$)")
 #: ``2019-06-02T16:13:44.884Z: ``, ``[2023-11-13 16:59:54,760] ``, ``2026-09-18 19:29:24 `` before a launcher prefix.
 _OUTER_STAMP = re.compile(r"^\[?(?P<stamp>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?:? ")
@@ -78,9 +79,12 @@ def names_a_port(text: str, pci: str | None) -> bool:
 class LineReader:
     """Reads the lines of one file in order; remembers the host of a pasted shell session."""
 
-    def __init__(self, *, tz: tzinfo, year: int | None = None) -> None:
+    def __init__(self, *, tz: tzinfo, year: int | None = None, glog_year: int | None = None) -> None:
         self.tz = tz
         self.year = year
+        #: completes glog stamps (``E0905 17:34:36.549117``) when no date in the file gives a year: the
+        #: year the file was written (a syslog stamp keeps needing a year the evidence gives)
+        self.glog_year = glog_year
         self.session_host: str | None = None
 
     def read(self, raw: str) -> LineFacts:
@@ -126,7 +130,7 @@ class LineReader:
         if m:
             facts.host, facts.pid, facts.device = m["host"], int(m["pid"]), int(m["dev"])
         facts.message = body
-        facts.time_utc = facts.time_utc or stamp_in(stamp or body, year=self.year, tz=self.tz)
+        facts.time_utc = facts.time_utc or stamp_in(stamp or body, year=self.year or self.glog_year, tz=self.tz)
         # each pattern runs only where the words it needs are (a regex pass costs ~5 us a line)
         if facts.rank is None and "ank" in body:
             m = _RANK_TEXT.search(body)

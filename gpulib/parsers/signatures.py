@@ -14,9 +14,11 @@ session and never matched: a ``grep 'fallen off the bus'`` is a question, not an
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from functools import lru_cache
 from itertools import chain
 from pathlib import Path
@@ -202,12 +204,13 @@ class SignatureScanner:
     """The catalogue matches of one file, read chunk by chunk as a
     :class:`~gpulib.parsers.linescan.ChunkReader` (alone, or riding along the job parser's read)."""
 
-    def __init__(self, source: str, *, tz: str | None = None, year: int | None = None) -> None:
+    def __init__(self, source: str, *, tz: str | None = None, year: int | None = None,
+                 written: str | Path | None = None) -> None:
         self.source = source
         self.result: ParseResult[Signal] = ParseResult(KIND)
         self._folder = Folder(_fold_shape, _fold_member, Signal.__slots__)
         self._finder = KeywordLines(_keywords())
-        self._reader = LineReader(tz=zone_of(tz), year=year)
+        self._reader = LineReader(tz=zone_of(tz), year=year, glog_year=_modified_year(written))
         self._path = PathFacts.of(source)
         self._keywords: dict[int, set[int]] | None = None  # line start -> keywords it holds (this chunk)
 
@@ -228,7 +231,7 @@ class SignatureScanner:
             raw = buf[start:end if end != -1 else limit][:MAX_LINE_CHARS].decode("utf-8", "replace")
             # what a line reads as depends on the line, the year and the host of a pasted shell
             # session only; a prompt line changes that host, so it is never remembered
-            key = (raw, reader.session_host, reader.year, reader.tz)
+            key = (raw, reader.session_host, reader.year, reader.glog_year, reader.tz)
             hit = memo.get(key)
             if hit is None:
                 facts = reader.read(raw)
@@ -250,10 +253,18 @@ class SignatureScanner:
         self.result.problems.append(Problem(self.source, f"signature scan failed: {type(exc).__name__}: {exc}"))
 
 
+def _modified_year(path: str | Path | None) -> int | None:
+    """The year ``path`` was last written (a log is not newer than its file), or None."""
+    try:
+        return datetime.fromtimestamp(os.stat(path).st_mtime, tz=timezone.utc).year if path else None
+    except OSError:
+        return None
+
+
 def scan_file(path: str | Path, source: str | None = None, *, tz: str | None = None,
               year: int | None = None) -> ParseResult[Signal]:
     """Every catalogue match in one file, streamed (memory flat in the file size). Never raises."""
-    scanner = SignatureScanner(source or str(path), tz=tz, year=year)
+    scanner = SignatureScanner(source or str(path), tz=tz, year=year, written=path)
     try:
         linescan.read_file(path, [scanner])
     except OSError as exc:

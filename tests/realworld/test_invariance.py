@@ -74,7 +74,8 @@ def test_renaming_every_file(right_cases, tmp_path_factory, data):
     names = data.draw(st.lists(NAME, min_size=20, max_size=20, unique=True))
     suffix = data.draw(SUFFIX)
     dst = tmp_path_factory.mktemp("renamed") / "in"
-    _rewrite(case, dst, lambda lines, i: lines, lambda i, f: names[i] + suffix)
+    # the file is renamed where it lies: a node's folder (``gb-n04/task.log``) names its host (DESIGN.md)
+    _rewrite(case, dst, lambda lines, i: lines, lambda i, f: f.relative_to(case / "input").parent / (names[i] + suffix))
     _same(right_cases[case], _answer(diagnose([dst]).to_dict()))
 
 
