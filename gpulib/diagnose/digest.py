@@ -37,7 +37,7 @@ from gpulib.diagnose.record_summary import FileSummary, summary_of
 from gpulib.diagnose.thresholds import Thresholds
 from gpulib.parsers.fold import Members
 
-SCHEMA = "gpulib.digest/2"
+SCHEMA = "gpulib.digest/3"  # 3: a monitoring CSV's summary names its GPUs (index <-> PCI id)
 #: What every version of the format starts with (an older digest is gpulib's, merely not readable).
 PREFIX = b'{"schema":"gpulib.digest/'
 #: Records of one file beyond this are not written (the digest stays bounded); a digest that had
