@@ -509,6 +509,7 @@ def eval_dcp(c: Candidate, deep: bool) -> None:
         return
     meta_dir = f.get(".metadata").parent if f.get(".metadata") else c.paths[0]
     r = c.absorb(dcp.inspect_dcp(meta_dir, deep, [d for d in c.paths if d != meta_dir]), ".metadata")
+    c.warnings += r.reasons(("warning",))  # a leftover .metadata.tmp next to .metadata, unreferenced shards
     if r.summary:
         c.step_content = r.summary.step
     _node_spread(c, f, [n for n in f.names if n.endswith(".distcp")])

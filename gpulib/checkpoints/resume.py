@@ -38,6 +38,28 @@ def lacks(c: Candidate, siblings: list[Candidate]) -> list[str]:
     return out
 
 
+#: what an older checkpoint can give back that the chosen one lacks, in the operator's words
+KEPT = {"optimizer": "optimizer state", "scheduler": "LR-scheduler state", "rng": "RNG state",
+        "dataloader": "sampler/dataloader state", "scaler": "grad-scaler state"}
+
+
+def older_with_more(c: Candidate, candidates: list[Candidate]) -> str | None:
+    """The newest older checkpoint of the same run that holds state the chosen one lacks (a run
+    switched to ``save_only_model`` / ``save_weights_only``, a save that dropped a file the loader
+    skips silently). Why: the newest resumable one is not always the best one to resume - giving
+    up a few steps may keep the optimizer moments - and only the operator can weigh that."""
+    missing = [k for k in KEPT if k not in c.categories]
+    for o in sorted(candidates, key=lambda x: x.step if x.step is not None else -1, reverse=True):
+        if o is c or o.series != c.series or o.layout != c.layout or not o.complete or o.step is None \
+                or c.step is None or o.step >= c.step:
+            continue
+        kept = [KEPT[k] for k in missing if k in o.categories]
+        if kept:
+            return (f"{o.name} (step {o.step}, {c.step - o.step} steps older) has the {', '.join(kept)} that "
+                    f"{c.name} lacks: resume from {o.path} instead to keep it")
+    return None
+
+
 def advice(c: Candidate) -> list[str]:
     out = []
     if c.model_prefix:
@@ -67,10 +89,11 @@ def command(c: Candidate, series_dir: Path, pointer_targets: list[str]) -> str:
     if c.layout == "megatron":
         step_flag = "" if str(c.step) in pointer_targets else f" --ckpt-step {c.step}"
         return f"{torchrun} pretrain_gpt.py {ARGS} --load {shlex.quote(str(series_dir))}{step_flag}"
-    if c.layout == "torchtitan":
+    if c.layout == "torchtitan":  # load_step N opens the folder step-N: the number in the name, whatever the content says
+        load_step = c.step_name if c.step_name is not None else c.step
         return (f"{torchrun} -m torchtitan.train --job.config_file <config.toml> --job.dump_folder "
                 f"{shlex.quote(str(series_dir.parent))} --checkpoint.enable --checkpoint.folder "
-                f"{shlex.quote(series_dir.name)} --checkpoint.load_step {c.step}")
+                f"{shlex.quote(series_dir.name)} --checkpoint.load_step {load_step}")
     if c.layout == "dcp":
         return f"{torchrun} <train.py> {ARGS} --resume {p}   # dcp.load(state_dict, checkpoint_id={py})"
     return f"{torchrun} <train.py> {ARGS} --resume {p}"

@@ -1,0 +1,224 @@
+"""Configurations and crash states real users hit, beyond the default saves of
+``test_real_frameworks``: HF Trainer ``save_only_model`` and sharded weights, Lightning
+``save_weights_only`` and ``save_last="link"``, DeepSpeed ZeRO-3 / ``save_latest=False`` / a
+``latest`` that names an unfinished tag, a DCP re-save that died in ``finish()``, accelerate
+custom registered objects with ``total_limit``. A real framework run writes each one (CPU, tiny
+models built in code, no downloads), the test damages it where the case needs, ``find_latest``
+chooses, and the framework's own resume call proves the choice - and, where a newer checkpoint
+was rejected, that it really does not resume."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from pathlib import Path
+
+import pytest
+
+from gpulib.checkpoints.latest import find_latest
+from tests.checkpoints.test_real_frameworks import _damage
+
+pytestmark = pytest.mark.frameworks
+torch = pytest.importorskip("torch")
+
+
+# --- HF Trainer -----------------------------------------------------------------------------
+
+def _hf_trainer(transformers, out: Path, max_steps: int, **args):
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=32, n_positions=16)
+    data = [{"input_ids": torch.arange(i, i + 8) % 32, "labels": torch.arange(i, i + 8) % 32} for i in range(16)]
+    targs = transformers.TrainingArguments(output_dir=str(out), max_steps=max_steps, save_steps=2,
+                                           per_device_train_batch_size=2, report_to=[], use_cpu=True,
+                                           disable_tqdm=True, logging_strategy="no", **args)
+    return transformers.Trainer(model=transformers.GPT2LMHeadModel(cfg), args=targs, train_dataset=data)
+
+
+def test_hf_save_only_model_resumes_weights_only_and_says_so(tmp_path):
+    """``save_only_model=True`` writes no optimizer.pt / scheduler.pt / rng_state.pth, and
+    ``Trainer.train(resume_from_checkpoint=...)`` does NOT refuse it: it loads the weights and
+    silently starts a fresh optimizer and schedule. So it is chosen, with what it lacks spelled out,
+    and the older full checkpoint of the same run is named as the one that keeps the optimizer."""
+    transformers = pytest.importorskip("transformers", reason="the 'frameworks' extra (transformers) is not installed")
+    out = tmp_path / "out"
+    _hf_trainer(transformers, out, 4).train()  # full checkpoints 2 and 4
+    _hf_trainer(transformers, out, 6, save_only_model=True).train(resume_from_checkpoint=str(out / "checkpoint-4"))
+    assert not (out / "checkpoint-6" / "optimizer.pt").exists()
+    report = find_latest([out])
+    assert report.chosen is not None and report.chosen.name == "checkpoint-6", report.to_text()
+    lacks = " | ".join(report.lacks)
+    assert "no optimizer state" in lacks and "no LR-scheduler state" in lacks and "no RNG state" in lacks, lacks
+    assert any("checkpoint-4" in a and "optimizer" in a for a in report.advice), report.to_text()
+    assert "checkpoint-4" in report.to_text() and "optimizer" in report.to_dict()["advice"][-1]
+    trainer = _hf_trainer(transformers, out, 8)
+    trainer.train(resume_from_checkpoint=str(report.resume_from))
+    adam_steps = {int(s["step"]) for s in trainer.optimizer.state_dict()["state"].values()}
+    assert adam_steps == {2}, adam_steps  # the optimizer restarted at step 6: it ran 2 steps, not 8
+
+
+@pytest.fixture(scope="module")
+def hf_sharded_run(tmp_path_factory):
+    """The default run, then checkpoint-6's weights re-written by ``save_pretrained`` in shards
+    (what a model over ``max_shard_size`` gets): model-0000i-of-0000N.safetensors + the index."""
+    transformers = pytest.importorskip("transformers", reason="the 'frameworks' extra (transformers) is not installed")
+    out = tmp_path_factory.mktemp("hf_sharded") / "out"
+    _hf_trainer(transformers, out, 6).train()
+    ck = out / "checkpoint-6"
+    model = transformers.GPT2LMHeadModel.from_pretrained(str(ck))
+    (ck / "model.safetensors").unlink()
+    model.save_pretrained(str(ck), max_shard_size="2KB")
+    shards = sorted(p.name for p in ck.glob("model-*-of-*.safetensors"))
+    assert len(shards) >= 3 and (ck / "model.safetensors.index.json").is_file(), shards
+    return transformers, out, shards
+
+
+@pytest.mark.parametrize(("damage", "expect"), [
+    ("none", "checkpoint-6"),
+    ("delete checkpoint-6/{shard}", "checkpoint-4"),
+    ("truncate checkpoint-6/{shard}", "checkpoint-4"),
+    ("truncate checkpoint-6/model.safetensors.index.json", "checkpoint-4"),
+])
+def test_hf_sharded_weights(hf_sharded_run, tmp_path, damage, expect):
+    transformers, src, shards = hf_sharded_run
+    out = tmp_path / "out"
+    shutil.copytree(src, out)
+    _damage(out, damage.format(shard=shards[1]), tmp_path / "PWNED")
+    report = find_latest([out])
+    assert report.chosen is not None and report.chosen.name == expect, report.to_text()
+    _hf_trainer(transformers, out, 8).train(resume_from_checkpoint=str(report.resume_from))
+    if expect != "checkpoint-6":  # the rejected one really does not resume
+        shutil.rmtree(out)
+        shutil.copytree(src, out)
+        _damage(out, damage.format(shard=shards[1]), tmp_path / "PWNED")
+        with pytest.raises(Exception):  # noqa: B017 - whatever the loader raises
+            _hf_trainer(transformers, out, 8).train(resume_from_checkpoint=str(out / "checkpoint-6"))
+
+
+# --- Lightning ------------------------------------------------------------------------------
+
+def _lightning_fit(L, max_steps: int, ckpt_path: str | None, callbacks: list) -> None:
+    class Tiny(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch, _idx):
+            return self.layer(batch).sum()
+
+        def configure_optimizers(self):
+            opt = torch.optim.AdamW(self.parameters(), lr=1e-3)
+            return [opt], [torch.optim.lr_scheduler.StepLR(opt, step_size=2)]
+
+        def train_dataloader(self):
+            return torch.utils.data.DataLoader(torch.randn(64, 4), batch_size=4)
+
+    torch.manual_seed(0)
+    trainer = L.Trainer(max_steps=max_steps, accelerator="cpu", logger=False, enable_progress_bar=False,
+                        enable_model_summary=False, callbacks=callbacks)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.fit(Tiny(), ckpt_path=ckpt_path)
+
+
+def test_lightning_weights_every_2_full_every_4(tmp_path):
+    """Two ModelCheckpoint callbacks in one folder, a common setup: light ``save_weights_only``
+    files often, full ones rarely. The newest file is weights-only: ``trainer.fit(ckpt_path=...)``
+    raises KeyError on it, so the newest FULL one is chosen, and the rejected one says why."""
+    L = pytest.importorskip("lightning", reason="the 'frameworks' extra (lightning) is not installed")
+    d = tmp_path / "ckpts"
+    mc = L.pytorch.callbacks.ModelCheckpoint
+    _lightning_fit(L, 6, None, [mc(dirpath=str(d), filename="weights-{step}", every_n_train_steps=2, save_top_k=-1,
+                                   save_weights_only=True),
+                                mc(dirpath=str(d), filename="full-{step}", every_n_train_steps=4, save_top_k=-1)])
+    report = find_latest([d])
+    assert report.chosen is not None and report.chosen.name == "full-step=4.ckpt", report.to_text()
+    rejected = dict((p.name, why) for p, why in report.rejected)
+    assert "save_weights_only" in rejected["weights-step=6.ckpt"] and "optimizer_states" in rejected["weights-step=6.ckpt"]
+    _lightning_fit(L, 8, str(report.resume_from), [])
+    with pytest.raises(KeyError, match="save_weights_only"):  # the rejected one really does not resume
+        _lightning_fit(L, 8, str(d / "weights-step=6.ckpt"), [])
+    only_weights = tmp_path / "only_weights"
+    only_weights.mkdir()
+    for p in d.glob("weights-*.ckpt"):
+        shutil.copy(p, only_weights / p.name)
+    report = find_latest([only_weights])
+    assert report.chosen is None and "weights-step=6.ckpt: no optimizer_states" in report.why_none(), report.to_text()
+    assert "save_weights_only=True" in report.why_none()
+
+
+@pytest.mark.parametrize(("damage", "expect"), [
+    ("none", "epoch=0-step=6.ckpt"),
+    ("truncate epoch=0-step=6.ckpt", "epoch=0-step=4.ckpt"),  # a cross-device move of the temp file cut short
+])
+def test_lightning_save_last_link(tmp_path, damage, expect):
+    """``save_last="link"``: last.ckpt is a relative symlink to the newest file, a pointer - never a
+    second candidate; when its target is damaged the report says the pointer names a broken file."""
+    L = pytest.importorskip("lightning", reason="the 'frameworks' extra (lightning) is not installed")
+    d = tmp_path / "ckpts"
+    _lightning_fit(L, 6, None, [L.pytorch.callbacks.ModelCheckpoint(dirpath=str(d), every_n_train_steps=2,
+                                                                     save_top_k=-1, save_last="link")])
+    assert (d / "last.ckpt").is_symlink()
+    _damage(d, damage, tmp_path / "PWNED")
+    report = find_latest([d])
+    assert report.chosen is not None and report.chosen.name == expect, report.to_text()
+    assert [c.name for c in report.candidates].count("last.ckpt") == 0, report.to_text()
+    _lightning_fit(L, 8, str(report.resume_from), [])
+    if expect != "epoch=0-step=6.ckpt":
+        assert any("last.ckpt" in x and "incomplete" in x for x in report.disagreements), report.to_text()
+        with pytest.raises(Exception):  # noqa: B017 - the rejected one (what ckpt_path="last" opens) does not resume
+            _lightning_fit(L, 8, str(d / "last.ckpt"), [])
+
+
+# --- torch DCP: a later save into the same folder died in finish() ---------------------------
+
+def _dcp_model_state(step: int, width: int = 8) -> dict:
+    torch.manual_seed(step)
+    model = torch.nn.Sequential(torch.nn.Linear(8, width), torch.nn.Linear(width, 8))
+    return {"model": model.state_dict(), "train_state": {"step": step}}
+
+
+class _Killed(BaseException):
+    pass
+
+
+def _die(*_args, **_kwargs):
+    raise _Killed  # the process dies where torch deletes the old .metadata: the tmp is written and fsynced
+
+
+@pytest.mark.parametrize(("later_width", "tmp_damage", "expect"), [
+    (8, "none", "step-6"),  # same layout: the old index fits the new shards - loads the later save's data
+    (8, "truncate", "step-6"),  # died while writing the tmp: cannot compare, dcp.load still reads .metadata
+    (12, "none", "step-4"),  # another layout: the old offsets point into the wrong bytes
+])
+def test_dcp_resave_died_in_finish(tmp_path, later_width, tmp_damage, expect):
+    """A fixed checkpoint folder re-saved (or an async save killed): torch writes ``.metadata.tmp``,
+    fsyncs it, deletes ``.metadata``, renames. Killed before the delete, the folder holds the old
+    ``.metadata``, the later save's shards and its complete ``.metadata.tmp``. gpulib refused every
+    such folder; ``dcp.load`` reads ``.metadata`` only, and succeeds when the layouts agree."""
+    import torch.distributed.checkpoint as dcp
+
+    root = tmp_path / "ckpt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for step in (2, 4, 6):
+            dcp.save(_dcp_model_state(step), storage_writer=dcp.FileSystemWriter(str(root / f"step-{step}"), thread_count=2))
+        writer = dcp.FileSystemWriter(str(root / "step-6"), thread_count=2, overwrite=True)
+        writer.fs.rm_file = _die
+        with pytest.raises(BaseException):  # noqa: B017 - DCP wraps the death in its CheckpointException
+            dcp.save(_dcp_model_state(8, later_width), storage_writer=writer)
+    assert (root / "step-6" / ".metadata").is_file() and (root / "step-6" / ".metadata.tmp").is_file()
+    _damage(root, f"{tmp_damage} step-6/.metadata.tmp" if tmp_damage != "none" else "none", tmp_path / "PWNED")
+    report = find_latest([root])
+    assert report.chosen is not None and report.chosen.name == expect, report.to_text()
+    step6 = next(c for c in report.candidates if c.name == "step-6")
+    assert any(".metadata.tmp left behind next to .metadata" in x for x in step6.warnings + step6.reasons), report.to_text()
+    state = _dcp_model_state(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dcp.load(state, checkpoint_id=str(report.resume_from))
+        assert state["train_state"]["step"] == report.chosen.step  # the step gpulib read is the one that loads
+        if expect == "step-6":
+            assert "--checkpoint.load_step 6" in report.resume_command  # the folder's number, not the content's 8
+        else:  # the rejected one really does not load
+            with pytest.raises(BaseException):  # noqa: B017 - DCP's CheckpointException is a BaseException
+                dcp.load(_dcp_model_state(0), checkpoint_id=str(root / "step-6"))
