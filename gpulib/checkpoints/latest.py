@@ -259,5 +259,11 @@ def find_latest(roots: list[str | Path], deep: bool = False) -> LatestReport:
         report.advice += resume.advice(c)
         if older := resume.older_with_more(c, report.candidates):
             report.advice.append(older)
-        report.resume_command = resume.command(c, c.path.parent, targets)
+        next_iteration = resume.accelerate_next_iteration(c, report.candidates)
+        if next_iteration is not None:
+            report.advice.append(f"set accelerator.project_configuration.iteration = {next_iteration} after load_state: "
+                                 "load_state does not restore it, so the next save_state would start again at "
+                                 "checkpoint_0 (\"Checkpoint directory ... already exists\", or the newest state saved "
+                                 "under the oldest number)")
+        report.resume_command = resume.command(c, c.path.parent, targets, next_iteration)
     return report

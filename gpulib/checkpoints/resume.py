@@ -7,6 +7,7 @@ that knowingly, so every missing piece is spelled out with its cost.
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 
@@ -72,14 +73,33 @@ def advice(c: Candidate) -> list[str]:
     return out
 
 
-def command(c: Candidate, series_dir: Path, pointer_targets: list[str]) -> str:
+AUTOMATIC_NAME = re.compile(r"^checkpoint_(\d+)$")
+
+
+def accelerate_next_iteration(c: Candidate, candidates: list[Candidate]) -> int | None:
+    """accelerate's ``automatic_checkpoint_naming`` numbers saves with
+    ``project_configuration.iteration``, which ``load_state`` does NOT restore: a resumed run
+    starts at 0 again, so its next ``save_state`` raises "Checkpoint directory ... already exists"
+    - or, with ``total_limit`` having deleted ``checkpoint_0``, silently writes the newest state
+    under the OLDEST number, where every "highest number wins" rule (accelerate's own
+    ``load_state()``, this one) will never find it. The safe value is one past every folder there,
+    the rejected ones included (they still block their names)."""
+    if c.layout != "accelerate" or not AUTOMATIC_NAME.match(c.name):
+        return None
+    numbers = [int(m.group(1)) for o in candidates if o.layout == "accelerate" and o.series == c.series
+               and (m := AUTOMATIC_NAME.match(o.name))]
+    return max(numbers) + 1
+
+
+def command(c: Candidate, series_dir: Path, pointer_targets: list[str], next_iteration: int | None = None) -> str:
     p = shlex.quote(str(c.path))  # shell words
     py = repr(str(c.path))  # Python literals in the "# then call ..." hints
     torchrun = f"torchrun --nproc-per-node={GPUS} --max-restarts=3"
     if c.layout == "hf_trainer":
         return f"{torchrun} <train.py> {ARGS} --resume_from_checkpoint {p}   # Trainer.train(resume_from_checkpoint={py})"
     if c.layout == "accelerate":
-        return f"accelerate launch <train.py> {ARGS}   # with accelerator.load_state({py}) before the loop"
+        then = "" if next_iteration is None else f", then accelerator.project_configuration.iteration = {next_iteration}"
+        return f"accelerate launch <train.py> {ARGS}   # with accelerator.load_state({py}){then} before the loop"
     if c.layout == "lightning":
         return f"python <train.py> fit {ARGS} --ckpt_path {p}   # or trainer.fit(model, ckpt_path={py})"
     if c.layout == "deepspeed":

@@ -169,6 +169,89 @@ def test_lightning_save_last_link(tmp_path, damage, expect):
             _lightning_fit(L, 8, str(d / "last.ckpt"), [])
 
 
+
+# --- accelerate: a custom registered object, total_limit, automatic naming ----------------------
+
+class _Seen:
+    """A custom object a script registers with ``accelerator.register_for_checkpointing``."""
+
+    def __init__(self):
+        self.seen = 0
+
+    def state_dict(self):
+        return {"seen": self.seen}
+
+    def load_state_dict(self, sd):
+        self.seen = sd["seen"]
+
+
+def _accelerate(accelerate, project: Path):
+    from accelerate.utils import ProjectConfiguration
+
+    torch.manual_seed(0)
+    acc = accelerate.Accelerator(cpu=True, project_config=ProjectConfiguration(
+        str(project), automatic_checkpoint_naming=True, total_limit=3))
+    model = torch.nn.Linear(4, 4)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model, opt = acc.prepare(model, opt)
+    seen = _Seen()
+    acc.register_for_checkpointing(seen)
+    return acc, model, opt, seen
+
+
+@pytest.fixture(scope="module")
+def accelerate_custom_run(tmp_path_factory):
+    accelerate = pytest.importorskip("accelerate", reason="the 'frameworks' extra (accelerate) is not installed")
+    project = tmp_path_factory.mktemp("acc_custom") / "project"
+    acc, model, opt, seen = _accelerate(accelerate, project)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(5):  # total_limit=3 deletes the oldest before each save: checkpoint_2..4 remain
+            model(torch.ones(2, 4)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+            seen.seen += 1
+            acc.save_state()
+    assert sorted(p.name for p in (project / "checkpoints").iterdir()) == ["checkpoint_2", "checkpoint_3", "checkpoint_4"]
+    return accelerate, project
+
+
+@pytest.mark.parametrize(("damage", "expect"), [
+    ("none", "checkpoint_4"),
+    ("delete checkpoint_4/custom_checkpoint_0.pkl", "checkpoint_3"),
+    ("truncate checkpoint_4/custom_checkpoint_0.pkl", "checkpoint_3"),
+])
+def test_accelerate_custom_object_total_limit(accelerate_custom_run, tmp_path, damage, expect):
+    """``load_state`` opens ``custom_checkpoint_<i>.pkl`` for every registered object (and raises
+    without it). After the resume the next ``save_state`` must not restart the numbering: the
+    command sets ``project_configuration.iteration``, and following it the next save lands after
+    every folder there, where without it it lands in ``checkpoint_0`` - the oldest number."""
+    accelerate, src = accelerate_custom_run
+    project = tmp_path / "project"
+    shutil.copytree(src, project)
+    _damage(project / "checkpoints", damage, tmp_path / "PWNED")
+    report = find_latest([project])
+    assert report.chosen is not None and report.chosen.name == expect, report.to_text()
+    assert "project_configuration.iteration = 5" in report.resume_command, report.resume_command
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        acc, _model, _opt, seen = _accelerate(accelerate, project)
+        acc.load_state(str(report.resume_from))
+        assert seen.seen == int(expect.removeprefix("checkpoint_")) + 1
+        acc.project_configuration.iteration = 5  # what the command says
+        acc.save_state()
+        assert (project / "checkpoints" / "checkpoint_5").is_dir() and not (project / "checkpoints" / "checkpoint_0").exists()
+        acc, *_ = _accelerate(accelerate, tmp_path / "fresh")
+        shutil.copytree(src, tmp_path / "fresh", dirs_exist_ok=True)
+        acc.load_state(str(tmp_path / "fresh" / "checkpoints" / "checkpoint_4"))
+        acc.save_state()  # without it: the newest state goes to the oldest number
+        assert (tmp_path / "fresh" / "checkpoints" / "checkpoint_0").is_dir()
+        if expect != "checkpoint_4":  # the rejected one really does not resume
+            acc, *_ = _accelerate(accelerate, tmp_path / "fresh2")
+            with pytest.raises(Exception):  # noqa: B017 - whatever the loader raises
+                acc.load_state(str(project / "checkpoints" / "checkpoint_4"))
+
+
 # --- torch DCP: a later save into the same folder died in finish() ---------------------------
 
 def _dcp_model_state(step: int, width: int = 8) -> dict:
@@ -222,3 +305,100 @@ def test_dcp_resave_died_in_finish(tmp_path, later_width, tmp_damage, expect):
         else:  # the rejected one really does not load
             with pytest.raises(BaseException):  # noqa: B017 - DCP's CheckpointException is a BaseException
                 dcp.load(_dcp_model_state(0), checkpoint_id=str(root / "step-6"))
+
+
+# --- DeepSpeed: ZeRO stages, two gloo ranks, save_latest=False, a `latest` ahead of its data --
+
+DS_SCRIPT = r"""
+import os, sys, torch, deepspeed
+mode, path, port, stage, rank, world, save_latest = sys.argv[1:8]
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK=rank, WORLD_SIZE=world, LOCAL_RANK=rank)
+deepspeed.init_distributed(dist_backend="gloo")
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 4))
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+cfg = {"train_batch_size": 2 * int(world), "zero_optimization": {"stage": int(stage)}, "zero_allow_untested_optimizer": True}
+eng, *_ = deepspeed.initialize(model=model, optimizer=opt, config=cfg)
+if mode == "save":
+    for s in range(6):
+        loss = eng(torch.ones(2, 4)).sum(); eng.backward(loss); eng.step()
+        if s % 2 == 1:
+            eng.save_checkpoint(path, save_latest=save_latest == "1")
+else:  # "load": path is the series folder plus a tag, or the series folder alone to follow `latest`
+    folder, tag = (path, None) if mode == "load-latest" else (os.path.dirname(path), os.path.basename(path))
+    got, _ = eng.load_checkpoint(folder, tag=tag)
+    assert got is not None, "load_checkpoint returned None"
+print("DS-OK", rank, eng.global_steps)
+"""
+
+
+def _ds(mode: str, path: Path, tmp: Path, stage: int, world: int = 1, save_latest: bool = True) -> int:
+    """Run ``world`` gloo ranks of DS_SCRIPT; the global step every rank reports after it (all equal)."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:  # a free loopback port for the gloo group
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    env = {**os.environ, "DS_ACCELERATOR": "cpu", "DS_BUILD_OPS": "0", "PYTHONWARNINGS": "ignore"}
+    procs = [subprocess.Popen([sys.executable, "-c", DS_SCRIPT, mode, str(path), port, str(stage), str(rank), str(world),
+                               "1" if save_latest else "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, env=env, cwd=tmp) for rank in range(world)]
+    outs = []
+    for p in procs:
+        try:
+            outs.append(p.communicate(timeout=300)[0])
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise
+    steps = set()
+    for rank, out in enumerate(outs):
+        assert f"DS-OK {rank} " in out, out[-3000:]
+        steps.add(int(out.split(f"DS-OK {rank} ")[1].split()[0]))
+    assert len(steps) == 1, steps
+    return steps.pop()
+
+
+@pytest.fixture(scope="module")
+def ds_runs(tmp_path_factory):
+    """ZeRO-3 on one rank saved with save_latest=False; ZeRO-1 and ZeRO-2 on two gloo ranks."""
+    pytest.importorskip("deepspeed", reason="the 'frameworks' extra (deepspeed) is not installed")
+    runs = {}
+    for stage, world, latest in ((3, 1, False), (1, 2, True), (2, 2, True)):
+        tmp = tmp_path_factory.mktemp(f"ds_z{stage}_w{world}")
+        _ds("save", tmp / "ck", tmp, stage, world, latest)
+        runs[stage] = (tmp / "ck", world)
+    return runs
+
+
+@pytest.mark.parametrize(("stage", "damage", "expect"), [
+    (3, "none", "global_step6"),
+    (3, "delete global_step6/zero_pp_rank_0_mp_rank_00_optim_states.pt", "global_step4"),
+    (3, "truncate global_step6/zero_pp_rank_0_mp_rank_00_model_states.pt", "global_step4"),
+    (1, "delete global_step6/zero_pp_rank_1_mp_rank_00_optim_states.pt", "global_step4"),
+    (2, "zero global_step6/zero_pp_rank_1_mp_rank_00_optim_states.pt", "global_step4"),
+])
+def test_deepspeed_zero_stages(ds_runs, tmp_path, stage, damage, expect):
+    """One rank's optimizer shard lost (a node that died before its write landed) while rank 0
+    already wrote ``latest``: the tag ``latest`` names is refused, the older one resumes on every
+    rank, and following ``latest`` (``load_checkpoint(dir)``) really fails. Without a ``latest``
+    (save_latest=False) the command passes the tag."""
+    src, world = ds_runs[stage]
+    ck = tmp_path / "ck"
+    shutil.copytree(src, ck)
+    _damage(ck, damage, tmp_path / "PWNED")
+    report = find_latest([ck])
+    assert report.chosen is not None and report.chosen.name == expect, report.to_text()
+    assert _ds("load", report.resume_from, tmp_path, stage, world) == int(expect.removeprefix("global_step"))
+    if stage == 3:
+        assert not (ck / "latest").exists() and "`latest` does not name it: pass the tag" in report.resume_command
+    if expect != "global_step6":
+        rejected = dict((p.name, why) for p, why in report.rejected)["global_step6"]
+        assert "zero_pp_rank" in rejected, rejected
+        if (ck / "latest").exists():
+            assert any("latest" in d and "global_step6" in d and "incomplete" in d for d in report.disagreements)
+            with pytest.raises(AssertionError, match="DS-OK"):  # following `latest` really fails
+                _ds("load-latest", ck, tmp_path, stage, world)
