@@ -257,7 +257,7 @@ def _check_index(c: Candidate, f: Files, index_name: str, deep: bool, blocking: 
     for shard in shards:
         p = f.get(shard)
         if p is None:
-            out.append(f"shard {shard} named in {index_name} is missing{note}")
+            out.append(f"shard {shard} named in {index_name} is missing{note or ' (loading the sharded weights raises)'}")
         else:
             c.absorb(inspect_path(p, deep), shard + note, blocking)
 

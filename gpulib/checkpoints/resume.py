@@ -57,12 +57,16 @@ def older_with_more(c: Candidate, candidates: list[Candidate]) -> str | None:
         kept = [KEPT[k] for k in missing if k in o.categories]
         if kept:
             return (f"{o.name} (step {o.step}, {c.step - o.step} steps older) has the {', '.join(kept)} that "
-                    f"{c.name} lacks: resume from {o.path} instead to keep it")
+                    f"{c.name} lacks: resume from {o.path} instead to keep {'them' if len(kept) > 1 else 'it'}")
     return None
 
 
 def advice(c: Candidate) -> list[str]:
     out = []
+    if c.layout == "hf_trainer" and "optimizer" not in c.categories:
+        out.append("Trainer.train(resume_from_checkpoint=...) resumes it WITHOUT a warning: it loads the weights and "
+                   "silently starts a fresh optimizer and LR schedule (a save_only_model=True save, or optimizer.pt / "
+                   "scheduler.pt missing)")
     if c.model_prefix:
         why = "DDP/DataParallel" if c.model_prefix == "module." else "torch.compile"
         out.append(f"model keys carry the {why} prefix '{c.model_prefix}': load into the same wrapper, or strip it with "
