@@ -62,9 +62,15 @@ class Candidate:
     model_prefix: str | None = None
     reports: list[FileReport] = field(default_factory=list)
     sidecar: dict | None = None
+    #: a counter in the content that only grows with training, where the name's number counts saves
+    #: (accelerate: the LR scheduler's ``last_epoch``); ordered by it only when the numbering restarted
+    progress: int | None = None
+    order_by_progress: bool = False
 
     @property
     def step(self) -> int | None:
+        if self.order_by_progress and self.progress is not None:
+            return self.progress
         return step_of(self.layout, self.step_name, self.step_content)
 
     @property
@@ -288,6 +294,8 @@ def eval_accelerate(c: Candidate, deep: bool) -> None:
                      blocking=not shadowed)
             if cat := ACCELERATE_CATEGORY.get(m.group(1) or "scaler"):
                 c.categories.add(cat)
+    sched = next((r for r in c.reports if os.path.basename(r.path) == "scheduler.bin" and r.valid), None)
+    c.progress = _int(sched.values.get("last_epoch")) if sched else None
     _rank_files(c, f, "random_states.pkl", "RNG state (random_states_<rank>.pkl)", blocking=False)
     c.warnings.append("accelerate writes no completion marker (and deletes old checkpoints before saving with total_limit): "
                       "completeness is inferred from the files")
@@ -302,6 +310,7 @@ def require_series_files(candidates: list[Candidate]) -> None:
         if c.layout == "accelerate":
             by_series.setdefault(c.series, []).append(c)
     for group in by_series.values():
+        _numbering_restarted(group)
         names = {c.name: {n for n in Files(c.paths).names if ACCELERATE_FILE.match(n)} for c in group}
         if len(group) == 1:
             _lone_accelerate_scheduler(group[0], names[group[0].name])
@@ -311,6 +320,30 @@ def require_series_files(candidates: list[Candidate]) -> None:
             if missing:
                 c.reasons.append(f"lacks {', '.join(missing)}, which the other checkpoints of this run have: "
                                  "accelerator.load_state opens it and raises")
+
+
+def _numbering_restarted(group: list[Candidate]) -> None:
+    """accelerate numbers ``checkpoint_N`` by saves, from ``project_configuration.iteration``, which
+    ``load_state`` does not restore: a run resumed without setting it saves its newest state as
+    ``checkpoint_0`` again (``total_limit`` having deleted the old one), and "highest number"
+    (accelerate's own ``load_state()`` without a folder, and this order) resumes an older state.
+    The LR scheduler's ``last_epoch`` only grows with training: when it goes DOWN while the folder
+    number goes up, the series is ordered by it instead, and every checkpoint in it says why."""
+    automatic = DIR_PATTERNS[1][1]  # checkpoint_N: save_state("dir/step_100") names carry the step itself
+    known = sorted((c for c in group if c.progress is not None and c.step_name is not None and automatic.match(c.name)),
+                   key=lambda c: c.step_name)
+    backwards = [(a, b) for a, b in zip(known, known[1:], strict=False) if b.progress < a.progress]
+    if not backwards:
+        return
+    a, b = backwards[0]
+    for c in group:
+        if not automatic.match(c.name):
+            continue
+        c.order_by_progress = True
+        c.warnings.append(f"the numbering restarted: {a.name}'s LR scheduler is at step {a.progress}, past {b.name}'s "
+                          f"{b.progress} - a resumed run saved again starting at checkpoint_0 (load_state does not restore "
+                          "project_configuration.iteration), so this series is ordered by the scheduler's step, not "
+                          "the folder number")
 
 
 def _lone_accelerate_scheduler(c: Candidate, names: set[str]) -> None:

@@ -257,6 +257,54 @@ def test_accelerate_custom_object_total_limit(accelerate_custom_run, tmp_path, d
                 acc.load_state(str(project / "checkpoints" / "checkpoint_4"))
 
 
+def test_accelerate_numbering_restarted_after_resume(tmp_path):
+    """The trap of accelerate#1601/#3306: a run resumed with ``load_state`` (which does not restore
+    ``project_configuration.iteration``) saves again from ``checkpoint_0`` - with ``total_limit``
+    that folder was deleted, so the newest state silently lands under the OLDEST number, and
+    "highest number" (accelerate's own ``load_state()`` without a folder) resumes an older one.
+    The LR scheduler's step tells them apart: the newest state is chosen, and the resume proves it."""
+    accelerate = pytest.importorskip("accelerate", reason="the 'frameworks' extra (accelerate) is not installed")
+    from accelerate.utils import ProjectConfiguration
+
+    project = tmp_path / "project"
+
+    def prepared():
+        torch.manual_seed(0)
+        acc = accelerate.Accelerator(cpu=True, project_config=ProjectConfiguration(
+            str(project), automatic_checkpoint_naming=True, total_limit=3))
+        model = torch.nn.Linear(4, 4)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        return (acc, *acc.prepare(model, opt, torch.optim.lr_scheduler.StepLR(opt, step_size=2)))
+
+    def train_and_save(acc, model, opt, sched, n):
+        for _ in range(n):
+            model(torch.ones(2, 4)).sum().backward()
+            opt.step()
+            sched.step()
+            opt.zero_grad()
+            acc.save_state()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        train_and_save(*prepared(), 5)  # checkpoint_2..4 remain, the scheduler at 3..5
+        acc, model, opt, sched = prepared()
+        acc.load_state()  # no folder: the highest number, checkpoint_4
+        train_and_save(acc, model, opt, sched, 1)  # iteration was not restored: saved as checkpoint_0
+    assert sorted(p.name for p in (project / "checkpoints").iterdir()) == ["checkpoint_0", "checkpoint_3", "checkpoint_4"]
+    report = find_latest([project])
+    assert report.chosen is not None and report.chosen.name == "checkpoint_0", report.to_text()
+    assert any("numbering restarted" in w for w in report.chosen.warnings), report.to_text()
+    assert "project_configuration.iteration = 5" in report.resume_command
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        acc, _model, _opt, sched = prepared()
+        acc.load_state(str(report.resume_from))
+        assert sched.scheduler.last_epoch == 6  # the newest state: 5 steps, resumed, 1 more
+        acc, _model, _opt, sched = prepared()
+        acc.load_state()  # what "highest number" resumes: one step older
+        assert sched.scheduler.last_epoch == 5
+
+
 # --- torch DCP: a later save into the same folder died in finish() ---------------------------
 
 def _dcp_model_state(step: int, width: int = 8) -> dict:
