@@ -225,24 +225,31 @@ def eval_hf_trainer(c: Candidate, deep: bool) -> None:
     if f.get("scaler.pt"):
         c.absorb(inspect_path(f.get("scaler.pt"), deep), "scaler.pt")
         c.categories.add("scaler")
-    _rank_files(c, f, "rng_state.pth", "RNG state (rng_state_<rank>.pth)", blocking=True)
+    _rank_files(c, f, "rng_state.pth", "RNG state (rng_state_<rank>.pth)", blocking=True, numbered_when_distributed=True)
     c.categories.add("dataloader")  # HF Trainer re-skips consumed batches on resume (no sampler file)
 
 
-def _rank_files(c: Candidate, f: Files, single: str, what: str, blocking: bool) -> None:
+def _rank_files(c: Candidate, f: Files, single: str, what: str, blocking: bool, numbered_when_distributed: bool = False) -> None:
     """Per-rank RNG files (and the single-process name): every one present is inspected - the
-    loader of whichever rank opens it fails on a damaged one (``blocking``) or runs its pickle."""
+    loader of whichever rank opens it fails on a damaged one (``blocking``) or runs its pickle. A
+    MISSING one never blocks: Trainer's ``_load_rng_state`` logs "Didn't find an RNG file for
+    process N" and goes on, accelerate's ``load_state`` logs "Could not load random states"; that
+    rank's streams restart (``lacks`` says so). ``numbered_when_distributed``: the Trainer writes
+    ``rng_state_<rank>.pth`` only when the world is bigger than one, so a lone ``rng_state_0.pth``
+    means at least one other rank's file is gone."""
     ranks = {int(m.group(1)) for m in f.matching(RANK_FILE).values()}
+    numbered = bool(ranks)
     if f.get(single):
         ranks.add(0)
     if not ranks:
         return
     c.categories.add("rng")
     c.rng_ranks = len(ranks)
-    c.world_size = max(c.world_size or 0, max(ranks) + 1)
+    c.world_size = max(c.world_size or 0, max(ranks) + 1, 2 if numbered and numbered_when_distributed else 1)
     gap = _contiguous(ranks, what)
     if gap:
-        c.reasons.append(gap)
+        c.warnings.append(f"{gap}: the resume still runs (those ranks log that they found no RNG file and restart "
+                          "their random streams)")
     for n in sorted(f.matching(RANK_FILE)) + ([single] if f.get(single) else []):
         c.absorb(inspect_path(f.get(n)), n, blocking)
 

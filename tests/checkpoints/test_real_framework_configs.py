@@ -95,6 +95,74 @@ def test_hf_sharded_weights(hf_sharded_run, tmp_path, damage, expect):
             _hf_trainer(transformers, out, 8).train(resume_from_checkpoint=str(out / "checkpoint-6"))
 
 
+HF_DDP_SCRIPT = r"""
+import sys, torch, transformers
+out, max_steps, resume = sys.argv[1], int(sys.argv[2]), (sys.argv[3] if sys.argv[3] != "-" else None)
+torch.manual_seed(0)
+cfg = transformers.GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=32, n_positions=16)
+data = [{"input_ids": torch.arange(i, i + 8) % 32, "labels": torch.arange(i, i + 8) % 32} for i in range(32)]
+args = transformers.TrainingArguments(output_dir=out, max_steps=max_steps, save_steps=2, per_device_train_batch_size=2,
+                                      report_to=[], use_cpu=True, disable_tqdm=True, logging_strategy="no",
+                                      ddp_backend="gloo")
+trainer = transformers.Trainer(model=transformers.GPT2LMHeadModel(cfg), args=args, train_dataset=data)
+trainer.train(resume_from_checkpoint=resume)
+print("HF-OK", trainer.args.process_index, trainer.args.world_size, trainer.state.global_step)
+"""
+
+
+def _hf_two_ranks(tmp: Path, out: Path, max_steps: int, resume: Path | None) -> None:
+    """Two Trainer ranks (torchrun, gloo on loopback): each writes and reads its own rng_state_<rank>.pth."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    script = tmp / "hf_ddp.py"
+    script.write_text(HF_DDP_SCRIPT)
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--master-addr=127.0.0.1",
+                          f"--master-port={port}", str(script), str(out), str(max_steps), str(resume or "-")],
+                         capture_output=True, text=True, cwd=tmp, timeout=300,
+                         env={**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"})
+    assert f"HF-OK 0 2 {max_steps}" in run.stdout and f"HF-OK 1 2 {max_steps}" in run.stdout, \
+        "\n".join(x for x in (run.stdout + run.stderr).splitlines() if x.startswith("[rank"))[-6000:]
+
+
+@pytest.fixture(scope="module")
+def hf_two_rank_run(tmp_path_factory):
+    pytest.importorskip("transformers", reason="the 'frameworks' extra (transformers) is not installed")
+    tmp = tmp_path_factory.mktemp("hf_ddp")
+    _hf_two_ranks(tmp, tmp / "out", 4, None)
+    assert sorted(p.name for p in (tmp / "out" / "checkpoint-4").glob("rng_state*")) == ["rng_state_0.pth", "rng_state_1.pth"]
+    return tmp / "out"
+
+
+@pytest.mark.parametrize(("damage", "expect", "lacks"), [
+    ("delete checkpoint-4/rng_state_1.pth", "checkpoint-4", "RNG state for only 1 of 2 ranks"),
+    ("delete checkpoint-4/rng_state_0.pth", "checkpoint-4", "RNG state for only 1 of 2 ranks"),
+    ("truncate checkpoint-4/rng_state_1.pth", "checkpoint-2", None),
+])
+def test_hf_two_ranks_rng_file_lost(hf_two_rank_run, tmp_path, damage, expect, lacks):
+    """A rank's rng_state_<rank>.pth lost does not stop the Trainer: that rank logs "Didn't find an
+    RNG file for process N" and restarts its streams - gpulib refused such a checkpoint (a gap in the
+    ranks) or, with the last rank's file gone, did not notice. A damaged one does stop it."""
+    out = tmp_path / "out"
+    shutil.copytree(hf_two_rank_run, out)
+    _damage(out, damage, tmp_path / "PWNED")
+    report = find_latest([out])
+    assert report.chosen is not None and report.chosen.name == expect, report.to_text()
+    assert (lacks is None) == (not any("RNG state for only" in x for x in report.lacks)), report.to_text()
+    assert lacks is None or any(lacks in x for x in report.lacks), report.to_text()
+    if expect != "checkpoint-4":  # the rejected one really does not resume (before the resume below re-saves it)
+        broken = tmp_path / "broken"
+        shutil.copytree(out, broken)
+        with pytest.raises(AssertionError, match=r"\[rank1\]:.*in _load_rng_state"):  # rank 1 raises reading its file
+            _hf_two_ranks(tmp_path, broken, 8, broken / "checkpoint-4")
+    _hf_two_ranks(tmp_path, out, 6, report.resume_from)
+
+
 # --- Lightning ------------------------------------------------------------------------------
 
 def _lightning_fit(L, max_steps: int, ckpt_path: str | None, callbacks: list) -> None:
