@@ -183,7 +183,8 @@ def _lightning_fit(L, max_steps: int, ckpt_path: str | None, callbacks: list) ->
 
     torch.manual_seed(0)
     trainer = L.Trainer(max_steps=max_steps, accelerator="cpu", logger=False, enable_progress_bar=False,
-                        enable_model_summary=False, callbacks=callbacks)
+                        enable_model_summary=False, callbacks=callbacks,
+                        enable_checkpointing=bool(callbacks))  # a resume-only fit writes nothing (no ./checkpoints)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.fit(Tiny(), ckpt_path=ckpt_path)
