@@ -96,7 +96,7 @@ def test_hf_sharded_weights(hf_sharded_run, tmp_path, damage, expect):
 
 
 HF_DDP_SCRIPT = r"""
-import sys, torch, transformers
+import os, sys, torch, transformers
 out, max_steps, resume = sys.argv[1], int(sys.argv[2]), (sys.argv[3] if sys.argv[3] != "-" else None)
 torch.manual_seed(0)
 cfg = transformers.GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=32, n_positions=16)
@@ -106,7 +106,8 @@ args = transformers.TrainingArguments(output_dir=out, max_steps=max_steps, save_
                                       ddp_backend="gloo")
 trainer = transformers.Trainer(model=transformers.GPT2LMHeadModel(cfg), args=args, train_dataset=data)
 trainer.train(resume_from_checkpoint=resume)
-print("HF-OK", trainer.args.process_index, trainer.args.world_size, trainer.state.global_step)
+# one write(2) below PIPE_BUF: the two ranks share torchrun's stdout and must not interleave
+os.write(1, f"HF-OK {trainer.args.process_index} {trainer.args.world_size} {trainer.state.global_step}\n".encode())
 """
 
 
