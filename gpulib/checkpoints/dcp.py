@@ -2,8 +2,9 @@
 
 The coordinator writes ``.metadata`` last (tmp file, fsync, rename) after every rank reported its
 writes, so: no ``.metadata`` = the save did not finish; a leftover ``.metadata.tmp`` = it crashed
-inside ``finish()``. ``.metadata`` is a plain pickle (``torch.load`` never sees it, DCP calls
-``pickle.load``), so it is read here with the stub unpickler. Its ``storage_data`` names, for
+inside ``finish()`` (next to a ``.metadata``: a later save into the same folder did - its shards
+replaced these, so the two indexes must agree). ``.metadata`` is a plain pickle (``torch.load``
+never sees it, DCP calls ``pickle.load``), so it is read here with the stub unpickler. Its ``storage_data`` names, for
 every item, the shard file, offset and length: each shard must exist and be at least
 ``offset + length`` long - on node-local disks, shards written by other nodes are simply absent.
 
@@ -67,7 +68,7 @@ def inspect_dcp(path: str | Path, deep: bool = False, other_dirs: list[Path] | N
         return report
     shards = [n for n in names if n.endswith(".distcp")]
     report.meta["shards_present"] = len(shards)
-    if ".metadata.tmp" in names:
+    if ".metadata.tmp" in names and ".metadata" not in names:
         report.add("incomplete", ".metadata.tmp left behind: the save crashed in finish(), before .metadata was renamed into "
                                  "place")
     meta_path = path / ".metadata"
@@ -102,6 +103,8 @@ def inspect_dcp(path: str | Path, deep: bool = False, other_dirs: list[Path] | N
         report.add("corrupt", ".metadata has no state_dict_metadata/storage_data: not a DCP Metadata object")
         return report
     storage = top["storage_data"]
+    if ".metadata.tmp" in names:
+        _leftover_metadata_tmp(path / ".metadata.tmp", _layout(storage), report)
     summary = ContentSummary()
     cats = set()
     bytes_items = []
@@ -170,6 +173,43 @@ def inspect_dcp(path: str | Path, deep: bool = False, other_dirs: list[Path] | N
     if deep and report.valid:
         _deep_check(located, items_of, report)
     return report
+
+
+def _layout(storage: dict) -> set[tuple]:
+    """Where every item lies: (fqn, offset in the tensor, shard file, byte offset, byte length)."""
+    out = set()
+    for idx, info in storage.items():
+        ia, ix = _attrs(info), _attrs(idx)
+        out.add((str(ix.get("fqn")), repr(ix.get("offset")), ia.get("relative_path"), ia.get("offset"), ia.get("length")))
+    return out
+
+
+def _leftover_metadata_tmp(tmp: Path, layout: set[tuple], report: FileReport) -> None:
+    """``.metadata.tmp`` next to a ``.metadata``: a later save into this same folder (a fixed
+    ``checkpoint_id`` re-saved, an async save killed) wrote all its shards, then died in ``finish()``
+    before renaming its index over the old one (torch deletes the old ``.metadata`` only after the
+    tmp is fsynced). ``dcp.load`` reads the old ``.metadata`` - over the new shards. Same layout in
+    both indexes: it loads (the later save's data). Another layout: the old offsets point into the
+    wrong bytes, and the load fails or silently reads garbage - so that is blocking."""
+    lead = ".metadata.tmp left behind next to .metadata: a later save into this same folder died before replacing it"
+    try:
+        data = tmp.read_bytes() if tmp.stat().st_size <= MAX_PICKLE_BYTES else b""
+    except OSError as exc:
+        report.add("warning", f"{lead}; cannot read it ({exc.strerror or exc}), so whether its shards still match .metadata "
+                              "is unknown")
+        return
+    result = stub_load(data) if data else None
+    later = _attrs(result.obj) if result and not result.error else {}
+    if not isinstance(later.get("storage_data"), dict):
+        report.add("warning", f"{lead}, and it is incomplete: whether the shards it rewrote still match .metadata is "
+                              "unknown - dcp.load reads .metadata; compare the step it loads with the one you expect")
+        return
+    if _layout(later["storage_data"]) != layout:
+        report.add("incomplete", f"{lead}, after rewriting the shards with another layout: the offsets in .metadata no "
+                                 "longer point at its items, so dcp.load fails or reads the wrong bytes")
+        return
+    report.add("warning", f"{lead}; its shards have the same layout, so dcp.load (which reads .metadata) loads that later "
+                          "save's data - delete the .tmp once you have resumed")
 
 
 def _check_bytes_items(path: Path, dirs: list[Path], bytes_items: set[str], storage: dict, report: FileReport) -> None:

@@ -81,6 +81,9 @@ class LatestReport:
             return "no checkpoint found under " + ", ".join(str(r) for r in self.roots)
         untrusted = [c for c in self.candidates if any(r.startswith(("UNSAFE", "needs review")) for r in c.reasons)]
         why = f"none of {len(self.candidates)} checkpoints is resumable"
+        newest = self.candidates[-1]
+        if newest.reasons and newest not in untrusted:
+            why += f"; the newest, {newest.name}: {newest.reasons[0]}"
         if untrusted:
             why += (f"; {len(untrusted)} would run pickled code on resume (UNSAFE / needs review: "
                     f"{', '.join(c.name for c in untrusted[:4])}) and are never recommended")
@@ -254,5 +257,13 @@ def find_latest(roots: list[str | Path], deep: bool = False) -> LatestReport:
             report.advice.append("no step in its name or content: chosen by name order only - check it is the newest")
         report.lacks = resume.lacks(c, report.candidates)
         report.advice += resume.advice(c)
-        report.resume_command = resume.command(c, c.path.parent, targets)
+        if older := resume.older_with_more(c, report.candidates):
+            report.advice.append(older)
+        next_iteration = resume.accelerate_next_iteration(c, report.candidates)
+        if next_iteration is not None:
+            report.advice.append(f"set accelerator.project_configuration.iteration = {next_iteration} after load_state: "
+                                 "load_state does not restore it, so the next save_state would start again at "
+                                 "checkpoint_0 (\"Checkpoint directory ... already exists\", or the newest state saved "
+                                 "under the oldest number)")
+        report.resume_command = resume.command(c, c.path.parent, targets, next_iteration)
     return report

@@ -62,9 +62,15 @@ class Candidate:
     model_prefix: str | None = None
     reports: list[FileReport] = field(default_factory=list)
     sidecar: dict | None = None
+    #: a counter in the content that only grows with training, where the name's number counts saves
+    #: (accelerate: the LR scheduler's ``last_epoch``); ordered by it only when the numbering restarted
+    progress: int | None = None
+    order_by_progress: bool = False
 
     @property
     def step(self) -> int | None:
+        if self.order_by_progress and self.progress is not None:
+            return self.progress
         return step_of(self.layout, self.step_name, self.step_content)
 
     @property
@@ -219,24 +225,31 @@ def eval_hf_trainer(c: Candidate, deep: bool) -> None:
     if f.get("scaler.pt"):
         c.absorb(inspect_path(f.get("scaler.pt"), deep), "scaler.pt")
         c.categories.add("scaler")
-    _rank_files(c, f, "rng_state.pth", "RNG state (rng_state_<rank>.pth)", blocking=True)
+    _rank_files(c, f, "rng_state.pth", "RNG state (rng_state_<rank>.pth)", blocking=True, numbered_when_distributed=True)
     c.categories.add("dataloader")  # HF Trainer re-skips consumed batches on resume (no sampler file)
 
 
-def _rank_files(c: Candidate, f: Files, single: str, what: str, blocking: bool) -> None:
+def _rank_files(c: Candidate, f: Files, single: str, what: str, blocking: bool, numbered_when_distributed: bool = False) -> None:
     """Per-rank RNG files (and the single-process name): every one present is inspected - the
-    loader of whichever rank opens it fails on a damaged one (``blocking``) or runs its pickle."""
+    loader of whichever rank opens it fails on a damaged one (``blocking``) or runs its pickle. A
+    MISSING one never blocks: Trainer's ``_load_rng_state`` logs "Didn't find an RNG file for
+    process N" and goes on, accelerate's ``load_state`` logs "Could not load random states"; that
+    rank's streams restart (``lacks`` says so). ``numbered_when_distributed``: the Trainer writes
+    ``rng_state_<rank>.pth`` only when the world is bigger than one, so a lone ``rng_state_0.pth``
+    means at least one other rank's file is gone."""
     ranks = {int(m.group(1)) for m in f.matching(RANK_FILE).values()}
+    numbered = bool(ranks)
     if f.get(single):
         ranks.add(0)
     if not ranks:
         return
     c.categories.add("rng")
     c.rng_ranks = len(ranks)
-    c.world_size = max(c.world_size or 0, max(ranks) + 1)
+    c.world_size = max(c.world_size or 0, max(ranks) + 1, 2 if numbered and numbered_when_distributed else 1)
     gap = _contiguous(ranks, what)
     if gap:
-        c.reasons.append(gap)
+        c.warnings.append(f"{gap}: the resume still runs (those ranks log that they found no RNG file and restart "
+                          "their random streams)")
     for n in sorted(f.matching(RANK_FILE)) + ([single] if f.get(single) else []):
         c.absorb(inspect_path(f.get(n)), n, blocking)
 
@@ -257,7 +270,7 @@ def _check_index(c: Candidate, f: Files, index_name: str, deep: bool, blocking: 
     for shard in shards:
         p = f.get(shard)
         if p is None:
-            out.append(f"shard {shard} named in {index_name} is missing{note}")
+            out.append(f"shard {shard} named in {index_name} is missing{note or ' (loading the sharded weights raises)'}")
         else:
             c.absorb(inspect_path(p, deep), shard + note, blocking)
 
@@ -288,6 +301,8 @@ def eval_accelerate(c: Candidate, deep: bool) -> None:
                      blocking=not shadowed)
             if cat := ACCELERATE_CATEGORY.get(m.group(1) or "scaler"):
                 c.categories.add(cat)
+    sched = next((r for r in c.reports if os.path.basename(r.path) == "scheduler.bin" and r.valid), None)
+    c.progress = _int(sched.values.get("last_epoch")) if sched else None
     _rank_files(c, f, "random_states.pkl", "RNG state (random_states_<rank>.pkl)", blocking=False)
     c.warnings.append("accelerate writes no completion marker (and deletes old checkpoints before saving with total_limit): "
                       "completeness is inferred from the files")
@@ -302,6 +317,7 @@ def require_series_files(candidates: list[Candidate]) -> None:
         if c.layout == "accelerate":
             by_series.setdefault(c.series, []).append(c)
     for group in by_series.values():
+        _numbering_restarted(group)
         names = {c.name: {n for n in Files(c.paths).names if ACCELERATE_FILE.match(n)} for c in group}
         if len(group) == 1:
             _lone_accelerate_scheduler(group[0], names[group[0].name])
@@ -311,6 +327,30 @@ def require_series_files(candidates: list[Candidate]) -> None:
             if missing:
                 c.reasons.append(f"lacks {', '.join(missing)}, which the other checkpoints of this run have: "
                                  "accelerator.load_state opens it and raises")
+
+
+def _numbering_restarted(group: list[Candidate]) -> None:
+    """accelerate numbers ``checkpoint_N`` by saves, from ``project_configuration.iteration``, which
+    ``load_state`` does not restore: a run resumed without setting it saves its newest state as
+    ``checkpoint_0`` again (``total_limit`` having deleted the old one), and "highest number"
+    (accelerate's own ``load_state()`` without a folder, and this order) resumes an older state.
+    The LR scheduler's ``last_epoch`` only grows with training: when it goes DOWN while the folder
+    number goes up, the series is ordered by it instead, and every checkpoint in it says why."""
+    automatic = DIR_PATTERNS[1][1]  # checkpoint_N: save_state("dir/step_100") names carry the step itself
+    known = sorted((c for c in group if c.progress is not None and c.step_name is not None and automatic.match(c.name)),
+                   key=lambda c: c.step_name)
+    backwards = [(a, b) for a, b in zip(known, known[1:], strict=False) if b.progress < a.progress]
+    if not backwards:
+        return
+    a, b = backwards[0]
+    for c in group:
+        if not automatic.match(c.name):
+            continue
+        c.order_by_progress = True
+        c.warnings.append(f"the numbering restarted: {a.name}'s LR scheduler is at step {a.progress}, past {b.name}'s "
+                          f"{b.progress} - a resumed run saved again starting at checkpoint_0 (load_state does not restore "
+                          "project_configuration.iteration), so this series is ordered by the scheduler's step, not "
+                          "the folder number")
 
 
 def _lone_accelerate_scheduler(c: Candidate, names: set[str]) -> None:
@@ -509,6 +549,7 @@ def eval_dcp(c: Candidate, deep: bool) -> None:
         return
     meta_dir = f.get(".metadata").parent if f.get(".metadata") else c.paths[0]
     r = c.absorb(dcp.inspect_dcp(meta_dir, deep, [d for d in c.paths if d != meta_dir]), ".metadata")
+    c.warnings += r.reasons(("warning",))  # a leftover .metadata.tmp next to .metadata, unreferenced shards
     if r.summary:
         c.step_content = r.summary.step
     _node_spread(c, f, [n for n in f.names if n.endswith(".distcp")])

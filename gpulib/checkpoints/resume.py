@@ -7,6 +7,7 @@ that knowingly, so every missing piece is spelled out with its cost.
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 
@@ -38,8 +39,34 @@ def lacks(c: Candidate, siblings: list[Candidate]) -> list[str]:
     return out
 
 
+#: what an older checkpoint can give back that the chosen one lacks, in the operator's words
+KEPT = {"optimizer": "optimizer state", "scheduler": "LR-scheduler state", "rng": "RNG state",
+        "dataloader": "sampler/dataloader state", "scaler": "grad-scaler state"}
+
+
+def older_with_more(c: Candidate, candidates: list[Candidate]) -> str | None:
+    """The newest older checkpoint of the same run that holds state the chosen one lacks (a run
+    switched to ``save_only_model`` / ``save_weights_only``, a save that dropped a file the loader
+    skips silently). Why: the newest resumable one is not always the best one to resume - giving
+    up a few steps may keep the optimizer moments - and only the operator can weigh that."""
+    missing = [k for k in KEPT if k not in c.categories]
+    for o in sorted(candidates, key=lambda x: x.step if x.step is not None else -1, reverse=True):
+        if o is c or o.series != c.series or o.layout != c.layout or not o.complete or o.step is None \
+                or c.step is None or o.step >= c.step:
+            continue
+        kept = [KEPT[k] for k in missing if k in o.categories]
+        if kept:
+            return (f"{o.name} (step {o.step}, {c.step - o.step} steps older) has the {', '.join(kept)} that "
+                    f"{c.name} lacks: resume from {o.path} instead to keep {'them' if len(kept) > 1 else 'it'}")
+    return None
+
+
 def advice(c: Candidate) -> list[str]:
     out = []
+    if c.layout == "hf_trainer" and "optimizer" not in c.categories:
+        out.append("Trainer.train(resume_from_checkpoint=...) resumes it WITHOUT a warning: it loads the weights and "
+                   "silently starts a fresh optimizer and LR schedule (a save_only_model=True save, or optimizer.pt / "
+                   "scheduler.pt missing)")
     if c.model_prefix:
         why = "DDP/DataParallel" if c.model_prefix == "module." else "torch.compile"
         out.append(f"model keys carry the {why} prefix '{c.model_prefix}': load into the same wrapper, or strip it with "
@@ -50,14 +77,33 @@ def advice(c: Candidate) -> list[str]:
     return out
 
 
-def command(c: Candidate, series_dir: Path, pointer_targets: list[str]) -> str:
+AUTOMATIC_NAME = re.compile(r"^checkpoint_(\d+)$")
+
+
+def accelerate_next_iteration(c: Candidate, candidates: list[Candidate]) -> int | None:
+    """accelerate's ``automatic_checkpoint_naming`` numbers saves with
+    ``project_configuration.iteration``, which ``load_state`` does NOT restore: a resumed run
+    starts at 0 again, so its next ``save_state`` raises "Checkpoint directory ... already exists"
+    - or, with ``total_limit`` having deleted ``checkpoint_0``, silently writes the newest state
+    under the OLDEST number, where every "highest number wins" rule (accelerate's own
+    ``load_state()``, this one) will never find it. The safe value is one past every folder there,
+    the rejected ones included (they still block their names)."""
+    if c.layout != "accelerate" or not AUTOMATIC_NAME.match(c.name):
+        return None
+    numbers = [int(m.group(1)) for o in candidates if o.layout == "accelerate" and o.series == c.series
+               and (m := AUTOMATIC_NAME.match(o.name))]
+    return max(numbers) + 1
+
+
+def command(c: Candidate, series_dir: Path, pointer_targets: list[str], next_iteration: int | None = None) -> str:
     p = shlex.quote(str(c.path))  # shell words
     py = repr(str(c.path))  # Python literals in the "# then call ..." hints
     torchrun = f"torchrun --nproc-per-node={GPUS} --max-restarts=3"
     if c.layout == "hf_trainer":
         return f"{torchrun} <train.py> {ARGS} --resume_from_checkpoint {p}   # Trainer.train(resume_from_checkpoint={py})"
     if c.layout == "accelerate":
-        return f"accelerate launch <train.py> {ARGS}   # with accelerator.load_state({py}) before the loop"
+        then = "" if next_iteration is None else f", then accelerator.project_configuration.iteration = {next_iteration}"
+        return f"accelerate launch <train.py> {ARGS}   # with accelerator.load_state({py}){then} before the loop"
     if c.layout == "lightning":
         return f"python <train.py> fit {ARGS} --ckpt_path {p}   # or trainer.fit(model, ckpt_path={py})"
     if c.layout == "deepspeed":
@@ -67,10 +113,11 @@ def command(c: Candidate, series_dir: Path, pointer_targets: list[str]) -> str:
     if c.layout == "megatron":
         step_flag = "" if str(c.step) in pointer_targets else f" --ckpt-step {c.step}"
         return f"{torchrun} pretrain_gpt.py {ARGS} --load {shlex.quote(str(series_dir))}{step_flag}"
-    if c.layout == "torchtitan":
+    if c.layout == "torchtitan":  # load_step N opens the folder step-N: the number in the name, whatever the content says
+        load_step = c.step_name if c.step_name is not None else c.step
         return (f"{torchrun} -m torchtitan.train --job.config_file <config.toml> --job.dump_folder "
                 f"{shlex.quote(str(series_dir.parent))} --checkpoint.enable --checkpoint.folder "
-                f"{shlex.quote(series_dir.name)} --checkpoint.load_step {c.step}")
+                f"{shlex.quote(series_dir.name)} --checkpoint.load_step {load_step}")
     if c.layout == "dcp":
         return f"{torchrun} <train.py> {ARGS} --resume {p}   # dcp.load(state_dict, checkpoint_id={py})"
     return f"{torchrun} <train.py> {ARGS} --resume {p}"
