@@ -84,18 +84,16 @@ class FileSummary:
     def from_json(cls, doc: dict) -> FileSummary:
         """A summary as a digest wrote it. Read only: what every node's summary says alike (the
         year counts, the facts, the IB ports, the PCI ids a snapshot lists) is one shared object,
-        and so is a whole summary that names no GPU - the kernel log's, the monitoring CSV's and
-        ``ibstat``'s of 10,000 quiet nodes are three objects, not 30,000."""
+        and so is a whole summary that names no host and no GPU by UUID - the kernel log's, the
+        monitoring CSV's and ``ibstat``'s of 10,000 quiet nodes are three objects, not 30,000."""
         years = _share(tuple((int(y), int(n)) for y, n in doc["years"]))
         facts = _share(tuple(_share(tuple(x)) for x in doc["snapshot_facts"]))
         ports = _share(tuple(_share((bool(up), rate)) for up, rate in doc["ib_ports"]))
         hosts = _share(tuple(map(sys.intern, doc["hosts"])))
-        if not doc["gpus"] and not doc["listings"]:
-            return _shared_if_plain(cls(doc["records"], dict(years), [], [], list(facts), list(ports), list(hosts)))
         gpus = [GpuName(sys.intern(pci), *rest) for pci, *rest in doc["gpus"]]  # 8 PCI ids, in every node
         listings = [Listing(host and sys.intern(host), at and sys.intern(at), _share(tuple(map(sys.intern, listed))),
                             present) for host, at, listed, present in doc["listings"]]
-        return cls(doc["records"], dict(years), gpus, listings, list(facts), list(ports), list(hosts))
+        return _shared_if_plain(cls(doc["records"], dict(years), gpus, listings, list(facts), list(ports), list(hosts)))
 
 
 #: Values read from digests, by content: a few distinct ones in the whole fleet (see from_json).
@@ -193,11 +191,13 @@ def summary_of(f) -> FileSummary:
 
 
 def _shared_if_plain(summary: FileSummary) -> FileSummary:
-    """One object for every summary alike that names no GPU (read only, as from_json's)."""
-    if summary.gpus or summary.listings:
+    """One object for every summary alike that lists no GPUs and names no host and no GPU by UUID:
+    nothing in it tells two nodes apart (read only, as from_json's)."""
+    if summary.listings or any(g.host or g.uuid for g in summary.gpus):
         return summary
     key = (summary.records, _share(tuple(summary.years.items())), _share(tuple(map(_share, summary.snapshot_facts))),
-           _share(tuple(summary.ib_ports)), _share(tuple(summary.hosts)))
+           _share(tuple(summary.ib_ports)), _share(tuple(summary.hosts)),
+           tuple((g.pci, g.index, g.snapshot) for g in summary.gpus))
     return _SUMMARIES.setdefault(key, summary)
 
 
