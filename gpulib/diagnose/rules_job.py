@@ -551,12 +551,44 @@ def _launcher(ctx: Context, events) -> None:
                     title=f"Slurm reports a node failure on {e.host}", host=e.host, time=e.time_utc,
                     evidence=[evidence(fl, e.line, e.text)],
                     actions=["Check the node's BMC (power, `ipmitool sel list`) and console; drain it"])
+        elif e.kind == "slurm_cancelled" and not e.details.get("reason"):
+            _cancelled_in_data_prep(ctx, fl, e, events)
         elif e.kind == "slurm_kill_failed":
             ctx.add("kill-failed", severity="warning", category="application_error", role="symptom",
                     title=f"Slurm could not kill the job step on {e.host} (a process stuck in the driver)",
                     host=e.host, time=e.time_utc, evidence=[evidence(fl, e.line, e.text)],
                     pointers=Pointers(hosts={e.host} - {None}),
                     actions=["Reboot the node before giving it back to the scheduler"])
+
+
+def _cancelled_in_data_prep(ctx: Context, fl, cancel, events) -> None:
+    """Slurm cancelled the step for no reason it names (no time limit, no node failure), no rank
+    printed an error, and the last thing the console shows is a data-preparation progress bar short
+    of 100 %: the job died while preparing its data. With the collective-timeout flags set
+    (NCCL_BLOCKING_WAIT, NCCL_ASYNC_ERROR_HANDLING), the ranks that wait for the preparing rank give
+    up after the timeout and take the step down, often without printing the timeout. Frameworks
+    draw such bars on rank 0 only, so an unprefixed bar is rank 0's."""
+    if any(f is fl and e.kind in _FATAL_KINDS - {"slurm_cancelled", "srun_task_exit"} | {"exception", "traceback"}
+           for f, e in events):
+        return
+    bars = [s for s in fl.signals if s.signature == DATA_PROGRESS and s.line <= cancel.line]
+    if not bars or int(max(bars, key=lambda s: s.line).fields.get("num") or 100) >= 100:
+        return
+    bar = max(bars, key=lambda s: s.line)
+    if any(f is fl and e.kind in ("step", "eval_progress") and bar.line < e.line < cancel.line for f, e in events):
+        return
+    rank = bar.rank if bar.rank is not None else 0
+    f = ctx.add("cancelled-in-data-prep", severity="error", category="data_pipeline_stall", interruption="soft",
+                role="cause", title=f"The Slurm step was cancelled while rank {rank} was still preparing the data "
+                                    f"({bar.fields.get('num')} % of a progress bar), and no rank printed an error",
+                rank=rank, time=cancel.time_utc, time_approx=True,
+                evidence=[evidence(fl, bar.line, bar.text), evidence(fl, cancel.line, cancel.text)],
+                actions=["Prepare the dataset once before launching the distributed job (or on every rank in "
+                         "parallel); the other ranks wait for it in a collective",
+                         "If NCCL_BLOCKING_WAIT / NCCL_ASYNC_ERROR_HANDLING (TORCH_NCCL_*) are set, the waiting ranks "
+                         "abort the step after the collective timeout: raise init_process_group(timeout=...)"])
+    f.tier = LAST_RESORT_TIER  # any cause the evidence shows (a fault on the node) comes first
+    place(ctx, f, rank=rank)
 
 
 # ---------------------------------------------------------------- transport (version skew: rules_other)
