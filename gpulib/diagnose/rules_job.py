@@ -482,6 +482,18 @@ def _store_host_stopped(ctx: Context, events, host: str) -> None:
     f.hardware = False
 
 
+#: How far (lines) before an invalid-usage error NCCL's own WARN line saying why is looked for.
+NCCL_REASON_WINDOW = 40
+
+
+def _nccl_reason(fl, error, events):
+    """The ``NCCL WARN`` line printed just before an invalid-usage/argument error in the same file
+    (``Invalid rank requested : 2/2``): NCCL's own reason, printed before torch raises, so it is the
+    first failure and says what was wrong. None when there is none close before it."""
+    return max((w for f, w in events if f is fl and w.kind == "nccl_warn"
+                and 0 < error.line - w.line <= NCCL_REASON_WINDOW), key=lambda w: w.line, default=None)
+
+
 def _nccl_errors(ctx: Context, events) -> None:
     errors = [(f, e) for f, e in events if e.kind in ("nccl_error", "nccl_error_class")]
     ib = [(f, e) for f, e in events if e.kind == "ib_completion_error"]
@@ -494,10 +506,16 @@ def _nccl_errors(ctx: Context, events) -> None:
         ranks = {x.rank for _, x in items if x.rank is not None}
         peers = {x.details.get("peer") for _, x in items if x.details.get("peer")}
         if code in ("ncclInvalidUsage", "ncclInvalidArgument"):
+            said = _nccl_reason(fl, e, events)
             ctx.add("nccl-usage", severity="error", category="application_error", interruption="soft",
-                        title=f"{code} on rank(s) {_fmt_ranks(ranks)}: collectives called inconsistently",
-                        rank=e.rank, time=e.time_utc, evidence=[evidence(fl, e.line, e.text)],
-                        actions=["Check that every rank calls the same collectives with the same sizes/dtypes"])
+                        title=f"{code} on rank(s) {_fmt_ranks(ranks)}: "
+                              + (f"NCCL said '{said.text.split('NCCL WARN', 1)[1].strip()[:120]}'" if said else
+                                 "collectives called inconsistently"),
+                        rank=e.rank, time=e.time_utc,
+                        evidence=([evidence(fl, said.line, said.text)] if said else []) + [evidence(fl, e.line, e.text)],
+                        actions=["Read NCCL's WARN line: it names the wrong argument (a rank at or above the world "
+                                 "size is a launch misconfiguration: RANK/WORLD_SIZE)",
+                                 "Check that every rank calls the same collectives with the same sizes/dtypes"])
             continue
         pointers = Pointers(peer_addrs=peers)
         if code == "ncclUnhandledCudaError":
