@@ -482,6 +482,18 @@ def _store_host_stopped(ctx: Context, events, host: str) -> None:
     f.hardware = False
 
 
+#: How far (lines) before an invalid-usage error NCCL's own WARN line saying why is looked for.
+NCCL_REASON_WINDOW = 40
+
+
+def _nccl_reason(fl, error, events):
+    """The ``NCCL WARN`` line printed just before an invalid-usage/argument error in the same file
+    (``Invalid rank requested : 2/2``): NCCL's own reason, printed before torch raises, so it is the
+    first failure and says what was wrong. None when there is none close before it."""
+    return max((w for f, w in events if f is fl and w.kind == "nccl_warn"
+                and 0 < error.line - w.line <= NCCL_REASON_WINDOW), key=lambda w: w.line, default=None)
+
+
 def _nccl_errors(ctx: Context, events) -> None:
     errors = [(f, e) for f, e in events if e.kind in ("nccl_error", "nccl_error_class")]
     ib = [(f, e) for f, e in events if e.kind == "ib_completion_error"]
@@ -494,10 +506,16 @@ def _nccl_errors(ctx: Context, events) -> None:
         ranks = {x.rank for _, x in items if x.rank is not None}
         peers = {x.details.get("peer") for _, x in items if x.details.get("peer")}
         if code in ("ncclInvalidUsage", "ncclInvalidArgument"):
+            said = _nccl_reason(fl, e, events)
             ctx.add("nccl-usage", severity="error", category="application_error", interruption="soft",
-                        title=f"{code} on rank(s) {_fmt_ranks(ranks)}: collectives called inconsistently",
-                        rank=e.rank, time=e.time_utc, evidence=[evidence(fl, e.line, e.text)],
-                        actions=["Check that every rank calls the same collectives with the same sizes/dtypes"])
+                        title=f"{code} on rank(s) {_fmt_ranks(ranks)}: "
+                              + (f"NCCL said '{said.text.split('NCCL WARN', 1)[1].strip()[:120]}'" if said else
+                                 "collectives called inconsistently"),
+                        rank=e.rank, time=e.time_utc,
+                        evidence=([evidence(fl, said.line, said.text)] if said else []) + [evidence(fl, e.line, e.text)],
+                        actions=["Read NCCL's WARN line: it names the wrong argument (a rank at or above the world "
+                                 "size is a launch misconfiguration: RANK/WORLD_SIZE)",
+                                 "Check that every rank calls the same collectives with the same sizes/dtypes"])
             continue
         pointers = Pointers(peer_addrs=peers)
         if code == "ncclUnhandledCudaError":
@@ -551,12 +569,44 @@ def _launcher(ctx: Context, events) -> None:
                     title=f"Slurm reports a node failure on {e.host}", host=e.host, time=e.time_utc,
                     evidence=[evidence(fl, e.line, e.text)],
                     actions=["Check the node's BMC (power, `ipmitool sel list`) and console; drain it"])
+        elif e.kind == "slurm_cancelled" and not e.details.get("reason"):
+            _cancelled_in_data_prep(ctx, fl, e, events)
         elif e.kind == "slurm_kill_failed":
             ctx.add("kill-failed", severity="warning", category="application_error", role="symptom",
                     title=f"Slurm could not kill the job step on {e.host} (a process stuck in the driver)",
                     host=e.host, time=e.time_utc, evidence=[evidence(fl, e.line, e.text)],
                     pointers=Pointers(hosts={e.host} - {None}),
                     actions=["Reboot the node before giving it back to the scheduler"])
+
+
+def _cancelled_in_data_prep(ctx: Context, fl, cancel, events) -> None:
+    """Slurm cancelled the step for no reason it names (no time limit, no node failure), no rank
+    printed an error, and the last thing the console shows is a data-preparation progress bar short
+    of 100 %: the job died while preparing its data. With the collective-timeout flags set
+    (NCCL_BLOCKING_WAIT, NCCL_ASYNC_ERROR_HANDLING), the ranks that wait for the preparing rank give
+    up after the timeout and take the step down, often without printing the timeout. Frameworks
+    draw such bars on rank 0 only, so an unprefixed bar is rank 0's."""
+    if any(f is fl and e.kind in _FATAL_KINDS - {"slurm_cancelled", "srun_task_exit"} | {"exception", "traceback"}
+           for f, e in events):
+        return
+    bars = [s for s in fl.signals if s.signature == DATA_PROGRESS and s.line <= cancel.line]
+    if not bars or int(max(bars, key=lambda s: s.line).fields.get("num") or 100) >= 100:
+        return
+    bar = max(bars, key=lambda s: s.line)
+    if any(f is fl and e.kind in ("step", "eval_progress") and bar.line < e.line < cancel.line for f, e in events):
+        return
+    rank = bar.rank if bar.rank is not None else 0
+    f = ctx.add("cancelled-in-data-prep", severity="error", category="data_pipeline_stall", interruption="soft",
+                role="cause", title=f"The Slurm step was cancelled while rank {rank} was still preparing the data "
+                                    f"({bar.fields.get('num')} % of a progress bar), and no rank printed an error",
+                rank=rank, time=cancel.time_utc, time_approx=True,
+                evidence=[evidence(fl, bar.line, bar.text), evidence(fl, cancel.line, cancel.text)],
+                actions=["Prepare the dataset once before launching the distributed job (or on every rank in "
+                         "parallel); the other ranks wait for it in a collective",
+                         "If NCCL_BLOCKING_WAIT / NCCL_ASYNC_ERROR_HANDLING (TORCH_NCCL_*) are set, the waiting ranks "
+                         "abort the step after the collective timeout: raise init_process_group(timeout=...)"])
+    f.tier = LAST_RESORT_TIER  # any cause the evidence shows (a fault on the node) comes first
+    place(ctx, f, rank=rank)
 
 
 # ---------------------------------------------------------------- transport (version skew: rules_other)

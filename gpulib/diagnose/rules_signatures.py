@@ -236,5 +236,8 @@ def _add(ctx: Context, sig: Signature, category, interruption, severity, role, t
                       actions=[sig.action] if sig.action else [], pointers=pointers)
     finding.hardware = interruption == "hard" and category in HARDWARE
     finding.tier = sig.tier if not sig.id.startswith("xid") else (1 if interruption == "hard" else 2)
-    place(ctx, finding, rank=s0.rank, host=s0.host, pci=s0.gpu_pci)
+    # a line that names only the process (torchrun's "Signal 11 (SIGSEGV) received by PID 51878") is
+    # placed through the pid, when the fact's lines name a single one
+    pids = {s.pid for _f, s in members if s.pid is not None and s.host == s0.host}
+    place(ctx, finding, rank=s0.rank, host=s0.host, pci=s0.gpu_pci, pid=pids.pop() if len(pids) == 1 else None)
     return finding

@@ -196,8 +196,9 @@ def _signal(sig: Signature, fields: dict, facts: LineFacts, lineno: int, raw: st
     pci = normalize_pci(fields["pci"]) if "pci" in fields and not names_a_port(raw, fields["pci"]) else facts.pci
     return Signal(sig.id, lineno, raw.strip()[:500], host=fields.get("host") or facts.host or path.host, rank=rank,
                   local_rank=local,
-                  pid=facts.pid or path.pid, gpu_index=int(gpu) if gpu else facts.device if facts.device is not None
-                  else local, gpu_pci=pci, time_utc=facts.time_utc, fields=fields)
+                  pid=int(fields["pid"]) if fields.get("pid") else facts.pid or path.pid,
+                  gpu_index=int(gpu) if gpu else facts.device if facts.device is not None else local,
+                  gpu_pci=pci, time_utc=facts.time_utc, fields=fields)
 
 
 class SignatureScanner:

@@ -105,8 +105,9 @@ _KUBECTL_POD = re.compile(r"^\[pod/(?P<pod>[\w.-]+)/[\w.-]+\] ")
 _MPI_STAMP = re.compile(r"^(?P<stamp>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})(?=\[[\d,]+\]<std)")
 _SRUN_LABEL = re.compile(r"^\s{0,6}(?P<task>\d{1,6}): ")
 #: pdsh/clush/DeepSpeed ``host: ``: a host with a digit, or any host name when what follows is itself a
-#: known layer (an NCCL ``host:pid:tid [dev]`` prefix, a ``[rankN]``/glog/dmesg bracket, an ISO stamp).
-_PDSH_HOST = re.compile(r"^(?P<host>\d{1,3}(?:\.\d{1,3}){3}|[a-z][\w-]*\d[\w.-]*|[A-Za-z][\w.-]*(?=: (?:[\w.-]+:\d+:\d+ "
+#: known layer (an NCCL ``host:pid:tid [dev]`` prefix, a ``[rankN]``/glog/dmesg bracket, an ISO stamp);
+#: then it may start with a digit too (a container's hex host name, ``5c2e9a0b71f4``).
+_PDSH_HOST = re.compile(r"^(?P<host>\d{1,3}(?:\.\d{1,3}){3}|[a-z][\w-]*\d[\w.-]*|[A-Za-z0-9][\w.-]*(?=: (?:[\w.-]+:\d+:\d+ "
                         r"\[\d+\]|\[(?:rank|default|\d| *\d+\.\d|[EWIF]\d{3}|[A-Z][a-z]{2} "
                         r")|\d{4}-\d\d-\d\d|[a-z][\w-]*\d[\w.-]*: ))): ")
 #: A dotted Python name ending in a class (``numba.cuda.cudadrv.driver.CudaAPIError: [702] ...``,
@@ -262,7 +263,10 @@ _OOM_ANY = re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of m
 _CUDA_ERROR = re.compile(r"CUDA error: (?P<err>[a-zA-Z][^\n]*?)\s*$|cuda runtime error \((?P<code>\d+)\) : (?P<err2>[^\n]+?)"
                          r"(?: at \S+)?\s*$")
 _DEVICE_ASSERT = re.compile(r"(?P<file>\S+\.cu):(?P<line>\d+): .*Assertion `(?P<cond>.+)` failed")
-_EXCEPTION = re.compile(r"^(?P<cls>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt))(?:: (?P<msg>.*))?$")
+#: A traceback's final line: ``KeyError: 'x'``, ``torch.OutOfMemoryError: ...``, and the bare
+#: ``Exception: ...`` that ``raise Exception(...)`` prints (DeepSpeed's loss scaler, many scripts).
+_EXCEPTION = re.compile(r"^(?P<cls>(?:[A-Za-z_][\w]*\.)*(?:[A-Za-z_]\w*(?:Error|Exception|Interrupt)|Exception(?=: )))"
+                        r"(?:: (?P<msg>.*))?$")
 _TRACEBACK = re.compile(r"^Traceback \(most recent call last\):")
 _ELASTIC_FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lrank>\d+) \(pid: (?P<pid>\d+)\)")
 _ELASTIC_SIGTERM = re.compile(r"Sending process (?P<pid>\d+) closing signal (?P<sig>SIG\w+)")

@@ -53,3 +53,41 @@ def test_a_gpu_fault_on_rank0s_node_comes_first(tmp_path):
     doc = _run(tmp_path, [1, 2, 3], extra=[init], files={"gpu-k7-dmesg.txt": dmesg})
     assert (doc["verdict"]["interruption"], doc["root_cause"]["category"]) == ("hard", "gpu_fell_off_bus")
 
+
+
+# tqdm prints a rate ("it/s") or, when an item takes over a second, its inverse ("s/it"): a named
+# data-preparation bar counts either way; a training loop's bar in the same units does not.
+SLOW_PREP = "Building index shards...:  43%|████▎     | 26/61 [27:02<33:18, 57.10s/it]"
+FAST_PREP = "Tokenizing corpus:  43%|████▎     | 26000/61000 [01:02<01:28, 412.70it/s]"
+TRAIN_BAR = "Epoch 3:  43%|████▎     | 26/61 [27:02<33:18, 57.10s/it, loss=2.31]"
+CANCEL = "slurmstepd: error: *** STEP 5120.0 ON node-c3 CANCELLED AT 2026-03-07T10:04:27 ***"
+
+
+def test_a_seconds_per_item_bar_names_data_preparation(tmp_path):
+    for bar in (SLOW_PREP, FAST_PREP):
+        doc = _run(tmp_path, [1, 2, 3], extra=[bar])
+        assert (doc["root_cause"]["category"], doc["root_cause"]["rank"]) == ("data_pipeline_stall", 0), bar
+
+
+def test_a_training_bar_in_seconds_per_item_is_not_data_preparation(tmp_path):
+    doc = _run(tmp_path, [1, 2, 3], extra=[TRAIN_BAR])
+    assert doc["root_cause"]["category"] == "application_error"
+
+
+def _cancelled(tmp_path, lines: list[str]) -> dict:
+    (tmp_path / "slurm-5120.out").write_text("\n".join(lines) + "\n")
+    return diagnose([tmp_path]).to_dict()
+
+
+def test_a_step_cancelled_during_data_preparation_is_a_data_stall(tmp_path):
+    doc = _cancelled(tmp_path, [SLOW_PREP, CANCEL, "srun: error: node-c3: task 0: Terminated"])
+    assert (doc["verdict"]["interruption"], doc["root_cause"]["category"]) == ("soft", "data_pipeline_stall")
+    assert doc["root_cause"]["rank"] == 0
+
+
+def test_a_step_cancelled_after_training_resumed_or_with_an_error_is_not(tmp_path):
+    for lines in ([SLOW_PREP, TRAIN_BAR, CANCEL], [SLOW_PREP, "[rank0]: KeyError: 'xyz'", CANCEL],
+                  [SLOW_PREP.replace("43%", "100%"), CANCEL],
+                  [SLOW_PREP, CANCEL.replace(" ***", " DUE TO TIME LIMIT ***")]):
+        doc = _cancelled(tmp_path, lines)
+        assert not any(f["id"].startswith("cancelled-in-data-prep") for f in doc["findings"]), lines

@@ -40,3 +40,13 @@ def test_line_identity_keeps_the_stamp_split_off_with_the_tag():
 def test_kubectl_logs_prefix_names_the_pod_and_leaves_the_rank_prefix():
     body, hints = strip_prefixes("[pod/ptjob-llm-worker-1/pytorch] [rank5]: " + OOM)
     assert (body, hints["prefix_host"], hints["rank"]) == (OOM, "ptjob-llm-worker-1", 5)
+
+
+def test_a_fanout_host_may_start_with_a_digit_before_a_known_layer():
+    """A container's hex host name (``5c2e9a0b71f4``) in pdsh's ``host: `` prefix, before an NCCL line;
+    a digit-first word before plain prose is not a host."""
+    nccl = "5c2e9a0b71f4:812:901 [1] include/alloc.h:48 NCCL WARN Cuda failure 'out of memory'"
+    body, hints = strip_prefixes("5c2e9a0b71f4: " + nccl)
+    assert (body, hints.get("prefix_host")) == (nccl, "5c2e9a0b71f4")
+    body, hints = strip_prefixes("3rd epoch: loss 0.41")
+    assert (body, hints.get("prefix_host")) == ("3rd epoch: loss 0.41", None)

@@ -331,3 +331,17 @@ def test_an_exception_class_path_is_not_a_fanout_host():
     assert tl.strip_prefixes("node-3.cluster.local: [rank1]: step 4")[1] == {"prefix_host": "node-3.cluster.local",
                                                                              "rank": 1}
     assert tl.strip_prefixes("GPUN0412.Cluster: [1] ready")[1] == {"prefix_host": "GPUN0412.Cluster"}
+
+
+# ---------------------------------------------------------------- a bare `raise Exception(...)`
+def test_bare_exception_line_is_an_exception_but_not_prose_or_a_frame():
+    text = ("Traceback (most recent call last):\n"
+            "  File \"train.py\", line 9, in <module>\n"
+            "    raise Exception(\n"
+            "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.\n"
+            "Exception handling is enabled for this run\n"
+            "    Exception: printed inside a frame\n"
+            "Exceptional throughput: 412 samples/s\n")
+    (ev,) = events(text, "exception")
+    assert (ev.line, ev.details["class"]) == (4, "Exception")
+    assert ev.details["message"].startswith("Current loss scale already at minimum")
