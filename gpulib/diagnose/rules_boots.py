@@ -11,7 +11,9 @@ previous boot's last lines (``journalctl -b -1``: stamped lines up to that boot'
 and none of those lines is a shutdown, panic or machine-check line, the node went down hard. With
 power evidence on the same node (an undersized supply, a BMC power event) that is a power fault;
 without it, an unexplained loss of the node. The newest boot change whose tail is shown decides;
-without the tail the list of boots cannot tell a clean reboot from a crash and says nothing.
+without the tail the list of boots cannot tell a clean reboot from a crash and says nothing. Nor
+can a tail the command filtered (one unit, the kernel only, a priority, a grep) unless the filter
+asks for shutdown lines: the shutdown's own lines were left out of it.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ _ENDED = re.compile(r"Reached target .*(?:Shutdown|Reboot|Power[- ]Off|Halt|Fina
                     r"|reboot: (?:Restarting|Power down)|System is (?:rebooting|powering (?:down|off))|Shutting down"
                     r"|Power key pressed|Kernel panic|Machine check|mce: \[Hardware Error\]|Oops|BUG: |watchdog: "
                     r"|Stopped target|Powering off", re.IGNORECASE)
+#: A journal command that keeps only some lines (a unit, the kernel, an identifier, a priority, a grep)...
+_FILTERED = re.compile(r"(?:^|\s)(?:-[a-zA-Z]*[ukpt]\b|--(?:unit|dmesg|identifier|priority|grep)\b)|\|\s*e?grep\b")
+#: ...and one whose filter asks for the lines a shutdown writes.
+_ASKS_SHUTDOWN = re.compile(r"shut|reboot|stop|power|target", re.IGNORECASE)
 
 
 def run(ctx: Context) -> None:
@@ -58,8 +64,10 @@ def _tail(file: InputFile, boot: BootRecord) -> list[tuple[int, str, str]]:
     """(line, text, host) of the stamped lines of ``file`` in the last :data:`TAIL_S` seconds of ``boot``."""
     end = datetime.fromisoformat(boot.last_local)
     text, _problems = read_text(file.path)
+    bare = unwrap(text)
+    prompts = [(i + 1, cmd) for i, _host, cmd in bare.commands]
     found = []
-    for number, line in enumerate(unwrap(text).text.split("\n"), 1):
+    for number, line in enumerate(bare.text.split("\n"), 1):
         m = _STAMPED.match(line)
         if not m:
             continue
@@ -73,9 +81,15 @@ def _tail(file: InputFile, boot: BootRecord) -> list[tuple[int, str, str]]:
                 continue
         else:
             continue
-        if 0 <= (end - when).total_seconds() <= TAIL_S:
+        if 0 <= (end - when).total_seconds() <= TAIL_S and not _filtered(prompts, number):
             found.append((number, line.strip(), m["host"]))
     return found
+
+
+def _filtered(prompts: list[tuple[int, str]], line: int) -> bool:
+    """Whether the command whose output holds ``line`` filtered the journal without asking for shutdown lines."""
+    command = next((cmd for at, cmd in reversed(prompts) if at < line), "")
+    return bool(_FILTERED.search(command)) and not _ASKS_SHUTDOWN.search(command)
 
 
 def _add(ctx: Context, file: InputFile, prev: BootRecord, nxt: BootRecord, tail: list[tuple[int, str, str]]) -> None:
