@@ -19,6 +19,7 @@ from pathlib import Path
 from gpulib.checkpoints.latest import find_latest
 from gpulib.diagnose import (
     nodes,
+    rules_boots,
     rules_gpu,
     rules_held_memory,
     rules_job,
@@ -80,8 +81,8 @@ def _diagnose(paths: list[str | Path], tz: str | None, inputs: Inputs | None, th
     inputs = gather([Path(p) for p in paths], tz, thresholds=thresholds) if inputs is None else inputs
     ctx = Context(inputs, IdentityMap(inputs), tz, thresholds)
     for rules in (rules_kernel, rules_gpu, rules_job, rules_other, rules_slurm, rules_sel, rules_shm, rules_wtmp,
-                  rules_psu, rules_query_time, rules_held_memory, rules_nccl_tests, rules_signatures, rules_ray,
-                  rules_memory, rules_srun):
+                  rules_psu, rules_boots, rules_query_time, rules_held_memory, rules_nccl_tests, rules_signatures,
+                  rules_ray, rules_memory, rules_srun):
         try:
             rules.run(ctx)
         except Exception as exc:  # noqa: BLE001 - a rule bug must cost one rule, not the diagnosis
