@@ -14,6 +14,7 @@ never from mtime or text order. Which files each loader needs is that table too.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -552,6 +553,12 @@ def eval_dcp(c: Candidate, deep: bool) -> None:
     c.warnings += r.reasons(("warning",))  # a leftover .metadata.tmp next to .metadata, unreferenced shards
     if r.summary:
         c.step_content = r.summary.step
+        if c.layout == "torchtitan" and r.summary.top_keys and "train_state" not in r.summary.top_keys:
+            # A plain dcp.save (an FSDP2 loop) into a folder it happened to call step-N: torchtitan's
+            # command would not run that script, and torchtitan always saves train_state for resume.
+            c.layout = "dcp"
+            c.warnings.append(f"{c.name} is named like torchtitan's step-N folders but holds no train_state item: "
+                              "read as a plain torch.distributed.checkpoint save (resumed with dcp.load)")
     _node_spread(c, f, [n for n in f.names if n.endswith(".distcp")])
 
 
@@ -611,6 +618,16 @@ def _inside(target: Path, root: Path) -> bool:
         return False
 
 
+def _broken_link(p: Path) -> str:
+    """Why a symlink leads nowhere: a loop (ELOOP: ``a -> b -> a``) or a target that is gone."""
+    try:
+        os.stat(p)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return f"symlink loop ({os.readlink(p)} leads back to itself): skipped"
+    return f"dangling symlink to {os.readlink(p)}"
+
+
 def discover(root: Path) -> tuple[list[Candidate], list[str], list[str], list[str]]:
     """Candidates under one root, leftover temp files, problems reading the tree, and notes
     (symlinks seen). A symlink to a checkpoint outside the root is a candidate (marked as a
@@ -661,7 +678,7 @@ def discover(root: Path) -> tuple[list[Candidate], list[str], list[str], list[st
             if p.is_symlink():
                 target = Path(os.path.realpath(p))
                 if not target.exists():
-                    problems.append(f"{p}: dangling symlink to {os.readlink(p)}")
+                    problems.append(f"{p}: {_broken_link(p)}")
                     continue
                 if _inside(target, root) or n.startswith("last"):
                     notes.append(f"{p} is a symlink to {target} (read as a pointer, not a second checkpoint)")
