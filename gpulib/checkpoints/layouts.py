@@ -203,7 +203,10 @@ def eval_hf_trainer(c: Candidate, deep: bool) -> None:
         c.reasons += [f"{ds[0]}/: {r}" for r in sub.reasons]
         c.categories |= sub.categories
     if not weights:
-        c.reasons.append("no model weights (model.safetensors / pytorch_model.bin / index + shards)")
+        c.reasons.append("no model weights (model.safetensors / pytorch_model.bin / index + shards / "
+                         "adapter_model.safetensors of a PEFT run)")
+    if adapters and not whole and not indexes:
+        _adapter_config(c, f)
     for n in weights:
         if n.endswith((".safetensors", ".bin")):
             not_opened = bool(opened) and n not in opened and n in ("model.safetensors", "pytorch_model.bin")
@@ -228,6 +231,24 @@ def eval_hf_trainer(c: Candidate, deep: bool) -> None:
         c.categories.add("scaler")
     _rank_files(c, f, "rng_state.pth", "RNG state (rng_state_<rank>.pth)", blocking=True, numbered_when_distributed=True)
     c.categories.add("dataloader")  # HF Trainer re-skips consumed batches on resume (no sampler file)
+
+
+def _adapter_config(c: Candidate, f: Files) -> None:
+    """A PEFT/LoRA checkpoint: adapter weights only. Trainer's resume loads them into the PEFT model
+    the script built (``load_adapter(dir, "default")``: the config comes from that model, so
+    ``adapter_config.json`` is not read) - but ``PeftModel.from_pretrained(base, dir)``, merging
+    or serving the adapter elsewhere need it, and nothing else records the rank and target modules."""
+    c.categories.add("adapter")
+    cfg = f.get("adapter_config.json")
+    if not cfg:
+        c.warnings.append("no adapter_config.json: Trainer's resume still works (it takes the LoRA config from the "
+                          "model your script builds), but PeftModel.from_pretrained / merge_and_unload elsewhere cannot "
+                          "load this adapter - keep the LoraConfig that wrote it")
+        return
+    _data, err = _json_object(cfg)
+    if err:
+        c.warnings.append(f"adapter_config.json unreadable: {err} (Trainer's resume does not read it; "
+                          "PeftModel.from_pretrained does and fails)")
 
 
 def _rank_files(c: Candidate, f: Files, single: str, what: str, blocking: bool, numbered_when_distributed: bool = False) -> None:

@@ -67,6 +67,9 @@ def advice(c: Candidate) -> list[str]:
         out.append("Trainer.train(resume_from_checkpoint=...) resumes it WITHOUT a warning: it loads the weights and "
                    "silently starts a fresh optimizer and LR schedule (a save_only_model=True save, or optimizer.pt / "
                    "scheduler.pt missing)")
+    if "adapter" in c.categories:
+        out.append("adapter-only (PEFT/LoRA): it holds the adapter weights, not the base model - resume with the same "
+                   "base model wrapped by get_peft_model(base, <the same LoraConfig>); Trainer loads the adapter into it")
     if c.model_prefix:
         why = "DDP/DataParallel" if c.model_prefix == "module." else "torch.compile"
         out.append(f"model keys carry the {why} prefix '{c.model_prefix}': load into the same wrapper, or strip it with "
