@@ -1,9 +1,9 @@
-"""FSDP2 (``fully_shard``) on two CPU ranks (torchrun, gloo on loopback) saves through
-torch.distributed.checkpoint, tests damage the newest save the way a crash does, and ``dcp.load``
-into the same sharded model on two ranks judges ``ckpt latest``: the one it names loads, and the
-newest one it rejects does not. Every rank writes its own ``__<rank>_0.distcp``; the coordinator
-writes ``.metadata`` last, so a rank's shard lost or cut short, or ``.metadata`` never written,
-are the states a crash leaves."""
+"""FSDP2 (``fully_shard``), and FSDP1 with a sharded state dict, on two CPU ranks (torchrun, gloo
+on loopback) save through torch.distributed.checkpoint; tests damage the newest save the way a
+crash does, and ``dcp.load`` into the same sharded model on two ranks (then ``set_state_dict``)
+judges ``ckpt latest``: the one it names loads, and the newest one it rejects does not. Every rank
+writes its own ``__<rank>_0.distcp``; the coordinator writes ``.metadata`` last, so a rank's shard
+lost or cut short, or ``.metadata`` never written, are the states a crash leaves."""
 
 from __future__ import annotations
 
@@ -27,18 +27,22 @@ warnings.simplefilter("ignore")
 import torch, torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import FullyShardedDataParallel, fully_shard
 from torch.distributed.tensor import DTensor
 
 dist.init_process_group("gloo")
 rank = dist.get_rank()
+wrapper = sys.argv.pop(1)
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
-for layer in model:
-    if isinstance(layer, torch.nn.Linear):
-        fully_shard(layer)
-fully_shard(model)
-assert all(isinstance(p, DTensor) for p in model.parameters())  # really sharded across the two ranks
+if wrapper == "fsdp2":
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer)
+    fully_shard(model)
+    assert all(isinstance(p, DTensor) for p in model.parameters())  # really sharded across the two ranks
+else:  # FSDP1: flat parameters; get_state_dict gives ShardedTensors
+    model = FullyShardedDataParallel(model, device_id=torch.device("cpu"))
 opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
 
 def state(step):
@@ -68,26 +72,37 @@ dist.destroy_process_group()
 """
 
 
-def _torchrun(tmp: Path, *args: str) -> str:
+def _torchrun(tmp: Path, wrapper: str, *args: str) -> str:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = str(s.getsockname()[1])
     script = tmp / "fsdp2_train.py"
     script.write_text(FSDP2_SCRIPT)
     run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--master-addr=127.0.0.1",
-                          f"--master-port={port}", str(script), *args], capture_output=True, text=True, cwd=tmp,
+                          f"--master-port={port}", str(script), wrapper, *args], capture_output=True, text=True, cwd=tmp,
                          timeout=300, env={**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"})
     assert "FSDP2-OK 0" in run.stdout and "FSDP2-OK 1" in run.stdout, (run.stdout + run.stderr)[-4000:]
     return run.stdout
 
 
-@pytest.fixture(scope="module")
-def fsdp2_run(tmp_path_factory):
-    pytest.importorskip("torch.distributed.fsdp", reason="this torch has no FSDP2 (fully_shard)")
-    tmp = tmp_path_factory.mktemp("fsdp2")
-    _torchrun(tmp, "save", str(tmp / "ck"))
+def _save_run(tmp_path_factory, wrapper: str) -> Path:
+    fsdp = pytest.importorskip("torch.distributed.fsdp", reason="this torch has no FSDP")
+    if not hasattr(fsdp, "fully_shard"):
+        pytest.skip("this torch has no FSDP2 (fully_shard)")
+    tmp = tmp_path_factory.mktemp(wrapper)
+    _torchrun(tmp, wrapper, "save", str(tmp / "ck"))
     assert sorted(p.name for p in (tmp / "ck" / "step-6").iterdir()) == [".metadata", "__0_0.distcp", "__1_0.distcp"]
     return tmp / "ck"
+
+
+@pytest.fixture(scope="module")
+def fsdp2_run(tmp_path_factory):
+    return _save_run(tmp_path_factory, "fsdp2")
+
+
+@pytest.fixture(scope="module")
+def fsdp1_run(tmp_path_factory):
+    return _save_run(tmp_path_factory, "fsdp1")
 
 
 @pytest.mark.parametrize(("damage", "expect", "warning"), [
@@ -99,8 +114,22 @@ def fsdp2_run(tmp_path_factory):
     ("stale __2_0.distcp", "step-6", "not referenced by .metadata"),  # a 3-rank run's shard left in the folder
 ])
 def test_fsdp2_dcp_latest_resumes(fsdp2_run, tmp_path, damage, expect, warning):
+    _damage_latest_resume(fsdp2_run, "fsdp2", tmp_path, damage, expect, warning)
+
+
+@pytest.mark.parametrize(("damage", "expect"), [
+    ("none", "step-6"),
+    ("cut __1_0.distcp", "step-4"),
+    ("delete .metadata", "step-4"),
+])
+def test_fsdp1_sharded_state_dict_latest_resumes(fsdp1_run, tmp_path, damage, expect):
+    """FSDP1 (``FullyShardedDataParallel``) shards as ShardedTensors: the same files, the same rules."""
+    _damage_latest_resume(fsdp1_run, "fsdp1", tmp_path, damage, expect, None)
+
+
+def _damage_latest_resume(src: Path, wrapper: str, tmp_path: Path, damage: str, expect: str, warning: str | None) -> None:
     ck = tmp_path / "ck"
-    shutil.copytree(fsdp2_run, ck)
+    shutil.copytree(src, ck)
     verb, name = damage.split(" ") if damage != "none" else ("none", "")
     newest = ck / "step-6"
     if verb == "delete":
@@ -116,7 +145,7 @@ def test_fsdp2_dcp_latest_resumes(fsdp2_run, tmp_path, damage, expect, warning):
     if warning:
         assert any(warning in w for w in report.chosen.warnings), report.to_text()
     paths = [str(report.resume_from)] + ([str(newest)] if expect != "step-6" else [])
-    out = _torchrun(tmp_path, "load", *paths)
+    out = _torchrun(tmp_path, wrapper, "load", *paths)
     for rank in (0, 1):
         assert f"RANK {rank} {expect} LOADED step {expect.split('-')[1]}" in out, out
         if expect != "step-6":  # the rejected newest really does not load
