@@ -90,3 +90,16 @@ def test_torch_save_loop_latest_and_its_loader(loop_run, tmp_path, damage, expec
     for path, _reason in report.rejected:  # what was refused really does not load
         with pytest.raises(Exception):  # noqa: B017 - whatever torch.load raises on a cut file
             torch.load(path, weights_only=True)
+
+
+def test_an_epoch_is_never_subtracted_from_a_logged_step(loop_run, tmp_path):
+    """Notebook 07 shows "steps lost" = last logged step - the checkpoint's step: an epoch there
+    would claim thousands of steps lost (or none), so an epoch-counted checkpoint has no step."""
+    pd = pytest.importorskip("pandas")
+    from gpulib.notebook.steps import checkpoint_candidates
+
+    src, _saved, _fmt = loop_run
+    report = find_latest([src])
+    log = pd.DataFrame({"step": [1200, 1250], "time": [None, None]})
+    for rows in (checkpoint_candidates(report, log), checkpoint_candidates(report.to_dict(), log)):
+        assert rows[0]["verdict"] == "recommended" and rows[0]["steps_lost"] is None, rows[0]
