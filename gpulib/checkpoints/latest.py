@@ -59,6 +59,7 @@ class LatestReport:
             "resume_from": str(self.resume_from) if self.resume_from else None,
             "layout": self.chosen.layout if self.chosen else None,
             "step": self.chosen.step if self.chosen else None,
+            "counter": self.chosen.counter if self.chosen else None,
             "rejected": [{"path": str(p), "reason": r} for p, r in self.rejected],
             "lacks": self.lacks, "advice": self.advice, "resume_command": self.resume_command,
             "leftovers": self.leftovers, "pointers": self.pointers, "disagreements": self.disagreements,
@@ -66,7 +67,7 @@ class LatestReport:
             "why_none": self.why_none(),
             "checkpoints": [
                 {"layout": c.layout, "name": c.name, "series": c.series, "paths": [str(p) for p in c.paths],
-                 "step": c.step, "step_from_name": c.step_name, "step_from_content": c.step_content,
+                 "step": c.step, "counter": c.counter, "step_from_name": c.step_name, "step_from_content": c.step_content,
                  "complete": c.complete, "reasons": c.reasons, "warnings": c.warnings,
                  "contains": sorted(c.categories), "model_prefix": c.model_prefix, "world_size": c.world_size}
                 for c in self.candidates
@@ -93,7 +94,7 @@ class LatestReport:
         lines = []
         for c in self.candidates:
             mark = "ok  " if c.complete else "BAD "
-            lines.append(f"{mark} {c.layout:<11} step {c.step if c.step is not None else '?':>8}  {c.path}")
+            lines.append(f"{mark} {c.layout:<11} {c.counter} {c.step if c.step is not None else '?':>8}  {c.path}")
             lines += [f"       - {r}" for r in c.reasons]
             lines += [f"       ! {w}" for w in c.warnings]
         lines += [f"leftover temp file: {x}" for x in self.leftovers]
@@ -105,7 +106,7 @@ class LatestReport:
         lines += [f"searched: {x}" for x in self.searched]
         lines += [f"checked: {x}" for x in self.checked]
         if self.chosen:
-            lines.append(f"\nresume from: {self.resume_from}  (step {self.chosen.step}, {self.chosen.layout})")
+            lines.append(f"\nresume from: {self.resume_from}  ({self.chosen.counter} {self.chosen.step}, {self.chosen.layout})")
             lines += [f"  lacks: {x}" for x in self.lacks]
             lines += [f"  note: {x}" for x in self.advice]
             lines.append(f"  command: {self.resume_command}")

@@ -14,6 +14,7 @@ never from mtime or text order. Which files each loader needs is that table too.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -66,6 +67,8 @@ class Candidate:
     #: (accelerate: the LR scheduler's ``last_epoch``); ordered by it only when the numbering restarted
     progress: int | None = None
     order_by_progress: bool = False
+    #: what ``step`` counts: "step", or "epoch" for a plain torch.save loop that records only its epoch
+    counter: str = "step"
 
     @property
     def step(self) -> int | None:
@@ -143,6 +146,20 @@ def _int(v) -> int | None:
 MAX_JSON_BYTES = 64 << 20
 
 
+WEIGHT_NAMES = ("model.safetensors", "pytorch_model.bin", "adapter_model.safetensors", "adapter_model.bin",
+                "model.safetensors.index.json", "pytorch_model.bin.index.json")
+
+
+def _kind(p: Path) -> str:
+    """What a path that is not a regular file is, in words (a loader's isfile() calls it absent)."""
+    try:
+        mode = os.stat(p).st_mode
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    return ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "a device")
+
+
 def _isfile(p: Path | None) -> bool:
     """What the frameworks test before opening an optional file (``os.path.isfile``): a regular file."""
     return p is not None and os.path.isfile(p)
@@ -186,7 +203,7 @@ def eval_hf_trainer(c: Candidate, deep: bool) -> None:
     # the weights Trainer._load_from_checkpoint opens: model.safetensors, else pytorch_model.bin, else an
     # adapter, else the safetensors index (else the .bin index) and every shard it names - never the others
     whole = [n for n in ("model.safetensors", "pytorch_model.bin") if _isfile(f.get(n))]
-    adapters = [n for n in ("adapter_model.safetensors", "adapter_model.bin") if f.get(n)]
+    adapters = [n for n in ("adapter_model.safetensors", "adapter_model.bin") if _isfile(f.get(n))]
     indexes = [n for n in ("model.safetensors.index.json", "pytorch_model.bin.index.json") if _isfile(f.get(n))]
     opened = whole[:1] or adapters or indexes[:1]
     weights = whole + adapters
@@ -202,7 +219,12 @@ def eval_hf_trainer(c: Candidate, deep: bool) -> None:
         c.reasons += [f"{ds[0]}/: {r}" for r in sub.reasons]
         c.categories |= sub.categories
     if not weights:
-        c.reasons.append("no model weights (model.safetensors / pytorch_model.bin / index + shards)")
+        odd = [f"{n} is {_kind(f.get(n))}" for n in WEIGHT_NAMES if f.get(n) and not _isfile(f.get(n))]
+        c.reasons.append("no model weights (model.safetensors / pytorch_model.bin / index + shards / "
+                         "adapter_model.safetensors of a PEFT run)"
+                         + (f": {'; '.join(odd)}, not a file - the Trainer's os.path.isfile() skips it" if odd else ""))
+    if adapters and not whole and not indexes:
+        _adapter_config(c, f)
     for n in weights:
         if n.endswith((".safetensors", ".bin")):
             not_opened = bool(opened) and n not in opened and n in ("model.safetensors", "pytorch_model.bin")
@@ -227,6 +249,24 @@ def eval_hf_trainer(c: Candidate, deep: bool) -> None:
         c.categories.add("scaler")
     _rank_files(c, f, "rng_state.pth", "RNG state (rng_state_<rank>.pth)", blocking=True, numbered_when_distributed=True)
     c.categories.add("dataloader")  # HF Trainer re-skips consumed batches on resume (no sampler file)
+
+
+def _adapter_config(c: Candidate, f: Files) -> None:
+    """A PEFT/LoRA checkpoint: adapter weights only. Trainer's resume loads them into the PEFT model
+    the script built (``load_adapter(dir, "default")``: the config comes from that model, so
+    ``adapter_config.json`` is not read) - but ``PeftModel.from_pretrained(base, dir)``, merging
+    or serving the adapter elsewhere need it, and nothing else records the rank and target modules."""
+    c.categories.add("adapter")
+    cfg = f.get("adapter_config.json")
+    if not cfg:
+        c.warnings.append("no adapter_config.json: Trainer's resume still works (it takes the LoRA config from the "
+                          "model your script builds), but PeftModel.from_pretrained / merge_and_unload elsewhere cannot "
+                          "load this adapter - keep the LoraConfig that wrote it")
+        return
+    _data, err = _json_object(cfg)
+    if err:
+        c.warnings.append(f"adapter_config.json unreadable: {err} (Trainer's resume does not read it; "
+                          "PeftModel.from_pretrained does and fails)")
 
 
 def _rank_files(c: Candidate, f: Files, single: str, what: str, blocking: bool, numbered_when_distributed: bool = False) -> None:
@@ -374,6 +414,20 @@ def _lone_accelerate_scheduler(c: Candidate, names: set[str]) -> None:
 LIGHTNING_RESUME_KEYS = ("pytorch-lightning_version", "state_dict", "optimizer_states", "lr_schedulers")
 
 
+def _epoch_as_counter(c: Candidate, verdicts: list[FileReport]) -> None:
+    """The loop most tutorials teach saves ``{"epoch", "model_state_dict", "optimizer_state_dict",
+    "loss"}`` under ``last.pt`` / ``best.pt`` / ``ckpt_epoch_N.pt``: no step anywhere, so without
+    the epoch these files could only be ordered by name, and ``best.pt`` or ``last.pt`` wins or
+    loses by the alphabet. The epoch in the content orders them (only where neither name nor
+    content carries a step: epochs and steps are never compared)."""
+    if c.layout != "torch_file" or c.step_name is not None or c.step_content is not None:
+        return
+    epochs = {int(r.summary.epoch) for r in verdicts if r.valid and r.summary and r.summary.epoch is not None
+              and float(r.summary.epoch).is_integer()}
+    if len(epochs) == 1:
+        c.step_content, c.counter = epochs.pop(), "epoch"
+
+
 def eval_torch_file(c: Candidate, deep: bool) -> None:
     """A single-file checkpoint (plain torch.save, Lightning .ckpt), maybe on several nodes."""
     verdicts = []
@@ -382,6 +436,7 @@ def eval_torch_file(c: Candidate, deep: bool) -> None:
         verdicts.append(r)
         if r.summary and r.summary.step is not None and c.step_content is None:
             c.step_content = r.summary.step
+    _epoch_as_counter(c, verdicts)
     good = [r for r in verdicts if r.valid]
     for r in verdicts:
         label = c.name if len(c.paths) == 1 else f"{c.name} on {Path(r.path).parent}"
@@ -417,12 +472,16 @@ def eval_torch_file(c: Candidate, deep: bool) -> None:
 
 def _check_sidecars(c: Candidate) -> None:
     """``<stem>.json`` manifests ({bytes, sha256, status}) and ``<stem>.json.tmp`` / ``<name>.tmp``
-    leftovers written by training scripts around a save."""
+    leftovers written by training scripts around a save. A ``<stem>.json.tmp`` means the manifest
+    was never committed (refused); a ``<name>.tmp`` only that the NEXT save died before
+    ``os.replace`` - the file under the final name is still the previous, whole one."""
     for p in c.paths:
         stem = p.name.rsplit(".", 1)[0]
-        for tmp in (p.with_name(stem + ".json.tmp"), p.with_name(p.name + ".tmp")):
-            if tmp.exists():
-                c.reasons.append(f"{tmp.name} left behind: the save was never committed")
+        if p.with_name(stem + ".json.tmp").exists():  # the manifest is renamed into place after the save
+            c.reasons.append(f"{stem}.json.tmp left behind: the save was never committed")
+        if p.with_name(p.name + ".tmp").exists():  # save to <name>.tmp, then os.replace: <name> is the one before
+            c.warnings.append(f"{p.name}.tmp left behind: a newer save into {p.name} died before its rename; {p.name} "
+                              "is the previous save, judged by its own bytes")
         side = p.with_name(stem + ".json")
         if not side.is_file():
             continue
@@ -552,6 +611,12 @@ def eval_dcp(c: Candidate, deep: bool) -> None:
     c.warnings += r.reasons(("warning",))  # a leftover .metadata.tmp next to .metadata, unreferenced shards
     if r.summary:
         c.step_content = r.summary.step
+        if c.layout == "torchtitan" and r.summary.top_keys and "train_state" not in r.summary.top_keys:
+            # A plain dcp.save (an FSDP2 loop) into a folder it happened to call step-N: torchtitan's
+            # command would not run that script, and torchtitan always saves train_state for resume.
+            c.layout = "dcp"
+            c.warnings.append(f"{c.name} is named like torchtitan's step-N folders but holds no train_state item: "
+                              "read as a plain torch.distributed.checkpoint save (resumed with dcp.load)")
     _node_spread(c, f, [n for n in f.names if n.endswith(".distcp")])
 
 
@@ -611,6 +676,16 @@ def _inside(target: Path, root: Path) -> bool:
         return False
 
 
+def _broken_link(p: Path) -> str:
+    """Why a symlink leads nowhere: a loop (ELOOP: ``a -> b -> a``) or a target that is gone."""
+    try:
+        os.stat(p)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return f"symlink loop ({os.readlink(p)} leads back to itself): skipped"
+    return f"dangling symlink to {os.readlink(p)}"
+
+
 def discover(root: Path) -> tuple[list[Candidate], list[str], list[str], list[str]]:
     """Candidates under one root, leftover temp files, problems reading the tree, and notes
     (symlinks seen). A symlink to a checkpoint outside the root is a candidate (marked as a
@@ -661,7 +736,7 @@ def discover(root: Path) -> tuple[list[Candidate], list[str], list[str], list[st
             if p.is_symlink():
                 target = Path(os.path.realpath(p))
                 if not target.exists():
-                    problems.append(f"{p}: dangling symlink to {os.readlink(p)}")
+                    problems.append(f"{p}: {_broken_link(p)}")
                     continue
                 if _inside(target, root) or n.startswith("last"):
                     notes.append(f"{p} is a symlink to {target} (read as a pointer, not a second checkpoint)")

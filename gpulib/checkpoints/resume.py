@@ -11,6 +11,7 @@ import re
 import shlex
 from pathlib import Path
 
+from gpulib.checkpoints.contents import category_of
 from gpulib.checkpoints.layouts import Candidate
 
 COSTS = {
@@ -36,6 +37,9 @@ def lacks(c: Candidate, siblings: list[Candidate]) -> list[str]:
         out.append(f"RNG state for only {c.rng_ranks} of {c.world_size} ranks: the other ranks restart their streams")
     if c.step is None:
         out.append("no step counter: logging, LR schedule and checkpoint names restart from 0")
+    elif c.counter == "epoch":
+        out.append(f"no step counter, only the epoch ({c.step}): restart at epoch {c.step + 1}; a per-batch LR schedule "
+                   "or step-based logging restarts from 0 unless you recompute the step from the epoch")
     return out
 
 
@@ -67,6 +71,11 @@ def advice(c: Candidate) -> list[str]:
         out.append("Trainer.train(resume_from_checkpoint=...) resumes it WITHOUT a warning: it loads the weights and "
                    "silently starts a fresh optimizer and LR schedule (a save_only_model=True save, or optimizer.pt / "
                    "scheduler.pt missing)")
+    if c.layout == "torch_file":
+        out.append(f"no framework resumes a plain torch.save file - your loader, with the keys in it: {torch_file_loader(c)}")
+    if "adapter" in c.categories:
+        out.append("adapter-only (PEFT/LoRA): it holds the adapter weights, not the base model - resume with the same "
+                   "base model wrapped by get_peft_model(base, <the same LoraConfig>); Trainer loads the adapter into it")
     if c.model_prefix:
         why = "DDP/DataParallel" if c.model_prefix == "module." else "torch.compile"
         out.append(f"model keys carry the {why} prefix '{c.model_prefix}': load into the same wrapper, or strip it with "
@@ -121,3 +130,32 @@ def command(c: Candidate, series_dir: Path, pointer_targets: list[str], next_ite
     if c.layout == "dcp":
         return f"{torchrun} <train.py> {ARGS} --resume {p}   # dcp.load(state_dict, checkpoint_id={py})"
     return f"{torchrun} <train.py> {ARGS} --resume {p}"
+
+
+def torch_file_loader(c: Candidate) -> str:
+    """A plain torch.save file has no framework to resume it: the user's own loader does. Spell
+    that loader with the keys really in the file (``model_state_dict``, ``optimizer_state_dict``,
+    ``epoch`` ...), ``weights_only=True`` always (a checkpoint that needs more is flagged, never
+    unpickled), so the template is filled in, not guessed."""
+    report = next((r for r in c.reports if r.summary), None)
+    if report is None:
+        return f"ck = torch.load({str(c.path)!r}, map_location='cpu', weights_only=True)"
+    tops = report.summary.top_keys
+    model_tops = [t.name.split(".")[0].split("[")[0] for t in report.tensors if category_of(t.name) == "model_or_other"]
+    model_tensors = [t for t in report.tensors if category_of(t.name) == "model_or_other"]
+    best = max(set(model_tops), key=model_tops.count) if model_tops else None
+    nested = best is not None and 2 * model_tops.count(best) > len(model_tops) and any(
+        t.name.startswith((best + ".", best + "[")) for t in model_tensors)
+    steps = [f"ck = torch.load({str(c.path)!r}, map_location='cpu', weights_only=True)"]
+    if any(f.severity == "needs_allowlist" for f in report.findings):  # numpy RNG state and the like
+        steps[0] = f"with torch.serialization.safe_globals(<the list `gpulib ckpt inspect` prints>): {steps[0]}"
+    if model_tops:
+        steps.append(f"model.load_state_dict(ck[{best!r}])" if nested else "model.load_state_dict(ck)")
+    for cat, obj in (("optimizer", "optimizer"), ("scheduler", "scheduler"), ("scaler", "scaler")):
+        key = next((k for k in tops if category_of(k) == cat), None)
+        if key and nested:
+            steps.append(f"{obj}.load_state_dict(ck[{key!r}])")
+    counter = report.summary.step_key or ("epoch" if report.summary.epoch is not None else None)
+    if counter and nested and "." not in counter:
+        steps.append(f"start_{'epoch' if counter == 'epoch' else 'step'} = ck[{counter!r}] + 1")
+    return "; ".join(steps)

@@ -629,14 +629,16 @@ def checkpoint_candidates(report: Any, steps: pd.DataFrame | None = None) -> lis
             why = "newest complete checkpoint" if c is chosen else "complete, older than the recommended one"
             command = report.resume_command if c is chosen and report.resume_command else resume_plan.command(
                 c, c.path.parent, targets)
-        rows.append(_candidate_row(str(c.path), c.name, c.step, verdict, why, lacks, command, last))
+        step = c.step if c.counter == "step" else None  # an epoch-only torch.save loop: no step to subtract
+        rows.append(_candidate_row(str(c.path), c.name, step, verdict, why, lacks, command, last))
     return rows
 
 
 def _candidates_from_dict(data: dict, last: dict | None) -> list[dict]:
     rows = []
     if data.get("resume_from"):
-        rows.append(_candidate_row(data["resume_from"], Path(data["resume_from"]).name, data.get("step"), "recommended",
+        step = data.get("step") if data.get("counter", "step") == "step" else None
+        rows.append(_candidate_row(data["resume_from"], Path(data["resume_from"]).name, step, "recommended",
                                    "newest complete checkpoint", data.get("lacks") or [], data.get("resume_command"), last))
     for item in data.get("rejected") or []:
         path, reason = (item.get("path"), item.get("reason")) if isinstance(item, dict) else item
