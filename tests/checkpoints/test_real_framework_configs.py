@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from gpulib.checkpoints.latest import find_latest
+from tests.checkpoints.lightning_tiny import fit_tiny
 from tests.checkpoints.test_real_frameworks import _damage
+from tests.checkpoints.two_ranks import torchrun_two
 
 pytestmark = pytest.mark.frameworks
 torch = pytest.importorskip("torch")
@@ -113,20 +115,7 @@ os.write(1, f"HF-OK {trainer.args.process_index} {trainer.args.world_size} {trai
 
 def _hf_two_ranks(tmp: Path, out: Path, max_steps: int, resume: Path | None) -> None:
     """Two Trainer ranks (torchrun, gloo on loopback): each writes and reads its own rng_state_<rank>.pth."""
-    import os
-    import socket
-    import subprocess
-    import sys
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = str(s.getsockname()[1])
-    script = tmp / "hf_ddp.py"
-    script.write_text(HF_DDP_SCRIPT)
-    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--master-addr=127.0.0.1",
-                          f"--master-port={port}", str(script), str(out), str(max_steps), str(resume or "-")],
-                         capture_output=True, text=True, cwd=tmp, timeout=300,
-                         env={**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"})
+    run = torchrun_two(tmp, "hf_ddp.py", HF_DDP_SCRIPT, str(out), str(max_steps), str(resume or "-"))
     assert f"HF-OK 0 2 {max_steps}" in run.stdout and f"HF-OK 1 2 {max_steps}" in run.stdout, \
         "\n".join(x for x in (run.stdout + run.stderr).splitlines() if x.startswith("[rank"))[-6000:]
 
@@ -166,31 +155,6 @@ def test_hf_two_ranks_rng_file_lost(hf_two_rank_run, tmp_path, damage, expect, l
 
 # --- Lightning ------------------------------------------------------------------------------
 
-def _lightning_fit(L, max_steps: int, ckpt_path: str | None, callbacks: list) -> None:
-    class Tiny(L.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.layer = torch.nn.Linear(4, 1)
-
-        def training_step(self, batch, _idx):
-            return self.layer(batch).sum()
-
-        def configure_optimizers(self):
-            opt = torch.optim.AdamW(self.parameters(), lr=1e-3)
-            return [opt], [torch.optim.lr_scheduler.StepLR(opt, step_size=2)]
-
-        def train_dataloader(self):
-            return torch.utils.data.DataLoader(torch.randn(64, 4), batch_size=4)
-
-    torch.manual_seed(0)
-    trainer = L.Trainer(max_steps=max_steps, accelerator="cpu", logger=False, enable_progress_bar=False,
-                        enable_model_summary=False, callbacks=callbacks,
-                        enable_checkpointing=bool(callbacks))  # a resume-only fit writes nothing (no ./checkpoints)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        trainer.fit(Tiny(), ckpt_path=ckpt_path)
-
-
 def test_lightning_weights_every_2_full_every_4(tmp_path):
     """Two ModelCheckpoint callbacks in one folder, a common setup: light ``save_weights_only``
     files often, full ones rarely. The newest file is weights-only: ``trainer.fit(ckpt_path=...)``
@@ -198,16 +162,16 @@ def test_lightning_weights_every_2_full_every_4(tmp_path):
     L = pytest.importorskip("lightning", reason="the 'frameworks' extra (lightning) is not installed")
     d = tmp_path / "ckpts"
     mc = L.pytorch.callbacks.ModelCheckpoint
-    _lightning_fit(L, 6, None, [mc(dirpath=str(d), filename="weights-{step}", every_n_train_steps=2, save_top_k=-1,
+    fit_tiny(L, 6, None, [mc(dirpath=str(d), filename="weights-{step}", every_n_train_steps=2, save_top_k=-1,
                                    save_weights_only=True),
                                 mc(dirpath=str(d), filename="full-{step}", every_n_train_steps=4, save_top_k=-1)])
     report = find_latest([d])
     assert report.chosen is not None and report.chosen.name == "full-step=4.ckpt", report.to_text()
     rejected = dict((p.name, why) for p, why in report.rejected)
     assert "save_weights_only" in rejected["weights-step=6.ckpt"] and "optimizer_states" in rejected["weights-step=6.ckpt"]
-    _lightning_fit(L, 8, str(report.resume_from), [])
+    fit_tiny(L, 8, str(report.resume_from), [])
     with pytest.raises(KeyError, match="save_weights_only"):  # the rejected one really does not resume
-        _lightning_fit(L, 8, str(d / "weights-step=6.ckpt"), [])
+        fit_tiny(L, 8, str(d / "weights-step=6.ckpt"), [])
     only_weights = tmp_path / "only_weights"
     only_weights.mkdir()
     for p in d.glob("weights-*.ckpt"):
@@ -230,7 +194,7 @@ def test_lightning_save_last(tmp_path, save_last, damage, expect):
     in its content), and the named file wins a tie."""
     L = pytest.importorskip("lightning", reason="the 'frameworks' extra (lightning) is not installed")
     d = tmp_path / "ckpts"
-    _lightning_fit(L, 6, None, [L.pytorch.callbacks.ModelCheckpoint(dirpath=str(d), every_n_train_steps=2,
+    fit_tiny(L, 6, None, [L.pytorch.callbacks.ModelCheckpoint(dirpath=str(d), every_n_train_steps=2,
                                                                      save_top_k=-1, save_last=save_last)])
     assert (d / "last.ckpt").is_symlink() == (save_last == "link")
     _damage(d, damage, tmp_path / "PWNED")
@@ -238,12 +202,12 @@ def test_lightning_save_last(tmp_path, save_last, damage, expect):
     assert report.chosen is not None and report.chosen.name == expect, report.to_text()
     if save_last == "link":
         assert [c.name for c in report.candidates].count("last.ckpt") == 0, report.to_text()
-    _lightning_fit(L, 8, str(report.resume_from), [])
+    fit_tiny(L, 8, str(report.resume_from), [])
     if expect == "epoch=0-step=4.ckpt":
         if save_last == "link":
             assert any("last.ckpt" in x and "incomplete" in x for x in report.disagreements), report.to_text()
         with pytest.raises(Exception):  # noqa: B017 - the rejected one (what ckpt_path="last" opens) does not resume
-            _lightning_fit(L, 8, str(d / "last.ckpt"), [])
+            fit_tiny(L, 8, str(d / "last.ckpt"), [])
 
 # --- accelerate: a custom registered object, total_limit, automatic naming ----------------------
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpulib.checkpoints.latest import find_latest
+from tests.checkpoints.lightning_tiny import fit_tiny
 
 pytestmark = pytest.mark.frameworks
 torch = pytest.importorskip("torch")
@@ -197,26 +198,8 @@ def test_accelerate_named_folders_and_lone_checkpoint(tmp_path):
 # --- Lightning ------------------------------------------------------------------------------
 
 def _lightning_fit(L, dirpath: Path, max_steps: int, ckpt_path: str | None) -> None:
-    class Tiny(L.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.layer = torch.nn.Linear(4, 1)
-
-        def training_step(self, batch, _idx):
-            return self.layer(batch).sum()
-
-        def configure_optimizers(self):
-            opt = torch.optim.AdamW(self.parameters(), lr=1e-3)
-            return [opt], [torch.optim.lr_scheduler.StepLR(opt, step_size=2)]
-
-        def train_dataloader(self):
-            return torch.utils.data.DataLoader(torch.randn(64, 4), batch_size=4)
-
-    torch.manual_seed(0)
     cb = L.pytorch.callbacks.ModelCheckpoint(dirpath=str(dirpath), every_n_train_steps=2, save_top_k=-1)
-    trainer = L.Trainer(max_steps=max_steps, accelerator="cpu", logger=False, enable_progress_bar=False,
-                        enable_model_summary=False, callbacks=[cb])
-    trainer.fit(Tiny(), ckpt_path=ckpt_path)
+    fit_tiny(L, max_steps, ckpt_path, [cb])
 
 
 @pytest.fixture(scope="module")

@@ -7,16 +7,13 @@ lost or cut short, or ``.metadata`` never written, are the states a crash leaves
 
 from __future__ import annotations
 
-import os
 import shutil
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from gpulib.checkpoints.latest import find_latest
+from tests.checkpoints.two_ranks import torchrun_two
 
 pytestmark = pytest.mark.frameworks
 torch = pytest.importorskip("torch")
@@ -73,14 +70,7 @@ dist.destroy_process_group()
 
 
 def _torchrun(tmp: Path, wrapper: str, *args: str) -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = str(s.getsockname()[1])
-    script = tmp / "fsdp2_train.py"
-    script.write_text(FSDP2_SCRIPT)
-    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--master-addr=127.0.0.1",
-                          f"--master-port={port}", str(script), wrapper, *args], capture_output=True, text=True, cwd=tmp,
-                         timeout=300, env={**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"})
+    run = torchrun_two(tmp, "fsdp2_train.py", FSDP2_SCRIPT, wrapper, *args)
     assert "FSDP2-OK 0" in run.stdout and "FSDP2-OK 1" in run.stdout, (run.stdout + run.stderr)[-4000:]
     return run.stdout
 
