@@ -17,8 +17,10 @@
 
 from __future__ import annotations
 
+from itertools import islice
+
 from gpulib.diagnose.context import Context, place
-from gpulib.findings import Finding, Pointers
+from gpulib.findings import EvidenceLine, Finding, Pointers
 from gpulib.parsers.logtime import seconds_between
 
 FOLD_S = 60  # precursors/duplicates within this many seconds belong to the same event
@@ -232,6 +234,30 @@ def adopt_rank(ctx: Context, root: Finding) -> None:
             if ref.host in (root.host, None):
                 place(ctx, root, rank=f.rank, host=root.host)
                 return
+
+
+def quote_lines(ctx: Context, root: Finding) -> None:
+    """The root cause's evidence as the lines were printed: a rule that read a table row or a block
+    (nvidia-smi, ibstat, sacct, an IPMI SEL) words its evidence in its own terms, but the engineer
+    greps the file for the line, so each numbered evidence line carries the file's own text."""
+    paths = {f.display: f.path for f in ctx.inputs.files}
+    for i, ev in enumerate(root.evidence):
+        path = paths.get(ev.file)
+        if path is None or not ev.line:
+            continue
+        raw = _line_of(path, ev.line)
+        if raw and raw != ev.text:
+            root.evidence[i] = EvidenceLine(ev.file, ev.line, raw)
+
+
+def _line_of(path, number: int) -> str | None:
+    """Line ``number`` (1-based) of a text file, stripped; None when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8", errors="replace", newline=None) as handle:
+            raw = next(islice(handle, number - 1, None), None)
+    except (OSError, ValueError):
+        return None
+    return raw.strip() or None if raw is not None else None
 
 
 def chain(ctx: Context, root: Finding) -> None:

@@ -1,0 +1,83 @@
+"""The culprit fields and the first event of a root cause, as real threads show them: the host of a
+zsh session, the node sacct ran a job's ``slurm-<jobid>.out`` on, the interruption of a driver/library
+mismatch, and evidence quoted as the tool printed it. Each fix has its negative control.
+
+Lines are in the tools' layouts; hosts, job ids, PCI ids, times and values are invented.
+"""
+
+from __future__ import annotations
+
+from gpulib.diagnose import diagnose
+from gpulib.parsers.line_identity import LineReader
+
+SACCT = """JobID             JobName      State ExitCode   NodeList
+------------ ------------ ---------- -------- ----------
+5520011          sweep_a  COMPLETED      0:0    tq-n07
+5520014          sweep_a     FAILED      1:0    tq-n22
+5520015          sweep_b     FAILED      1:0 tq-n[22-23]
+"""
+ECC_JOB = ("2025-07-14 09:02:11,004 [INFO] starting training\n"
+           "RuntimeError: CUDA error: uncorrectable ECC error encountered\n")
+
+
+def _run(tmp_path, files: dict[str, str]) -> dict:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    return diagnose([tmp_path]).to_dict()
+
+
+def test_a_zsh_prompt_names_the_host_of_the_pasted_session():
+    reader = LineReader(tz=None)
+    assert reader.read("mkovac@lab-gpu4 ~ % nvidia-smi").command and reader.session_host == "lab-gpu4"
+
+
+def test_a_line_with_an_address_and_a_percentage_is_not_a_prompt():
+    reader = LineReader(tz=None)
+    for line in ("ops@mail.example 50 % done", "rank0@w1 12.5 % of steps", "100 % of jobs by ops@w1 done"):
+        assert not reader.read(line).command, line
+    assert reader.session_host is None
+
+
+def test_a_slurm_output_file_takes_the_node_sacct_ran_its_job_on(tmp_path):
+    out = _run(tmp_path, {"sacct.txt": SACCT, "slurm-5520014.out": ECC_JOB})
+    assert (out["root_cause"]["category"], out["root_cause"]["host"]) == ("gpu_memory_error", "tq-n22")
+
+
+def test_a_job_on_two_nodes_or_not_in_sacct_names_no_host(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    two = _run(tmp_path / "a", {"sacct.txt": SACCT, "slurm-5520015.out": ECC_JOB})
+    unlisted = _run(tmp_path / "b", {"sacct.txt": SACCT, "slurm-5529999.out": ECC_JOB})
+    assert two["root_cause"]["category"] == unlisted["root_cause"]["category"] == "gpu_memory_error"
+    assert two["root_cause"]["host"] is None and unlisted["root_cause"]["host"] is None
+
+
+def test_a_driver_library_mismatch_is_soft_the_gpus_are_fine(tmp_path):
+    out = _run(tmp_path, {"session.txt": "root@tq-n07:~# nvidia-smi\n"
+                                         "Failed to initialize NVML: Driver/library version mismatch\n"})
+    assert (out["verdict"]["interruption"], out["root_cause"]["category"]) == ("soft", "driver_mismatch")
+
+
+def test_a_gpu_off_the_bus_beside_a_mismatch_stays_hard(tmp_path):
+    out = _run(tmp_path, {"dmesg.txt": "[ 812.004411] NVRM: Xid (PCI:0000:3b:00): 79, pid=0, GPU has fallen off the bus.\n",
+                          "session.txt": "Failed to initialize NVML: Driver/library version mismatch\n"})
+    assert (out["verdict"]["interruption"], out["root_cause"]["category"]) == ("hard", "gpu_fell_off_bus")
+
+
+def test_root_cause_evidence_quotes_the_lines_as_printed(tmp_path):
+    raw = "Unable to determine the device handle for GPU 0000:3B:00.0: Unknown Error"
+    out = _run(tmp_path, {"nvidia-smi.txt": raw + "\n"})
+    assert out["root_cause"]["evidence"][0] == {"file": "nvidia-smi.txt", "line": 1, "text": raw}
+
+
+def test_a_down_ib_port_is_quoted_by_its_state_line_and_an_active_one_is_no_cause(tmp_path):
+    block = ("CA '{ca}'\n\tCA type: MT4129\n\tNumber of ports: 1\n\tPort 1:\n\t\tState: {state}\n"
+             "\t\tPhysical state: {phys}\n\t\tRate: 400\n\t\tLink layer: InfiniBand\n")
+    text = block.format(ca="mlx5_0", state="Active", phys="LinkUp") + block.format(ca="mlx5_1", state="Down",
+                                                                                    phys="Disabled")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    out = _run(tmp_path / "a", {"ibstat.txt": text})
+    assert out["root_cause"]["evidence"][0] == {"file": "ibstat.txt", "line": 13, "text": "State: Down"}
+    healthy = _run(tmp_path / "b", {"ibstat.txt": block.format(ca="mlx5_0", state="Active", phys="LinkUp")})
+    assert healthy["root_cause"] is None
