@@ -157,6 +157,8 @@ def choose(ctx: Context, interrupted_at: str | None, job_start: str | None = Non
     linked = [f for f in causes if _linked(f, strong)] if strong else []
     if not linked and weak:
         linked = [f for f in causes if _linked(f, weak)]
+    if not linked and strong and _unplaced(ctx, strong):
+        linked = [f for f in causes if f.rank is None and f.hardware]
     if not linked and not strong:
         linked = causes
     if not linked:
@@ -176,6 +178,14 @@ def choose(ctx: Context, interrupted_at: str | None, job_start: str | None = Non
         if better:
             root = min(better, key=lambda f: f.time)
     return root
+
+
+def _unplaced(ctx: Context, ptr: Pointers) -> bool:
+    """Whether the symptoms blame ranks only, none of which the evidence places on a host or GPU (no
+    NCCL init lines, no launcher table): a hardware fault on a node cannot be tested against such a
+    pointer, so it is not ruled out by it. A rank's own error still is: it names another rank."""
+    return not (ptr.hosts or ptr.gpus or ptr.peer_addrs) and all(
+        ctx.ids.locate(rank=r).host is None for r in ptr.ranks)
 
 
 def _known_start(job_start: str | None, interrupted_at: str | None) -> str | None:

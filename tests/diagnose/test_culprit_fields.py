@@ -81,3 +81,22 @@ def test_a_down_ib_port_is_quoted_by_its_state_line_and_an_active_one_is_no_caus
     assert out["root_cause"]["evidence"][0] == {"file": "ibstat.txt", "line": 13, "text": "State: Down"}
     healthy = _run(tmp_path / "b", {"ibstat.txt": block.format(ca="mlx5_0", state="Active", phys="LinkUp")})
     assert healthy["root_cause"] is None
+
+
+PORT_ERROR = "ib-c3:7112:7190 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : port error\n"
+TIMEOUTS = "".join(
+    f"[E ProcessGroupNCCL.cpp:828] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4410, "
+    f"OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800412 milliseconds before timing out.\n" for r in (0, 3))
+
+
+def test_a_port_error_is_the_cause_when_the_missing_ranks_cannot_be_placed(tmp_path):
+    out = _run(tmp_path, {"job.log": PORT_ERROR + TIMEOUTS})
+    assert (out["verdict"]["interruption"], out["root_cause"]["category"], out["root_cause"]["host"]) == (
+        "hard", "network_fabric", "ib-c3")
+
+
+def test_a_port_error_on_another_node_than_the_missing_ranks_is_not_the_cause(tmp_path):
+    inits = "".join(f"ib-c5:{900 + r}:{950 + r} [{r - 1}] NCCL INFO comm 0x{r} rank {r} nranks 4 cudaDev {r - 1} "
+                    f"busId {r}b000 - Init COMPLETE\n" for r in (1, 2))
+    out = _run(tmp_path, {"job.log": inits + PORT_ERROR + TIMEOUTS})
+    assert out["root_cause"] is None or out["root_cause"]["host"] != "ib-c3"
