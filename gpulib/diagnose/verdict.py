@@ -26,6 +26,7 @@ from gpulib.parsers.logtime import seconds_between
 FOLD_S = 60  # precursors/duplicates within this many seconds belong to the same event
 HW_PREFERENCE_S = 600  # a hardware cause this close to a job-side one on the same GPU wins
 LATE_SLACK_S = 60
+HANG_AFTER_XID_S = 600  # a kernel hang this soon after an Xid on one GPU of its node hangs on that GPU
 EARLY_SLACK_S = 300
 #: Causes that only slow a rank down, and causes that make a process exit: when both are linked,
 #: the crash is what interrupted the job.
@@ -88,6 +89,27 @@ def fold(ctx: Context) -> None:
                 target.evidence.extend(f.evidence)
                 drop.add(f.id)
     ctx.findings[:] = [f for f in ctx.findings if f.id not in drop]
+    _hang_on_its_gpu(ctx)
+
+
+def _hang_on_its_gpu(ctx: Context) -> None:
+    """A task hung in the kernel minutes after an Xid on one GPU of its node hangs on that GPU: the
+    driver waits on a channel the GPU no longer serves. The hang then names the GPU, and its first
+    evidence is the Xid, where the wedge began (the hung-task report comes 120 s or more later).
+    Xids on two GPUs, or none within HANG_AFTER_XID_S: the hang names no GPU."""
+    xids = [f for f in ctx.findings if f.xid is not None and f.gpu_pci and f.time]
+    for hang in ctx.findings:
+        if not hang.id.startswith(("sig-hung-task", "hung-task")) or hang.gpu_pci or not hang.time:
+            continue
+        before = sorted((x for x in xids if x.host == hang.host
+                         and 0 <= seconds_between(x.time, hang.time) <= HANG_AFTER_XID_S), key=lambda x: x.time)
+        if not before or len({x.gpu_pci for x in before}) != 1:
+            continue
+        first = before[0]
+        place(ctx, hang, host=hang.host, pci=first.gpu_pci)
+        hang.evidence = first.evidence[:1] + hang.evidence
+        hang.time = first.time
+        hang.title += f" after Xid {first.xid} on GPU {first.gpu_pci}"
 
 
 def promote_stall(ctx: Context) -> None:
@@ -291,9 +313,9 @@ def drop_restatements(ctx: Context, root: Finding | None) -> None:
     its own reading until the verdict is made, because with no other cause its reading (a hung task
     means a wedged driver) can be the root cause; after it, the one that is not the root goes."""
     by_line: dict[tuple, list[Finding]] = {}
-    for f in ctx.findings:
-        if f.evidence and f.evidence[0].line is not None:
-            by_line.setdefault((f.evidence[0].file, f.evidence[0].line), []).append(f)
+    for f in ctx.findings:  # any of its lines: a hang that names its GPU leads with the Xid before it
+        for ev in {(e.file, e.line) for e in f.evidence if e.line is not None}:
+            by_line.setdefault(ev, []).append(f)
     drop: set[str] = set()
     for same in by_line.values():
         for sig in (f for f in same if f.id.startswith("sig-")):

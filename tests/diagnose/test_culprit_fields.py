@@ -100,3 +100,42 @@ def test_a_port_error_on_another_node_than_the_missing_ranks_is_not_the_cause(tm
                     f"busId {r}b000 - Init COMPLETE\n" for r in (1, 2))
     out = _run(tmp_path, {"job.log": inits + PORT_ERROR + TIMEOUTS})
     assert out["root_cause"] is None or out["root_cause"]["host"] != "ib-c3"
+
+
+def _hang_after(xids: list[tuple[str, str]]) -> str:
+    lines = [f"[Mon Mar  2 04:{clock} 2026] NVRM: Xid (PCI:{pci}): 45, pid=22817, name=solver, Ch 00000008"
+             for clock, pci in xids]
+    return "\n".join(lines + ["[Mon Mar  2 04:40:19 2026] INFO: task nv_queue:1187 blocked for more than 120 seconds.",
+                              "[Mon Mar  2 04:40:19 2026]       Tainted: P           OE     6.5.0-41-generic"]) + "\n"
+
+
+def test_a_kernel_hang_minutes_after_an_xid_hangs_on_that_gpu_and_starts_there(tmp_path):
+    out = _run(tmp_path, {"dmesg.txt": _hang_after([("37:02", "0000:4e:00")])})
+    rc = out["root_cause"]
+    assert (rc["category"], rc["gpu_pci"]) == ("gpu_firmware_error", "0000:4e:00.0")
+    assert "Xid (PCI:0000:4e:00): 45" in rc["evidence"][0]["text"]
+
+
+def test_a_hang_long_after_an_xid_or_after_xids_on_two_gpus_names_no_gpu(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    stale = _run(tmp_path / "a", {"dmesg.txt": _hang_after([("02:02", "0000:4e:00")])})
+    two = _run(tmp_path / "b", {"dmesg.txt": _hang_after([("37:02", "0000:4e:00"), ("37:05", "0000:4f:00")])})
+    for out in (stale, two):
+        assert out["root_cause"]["gpu_pci"] is None
+        assert "blocked for more than" in out["root_cause"]["evidence"][0]["text"]
+
+
+def test_a_wrapped_fallen_off_the_bus_message_starts_at_the_line_naming_the_gpu(tmp_path):
+    text = ("[  912.204118] NVRM: The NVIDIA GPU 0000:c1:00.0\n"
+            "               NVRM: (PCI ID: 10de:2330) installed in this system has\n"
+            "               NVRM: fallen off the bus and is not responding to commands.\n")
+    rc = _run(tmp_path, {"dmesg.txt": text})["root_cause"]
+    assert (rc["gpu_pci"], rc["evidence"][0]["line"]) == ("0000:c1:00.0", 1)
+
+
+def test_a_one_line_fallen_off_the_bus_keeps_its_line_after_a_message_naming_the_gpu(tmp_path):
+    text = ("[  912.204101] NVRM: GPU at PCI:0000:c1:00: GPU-1f0e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b\n"
+            "[  912.204118] NVRM: GPU 0000:c1:00.0: GPU has fallen off the bus.\n")
+    rc = _run(tmp_path, {"dmesg.txt": text})["root_cause"]
+    assert (rc["gpu_pci"], rc["evidence"][0]["line"]) == ("0000:c1:00.0", 2)
