@@ -139,3 +139,26 @@ def test_a_one_line_fallen_off_the_bus_keeps_its_line_after_a_message_naming_the
             "[  912.204118] NVRM: GPU 0000:c1:00.0: GPU has fallen off the bus.\n")
     rc = _run(tmp_path, {"dmesg.txt": text})["root_cause"]
     assert (rc["gpu_pci"], rc["evidence"][0]["line"]) == ("0000:c1:00.0", 2)
+
+
+WORKER = "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).\n"
+KILLED = ("Traceback (most recent call last):\n"
+          '  File "/opt/app/train.py", line 88, in <module>\n'
+          "RuntimeError: DataLoader worker (pid 4411) is killed by signal: Bus error. It is possible that "
+          "dataloader's workers are out of shared memory. Please try to raise your shared memory limit.\n")
+
+
+def test_a_bus_error_starts_at_the_workers_own_report(tmp_path):
+    rc = _run(tmp_path, {"train.log": "epoch 0 step 10\n" + WORKER + KILLED})["root_cause"]
+    assert rc["category"] == "data_pipeline_stall"
+    assert (rc["evidence"][0]["line"], rc["evidence"][0]["text"]) == (2, WORKER.strip())
+
+
+def test_a_worker_report_after_the_error_or_from_another_node_does_not_lead(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    after = _run(tmp_path / "a", {"train.log": KILLED + WORKER})["root_cause"]
+    other = _run(tmp_path / "b", {"train.log": "root@dl-n1:~# python train.py\n" + KILLED,
+                                  "peer.log": "root@dl-n2:~# python train.py\n" + WORKER})["root_cause"]
+    for rc in (after, other):
+        assert rc["category"] == "data_pipeline_stall" and "killed by signal: Bus error" in rc["evidence"][0]["text"]
