@@ -17,6 +17,8 @@
 
 from __future__ import annotations
 
+import re
+from collections import deque
 from itertools import islice
 
 from gpulib.diagnose.context import Context, place
@@ -268,28 +270,65 @@ def adopt_rank(ctx: Context, root: Finding) -> None:
                 return
 
 
+#: The line that opens a multi-line failure report, by the root cause's category, and whether the
+#: first of several opens it: the kernel's OOM report starts with "invoked oom-killer" (the kill
+#: comes after the memory dump; the nearest one, each kill has its own); a CUDA device-side assert
+#: prints one ``Assertion `...` failed`` line per thread before the host raises (the first one).
+OPENERS = {"host_oom": (re.compile(r"invoked oom-killer"), False),
+           "application_error": (re.compile(r"\.cu:\d+: .*Assertion `"), True)}
+#: A C++ exception that ends the process: ``what():`` is the second line of its report.
+TERMINATE = re.compile(r"terminate called after throwing an instance of")
+OPENER_WINDOW_LINES = 200  # a report's opener is at most this many lines above the line a rule read
+
+
 def quote_lines(ctx: Context, root: Finding) -> None:
     """The root cause's evidence as the lines were printed: a rule that read a table row or a block
     (nvidia-smi, ibstat, sacct, an IPMI SEL) words its evidence in its own terms, but the engineer
-    greps the file for the line, so each numbered evidence line carries the file's own text."""
+    greps the file for the line, so each numbered evidence line carries the file's own text; and it
+    starts where the failure's report starts (:data:`OPENERS`), not at the line that named it."""
     paths = {f.display: f.path for f in ctx.inputs.files}
-    for i, ev in enumerate(root.evidence):
+    for i, ev in enumerate(list(root.evidence)):
         path = paths.get(ev.file)
         if path is None or not ev.line:
             continue
-        raw = _line_of(path, ev.line)
-        if raw and raw != ev.text:
+        first, above = _lines_up_to(path, ev.line)
+        raw = above[-1].strip() if above and first + len(above) - 1 == ev.line else None
+        if not raw:
+            continue
+        if raw != ev.text:
             root.evidence[i] = EvidenceLine(ev.file, ev.line, raw)
+        opener = _opener(root.category, above) if i == 0 else None
+        if opener is not None:
+            root.evidence.insert(0, EvidenceLine(ev.file, first + opener, above[opener].strip()))
 
 
-def _line_of(path, number: int) -> str | None:
-    """Line ``number`` (1-based) of a text file, stripped; None when it cannot be read."""
+def _opener(category: str | None, lines: list[str]) -> int | None:
+    """Index in ``lines`` of the line that opens the report ending at ``lines[-1]``, or None."""
+    last = len(lines) - 1
+    if last >= 1 and TERMINATE.search(lines[last - 1]) and "what():" in lines[last]:
+        return last - 1
+    if (category or "") not in OPENERS:
+        return None
+    pattern, first = OPENERS[category]
+    if pattern.search(lines[last]):
+        return None
+    order = range(last) if first else range(last - 1, -1, -1)
+    return next((n for n in order if pattern.search(lines[n])), None)
+
+
+def _lines_up_to(path, number: int) -> tuple[int, list[str]]:
+    """(1-based number of the first line returned, the lines up to line ``number`` of a text file:
+    at most OPENER_WINDOW_LINES + 1 of them); no lines when it cannot be read."""
+    window: deque[str] = deque(maxlen=OPENER_WINDOW_LINES + 1)
+    read = 0
     try:
         with open(path, encoding="utf-8", errors="replace", newline=None) as handle:
-            raw = next(islice(handle, number - 1, None), None)
+            for line in islice(handle, number):
+                window.append(line)
+                read += 1
     except (OSError, ValueError):
-        return None
-    return raw.strip() or None if raw is not None else None
+        return 1, []
+    return read - len(window) + 1, list(window)
 
 
 def chain(ctx: Context, root: Finding) -> None:

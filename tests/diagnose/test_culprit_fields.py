@@ -162,3 +162,49 @@ def test_a_worker_report_after_the_error_or_from_another_node_does_not_lead(tmp_
                                   "peer.log": "root@dl-n2:~# python train.py\n" + WORKER})["root_cause"]
     for rc in (after, other):
         assert rc["category"] == "data_pipeline_stall" and "killed by signal: Bus error" in rc["evidence"][0]["text"]
+
+
+def _oom_report(clock: str, pid: int) -> list[str]:
+    return [f"[Thu Jun  4 02:{clock} 2026] python3 invoked oom-killer: gfp_mask=0x100cca(GFP_HIGHUSER_MOVABLE), order=0",
+            f"[Thu Jun  4 02:{clock} 2026] Mem-Info:",
+            f"[Thu Jun  4 02:{clock} 2026] active_anon:61244212 inactive_anon:1224 isolated_anon:0",
+            f"[Thu Jun  4 02:{clock} 2026] Out of memory: Killed process {pid} (python3) total-vm:251880312kB"]
+
+
+def test_a_kernel_oom_starts_at_its_own_invoked_oom_killer_line(tmp_path):
+    lines = _oom_report("11:07", 5120) + _oom_report("19:44", 5188)
+    rc = _run(tmp_path, {"dmesg.txt": "\n".join(lines) + "\n"})["root_cause"]
+    assert rc["category"] == "host_oom"
+    kill = next(n for n, e in enumerate(rc["evidence"]) if "Killed process" in e["text"])
+    assert kill == 1 and rc["evidence"][0]["line"] == rc["evidence"][1]["line"] - 3
+    assert "invoked oom-killer" in rc["evidence"][0]["text"]
+
+
+def test_a_kill_without_its_report_is_its_own_first_line(tmp_path):
+    rc = _run(tmp_path, {"dmesg.txt": _oom_report("11:07", 5120)[-1] + "\n"})["root_cause"]
+    assert rc["category"] == "host_oom" and "Killed process" in rc["evidence"][0]["text"]
+
+
+ASSERTS = "".join(f"/opt/pytorch/aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: "
+                  f"block: [0,0,0], thread: [{t},0,0] Assertion `t >= 0 && t < n_classes` failed.\n" for t in (3, 4, 5))
+RAISED = ("Traceback (most recent call last):\n  File \"/opt/app/train.py\", line 140, in <module>\n"
+          "RuntimeError: CUDA error: device-side assert triggered\n")
+
+
+def test_a_device_side_assert_starts_at_the_first_thread_that_asserted(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    rc = _run(tmp_path / "a", {"train.log": "step 1 loss 2.3\n" + ASSERTS + RAISED})["root_cause"]
+    assert rc["category"] == "application_error" and rc["evidence"][0]["line"] == 2
+    bare = _run(tmp_path / "b", {"train.log": "step 1 loss 2.3\n" + RAISED})["root_cause"]
+    assert bare["category"] == "application_error" and "device-side assert" in bare["evidence"][0]["text"]
+
+
+def test_a_cpp_exception_starts_at_terminate_called_and_a_lone_what_line_at_itself(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    what = "  what():  CUDA error: unknown error\n"
+    rc = _run(tmp_path / "a", {"rank1.log": "terminate called after throwing an instance of 'c10::Error'\n" + what})
+    lone = _run(tmp_path / "b", {"rank1.log": "step 90 loss 1.1\n" + what})
+    assert rc["root_cause"]["evidence"][0]["line"] == 1
+    assert lone["root_cause"]["evidence"][0]["line"] == 2
