@@ -147,6 +147,7 @@ def _decide(ctx: Context, failed: bool, completed: bool) -> Diagnosis:
             f"; the symptoms point at {who}" if who else "") + "."
         return Diagnosis("unknown", guess, summary, None, _ordered(findings), next_steps=_collect_more(ctx, strong))
     verdict.adopt_rank(ctx, root)
+    verdict.quote_lines(ctx, root)
     verdict.chain(ctx, root)
     return Diagnosis(root.interruption or "unknown", root.category, _summary(root, findings), root, _ordered(findings))
 

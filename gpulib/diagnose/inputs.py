@@ -292,9 +292,13 @@ def _assign_hosts(inputs: Inputs) -> None:
     host of the incident, else the nearest folder that looks like a host name."""
     known = inputs.known_hosts
     per_node = _per_node_folders(inputs.files)
+    job_nodes = _single_node_jobs(inputs.files)
     for f in inputs.files:
         if not f.host and f.kind == "training_log" and f.fallback_host and not f.content_hosts:
             f.host, f.host_basis = f.fallback_host, "bundle"  # a copied job log that names no host
+        m = _SLURM_OUTPUT.match(f.path.name) if not f.host and not f.content_hosts else None
+        if m and m["job"] in job_nodes:
+            f.host, f.host_basis = job_nodes[m["job"]], "scheduler"  # sbatch's slurm-<jobid>.out: where sacct ran it
         if not f.host and f.kind in ("training_log", "text") and not f.content_hosts and f.path.parent in per_node:
             f.host, f.host_basis = f.path.parent.name, "folder"  # one folder per node, this log names none
         if f.host or f.kind in ("checkpoint", "training_log", "text", "documentation"):
@@ -317,6 +321,21 @@ def _assign_hosts(inputs: Inputs) -> None:
         hit = next((name for name in folders if _HOSTLIKE.match(name) and not GENERIC_DIRS.match(name)), None)
         if hit:
             f.host, f.host_basis = hit, "folder"
+
+
+#: sbatch's default output names: ``slurm-<jobid>.out`` and, for an array task, ``slurm-<jobid>_<task>.out``.
+_SLURM_OUTPUT = re.compile(r"^slurm-(?P<job>\d+(?:_\d+)?)\.(?:out|err|log|txt)$")
+
+
+def _single_node_jobs(files: list[InputFile]) -> dict[str, str]:
+    """Job id -> node, for the jobs an ``sacct`` listing shows on exactly one node: a job's output file
+    does not say where it ran, the scheduler's accounting does (several nodes: no single host)."""
+    nodes: dict[str, set[str]] = defaultdict(set)
+    for f in files:
+        if f.kind == "sacct":
+            for row in f.records:
+                nodes[row.job_id].update(row.nodes)
+    return {job: next(iter(hosts)) for job, hosts in nodes.items() if len(hosts) == 1}
 
 
 def _per_node_folders(files: list[InputFile]) -> set[Path]:

@@ -45,6 +45,7 @@ def shm_advice_bytes(size_bytes: int, ranks_on_node: int) -> int:
 
 
 def run(ctx: Context) -> None:
+    _worker_report_first(ctx)
     full = _full_shm(ctx)
     if not full:
         return
@@ -56,6 +57,31 @@ def run(ctx: Context) -> None:
         if not mine:
             continue
         _add(ctx, host, file, usage, mine)
+
+
+def _worker_report_first(ctx: Context) -> None:
+    """A DataLoader worker that takes SIGBUS prints its own report ("Unexpected bus error
+    encountered in worker ... insufficient shared memory (shm)") as it dies; the trainer's
+    "DataLoader worker (pid N) is killed by signal: Bus error" comes after, when it notices. So the
+    bus-error finding starts at the worker's report: in the same file the first one above it, else
+    the first one in another file of the same host (a log kept in pieces)."""
+    for f in ctx.findings:
+        if not f.id.startswith("dataloader") or f.category != "data_pipeline_stall" or not f.evidence \
+                or "bus error" not in f.title.lower():
+            continue
+        own = f.evidence[0]
+        host = f.host or next((file.host for file in ctx.inputs.files if file.display == own.file), None)
+        reports = [(file.display != own.file, s.line, file, s) for file in ctx.inputs.files for s in file.signals
+                   if s.signature == "shm-bus-error" and _WORKER_REPORT.search(s.text)
+                   and (s.host or file.host) in (host, None)
+                   and (file.display != own.file or own.line is None or s.line < own.line)]
+        if reports:
+            _other, line, file, s = min(reports, key=lambda r: (r[0], r[1]))
+            f.evidence.insert(0, evidence(file, line, s.text))
+
+
+#: The worker's own line (the trainer's "killed by signal: Bus error" is the other one).
+_WORKER_REPORT = re.compile(r"(?i)unexpected bus error encountered in worker")
 
 
 def _full_shm(ctx: Context) -> dict[str | None, tuple[InputFile, FsUsage]]:

@@ -17,13 +17,18 @@
 
 from __future__ import annotations
 
+import re
+from collections import deque
+from itertools import islice
+
 from gpulib.diagnose.context import Context, place
-from gpulib.findings import Finding, Pointers
+from gpulib.findings import EvidenceLine, Finding, Pointers
 from gpulib.parsers.logtime import seconds_between
 
 FOLD_S = 60  # precursors/duplicates within this many seconds belong to the same event
 HW_PREFERENCE_S = 600  # a hardware cause this close to a job-side one on the same GPU wins
 LATE_SLACK_S = 60
+HANG_AFTER_XID_S = 600  # a kernel hang this soon after an Xid on one GPU of its node hangs on that GPU
 EARLY_SLACK_S = 300
 #: Causes that only slow a rank down, and causes that make a process exit: when both are linked,
 #: the crash is what interrupted the job.
@@ -86,6 +91,27 @@ def fold(ctx: Context) -> None:
                 target.evidence.extend(f.evidence)
                 drop.add(f.id)
     ctx.findings[:] = [f for f in ctx.findings if f.id not in drop]
+    _hang_on_its_gpu(ctx)
+
+
+def _hang_on_its_gpu(ctx: Context) -> None:
+    """A task hung in the kernel minutes after an Xid on one GPU of its node hangs on that GPU: the
+    driver waits on a channel the GPU no longer serves. The hang then names the GPU, and its first
+    evidence is the Xid, where the wedge began (the hung-task report comes 120 s or more later).
+    Xids on two GPUs, or none within HANG_AFTER_XID_S: the hang names no GPU."""
+    xids = [f for f in ctx.findings if f.xid is not None and f.gpu_pci and f.time]
+    for hang in ctx.findings:
+        if not hang.id.startswith(("sig-hung-task", "hung-task")) or hang.gpu_pci or not hang.time:
+            continue
+        before = sorted((x for x in xids if x.host == hang.host
+                         and 0 <= seconds_between(x.time, hang.time) <= HANG_AFTER_XID_S), key=lambda x: x.time)
+        if not before or len({x.gpu_pci for x in before}) != 1:
+            continue
+        first = before[0]
+        place(ctx, hang, host=hang.host, pci=first.gpu_pci)
+        hang.evidence = first.evidence[:1] + hang.evidence
+        hang.time = first.time
+        hang.title += f" after Xid {first.xid} on GPU {first.gpu_pci}"
 
 
 def promote_stall(ctx: Context) -> None:
@@ -155,6 +181,8 @@ def choose(ctx: Context, interrupted_at: str | None, job_start: str | None = Non
     linked = [f for f in causes if _linked(f, strong)] if strong else []
     if not linked and weak:
         linked = [f for f in causes if _linked(f, weak)]
+    if not linked and strong and _unplaced(ctx, strong):
+        linked = [f for f in causes if f.rank is None and f.hardware]
     if not linked and not strong:
         linked = causes
     if not linked:
@@ -174,6 +202,14 @@ def choose(ctx: Context, interrupted_at: str | None, job_start: str | None = Non
         if better:
             root = min(better, key=lambda f: f.time)
     return root
+
+
+def _unplaced(ctx: Context, ptr: Pointers) -> bool:
+    """Whether the symptoms blame ranks only, none of which the evidence places on a host or GPU (no
+    NCCL init lines, no launcher table): a hardware fault on a node cannot be tested against such a
+    pointer, so it is not ruled out by it. A rank's own error still is: it names another rank."""
+    return not (ptr.hosts or ptr.gpus or ptr.peer_addrs) and all(
+        ctx.ids.locate(rank=r).host is None for r in ptr.ranks)
 
 
 def _known_start(job_start: str | None, interrupted_at: str | None) -> str | None:
@@ -234,6 +270,67 @@ def adopt_rank(ctx: Context, root: Finding) -> None:
                 return
 
 
+#: The line that opens a multi-line failure report, by the root cause's category, and whether the
+#: first of several opens it: the kernel's OOM report starts with "invoked oom-killer" (the kill
+#: comes after the memory dump; the nearest one, each kill has its own); a CUDA device-side assert
+#: prints one ``Assertion `...` failed`` line per thread before the host raises (the first one).
+OPENERS = {"host_oom": (re.compile(r"invoked oom-killer"), False),
+           "application_error": (re.compile(r"\.cu:\d+: .*Assertion `"), True)}
+#: A C++ exception that ends the process: ``what():`` is the second line of its report.
+TERMINATE = re.compile(r"terminate called after throwing an instance of")
+OPENER_WINDOW_LINES = 200  # a report's opener is at most this many lines above the line a rule read
+
+
+def quote_lines(ctx: Context, root: Finding) -> None:
+    """The root cause's evidence as the lines were printed: a rule that read a table row or a block
+    (nvidia-smi, ibstat, sacct, an IPMI SEL) words its evidence in its own terms, but the engineer
+    greps the file for the line, so each numbered evidence line carries the file's own text; and it
+    starts where the failure's report starts (:data:`OPENERS`), not at the line that named it."""
+    paths = {f.display: f.path for f in ctx.inputs.files}
+    for i, ev in enumerate(list(root.evidence)):
+        path = paths.get(ev.file)
+        if path is None or not ev.line:
+            continue
+        first, above = _lines_up_to(path, ev.line)
+        raw = above[-1].strip() if above and first + len(above) - 1 == ev.line else None
+        if not raw:
+            continue
+        if raw != ev.text:
+            root.evidence[i] = EvidenceLine(ev.file, ev.line, raw)
+        opener = _opener(root.category, above) if i == 0 else None
+        if opener is not None:
+            root.evidence.insert(0, EvidenceLine(ev.file, first + opener, above[opener].strip()))
+
+
+def _opener(category: str | None, lines: list[str]) -> int | None:
+    """Index in ``lines`` of the line that opens the report ending at ``lines[-1]``, or None."""
+    last = len(lines) - 1
+    if last >= 1 and TERMINATE.search(lines[last - 1]) and "what():" in lines[last]:
+        return last - 1
+    if (category or "") not in OPENERS:
+        return None
+    pattern, first = OPENERS[category]
+    if pattern.search(lines[last]):
+        return None
+    order = range(last) if first else range(last - 1, -1, -1)
+    return next((n for n in order if pattern.search(lines[n])), None)
+
+
+def _lines_up_to(path, number: int) -> tuple[int, list[str]]:
+    """(1-based number of the first line returned, the lines up to line ``number`` of a text file:
+    at most OPENER_WINDOW_LINES + 1 of them); no lines when it cannot be read."""
+    window: deque[str] = deque(maxlen=OPENER_WINDOW_LINES + 1)
+    read = 0
+    try:
+        with open(path, encoding="utf-8", errors="replace", newline=None) as handle:
+            for line in islice(handle, number):
+                window.append(line)
+                read += 1
+    except (OSError, ValueError):
+        return 1, []
+    return read - len(window) + 1, list(window)
+
+
 def chain(ctx: Context, root: Finding) -> None:
     """Point every symptom, and every later cause at the same place, to the root."""
     for f in ctx.findings:
@@ -255,9 +352,9 @@ def drop_restatements(ctx: Context, root: Finding | None) -> None:
     its own reading until the verdict is made, because with no other cause its reading (a hung task
     means a wedged driver) can be the root cause; after it, the one that is not the root goes."""
     by_line: dict[tuple, list[Finding]] = {}
-    for f in ctx.findings:
-        if f.evidence and f.evidence[0].line is not None:
-            by_line.setdefault((f.evidence[0].file, f.evidence[0].line), []).append(f)
+    for f in ctx.findings:  # any of its lines: a hang that names its GPU leads with the Xid before it
+        for ev in {(e.file, e.line) for e in f.evidence if e.line is not None}:
+            by_line.setdefault(ev, []).append(f)
     drop: set[str] = set()
     for same in by_line.values():
         for sig in (f for f in same if f.id.startswith("sig-")):

@@ -453,13 +453,16 @@ class _Scanner:
 
     def _on_nvrm(self, p, msg, raw, text, start, end, line_no):
         if "fallen off the bus" in msg:
-            pci = None
-            for candidate in [msg, *self._lines_before(text, start, 2)]:
-                found = _FELL_OFF_GPU.search(candidate)
+            pci, first_line, first_raw = None, line_no, raw
+            lines = [raw, *self._lines_before(text, start, 2)]
+            for back, candidate in enumerate(lines):
+                found = _FELL_OFF_GPU.search(msg if back == 0 else candidate)
                 if found:
                     pci = normalize_pci(found[1])
+                    if all(line[:1].isspace() for line in lines[:back]):  # a message wrapped over lines:
+                        first_line, first_raw = line_no - back, candidate  # it starts where it names the GPU
                     break
-            self._emit(p, raw, line_no, "fell_off_bus", pci_bus_id=pci,
+            self._emit(p, first_raw, first_line, "fell_off_bus", pci_bus_id=pci,
                        details={"xid_logged": pci in self.xid_pcis})
             return None
         m = _UUID.search(msg)

@@ -30,9 +30,9 @@ from gpulib.parsers.logtime import stamp_in
 from gpulib.parsers.training_log import strip_prefixes
 
 #: ``root@node1:~# cmd``, ``user@node1:/data$ cmd``, ``[root@node1 ~]# cmd``, ``(env) user@host:~$ cmd``,
-#: ``[user@node1:~]$ cmd`` (NixOS)
-PROMPT = re.compile(r"^(?:\([\w.-]+\) )?(?:\[[\w.-]+@(?P<h1>[\w.-]+)[ :][^\]]*\]|[\w.-]+@(?P<h2>[\w.-]+)"
-                    r":[^\s$#]*)\s?[#$](?: |$)")
+#: ``[user@node1:~]$ cmd`` (NixOS), ``user@node1 ~ % cmd`` (zsh's default, macOS)
+PROMPT = re.compile(r"^(?:\([\w.-]+\) )?(?:(?:\[[\w.-]+@(?P<h1>[\w.-]+)[ :][^\]]*\]|[\w.-]+@(?P<h2>[\w.-]+)"
+                    r":[^\s$#]*)\s?[#$]|[\w.-]+@(?P<h3>[\w.-]+) (?![\d.]+ )[^\s%#$]+ %)(?: |$)")
 #: ``2019-06-02T16:13:44.884Z: ``, ``[2023-11-13 16:59:54,760] ``, ``2026-09-18 19:29:24 `` before a launcher prefix.
 _OUTER_STAMP = re.compile(r"^\[?(?P<stamp>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?:? ")
 #: ``grep -r`` / ``grep -H`` output: ``path/to/node3.log:1234:`` before the line it found.
@@ -97,7 +97,7 @@ class LineReader:
         line = MARKDOWN_QUOTE.sub("", line, count=1) if line.lstrip().startswith(">") else line
         m = PROMPT.match(line) if "@" in line else None  # every prompt names user@host
         if m:
-            self.session_host = m["h1"] or m["h2"]
+            self.session_host = m["h1"] or m["h2"] or m["h3"]
             return LineFacts(line[m.end():], host=self.session_host, command=True)
         facts = LineFacts("")
         stamp, body = None, line

@@ -58,7 +58,7 @@ def unwrap(text: str) -> Unwrapped:
     for i, line in enumerate(out):
         m = PROMPT.match(line)
         if m:
-            host = m["h1"] or m["h2"]
+            host = m["h1"] or m["h2"] or m["h3"]
             commands.append((i, host, line[m.end():].strip()))
             out[i] = line[m.end():].strip() if LAUNCH_COMMAND.search(line, m.end()) else ""
     new = "\n".join(out) + "\n"
