@@ -128,13 +128,6 @@ def _number(text: str | None) -> float | None:
 
 
 @lru_cache(maxsize=1)
-def _ascii_keywords() -> bool:
-    """Every keyword is ASCII: then a line's decoded text holds a keyword exactly where its bytes do
-    (a replacement character never swallows an ASCII byte), and the prefilter's finds can be used."""
-    return all(k.isascii() for k in _keywords())
-
-
-@lru_cache(maxsize=1)
 def _keyword_index() -> tuple[tuple[str, tuple[int, ...]], ...]:
     """Each keyword with the catalogue positions of the signatures that name it: a line is tested
     against the signatures of the keywords it holds, not against all ~70 (one flat pass of
@@ -218,10 +211,13 @@ class SignatureScanner:
     def wanted(self, buf: bytearray, limit: int, offset: int, size: int) -> list[int]:
         if self._reader.year is None:
             self._reader.year = year_hint(bytes(buf[:1 << 20]))
-        if _ascii_keywords():  # the keywords each line holds come with the pass that finds the lines
-            self._keywords = self._finder.line_keywords(buf, limit, within=MAX_LINE_CHARS)
-            if self._keywords is not None:
-                return list(self._keywords)
+        # the keywords each line holds come with the pass that finds the lines (Hyperscan; None with
+        # the anchors engine). They are what the line's decoded text holds, also for a keyword that
+        # is not ASCII ('已杀死'): the decoder replaces only the bytes of an invalid sequence, never a
+        # whole character after them, and a line is cut at the same byte for both.
+        self._keywords = self._finder.line_keywords(buf, limit, within=MAX_LINE_CHARS)
+        if self._keywords is not None:
+            return list(self._keywords)
         return self._finder.line_starts(buf, limit)
 
     def take(self, buf: bytearray, limit: int, lines: list[tuple[int, int]]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gpulib.parsers import linescan, signatures
 from gpulib.parsers import training_log as tl
+from gpulib.parsers.prefilter import KeywordLines
 
 LOG = ("[rank0]:2026-03-10 00:00:00,100 INFO trainer.py:412 step=1 loss=2.0 | fwd_bwd_ms=100.0\n" * 3000
        + "[rank1]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total "
@@ -56,11 +57,16 @@ def test_number_lines():
     assert linescan.number_lines(buf, [], 10) == []
 
 
-def test_signatures_from_the_prefilters_keywords_equal_a_test_of_every_keyword(incidents, monkeypatch):
+def test_signatures_from_the_prefilters_keywords_equal_a_test_of_every_keyword(incidents, monkeypatch, tmp_path):
+    """Also for a keyword that is not ASCII, right after bytes that are not UTF-8."""
+    broken = tmp_path / "train.log"
+    broken.write_bytes(b"step 12 loss 1.93 \xe5\xb7\n" + "已杀死".encode() + b"\n\xf0\x9f\nKilled\n")
     logs = sorted(p for p in incidents.glob("case-*/input/**/*") if p.is_file() and p.suffix in (".out", ".log", ".txt"))
     assert logs
+    logs.append(broken)
     with_prefilter = [signatures.scan_file(p).records for p in logs]
-    monkeypatch.setattr(signatures, "_ascii_keywords", lambda: False)  # every keyword tested on every line
+    assert [r.line for r in with_prefilter[-1]] == [2, 4]
+    monkeypatch.setattr(KeywordLines, "line_keywords", lambda *_a, **_k: None)  # every keyword tested on every line
     signatures._MEMO.clear()
     assert [signatures.scan_file(p).records for p in logs] == with_prefilter
     assert any(with_prefilter)
