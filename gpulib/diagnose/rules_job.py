@@ -23,6 +23,7 @@ from statistics import median
 from gpulib.diagnose.context import Context, evidence, place
 from gpulib.diagnose.rules_signatures import CASCADE_EXCEPTIONS
 from gpulib.findings import LAST_RESORT_TIER, Finding, Pointers
+from gpulib.parsers.linescan import lines_up_to
 from gpulib.parsers.training_log import ranks_of
 
 STRAGGLER_RATIO = 1.3
@@ -182,17 +183,8 @@ def _last_data_step(fl, before: int, events) -> tuple[int, str] | None:
     if before > DATA_STEP_MAX_LINE:
         return None
     last_step = max((e.line for e in events if e.kind in ("step", "eval_progress") and e.line < before), default=0)
-    window: list[tuple[int, str]] = []
-    try:
-        with open(fl.path, encoding="utf-8", errors="replace") as fh:
-            for lineno, raw in enumerate(fh, 1):
-                if lineno >= before:
-                    break
-                if lineno > last_step:
-                    window.append((lineno, raw.rstrip("\n")))
-                    del window[:-DATA_STEP_WINDOW]
-    except OSError:
-        return None
+    first, lines = lines_up_to(fl.path, before - 1, DATA_STEP_WINDOW)
+    window = [(first + i, t) for i, t in enumerate(lines) if first + i > last_step]
     return next(((n, t) for n, t in reversed(window) if _DATA_STEP.search(t) and "rror" not in t), None)
 
 

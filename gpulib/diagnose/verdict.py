@@ -18,11 +18,10 @@
 from __future__ import annotations
 
 import re
-from collections import deque
-from itertools import islice
 
 from gpulib.diagnose.context import Context, place
 from gpulib.findings import EvidenceLine, Finding, Pointers
+from gpulib.parsers.linescan import lines_up_to
 from gpulib.parsers.logtime import seconds_between
 
 FOLD_S = 60  # precursors/duplicates within this many seconds belong to the same event
@@ -291,7 +290,7 @@ def quote_lines(ctx: Context, root: Finding) -> None:
         path = paths.get(ev.file)
         if path is None or not ev.line:
             continue
-        first, above = _lines_up_to(path, ev.line)
+        first, above = lines_up_to(path, ev.line, OPENER_WINDOW_LINES + 1)
         raw = above[-1].strip() if above and first + len(above) - 1 == ev.line else None
         if not raw:
             continue
@@ -314,21 +313,6 @@ def _opener(category: str | None, lines: list[str]) -> int | None:
         return None
     order = range(last) if first else range(last - 1, -1, -1)
     return next((n for n in order if pattern.search(lines[n])), None)
-
-
-def _lines_up_to(path, number: int) -> tuple[int, list[str]]:
-    """(1-based number of the first line returned, the lines up to line ``number`` of a text file:
-    at most OPENER_WINDOW_LINES + 1 of them); no lines when it cannot be read."""
-    window: deque[str] = deque(maxlen=OPENER_WINDOW_LINES + 1)
-    read = 0
-    try:
-        with open(path, encoding="utf-8", errors="replace", newline=None) as handle:
-            for line in islice(handle, number):
-                window.append(line)
-                read += 1
-    except (OSError, ValueError):
-        return 1, []
-    return read - len(window) + 1, list(window)
 
 
 def chain(ctx: Context, root: Finding) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from itertools import islice
 from typing import Protocol
 
 from gpulib.logs import get_logger
@@ -78,6 +79,34 @@ def read_file(path: str | os.PathLike, readers: Sequence[ChunkReader], chunk_byt
             lines_before = (numbers[-1] - 1 if union else lines_before) + buf.count(b"\n", last, limit)
             if not live:
                 return
+
+
+def lines_up_to(path: str | os.PathLike, number: int, keep: int) -> tuple[int, list[str]]:
+    """(number of the first line returned, the last ``keep`` lines up to line ``number``), decoded,
+    line ends removed; ``(1, [])`` when the file cannot be read. Line numbers are counted as the
+    parsers count them (newline bytes). The lines before the window are only counted, a chunk at a
+    time: quoting the last line of an 800 MB console costs a pass at memory speed, not a decode of
+    every line before it."""
+    first = max(1, number - keep + 1)
+    try:
+        with open(path, "rb") as fh:
+            offset, line = 0, 1  # the line that starts at ``offset``
+            while line < first:
+                chunk = fh.read(CHUNK_BYTES)
+                if not chunk:
+                    return 1, []
+                newlines = chunk.count(b"\n")
+                if line + newlines < first:
+                    line, offset = line + newlines, offset + len(chunk)
+                    continue
+                at = -1
+                for _ in range(first - line):
+                    at = chunk.find(b"\n", at + 1)
+                offset, line = offset + at + 1, first
+            fh.seek(offset)
+            return first, [raw.decode("utf-8", "replace").rstrip("\r\n") for raw in islice(fh, number - first + 1)]
+    except OSError:
+        return 1, []
 
 
 def _drop(live: list, reader: ChunkReader, exc: Exception) -> None:

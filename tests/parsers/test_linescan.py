@@ -70,3 +70,15 @@ def test_signatures_from_the_prefilters_keywords_equal_a_test_of_every_keyword(i
     signatures._MEMO.clear()
     assert [signatures.scan_file(p).records for p in logs] == with_prefilter
     assert any(with_prefilter)
+
+
+def test_lines_up_to_counts_lines_as_the_parsers_do(tmp_path, monkeypatch):
+    """The window ending at a line, whichever chunk its lines fall in; line ends removed."""
+    log = tmp_path / "console.log"
+    log.write_bytes(b"".join(b"line %d\r\n" % n for n in range(1, 51)) + b"\xff bad 51\nlast 52")
+    monkeypatch.setattr(linescan, "CHUNK_BYTES", 7)  # every window crosses chunks
+    assert linescan.lines_up_to(log, 10, 3) == (8, ["line 8", "line 9", "line 10"])
+    assert linescan.lines_up_to(log, 2, 5) == (1, ["line 1", "line 2"])
+    assert linescan.lines_up_to(log, 52, 2) == (51, ["\ufffd bad 51", "last 52"])
+    assert linescan.lines_up_to(log, 60, 2) == (1, [])  # past the end: nothing to quote
+    assert linescan.lines_up_to(tmp_path / "absent.log", 3, 2) == (1, [])
