@@ -50,8 +50,11 @@ def run(ctx: Context) -> None:
     seen: set[tuple[str, str]] = set()
     for file in ctx.inputs.of_kind(journal_boots.KIND):
         boots = sorted((r for r in file.records if isinstance(r, BootRecord)), key=lambda r: r.index)
+        if len(boots) < 2:
+            continue
+        bare = unwrap(read_text(file.path)[0])  # read once for every boot change it is searched for
         for prev, nxt in reversed(list(zip(boots, boots[1:], strict=False))):
-            tail = _tail(file, prev)
+            tail = _tail(bare, prev)
             if not tail:
                 continue
             if not any(_ENDED.search(text) for _n, text, _h in tail) and (str(file.path), prev.boot_id) not in seen:
@@ -60,11 +63,10 @@ def run(ctx: Context) -> None:
             break  # the newest boot change whose tail is shown decides
 
 
-def _tail(file: InputFile, boot: BootRecord) -> list[tuple[int, str, str]]:
-    """(line, text, host) of the stamped lines of ``file`` in the last :data:`TAIL_S` seconds of ``boot``."""
+def _tail(bare, boot: BootRecord) -> list[tuple[int, str, str]]:
+    """(line, text, host) of the stamped lines of a file (``bare``: its unwrapped text) in the last
+    :data:`TAIL_S` seconds of ``boot``."""
     end = datetime.fromisoformat(boot.last_local)
-    text, _problems = read_text(file.path)
-    bare = unwrap(text)
     prompts = [(i + 1, cmd) for i, _host, cmd in bare.commands]
     found = []
     for number, line in enumerate(bare.text.split("\n"), 1):
