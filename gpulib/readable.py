@@ -18,12 +18,24 @@ from gpulib.errors import InputError
 _KIND = {"dir": "folder", "file": "file"}
 
 
-def unreadable_reason(path: str | os.PathLike, want: str | None = None) -> str | None:
+def node_kind(mode: int) -> str:
+    """What a non-folder is, in the words of the error (``stat`` mode in): a FIFO is not "a file"."""
+    if stat.S_ISREG(mode):
+        return "a file"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+
+
+def unreadable_reason(path: str | os.PathLike, want: str | None = None, *, special: bool = True) -> str | None:
     """Why ``path`` cannot be read (None when it can). ``want``: ``"dir"``, ``"file"`` or None (either).
 
     Reading is tried, not inferred from permission bits (which say nothing for root, ACLs or
-    network file systems); a FIFO or device is not opened (that could block), only its access
-    rights are checked.
+    network file systems); a FIFO or device is never opened (that could block, or never end),
+    only its access rights are checked. ``special=False`` (and ``want="file"``): a FIFO or device
+    is refused outright, for commands that read what they are given to its end (a log, a table).
     """
     try:
         st = os.stat(path)
@@ -43,10 +55,12 @@ def unreadable_reason(path: str | os.PathLike, want: str | None = None) -> str |
             return f"folder cannot be listed: {exc.strerror or exc}"
         return None
     if want == "dir":
-        return "is a file, a folder was expected"
+        return f"is {node_kind(st.st_mode)}, a folder was expected"
     if stat.S_ISSOCK(st.st_mode):
         return "is a socket, not a file"
     if not stat.S_ISREG(st.st_mode):
+        if want == "file" or not special:
+            return f"is {node_kind(st.st_mode)}, not a regular file (never opened: reading it could block or never end)"
         return None if os.access(path, os.R_OK) else "permission denied"
     try:
         with open(path, "rb") as fh:
@@ -57,11 +71,11 @@ def unreadable_reason(path: str | os.PathLike, want: str | None = None) -> str |
 
 
 def require_readable(paths: Iterable[str | os.PathLike], want: str | None = None, *, what: str | None = None,
-                     hint: str | None = None) -> None:
+                     hint: str | None = None, special: bool = True) -> None:
     """Raise :class:`InputError` naming every unusable path of ``paths``; return when all can be read.
     (``os.path`` only, no ``pathlib``: a quick command such as ``ckpt inspect`` pays for every import.)"""
     paths = list(paths)
-    bad = [(p, reason) for p in paths if (reason := unreadable_reason(p, want))]
+    bad = [(p, reason) for p in paths if (reason := unreadable_reason(p, want, special=special))]
     if not bad:
         return
     label = what or _KIND.get(want, "path")

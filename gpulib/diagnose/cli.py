@@ -52,7 +52,7 @@ def _write_digests(args) -> int:
 
 def run(args) -> int:
     # a typo must not read as "nothing wrong": a script would relaunch on exit 0 (gpulib.cli: exit 2)
-    require_readable(args.paths, what="evidence")
+    require_readable(args.paths, what="evidence", special=False)
     if args.write_digest:
         return _write_digests(args)
     result = diagnose(args.paths, tz=args.tz)

@@ -44,7 +44,7 @@ def run_diff(args) -> int:
     from gpulib.diagnose.drift import config_drift, odd_nodes, text_report
     from gpulib.diagnose.node_facts import configs_from_paths
 
-    require_readable(args.paths, what="evidence")
+    require_readable(args.paths, what="evidence", special=False)
     configs = configs_from_paths(args.paths, tz=args.tz)
     if not configs:
         raise InputError(f"no node configuration found in {', '.join(args.paths)}",
@@ -64,7 +64,7 @@ def run_diff(args) -> int:
 def run_ledger(args) -> int:
     from gpulib.fleet.ledger import build_ledger
 
-    require_readable(args.paths)
+    require_readable(args.paths, special=False)
     ledger = build_ledger(args.paths)
     if not ledger.sources:
         raise InputError("nothing readable: " + "; ".join(ledger.problems or args.paths),

@@ -20,6 +20,7 @@ Replacement rules (each cites its origin, see ``docs`` of the constants below) m
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -226,8 +227,11 @@ class _Builder:
             self.add_evidence(evidence, fallback_time=started)
         self.ledger.sources.append(source)
 
-    def add_evidence(self, path: Path, fallback_time: str | None = None) -> None:
+    def add_evidence(self, path: Path, fallback_time: str | None = None) -> int:
+        """Learn the GPU snapshots of one evidence path; how many were read (0: the path tells the
+        ledger nothing, and the caller says so rather than count it as a source)."""
         inputs = gather([path], digests=False)  # every GPU snapshot's counters, not a digest's summary
+        before = len(self.snapshots)
         for f in inputs.of_kind("nvidia_smi_q", "nvidia_smi_xml", "nvidia_smi_table"):
             states = [s for s in f.records if hasattr(s, "lost")]
             complete = not any(s.lost for s in states)
@@ -236,7 +240,13 @@ class _Builder:
                 sample = {"time": state.captured_at or fallback_time, "source": f.display}
                 sample.update({c: getattr(state, c, None) for c in COUNTERS})
                 self.snapshots.append((ids, sample))
-        self.ledger.sources.append(str(path))
+        read = len(self.snapshots) - before
+        self.ledger.problems.extend(str(p) for p in inputs.problems)  # an unlistable folder is named
+        if read:
+            self.ledger.sources.append(str(path))
+        else:
+            self.ledger.problems.append(f"{path}: no GPU snapshot in it (nvidia-smi -q, its XML or table)")
+        return read
 
     def finish(self) -> Ledger:
         for ids, sample in self.snapshots:
@@ -309,19 +319,21 @@ def recommend(g: GpuRecord) -> None:
 
 
 def _classify(path: Path) -> str:
-    if path.is_file() and path.suffix == ".json":
+    """What a given path holds. ``os.path.isfile``, not ``Path.is_file``: a folder that cannot be
+    entered answers "no" here (and is named by the evidence reader), not a PermissionError."""
+    isfile, isdir = os.path.isfile, os.path.isdir
+    if isfile(path) and path.suffix == ".json":
         return "json"
-    if (path / "manifest.json").is_file():
+    if isfile(path / "manifest.json"):
         try:
             fmt = json.loads((path / "manifest.json").read_text()).get("format", "")
         except (OSError, ValueError):
             return "evidence"
         return "run" if str(fmt).startswith("gpulib.runbook-run") else "evidence"
-    if path.is_dir() and any((p / "manifest.json").is_file() and (p / "findings.json").is_file()
-                             for p in path.glob("*/")):
+    if isdir(path) and any(isfile(p / "manifest.json") and isfile(p / "findings.json") for p in path.glob("*/")):
         return "runbook"
-    if path.is_dir() and any(p.is_dir() and any((q / "findings.json").is_file() for q in p.glob("*/"))
-                             for p in path.glob("*/")):
+    if isdir(path) and any(isdir(p) and any(isfile(q / "findings.json") for q in p.glob("*/"))
+                           for p in path.glob("*/")):
         return "archive"
     return "evidence"
 

@@ -101,6 +101,8 @@ def summarize_file(path: str | Path, thresholds_path: str | None = None, expect_
     text, problems = read_text(path)
     result = nccl_tests.parse(text, source=str(path)) if text else None
     problems = [str(p) for p in problems + (result.problems if result else [])]
+    if not text and not problems:  # an empty file is no result: not "0 runs", exit 0
+        problems.append(f"{path}: empty file: no nccl-tests output in it")
     table = table or thresholds.load(thresholds_path)
     runs = [summarize_run(r, table, expect_busbw, nics) for r in (result.records if result else [])]
     worst = max((r["verdict"]["status"] for r in runs), key=["PASS", "WARN", "FAIL"].index, default=None)

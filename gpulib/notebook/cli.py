@@ -22,6 +22,7 @@ import argparse
 import os
 import random
 import shutil
+import stat
 import sys
 import warnings
 from datetime import datetime, timezone
@@ -29,6 +30,7 @@ from pathlib import Path
 
 from gpulib.diagnose.cache import repo_root, resolve_evidence
 from gpulib.errors import InputError
+from gpulib.readable import require_readable
 
 #: File and folder names that hold an incident's answer rather than its evidence: answer keys,
 #: findings of earlier runs, and the incident's write-up (a README tells the story: the bundled
@@ -63,15 +65,40 @@ def _answers_inside(path: Path) -> list[str]:
     return sorted(str(p.relative_to(path)) for p in path.rglob("*") if is_answer(p.name))
 
 
+def _special(path: str) -> bool:
+    """A FIFO, socket or device: never copied (opening a FIFO blocks until a writer comes)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return False  # gone or unreadable: copytree names it
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode))
+
+
 def copy_evidence(source: Path, target: Path) -> list[str]:
-    """Copy the evidence to ``target`` without answer files; returns what was left out."""
-    if source.is_file():
-        target.mkdir(parents=True)
-        shutil.copy2(source, target / source.name)
-        return []
-    left_out = _answers_inside(source)
-    shutil.copytree(source, target, symlinks=True, ignore=lambda _d, names: [n for n in names if is_answer(n)])
-    return left_out
+    """Copy the evidence to ``target`` without answer files (nor FIFOs, sockets or devices); returns
+    what was left out. A file or folder that cannot be read is an :class:`InputError` naming it."""
+    try:
+        if source.is_file():
+            target.mkdir(parents=True)
+            shutil.copy2(source, target / source.name)
+            return []
+        left_out = _answers_inside(source)
+        special: list[str] = []
+
+        def ignore(folder: str, names: list[str]) -> list[str]:
+            skipped = [n for n in names if _special(os.path.join(folder, n))]
+            special.extend(os.path.relpath(os.path.join(folder, n), source) + " (not a regular file)" for n in skipped)
+            return [n for n in names if is_answer(n)] + skipped
+
+        shutil.copytree(source, target, symlinks=True, ignore=ignore)
+    except shutil.Error as exc:  # copytree collects (source, target, why) of every file it could not copy
+        failed = "; ".join(f"{src}: {why}" for src, _dst, why in exc.args[0][:5])
+        raise InputError(f"cannot copy the evidence: {failed}", path=str(source),
+                         hint="make it readable, or drill on a copy without those files") from None
+    except OSError as exc:
+        raise InputError(f"cannot copy the evidence: {exc.strerror or exc}", path=str(exc.filename or source),
+                         hint="make it readable, or drill on a copy without that file") from None
+    return left_out + special
 
 
 def prepare(evidence: Path, out: Path, *, copy_limit_mib: float = 512) -> dict:
@@ -129,7 +156,14 @@ def _fill(evidence: Path, out: Path, notebooks: Path, copy_limit_mib: float) -> 
 
 def run(args: argparse.Namespace) -> int:
     if args.evidence:
+        if os.path.lexists(args.evidence):  # as typed: say what is wrong with it (a loop, a FIFO, no permission)
+            require_readable([args.evidence], what="evidence", special=False)
         evidence = resolve_evidence(args.evidence)
+        try:
+            str(evidence).encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError("the path is not valid UTF-8, and the drill notebook must hold it as text",
+                             path=str(evidence), hint="rename it (or copy the evidence under a plain name)") from None
         named = True
     else:
         examples = bundled_examples()

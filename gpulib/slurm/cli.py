@@ -46,9 +46,6 @@ def _healthcheck(args) -> int:
     from gpulib.errors import GpulibError
     from gpulib.slurm.healthcheck import EXIT_FAILED, run_healthcheck
 
-    if args.evidence and not Path(args.evidence).exists():
-        print(f"gpulib slurm healthcheck: {args.evidence}: no such file or folder", file=sys.stderr)
-        return 2
     try:
         outcome = run_healthcheck(dict(os.environ), node=args.node,
                                   evidence=Path(args.evidence) if args.evidence else None,

@@ -30,6 +30,7 @@ from gpulib.logs import get_logger
 from gpulib.parsers.slurm_job import SlurmJob, ended_badly, env_ended_badly
 from gpulib.slurm import scontrol
 from gpulib.slurm.capture import capture, free_target
+from gpulib.slurm.names import inside, unsafe_reason
 
 log = get_logger(__name__)
 
@@ -86,6 +87,10 @@ def run_epilog(out_dir: Path, env: dict[str, str], *, job_id: str | None = None,
     job_id = job_id or env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")
     if not job_id:
         return EpilogOutcome("error", None, node, "misconfigured: no SLURM_JOB_ID (not run as Slurm's Epilog?)")
+    for what, value in (("job id", job_id), ("node name", node)):
+        if reason := unsafe_reason(value):
+            return EpilogOutcome("error", job_id, node, f"misconfigured: the {what} {value!r} {reason}; "
+                                                        "nothing is written for it")
     if not out_dir.is_dir():
         return EpilogOutcome("error", job_id, node, f"misconfigured: {out_dir} is not a folder (create it on every "
                                                     "node, or mount the shared evidence folder)")
@@ -104,9 +109,9 @@ def run_epilog(out_dir: Path, env: dict[str, str], *, job_id: str | None = None,
         return EpilogOutcome("skipped", job_id, node, reason, state, seconds=time.monotonic() - started,
                              problems=tuple(problems))
     try:
-        folder = out_dir / job_id
+        folder = inside(out_dir, job_id)
         folder.mkdir(mode=0o755, exist_ok=True)
-        target = free_target(folder, node)
+        target = inside(folder, free_target(folder, node).name)  # re-checked: the folder may be a link now
         remaining = budget_s - (time.monotonic() - started)
         result = capture(target, node, remaining, slurm_job=job_id, logs=job_logs(job) if copy_job_logs else [])
     except Exception as exc:  # noqa: BLE001 - the epilog must end normally whatever happened

@@ -30,8 +30,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpulib.errors import InputError
+from gpulib.readable import require_readable
 from gpulib.slurm import scontrol
 from gpulib.slurm.capture import capture
+from gpulib.slurm.names import unsafe_reason
 
 #: Collectors a periodic health check needs (seconds, not a minute: no IPMI, no torch probe).
 QUICK_COLLECTORS = ["nvml", "nvidia-smi-q-xml", "kernel-log", "gpu-device-users", "versions"]
@@ -56,13 +59,40 @@ class CheckResult:
         return [f for f in self.findings if f["severity"] == "warning"]
 
 
-def self_check(evidence: Path, expected_gpus: int | None) -> CheckResult:
+def _short(host: str) -> str:
+    return host.split(".")[0].lower()
+
+
+def judge_only(ev, node: str) -> None:
+    """Refuse evidence that cannot be this node's: the drain acts on ``node``, so a bundle of
+    another host (its manifest, or host-prefixed lines) would drain this node for that host's
+    fault; and evidence of which nothing could be read says nothing about any node (a no-go on
+    it would drain a healthy node). Files that name no host (a replayed ``nvidia-smi -q``) are
+    taken as this node's: that is what replaying recorded outputs means."""
+    files = ev.gathered.files
+    if not any(f.kind not in ("unreadable", "empty", "unknown") for f in files):
+        raise InputError("nothing in the evidence could be read: no verdict on this node is possible",
+                         path=str(ev.path), hint="give a bundle or the node's recorded tool outputs (nvidia-smi -q, "
+                                                 "the kernel log)")
+    others = sorted({f.host for f in files if f.host and f.host_basis in ("bundle", "content")
+                     and _short(f.host) != _short(node)})
+    if others:
+        raise InputError(f"the evidence is of {', '.join(others)}, not of this node ({node}): a health check judges "
+                         f"only the node it runs on, and would drain {node} for another host's fault",
+                         path=str(ev.path), hint="run it on that node, or give --node NAME of the node the evidence "
+                                                 "is of")
+
+
+def self_check(evidence: Path, expected_gpus: int | None, node: str | None = None) -> CheckResult:
     """Preflight's single-node checks (the same functions notebook 08 calls) on ``evidence``.
-    ``expected_gpus``: None = at least one; 0 = a node without GPUs; N = exactly N visible."""
+    ``expected_gpus``: None = at least one; 0 = a node without GPUs; N = exactly N visible.
+    ``node``: the evidence must be of this node (:func:`judge_only`)."""
     from gpulib.notebook import steps as checks  # pandas: only when a check actually runs
     from gpulib.notebook.tables import open_evidence
 
     ev = open_evidence(evidence)
+    if node is not None:
+        judge_only(ev, node)
     states = ev.gpu_states()
     seen = len(states.drop_duplicates(subset=["host", "gpu"])) if not states.empty else 0
     if expected_gpus is None:
@@ -94,8 +124,13 @@ class HealthOutcome:
 def run_healthcheck(env: dict[str, str], *, node: str | None = None, evidence: Path | None = None,
                     expected_gpus: int | None = None, budget_s: float = DEFAULT_BUDGET_S,
                     dry_run: bool = False) -> HealthOutcome:
-    """Check this node and drain or resume it through scontrol (never raises for Slurm trouble)."""
+    """Check this node and drain or resume it through scontrol (never raises for Slurm trouble; an
+    unsafe node name or evidence that is not this node's is an :class:`InputError`, exit 2)."""
     node = scontrol.node_name(node, env)
+    if reason := unsafe_reason(node):  # the live capture is written to a folder of this name
+        raise InputError(f"the node name {node!r} {reason}", hint="give --node the node's Slurm name")
+    if evidence is not None:
+        require_readable([evidence], what="evidence", special=False)
     try:
         state = scontrol.show_node(node, timeout_s=min(scontrol.TIMEOUT_S, budget_s / 4))
     except scontrol.SlurmError as exc:
@@ -112,8 +147,9 @@ def run_healthcheck(env: dict[str, str], *, node: str | None = None, evidence: P
             if result.bundle is None:
                 return HealthOutcome(node, None, "failed", f"capture of this node failed: {result.reason}",
                                      EXIT_FAILED)
-            evidence = result.bundle
-        check = self_check(evidence, expected_gpus)
+            check = self_check(result.bundle, expected_gpus)
+        else:
+            check = self_check(evidence, expected_gpus, node)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)

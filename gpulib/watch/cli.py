@@ -7,6 +7,7 @@ raised, 2 usage/input error. ``--once`` ends the watch after the first alert (an
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import signal
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from gpulib.collect.capture import this_host
 from gpulib.errors import InputError
+from gpulib.readable import unreadable_reason
 from gpulib.watch.actions import IncidentCapture
 from gpulib.watch.follow import Follower
 from gpulib.watch.metrics import MetricsServer, registry_for
@@ -55,6 +57,15 @@ def run(args) -> int:  # noqa: C901 - the main loop, kept in one place
         if p.is_dir():
             raise InputError("is a folder; --log takes the log files themselves (a missing file is waited for)",
                              path=str(p), hint=f"e.g. --log {p}/*.log")
+        try:
+            os.stat(p)
+        except FileNotFoundError:
+            continue  # not written yet: waited for
+        except OSError:
+            pass  # a symlink loop, a folder above that cannot be entered: named below
+        reason = unreadable_reason(p, "file")  # a FIFO or device would never end: refused, not followed
+        if reason:
+            raise InputError(reason, path=str(p), hint="--log takes the regular file the job writes")
     host = args.host or this_host()
     config = WatchConfig(silence_s=args.silence, step_band=args.step_band, step_warmup=args.step_warmup)
     rules = WatchRules(config, [str(p) for p in paths])
