@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from gpulib import exit_codes
+from gpulib.cli_args import zone
 from gpulib.diagnose import diagnose
 from gpulib.readable import require_readable
 
@@ -30,7 +31,7 @@ def register(subparsers) -> None:
         epilog=exit_codes.epilog(THIS_COMMAND))
     p.add_argument("paths", nargs="+", metavar="PATH", help="evidence bundles, folders or files")
     p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--tz", default=None,
+    p.add_argument("--tz", default=None, type=zone,
                    help="zone of timestamps printed without one (dmesg -T, nvidia-smi), e.g. Europe/Berlin; "
                         "default: the bundle's zone, else UTC")
     p.add_argument("--write-digest", action="store_true",

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 from gpulib import exit_codes
+from gpulib.cli_args import positive
 from gpulib.errors import GpulibError, InputError
 from gpulib.nccl import nics
 from gpulib.nccl import status as run_status
@@ -208,7 +209,7 @@ def register(subparsers) -> None:
                               description="Starts torchrun (or runs inside an existing torchrun worker).",
                               epilog=EXIT_CODES)
     add_tester_arguments(p)
-    p.add_argument("--nproc-per-node", type=int, help="processes to start (default: CUDA device count, 2 on CPU)")
+    p.add_argument("--nproc-per-node", type=positive(int), help="processes to start (default: CUDA device count, 2 on CPU)")
     p.set_defaults(func=_nccl_test)
     q = subparsers.add_parser("nccl-parse", help="read nccl-tests output (any historical layout) and judge it",
                               description="Judges each run against the bandwidth model (gpulib/nccl/expectations.yaml) "
