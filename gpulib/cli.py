@@ -17,7 +17,7 @@ import os
 import sys
 
 import gpulib
-from gpulib import __version__, exit_codes
+from gpulib import __version__, exit_codes, terminal
 from gpulib.errors import GpulibError
 
 #: command name -> (the module that registers it with ``register(subparsers)``, its one line in
@@ -115,6 +115,13 @@ def _flushed(code: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; everything it prints on stdout passes :func:`gpulib.terminal.safe` (no
+    control sequence from the evidence reaches the terminal raw; JSON stays the same JSON)."""
+    with terminal.escaped_stdout():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)
@@ -138,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         _quiet_stdout()
         return exit_codes.PIPE_CLOSED
     except GpulibError as exc:
-        print(f"gpulib {args.command}: error: {exc}", file=sys.stderr)
+        print(terminal.safe(f"gpulib {args.command}: error: {exc}"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return exit_codes.INTERRUPTED

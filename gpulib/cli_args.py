@@ -30,14 +30,3 @@ def positive(kind):
     """``kind`` (int or float) above 0 (a duration to measure, a count of readers)."""
     return _bounded(kind, above_zero=True)
 
-
-def zone(text: str) -> str:
-    """A ``--tz`` the timestamp reader knows (an IANA name, UTC, or an offset such as +02:00), kept
-    as typed. A misspelt zone (``Europe/Berln``) is refused here: read as UTC instead, every
-    naive time of the incident would be off by the zone's offset without a word."""
-    from gpulib.parsers.logtime import parse_zone  # noqa: PLC0415 - only for a command given --tz
-
-    if parse_zone(text) is None:
-        raise argparse.ArgumentTypeError(f"unknown time zone {text!r}: give an IANA name (Europe/Berlin), "
-                                         "UTC, or an offset (+02:00)")
-    return text

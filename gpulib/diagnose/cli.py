@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from gpulib import exit_codes
-from gpulib.cli_args import zone
 from gpulib.diagnose import diagnose
+from gpulib.parsers.logtime import zone_argument
 from gpulib.readable import require_readable
 
 EXIT_CODES = {"none": exit_codes.OK, "soft": exit_codes.SOFT, "hard": exit_codes.HARD, "unknown": exit_codes.UNKNOWN}
@@ -31,7 +31,7 @@ def register(subparsers) -> None:
         epilog=exit_codes.epilog(THIS_COMMAND))
     p.add_argument("paths", nargs="+", metavar="PATH", help="evidence bundles, folders or files")
     p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--tz", default=None, type=zone,
+    p.add_argument("--tz", default=None, type=zone_argument,
                    help="zone of timestamps printed without one (dmesg -T, nvidia-smi), e.g. Europe/Berlin; "
                         "default: the bundle's zone, else UTC")
     p.add_argument("--write-digest", action="store_true",

@@ -10,8 +10,8 @@ import json
 import sys
 
 from gpulib import exit_codes
-from gpulib.cli_args import zone
 from gpulib.errors import InputError
+from gpulib.parsers.logtime import zone_argument
 from gpulib.readable import require_readable
 
 
@@ -27,7 +27,8 @@ def register(subparsers) -> None:
                                                 "2 a missing or unreadable path, or no node configuration in them"))
     d.add_argument("paths", nargs="+", metavar="PATH", help="bundles, incident folders or raw folders")
     d.add_argument("--format", choices=("text", "json"), default="text")
-    d.add_argument("--tz", default=None, type=zone, help="zone of timestamps printed without one (default: bundle's, else UTC)")
+    d.add_argument("--tz", default=None, type=zone_argument,
+                   help="zone of timestamps printed without one (default: bundle's, else UTC)")
     d.set_defaults(func=run_diff)
     g = sub.add_parser("ledger", help="per-GPU history (by UUID/serial) and replace recommendations",
                        description="Read run archives (archive/, archive/<runbook>/ or one run), `gpulib diagnose "

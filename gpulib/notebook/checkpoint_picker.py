@@ -19,6 +19,7 @@ import ipywidgets as widgets
 from IPython.display import display
 
 from gpulib.notebook.steps import steps_lost_text
+from gpulib.terminal import safe
 
 
 def candidate_text(candidate: dict) -> str:
@@ -73,7 +74,7 @@ class CheckpointPicker:
         elif interactive:
             display(self.widget())
         else:
-            display({"text/plain": candidate_text(self.candidates[0])}, raw=True)
+            display({"text/plain": safe(candidate_text(self.candidates[0]))}, raw=True)
 
 
 def _escape(text: str) -> str:

@@ -15,6 +15,7 @@ import plotly.io as pio
 from IPython.display import Markdown, display
 
 from gpulib import formats, kernel_env
+from gpulib.terminal import safe
 
 #: The renderer that survives every consumer: JupyterLab uses the mime part, nbconvert HTML
 #: reports the embedded-JS part (plotly >= 6.1 defaults to the mime part only, and nbconvert
@@ -38,7 +39,7 @@ def readable(frame: pd.DataFrame) -> pd.DataFrame:
     ``35 °C`` for a ``temp_c`` column, ``0.27 s`` not ``0 days 00:00:00.270000``, times in UTC
     ISO-8601 with ``Z``; a missing value is an empty cell ("NaN" or "None" in a host column
     reads as a name)."""
-    return pd.DataFrame({column: [formats.text(v, str(column)) for v in frame[column]] for column in frame.columns},
+    return pd.DataFrame({column: [safe(formats.text(v, str(column))) for v in frame[column]] for column in frame.columns},
                         index=frame.index, columns=frame.columns)
 
 
@@ -57,4 +58,4 @@ def table(frame: pd.DataFrame, empty: str = "nothing found") -> None:
 
 def say(text: str) -> None:
     """A markdown line (teaching remarks computed from the evidence)."""
-    display(Markdown(text))
+    display(Markdown(safe(text)))

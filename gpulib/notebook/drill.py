@@ -30,6 +30,7 @@ from gpulib.notebook.drill_grading import (
     grade,
     score,
 )
+from gpulib.terminal import safe
 
 __all__ = ["Drill"]
 
@@ -177,7 +178,7 @@ class Drill:
         self.commit.disabled = locked
 
     def _print(self, text: str) -> None:
-        show_in(self.out, {"text/plain": text}, replace=True)
+        show_in(self.out, {"text/plain": safe(text)}, replace=True)
 
 
 def show_in(out: widgets.Output, bundle: dict, *, replace: bool = False, metadata: dict | None = None) -> None:

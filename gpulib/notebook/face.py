@@ -51,6 +51,7 @@ from gpulib.notebook.remediation import Remediation, remediation_commands
 from gpulib.notebook.steps import FINDING_MIME, normalize_findings, summarize_findings
 from gpulib.notebook.tables import EvidenceTables
 from gpulib.notebook.widgets import FigurePanel
+from gpulib.terminal import safe
 from gpulib.vocabulary import CATEGORIES
 
 #: What a runbook notebook calls (``from gpulib.notebook import face as nbk``).
@@ -127,7 +128,7 @@ def show_diagnosis(diagnosis: dict, *, interactive: bool, drill: bool = False,
     ``evidence`` the pickers offer every host, GPU and rank of its rank map and GPU snapshots too.
     """
     if not drill:
-        display({"text/plain": diagnosis_text(diagnosis)}, raw=True)
+        display({"text/plain": safe(diagnosis_text(diagnosis))}, raw=True)
         return False
     if not interactive:
         display(Markdown("*Drill mode: the diagnosis is hidden (run interactively to answer the drill).*"))
@@ -155,7 +156,7 @@ WITHHELD = "*Drill mode: commit your answer above first; the next step follows f
 
 
 def _markdown(text: str) -> dict:
-    return {"text/markdown": text, "text/plain": text}
+    return {"text/markdown": safe(text), "text/plain": safe(text)}
 
 
 def diagnosis_text(diagnosis: dict) -> str:
@@ -214,7 +215,7 @@ def fabric_test(*, nproc: int = 2, timeout_s: float = 240, backend: str | None =
                        result=data)
     else:
         summary.update(verdict="FAIL", summary=problem)
-    display({"text/plain": f"fabric test: {summary['verdict']} - {summary.get('summary') or ''}\n{tail[-1500:]}"},
+    display({"text/plain": safe(f"fabric test: {summary['verdict']} - {summary.get('summary') or ''}\n{tail[-1500:]}")},
             raw=True)
     return summary
 
@@ -303,7 +304,7 @@ def _write_findings(items: list[dict], findings_path: str | os.PathLike | None) 
 
 
 def _findings_bundle(items: list[dict], step: str) -> dict:
-    return {FINDING_MIME: {"step": step, "findings": items}, "text/plain": summarize_findings(items, step=step)}
+    return {FINDING_MIME: {"step": step, "findings": items}, "text/plain": safe(summarize_findings(items, step=step))}
 
 
 def _findings_metadata(step: str, findings_path: str | os.PathLike | None) -> dict:

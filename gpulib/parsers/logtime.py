@@ -65,6 +65,18 @@ def parse_zone(name: str | None) -> tzinfo | None:
         return None
 
 
+def zone_argument(text: str) -> str:
+    """argparse type of ``--tz``: a zone :func:`parse_zone` knows, kept as typed. A misspelt zone
+    (``Europe/Berln``) is a usage error: read as UTC instead, every naive time of the incident
+    would be off by the zone's offset without a word."""
+    if parse_zone(text) is None:
+        import argparse  # noqa: PLC0415 - only for a command given --tz
+
+        raise argparse.ArgumentTypeError(f"unknown time zone {text!r}: give an IANA name (Europe/Berlin), "
+                                         "UTC, or an offset (+02:00)")
+    return text
+
+
 def zone_of(name: str | None) -> tzinfo:
     """The zone naive stamps are read in: ``name`` (see :func:`parse_zone`), else UTC."""
     return parse_zone(name) or timezone.utc
