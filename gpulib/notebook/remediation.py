@@ -3,6 +3,13 @@
 :func:`remediation_commands` turns findings into argument lists (never shell strings) from the
 Xid catalog's actions; :class:`Remediation` shows them and runs them only interactively, after
 the engineer confirms, and only for commands meant for this very host.
+
+Which host a command is for comes from the evidence, and evidence can lie or be unclear. A
+command whose host is unknown (no host in the finding) or not a plain host name (``gx-103;
+reboot``) is *shown, never runnable*: evidence is often read on another machine than the one it
+came from, and a ``kill -TERM 4242`` without a host would otherwise run on the analyst's own. The
+suggestion itself stays (an Xid 79 still asks for a drain and a power-cycle), with the host
+quoted and marked unverified, for the engineer to check and run by hand.
 """
 
 from __future__ import annotations
@@ -21,19 +28,33 @@ from IPython.display import display
 from gpulib.catalog import load_catalog, xid_info
 from gpulib.errors import GpulibError
 from gpulib.identity import normalize_pci
+from gpulib.terminal import safe
 
 
 @dataclass(frozen=True)
 class Command:
-    """A remediation command for ``host``: an argument list (never a shell string) and why."""
+    """A remediation command for ``host``: an argument list (never a shell string) and why.
+    ``host`` None: the evidence does not say where it belongs; ``verified`` False: the host as
+    the evidence spelt it failed the host-name check. Either way it is shown, never run."""
 
     argv: tuple[str, ...]
     why: str
     host: str | None = None
+    verified: bool = True
+
+    @property
+    def located(self) -> bool:
+        """The command names a host that passed the name check (the only kind that may run)."""
+        return self.host is not None and self.verified
 
     def text(self) -> str:
-        where = f"[on {self.host}] " if self.host else ""
-        return f"{where}{shlex.join(self.argv)}    # {self.why}"
+        if self.host is None:
+            where = "[host unknown: shown only] "
+        elif not self.verified:
+            where = f"[on {shlex.quote(self.host)}: unverified host name, shown only] "
+        else:
+            where = f"[on {self.host}] "
+        return safe(f"{where}{shlex.join(self.argv)}    # {self.why}")
 
 
 #: The verbs of a catalog action, in the order they are looked for: the *first* machine step the
@@ -93,7 +114,8 @@ def remediation_commands(items: Sequence[dict], states: pd.DataFrame | None = No
 
     Built as argument lists from parsed values only (a PID is an int, a PCI id is normalised, a
     host a plain name), so no evidence text can inject a shell command. Machine-wide commands
-    need the host (which node to drain). ``states`` supplies the power limit of a throttled GPU
+    need the host (which node to drain); a host that fails the name check keeps its commands,
+    marked unverified (:class:`Command`), so they are shown but never run. ``states`` supplies the power limit of a throttled GPU
     when the finding does not carry it.
     """
     limits = {}
@@ -103,7 +125,8 @@ def remediation_commands(items: Sequence[dict], states: pd.DataFrame | None = No
     drains: list[Command] = []
     out: list[Command] = []
     for f in items:
-        host = f.get("host") if isinstance(f.get("host"), str) and _HOST.fullmatch(f["host"]) else None
+        host = f.get("host") if isinstance(f.get("host"), str) and f["host"] else None
+        verified = host is None or bool(_HOST.fullmatch(host))
         pci = f.get("pci_bus_id") or f.get("gpu_pci")
         target = (normalize_pci(pci) if isinstance(pci, str) else None) or (
             str(int(f["gpu_index"])) if f.get("gpu_index") is not None else None)
@@ -114,24 +137,25 @@ def remediation_commands(items: Sequence[dict], states: pd.DataFrame | None = No
             if host:
                 drains.append(Command(("scontrol", "update", f"nodename={host}", "state=drain",
                                        f"reason=gpulib: {what}" + (f" on GPU {target}" if target else "")),
-                                      f"drain the node first: {what} is a hard failure", host))
+                                      f"drain the node first: {what} is a hard failure", host, verified))
             if step == "reset_gpu" and target:
                 out.append(Command(("nvidia-smi", "-r", "-i", target),
-                                   f"Xid catalog: {_clause(action)} (stop the GPU's processes first)", host))
+                                   f"Xid catalog: {_clause(action)} (stop the GPU's processes first)", host, verified))
             elif step == "power_cycle" and host:
                 out.append(Command(("ipmitool", "chassis", "power", "cycle"),
-                                   f"Xid catalog: {_clause(action)}", host))
+                                   f"Xid catalog: {_clause(action)}", host, verified))
             elif step == "reboot" and host:
-                out.append(Command(("systemctl", "reboot"), f"Xid catalog: {_clause(action)}", host))
+                out.append(Command(("systemctl", "reboot"), f"Xid catalog: {_clause(action)}", host, verified))
         for pid in f.get("pids") or []:
-            out.append(Command(("kill", "-TERM", str(int(pid))), f"leftover process on GPU {f.get('gpu_index')}", host))
+            out.append(Command(("kill", "-TERM", str(int(pid))), f"leftover process on GPU {f.get('gpu_index')}", host,
+                               verified))
         limit = f.get("power_limit_w") or (limits.get((host, int(f["gpu_index"])))
                                            if f.get("gpu_index") is not None else None)
         if f["category"] == "thermal_throttling" and f["severity"] == "error" and f.get("gpu_index") is not None \
                 and limit and not f.get("caused_by"):
             watts = str(int(float(limit) * 0.85))
             out.append(Command(("nvidia-smi", "-i", str(int(f["gpu_index"])), "-pl", watts),
-                               "temporary 15% lower power cap until cooling is fixed", host))
+                               "temporary 15% lower power cap until cooling is fixed", host, verified))
     # one drain per node and each command once (two findings of one failure ask for the same
     # power-cycle), the first reason kept
     once: dict[tuple, Command] = {}
@@ -161,8 +185,9 @@ class Remediation:
 
     They are always *shown*. They can only run when ``interactive`` is true, after the engineer
     ticks the confirmation box and presses the button, and only for commands meant for this very
-    host (evidence is often analysed on another machine than the one it came from). Headless
-    runs (papermill passes ``interactive=False``) never create the button at all.
+    host by a checked host name (evidence is often analysed on another machine than the one it
+    came from; a command of unknown or unverified host is never run). Headless runs (papermill
+    passes ``interactive=False``) and evidence with nothing runnable here never create the button.
     """
 
     def __init__(self, commands: Sequence[Command], interactive: bool, *, timeout_s: float = 60.0):
@@ -171,9 +196,10 @@ class Remediation:
         self.timeout_s = timeout_s
         self.results: list[tuple[Command, str]] = []
         self.here = socket.gethostname()
+        self.runnable = [c for c in self.commands if self._why_not(c) is None]
         self.confirm: widgets.Checkbox | None = None
         self.button: widgets.Button | None = None
-        self.log = widgets.Output() if self.interactive and self.commands else None
+        self.log = widgets.Output() if self.interactive and self.runnable else None
         if self.log is not None:
             self.confirm = widgets.Checkbox(
                 value=False, description="I have read these commands and want to run them on this host",
@@ -191,7 +217,21 @@ class Remediation:
         if not self.interactive:
             lines.append("Headless run: nothing was executed. Run them by hand, or open the notebook "
                          "interactively and confirm.")
+        elif len(self.runnable) < len(self.commands):
+            lines.append(f"{len(self.runnable)} of {len(self.commands)} can run here ({self.here}) after "
+                         "confirmation; the others belong to another, unknown or unverified host: run them "
+                         "there by hand after checking the host.")
         return "\n".join(lines)
+
+    def _why_not(self, command: Command) -> str | None:
+        """Why ``command`` may not run on this machine (None: it may, after confirmation)."""
+        if command.host is None:
+            return "not run: the evidence does not say which host it is for"
+        if not command.verified:
+            return f"not run: {shlex.quote(command.host)} is not a checked host name"
+        if command.host != self.here:
+            return f"skipped: meant for {command.host}, this is {self.here}"
+        return None
 
     def display(self) -> None:
         display({"text/plain": self.text()}, raw=True)
@@ -204,8 +244,8 @@ class Remediation:
             raise GpulibError("remediation refused: it runs only interactively after confirmation")
         done = []
         for command in self.commands:
-            if command.host and command.host != self.here:
-                done.append((command, f"skipped: meant for {command.host}, this is {self.here}"))
+            if (why := self._why_not(command)) is not None:
+                done.append((command, safe(why)))
                 continue
             try:
                 proc = subprocess.run(list(command.argv), capture_output=True, text=True,
@@ -226,7 +266,7 @@ class Remediation:
         self.button.disabled = True
         with self.log:
             for command, outcome in self.run_confirmed():
-                print(f"$ {shlex.join(command.argv)}\n{outcome}")
+                print(safe(f"$ {shlex.join(command.argv)}\n{outcome}"))
         self.confirm.value = False
 
 

@@ -110,8 +110,13 @@ def test_hard_findings_without_an_xid_code_take_the_catalog_step_of_their_catego
                         ("scontrol", "update", "nodename=gx-103", "state=drain",
                          "reason=gpulib: gpu_memory_error on GPU 0000:9b:00.0"),
                         ("ipmitool", "chassis", "power", "cycle"), ("nvidia-smi", "-r", "-i", "0000:9b:00.0")]
-    # a malformed PCI id falls back to the index; a host that is not a plain name gets no node command
-    assert [c.argv for c in remediation.remediation_commands([forged])] == [("nvidia-smi", "-r", "-i", "5")]
+    # a malformed PCI id falls back to the index; a host that is not a plain name keeps its suggestions,
+    # as one quoted argument each, marked unverified (shown, never runnable: see test_widgets)
+    suggested = remediation.remediation_commands([forged])
+    assert [c.argv for c in suggested] == [("scontrol", "update", "nodename=gx-103; reboot", "state=drain",
+                                            "reason=gpulib: gpu_memory_error on GPU 5"), ("nvidia-smi", "-r", "-i", "5")]
+    assert not any(c.located for c in suggested)
+    assert all("[on 'gx-103; reboot': unverified host name, shown only]" in c.text() for c in suggested)
     # nvidia-smi's spelling of the same GPU is normalised, not dropped for the index
     spelled = {**remap, "host": None, "pci_bus_id": "00000000:9B:00.0"}
     assert [c.argv for c in remediation.remediation_commands([spelled])] == [("nvidia-smi", "-r", "-i", "0000:9b:00.0")]

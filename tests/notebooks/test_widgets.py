@@ -148,12 +148,14 @@ def test_interactive_remediation_runs_only_after_confirmation(tmp_path):
 
 
 def test_commands_for_another_host_are_skipped_even_when_confirmed(tmp_path):
-    marker = tmp_path / "ran"
+    marker, here = tmp_path / "ran", tmp_path / "ran-here"
     command = Command(_touch_command(marker).argv, "test", "some-other-node")
-    remediation = nbk.Remediation([command], interactive=True)
+    remediation = nbk.Remediation([command, _touch_command(here)], interactive=True)
+    assert remediation.runnable == remediation.commands[1:]  # the button exists for the command of this host
     remediation.confirm.value = True
-    [(_, outcome)] = remediation.run_confirmed()
-    assert "skipped: meant for some-other-node" in outcome and not marker.exists()
+    [(_, outcome), _] = remediation.run_confirmed()
+    assert "skipped: meant for some-other-node" in outcome and not marker.exists() and here.read_text() == "ran"
+    assert nbk.Remediation([command], interactive=True).button is None  # nothing runnable here: no button at all
 
 
 def test_bad_evidence_path_stops_with_a_short_clear_message(tmp_path):
@@ -202,3 +204,33 @@ def test_fabric_test_with_a_cut_result_file_is_a_fail_naming_the_file(monkeypatc
     assert summary["verdict"] == "FAIL" and summary["returncode"] == -9
     assert summary["summary"].startswith(summary["results_path"] + " is unreadable (")
     assert "killed while writing" in summary["summary"]
+
+
+@pytest.mark.parametrize("host", [None, "gx-a800;reboot", "node b"], ids=["unknown", "semicolon", "space"])
+def test_commands_of_an_unknown_or_unverified_host_are_shown_never_runnable(tmp_path, host):
+    """Evidence read on the analyst's machine: a command without a checked host must not run there
+    (the host is dropped or unclear, so `[on HOST]` cannot say where the confirmation sends it)."""
+    marker = tmp_path / "ran"
+    command = Command(_touch_command(marker).argv, "test", host, verified=host is None or " " not in host and ";" not in host)
+    remediation = nbk.Remediation([command], interactive=True)
+    assert remediation.runnable == [] and remediation.button is None and remediation.confirm is None
+    assert "shown only" in remediation.text() and "0 of 1 can run here" in remediation.text()
+    with pytest.raises(Exception, match="confirmation"):
+        remediation.run_confirmed()
+    assert not marker.exists()
+
+
+def test_xid79_of_a_host_that_fails_the_name_check_still_gets_its_suggestions(tmp_path):
+    """Notebook 01's remediation cell on a kernel log whose host field is not a plain name: the
+    drain and power-cycle of an Xid 79 are suggested (quoted, unverified), and none can run."""
+    from gpulib.diagnose import diagnose
+    from gpulib.notebook import steps as checks
+
+    (tmp_path / "journal.txt").write_text("2026-03-04T05:06:07+0000 gx-b17;reboot kernel: NVRM: Xid (PCI:0000:4f:00): "
+                                          "79, pid=5151, name=python3, GPU has fallen off the bus.\n")
+    findings = checks.kernel_findings(diagnose([tmp_path]).to_dict())
+    remediation = nbk.Remediation(nbk.remediation_commands(findings), interactive=True)
+    text = remediation.text()
+    assert "No remediation command is suggested" not in text, text
+    assert "'nodename=gx-b17;reboot'" in text and "ipmitool chassis power cycle" in text, text
+    assert "unverified host name, shown only" in text and remediation.runnable == [] and remediation.button is None
