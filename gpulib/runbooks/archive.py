@@ -4,7 +4,9 @@ Why immutable: months later someone must be able to open a run offline and see e
 the scheduler saw, and prove it was not edited. So a run is written under a hidden temporary
 name, ``manifest.json`` (with the sha256 of every other file) is written last, every file is
 made read-only and only then is the directory renamed into place. A directory with a manifest
-is therefore complete; a re-run always gets a new name; ``gpulib archive show`` re-hashes.
+is therefore complete; a re-run always gets a new name; ``gpulib archive show`` re-hashes. Each
+manifest also records the sha256 of the manifest of the run archived before it
+(:mod:`gpulib.runbooks.chain`), so a run edited and re-hashed is caught by the run after it.
 
 Layout of one run::
 
@@ -27,6 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from gpulib.bundle import MANIFEST, VerifyReport, read_manifest, sha256_file, verify_files
+from gpulib.runbooks import chain
 from gpulib.runbooks.spec import RunbookError
 
 RUN_FORMAT = "gpulib.runbook-run/1"
@@ -69,11 +72,12 @@ class ArchiveWriter:
         return target
 
     def finish(self, manifest: dict) -> Path:
-        """Hash every file, write the manifest last, make files read-only, rename into place."""
+        """Hash every file, write the manifest last (linked to the run before it), make files
+        read-only, rename into place."""
         files = {}
         for path in sorted(p for p in self.tmp_dir.rglob("*") if p.is_file()):
             files[path.relative_to(self.tmp_dir).as_posix()] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
-        self.write_json(MANIFEST, {**manifest, "files": files})
+        self.write_json(MANIFEST, {**manifest, "files": files, chain.CHAIN: chain.link(self.final_dir.parent)})
         for path in self.tmp_dir.rglob("*"):
             if path.is_file():
                 path.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
@@ -125,6 +129,17 @@ class ArchivedRun:
     def verify(self) -> VerifyReport:
         """Re-hash every file against the manifest (the archive's proof of immutability)."""
         return verify_files(self.path, self.manifest.get("files", {}))
+
+    def chain(self) -> chain.ChainReport:
+        """Check the links of the runs before and after this one (:mod:`gpulib.runbooks.chain`)."""
+        return chain.check(self.path)
+
+    def tampered(self) -> list[str]:
+        """Why this run cannot be trusted as archived (empty: its files and its chain check)."""
+        report, links = self.verify(), self.chain()
+        listed = "; ".join(" ".join(line.split()) for line in report.lines()[1:])  # "changed: findings.json"
+        files = [] if report.ok else [f"its files do not match its manifest ({listed})"]
+        return files + links.broken
 
 
 def require_archive_root(root: Path) -> Path:

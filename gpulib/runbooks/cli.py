@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from gpulib import exit_codes
+from gpulib.bundle import MANIFEST, sha256_file
 from gpulib.progress import StepProgress
 from gpulib.readable import require_readable
 from gpulib.runbooks import textfile
@@ -141,6 +142,11 @@ def _show(args) -> int:
     run = resolve_run(args.run, Path(args.archive))
     m = run.manifest
     print(f"run:      {run.path}")
+    tampered = run.tampered()
+    if tampered:  # forged findings are not repeated as if they were the run's
+        print("REFUSED: this run was changed after it was archived; its findings are not shown:")
+        print("\n".join(f"  {line}" for line in tampered))
+        return 1
     print(f"runbook:  {run.runbook}  host {m.get('host')}  started {m.get('started_at')}  {m.get('duration_s')} s")
     print(f"evidence: {_evidence_label(run)}")
     print(f"exit {m.get('exit_code')}: {m.get('exit_meaning')}")
@@ -151,9 +157,10 @@ def _show(args) -> int:
         if f.get("severity") != "info" or args.all:
             print(f"  [{f.get('severity', '?').upper()}] {f.get('step')}: {f.get('title')}")
     print(f"report:   {run.path / REPORT}")
-    report = run.verify()
-    print("\n".join(report.lines()))
-    return 0 if report.ok else 1
+    print("\n".join(run.verify().lines()))
+    print("\n".join(run.chain().lines))
+    print(f"manifest sha256: {sha256_file(run.path / MANIFEST)}")
+    return 0
 
 
 def _diff(args) -> int:
@@ -161,6 +168,11 @@ def _diff(args) -> int:
 
     root = Path(args.archive)
     a, b = (resolve_run(ref, root) for ref in (args.a, args.b))
+    for run in (a, b):
+        if tampered := run.tampered():
+            raise RunbookError(f"not compared: run {run.path.name} was changed after it was archived: "
+                               + "; ".join(tampered), path=str(run.path),
+                               hint="compare runs whose files and chain check (gpulib archive show RUN)")
     check = compare_evidence(a, b)
     if check.level == "refuse" and not args.force:
         raise RunbookError(f"not compared: {check.message}",
@@ -203,8 +215,10 @@ def register(subparsers) -> None:
                                                  "or cannot be read"))
     ls.add_argument("runbook", nargs="?", help="only this runbook")
     show = sub.add_parser("show", help="summary of one run, and a re-hash of its files against the manifest",
-                          epilog=exit_codes.epilog("0 every file matches its hash\n1 a file changed, is missing "
-                                                   "or unexpected\n2 no such run, or an unreadable archive"))
+                          epilog=exit_codes.epilog("0 every file matches its hash and the chain checks\n1 a file "
+                                                   "changed, is missing or unexpected, or a later run recorded "
+                                                   "another manifest (changed and re-hashed)\n2 no such run, or an "
+                                                   "unreadable archive"))
     show.add_argument("run", help="run directory, run name or id, or RUNBOOK~N (0 = latest)")
     show.add_argument("--all", action="store_true", help="also list info findings")
     diff = sub.add_parser("diff", help="what got worse from run A to run B (exit 1 when anything did)",
@@ -213,7 +227,8 @@ def register(subparsers) -> None:
                           "evidence of different hosts (two incidents), only with --force.",
                           epilog=exit_codes.epilog("0 nothing got worse\n1 something got worse (new Xid, grown "
                                                    "counter, fallen bandwidth, vanished GPU, new finding)\n2 no such "
-                                                   "run, or runs that read unrelated evidence (without --force)"))
+                                                   "run, a run changed after it was archived, or runs that read "
+                                                   "unrelated evidence (without --force)"))
     diff.add_argument("a", help="older run (directory, name, id or RUNBOOK~N)")
     diff.add_argument("b", help="newer run")
     diff.add_argument("--format", choices=("text", "json"), default="text")

@@ -128,7 +128,8 @@ def test_cli_names_a_damaged_run(tmp_path, capsys):
     findings.chmod(0o644)
     findings.write_bytes(b"\x00\x9f junk")
     assert main(["archive", "diff", run, run, "--archive", str(tmp_path)]) == 2
-    assert "findings.json is unreadable" in capsys.readouterr().err
+    assert "was changed after it was archived: its files do not match its manifest (changed: findings.json)" \
+        in capsys.readouterr().err
     (tmp_path / "health-report" / run.rsplit("/", 1)[1] / "manifest.json").chmod(0o644)
     (tmp_path / "health-report" / run.rsplit("/", 1)[1] / "manifest.json").write_text("{not json")
     assert main(["archive", "show", run, "--archive", str(tmp_path)]) == 2
