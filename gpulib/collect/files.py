@@ -11,6 +11,7 @@ from pathlib import Path
 from gpulib.bundle import copy_capped
 from gpulib.collect.core import Collector, Outcome, Sink
 from gpulib.identity import to_utc_iso
+from gpulib.readable import unreadable_reason
 
 #: Keep the last 64 MiB of each log: a job dies at the end of its log, and a multi-GB log
 #: copied from 128 nodes into one shared folder would fill it.
@@ -32,12 +33,15 @@ def _log_files(paths: list[Path]) -> tuple[list[Path], list[str]]:
     for path in paths:
         if path.is_file():
             files.append(path)
-        elif path.is_dir():
-            files.extend(sorted(p for p in path.rglob("*") if p.is_file()))
-        elif path.exists():
-            problems.append(f"{path}: not a regular file or directory")
-        else:
-            problems.append(f"{path}: not found")
+        elif path.is_dir():  # os.walk, not rglob: a subfolder that cannot be listed is named, not skipped
+            found = []
+            for folder, subfolders, names in os.walk(path, onerror=lambda exc: problems.append(
+                    f"{exc.filename}: cannot list folder: {exc.strerror or exc}")):
+                subfolders.sort()
+                found += [p for name in names if (p := Path(folder, name)).is_file()]
+            files.extend(sorted(found))
+        else:  # missing, a symlink loop, a FIFO or device (never opened: it could block or never end)
+            problems.append(f"{path}: {unreadable_reason(path, special=False) or 'not a regular file or directory'}")
     if len(files) > MAX_LOG_FILES:
         problems.append(f"only the first {MAX_LOG_FILES} of {len(files)} files were copied")
         files = files[:MAX_LOG_FILES]

@@ -57,7 +57,7 @@ def _run(args) -> int:
         return _describe(args.runbook)  # a RunbookError: gpulib.cli prints it, exit 2
     values = {}
     if args.evidence is not None:
-        require_readable([args.evidence], what="evidence")
+        require_readable([args.evidence], what="evidence", special=False)
         values["evidence"] = str(Path(args.evidence).resolve())
     if args.textfile:
         textfile.check_directory(args.textfile)  # a usage error (exit 2) before a long run, not after

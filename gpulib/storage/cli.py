@@ -9,6 +9,7 @@ import sys
 from gpulib.cli_args import positive
 from gpulib.errors import InputError
 from gpulib.progress import Ticking
+from gpulib.readable import require_readable
 from gpulib.storage import fio, measure, scan, verdict
 
 EXIT_CODES = ("exit status: 0 enough (or measured, no need given), 1 marginal headroom or many small files, "
@@ -19,8 +20,7 @@ def probe(path: str, seconds: float, threads: int, need: verdict.Need | None, en
           max_files: int = 200_000, show_progress: bool = False) -> dict:
     """Scan, measure (fio or Python), judge; everything as one JSON-ready dict. ``show_progress``:
     the measurement's progress on stderr (the command line; a notebook shows its own output)."""
-    if not os.path.exists(path):
-        raise InputError("no such file or folder", path=path, hint="give the dataset folder the job reads")
+    require_readable([path], special=False, hint="give the dataset folder the job reads")  # a FIFO would block
     found = scan.scan(path, max_files=max_files)
     readable = [f for f in found.sample if os.access(f, os.R_OK)]
     if not readable:

@@ -73,7 +73,7 @@ def test_logs_are_copied_tail_capped_and_missing_ones_named(tmp_path):
     (logs / "rank1.log").write_text("NCCL WARN Timeout\n")
     missing = tmp_path / "nope.log"
     bundle, records = _run(tmp_path, files.logs_collector([logs, missing], cap_bytes=1000))
-    assert records["logs"].status == "failed" and f"{missing}: not found" in records["logs"].reason
+    assert records["logs"].status == "failed" and f"{missing}: no such file or folder" in records["logs"].reason
     copied = bundle.root / files.bundle_name(big)
     assert copied.read_bytes() == big.read_bytes()[-1000:] and copied.read_bytes().endswith(b"step 004999 loss 1.0\n")
     assert (bundle.root / files.bundle_name(logs / "rank1.log")).read_text() == "NCCL WARN Timeout\n"
