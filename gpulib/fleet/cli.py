@@ -10,6 +10,7 @@ import json
 import sys
 
 from gpulib import exit_codes
+from gpulib.cli_args import non_negative
 from gpulib.errors import InputError
 from gpulib.parsers.logtime import zone_argument
 from gpulib.readable import require_readable
@@ -38,7 +39,7 @@ def register(subparsers) -> None:
                                                 "2 a missing or unreadable path, or nothing readable in them"))
     g.add_argument("paths", nargs="+", metavar="ARCHIVE", help="run archives, diagnosis JSON files, evidence")
     g.add_argument("--format", choices=("text", "json"), default="text")
-    g.add_argument("--top", type=int, default=20, help="GPUs listed in the text report (default 20)")
+    g.add_argument("--top", type=non_negative(int), default=20, help="GPUs listed in the text report (default 20)")
     g.set_defaults(func=run_ledger)
 
 

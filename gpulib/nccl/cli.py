@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from gpulib import exit_codes
-from gpulib.cli_args import positive
+from gpulib.cli_args import non_negative, positive
 from gpulib.errors import GpulibError, InputError
 from gpulib.nccl import nics
 from gpulib.nccl import status as run_status
@@ -56,18 +56,18 @@ def add_tester_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=("nccl", "gloo"), help="default: nccl when CUDA is available, else gloo")
     p.add_argument("-b", "--minbytes", type=_size, default=parse_size("1M"), help="min size, K/M/G binary (default 1M)")
     p.add_argument("-e", "--maxbytes", type=_size, default=parse_size("256M"), help="max size (default 256M)")
-    p.add_argument("-f", "--stepfactor", type=int, default=2, help="multiply size by this (default 2)")
+    p.add_argument("-f", "--stepfactor", type=positive(int), default=2, help="multiply size by this (default 2)")
     p.add_argument("-i", "--stepbytes", type=_size, default=parse_size("1M"), help="add this when -f is 1")
-    p.add_argument("-n", "--iters", type=int, default=20, help="timed iterations (default 20)")
-    p.add_argument("-w", "--warmup_iters", type=int, default=5, help="warmup iterations (default 5)")
-    p.add_argument("-m", "--agg_iters", type=int, default=1, help="collectives per timed iteration (default 1)")
-    p.add_argument("-c", "--check", type=int, default=1, help="correctness-check iterations, 0 = off (default 1)")
+    p.add_argument("-n", "--iters", type=positive(int), default=20, help="timed iterations (default 20)")
+    p.add_argument("-w", "--warmup_iters", type=non_negative(int), default=5, help="warmup iterations (default 5)")
+    p.add_argument("-m", "--agg_iters", type=positive(int), default=1, help="collectives per timed iteration (default 1)")
+    p.add_argument("-c", "--check", type=non_negative(int), default=1, help="correctness-check iterations, 0 = off (default 1)")
     p.add_argument("-o", "--op", choices=("sum", "prod", "min", "max", "avg"), default="sum", help="reduction op")
     p.add_argument("-d", "--datatype", default="float", help="float, half, bfloat16, double, int8, uint8, int32, int64")
-    p.add_argument("-r", "--root", type=int, default=0, help="root rank of broadcast/reduce (default 0)")
+    p.add_argument("-r", "--root", type=non_negative(int), default=0, help="root rank of broadcast/reduce (default 0)")
     p.add_argument("-a", "--average", type=int, choices=(0, 1, 2, 3), default=1,
                    help="combine rank times: 0 rank 0, 1 mean (nccl-tests default), 2 min, 3 max")
-    p.add_argument("-T", "--timeout", type=float, default=300.0,
+    p.add_argument("-T", "--timeout", type=positive(float), default=300.0,
                    help="seconds one step may take before the ranks that did not arrive are named (default 300)")
     p.add_argument("--json", metavar="FILE", help="write the gpulib.nccl-test/1 JSON result here")
     p.add_argument("--bundle", metavar="DIR", help="write the result as a new evidence bundle")
@@ -82,9 +82,9 @@ def add_tester_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_nic_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--nic-gbps", type=float, metavar="GBIT", help="rate of each compute NIC in Gb/s (e.g. 400), for "
+    p.add_argument("--nic-gbps", type=positive(float), metavar="GBIT", help="rate of each compute NIC in Gb/s (e.g. 400), for "
                    "the inter-node bound of the bandwidth model; with --nics")
-    p.add_argument("--nics", type=int, metavar="N", help="compute NICs per node (e.g. 8); with --nic-gbps")
+    p.add_argument("--nics", type=positive(int), metavar="N", help="compute NICs per node (e.g. 8); with --nic-gbps")
 
 
 EXIT_CODES = exit_codes.epilog("""0 PASS

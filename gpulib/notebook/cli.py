@@ -28,6 +28,7 @@ import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
+from gpulib.cli_args import non_negative
 from gpulib.diagnose.cache import repo_root, resolve_evidence
 from gpulib.errors import InputError
 from gpulib.readable import require_readable
@@ -207,7 +208,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("evidence", nargs="?", default="",
                    help="incident folder, evidence bundle or log file (default: a bundled example, at random)")
     p.add_argument("--out", default="", help="the new drill folder (default: ./gpulib-drill-<UTC time>)")
-    p.add_argument("--copy-limit-mib", type=float, default=512,
+    p.add_argument("--copy-limit-mib", type=non_negative(float), default=512,
                    help="copy the evidence up to this size (MiB), else read it in place (default 512)")
     p.add_argument("--lab", action="store_true", help="start `jupyter lab` on the drill notebook")
     p.set_defaults(func=run)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from gpulib import exit_codes
 from gpulib.bundle import MANIFEST, sha256_file
+from gpulib.cli_args import non_negative, positive
 from gpulib.progress import StepProgress
 from gpulib.readable import require_readable
 from gpulib.runbooks import textfile
@@ -198,8 +199,8 @@ def register(subparsers) -> None:
                    help="notebook parameter, converted to the type the notebook declares (repeatable)")
     p.add_argument("--evidence", help="evidence bundle, incident folder or file to analyse (sets 'evidence')")
     p.add_argument("--archive", default=str(default_archive_root()), help=archive_help)
-    p.add_argument("--jobs", type=int, default=None, help="notebooks run in parallel (default: CPU cores)")
-    p.add_argument("--cell-timeout", type=float, default=None, metavar="SECONDS",
+    p.add_argument("--jobs", type=positive(int), default=None, help="notebooks run in parallel (default: CPU cores)")
+    p.add_argument("--cell-timeout", type=positive(float), default=None, metavar="SECONDS",
                    help="per-cell execution timeout (default: the runbook's timeouts.cell_s)")
     p.add_argument("--textfile", metavar="DIR",
                    help="also write DIR/gpulib.prom for node_exporter's textfile collector (findings by severity and "
@@ -232,7 +233,7 @@ def register(subparsers) -> None:
     diff.add_argument("a", help="older run (directory, name, id or RUNBOOK~N)")
     diff.add_argument("b", help="newer run")
     diff.add_argument("--format", choices=("text", "json"), default="text")
-    diff.add_argument("--bandwidth-drop-pct", type=float, default=10.0,
+    diff.add_argument("--bandwidth-drop-pct", type=non_negative(float), default=10.0,
                       help="report a bandwidth as fallen when it dropped by more than this (default 10)")
     diff.add_argument("--force", action="store_true",
                       help="compare runs of different runbooks or of different hosts' evidence (with a warning)")

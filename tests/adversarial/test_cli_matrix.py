@@ -211,3 +211,34 @@ def test_cell(matrix, command, kind):
     assert cell["code"] in E[(command, kind)], f"exit {cell['code']}, the table says {E[(command, kind)]}: {text[-1500:]}"
     if kind in REFUSED and not (command == "watch" and kind == "missing") or cell["code"] == 2:
         assert NAMES[kind] in text, f"the message does not name the path ({NAMES[kind]}): {text[-1500:]}"
+
+
+BAD_OPTIONS = [
+    (["diagnose", "--tz", "Europe/Berln", "x"], "unknown time zone 'Europe/Berln'"),  # was read as UTC, silently
+    (["fleet", "diff", "--tz", "Mars/Olympus", "x"], "unknown time zone 'Mars/Olympus'"),
+    (["nccl-test", "--nproc-per-node", "0"], "--nproc-per-node: must be > 0"),  # was torchrun's traceback
+    (["nccl-test", "-n", "-1"], "-n/--iters: must be > 0"),
+    (["nccl-test", "-T", "0"], "-T/--timeout: must be > 0"),
+    (["nccl-parse", "--nics", "0", "x"], "--nics: must be > 0"),
+    (["run", "incident", "--jobs", "0"], "--jobs: must be > 0"),  # was: the runbook started
+    (["run", "incident", "--cell-timeout", "-1"], "--cell-timeout: must be > 0"),
+    (["archive", "diff", "a", "b", "--bandwidth-drop-pct", "-5"], "--bandwidth-drop-pct: must be >= 0"),
+    (["fleet", "ledger", "--top", "-1", "x"], "--top: must be >= 0"),
+    (["drill", "--copy-limit-mib", "-1", "x"], "--copy-limit-mib: must be >= 0"),
+    (["storage-probe", "--seconds", "0", "x"], "--seconds: must be > 0"),
+    (["watch", "--log", "x", "--silence", "soon"], "--silence: expected a positive duration"),
+    (["slurm", "healthcheck", "--gpus", "-1"], "--gpus: must be >= 0"),
+    (["diagnose", "--format", "xml", "x"], "invalid choice: 'xml'"),
+    (["diagnose", "--no-such-flag", "x"], "unrecognized arguments: --no-such-flag"),
+    (["ckpt"], "required"),
+]
+
+
+@pytest.mark.parametrize(("argv", "said"), BAD_OPTIONS, ids=[" ".join(a[:3]) for a, _ in BAD_OPTIONS])
+def test_bad_option_is_a_usage_error_before_anything_runs(argv, said, capsys):
+    from gpulib.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and said in err and "Traceback" not in err, err
