@@ -21,7 +21,7 @@ def test_every_command_is_registered_by_its_module_with_the_tables_summary():
 def test_top_level_help_imports_no_command_module():
     code = ("import sys; from gpulib.cli import main\ntry: main(['--help'])\nexcept SystemExit: pass\n"
             "print(sorted(m for m in sys.modules if m.startswith('gpulib.') and m not in ('gpulib.cli', "
-            "'gpulib.errors', 'gpulib.exit_codes')), file=sys.stderr)")
+            "'gpulib.errors', 'gpulib.exit_codes', 'gpulib.terminal')), file=sys.stderr)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stderr.strip() == "[]"
     assert "storage-probe" in done.stdout

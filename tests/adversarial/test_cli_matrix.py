@@ -32,7 +32,7 @@ NON_UTF8 = b"node-\xff\xfe.log"
 
 #: input kind -> what it is (the test ids)
 KINDS = ("missing", "empty_dir", "file", "fifo", "dev_zero", "loop", "unreadable_dir", "unreadable_file",
-         "zero_bytes", "binary", "line_50mb", "non_utf8_name", "fifo_inside")
+         "zero_bytes", "binary", "line_50mb", "non_utf8_name", "fifo_inside", "json_like_log")
 UNREADABLE = ("unreadable_dir", "unreadable_file")
 
 
@@ -40,7 +40,8 @@ UNREADABLE = ("unreadable_dir", "unreadable_file")
 NAMES = {"missing": "no-such-incident", "empty_dir": "empty-dir", "file": "notes.txt", "fifo": "train.log",
          "dev_zero": "zero.log", "loop": "loop-a", "unreadable_dir": "locked", "unreadable_file": "locked.log",
          "zero_bytes": "empty.log", "binary": "blob.log", "line_50mb": "one-line.log",
-         "non_utf8_name": "node-\\udcff\\udcfe.log", "fifo_inside": "with-fifo"}  # as printed: escaped bytes
+         "non_utf8_name": "node-\\udcff\\udcfe.log", "fifo_inside": "with-fifo",  # as printed: escaped bytes
+         "json_like_log": "last.pt"}  # a console log saved under a checkpoint name: "[rank0]: ..." is not JSON-valid
 
 
 def _build(root: Path) -> dict[str, str | bytes]:
@@ -65,6 +66,7 @@ def _build(root: Path) -> dict[str, str | bytes]:
         fh.write(b"epoch 3 step 120 loss 2.31\n")
     (root / NAMES["fifo_inside"]).mkdir()
     os.mkfifo(root / NAMES["fifo_inside"] / "rank0.log")
+    (root / NAMES["json_like_log"]).write_text("[rank0]: epoch 3 step 120 loss 2.31\n[rank1]: epoch 3 step 120\n")
     (root / NAMES["unreadable_file"]).chmod(0)
     (root / NAMES["unreadable_dir"]).chmod(0)
     return paths
@@ -100,7 +102,7 @@ COMMANDS = {
 #: kinds every command refuses up front, exit 2, naming the path (a FIFO or device is never opened)
 REFUSED = ("missing", "fifo", "dev_zero", "loop", "unreadable_dir", "unreadable_file")
 #: the readable kinds: whatever each command makes of them (below)
-READ = ("empty_dir", "file", "zero_bytes", "binary", "line_50mb", "non_utf8_name", "fifo_inside")
+READ = ("empty_dir", "file", "zero_bytes", "binary", "line_50mb", "non_utf8_name", "fifo_inside", "json_like_log")
 #: readable text with no failure line in it: "none" when nothing says a job failed or stopped
 #: mid-run, else "unknown" (the diagnosis's own rule, gpulib/diagnose): either is the table's
 PLAIN_TEXT = {0, 4}
@@ -119,9 +121,12 @@ def _table(refused, **read) -> dict[str, set[int]]:
 
 EXPECTED: dict[str, dict[str, set[int]]] = {
     # nothing readable (0 bytes, binary, only a FIFO, empty folder) is unknown: 4, never "none"
-    "diagnose": _table(2, other=4, file=PLAIN_TEXT, line_50mb=PLAIN_TEXT, non_utf8_name=PLAIN_TEXT),
-    "diagnose-json": _table(2, other=4, file=PLAIN_TEXT, line_50mb=PLAIN_TEXT, non_utf8_name=PLAIN_TEXT),
-    # a path that is no checkpoint is INVALID (1), a FIFO or device named as such, never opened
+    "diagnose": _table(2, other=4, file=PLAIN_TEXT, line_50mb=PLAIN_TEXT, non_utf8_name=PLAIN_TEXT,
+                       json_like_log=PLAIN_TEXT),
+    "diagnose-json": _table(2, other=4, file=PLAIN_TEXT, line_50mb=PLAIN_TEXT, non_utf8_name=PLAIN_TEXT,
+                            json_like_log=PLAIN_TEXT),
+    # a path that is no checkpoint is INVALID (1), a FIFO or device named as such, never opened; a log
+    # whose first byte is "[" is no JSON checkpoint either (neither torch.load nor safetensors opens it)
     "ckpt-inspect": {**_table(2, other=1), "fifo": {1}, "dev_zero": {1}},
     "ckpt-verify": {**_table(2, other=1), "fifo": {1}, "dev_zero": {1}},
     "ckpt-latest": _table(2, other=2, empty_dir=1, fifo_inside=1),  # a folder without checkpoints: none resumable
@@ -139,7 +144,7 @@ EXPECTED: dict[str, dict[str, set[int]]] = {
     "watch": {**_table(2, other=0, empty_dir=2, fifo_inside=2), "missing": {0}},
     "drill": _table(2, other=0, non_utf8_name=2),  # the notebook holds the path as text
     # no GPU snapshot in readable evidence: "no GPU visible", no-go (3, a dry run drains nothing)
-    "healthcheck": _table(2, other=2, file=3, line_50mb=3, non_utf8_name=3),
+    "healthcheck": _table(2, other=2, file=3, line_50mb=3, non_utf8_name=3, json_like_log=3),
     "run-evidence": _table(2),  # readable evidence runs the whole runbook: tests/runbooks
 }
 E = {(command, kind): codes for command, table in EXPECTED.items() for kind, codes in table.items()}
