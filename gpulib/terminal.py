@@ -8,8 +8,11 @@ checkpoint: tensor names and pickle keys are free text) would rewrite what gpuli
 
 :func:`safe` writes every such character as a visible ``\\uXXXX`` escape instead: C0 controls
 but newline and tab, DEL, the C1 range (U+0080-U+009F: 8-bit CSI/OSC), the bidi overrides and
-isolates, and lone surrogates (a file name that is not UTF-8, decoded with ``surrogateescape``,
-which a UTF-8 terminal could not print at all). The escape is JSON's own spelling, so the same
+isolates, and lone surrogates (a file name that is not UTF-8, decoded with ``surrogateescape``:
+its bytes 0x80-0x9F are C1 controls on an 8-bit terminal, and a stdout that is not itself
+``surrogateescape`` cannot print any of them). On a ``surrogateescape`` stdout the bytes
+0xA0-0xFF of such a name are written back as they were (a Latin-1 name stays copy-pastable);
+only their C1 part is escaped. The escape is JSON's own spelling, so the same
 filter leaves JSON output valid and meaning the same (``json.dumps`` already escapes C0 controls,
 but not DEL, C1, bidi or surrogates when ``ensure_ascii=False``).
 
@@ -26,17 +29,22 @@ import re
 import sys
 from collections.abc import Iterator
 
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_CONTROLS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_UNSAFE = re.compile(f"[{_CONTROLS}\ud800-\udfff]")
+#: the same, keeping the surrogates of the bytes 0xA0-0xFF (for a stream that writes them back)
+_UNSAFE_BUT_BYTES = re.compile(f"[{_CONTROLS}\ud800-\udc9f]")
 
 
 def _escape(match: re.Match) -> str:
     return f"\\u{ord(match.group()):04x}"
 
 
-def safe(text: str) -> str:
+def safe(text: str, *, keep_bytes: bool = False) -> str:
     """``text`` with every character that could drive a terminal written as ``\\uXXXX``
-    (newline and tab kept); text without one is returned as is."""
-    return _UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text
+    (newline and tab kept); text without one is returned as is. ``keep_bytes``: leave the
+    surrogates of the bytes 0xA0-0xFF (a ``surrogateescape`` stream writes them back as bytes)."""
+    pattern = _UNSAFE_BUT_BYTES if keep_bytes else _UNSAFE
+    return pattern.sub(_escape, text) if pattern.search(text) else text
 
 
 class SafeStream(io.TextIOBase):
@@ -46,9 +54,10 @@ class SafeStream(io.TextIOBase):
     def __init__(self, raw) -> None:
         super().__init__()
         self.raw = raw
+        self.keep_bytes = getattr(raw, "errors", None) == "surrogateescape"
 
     def write(self, text: str) -> int:
-        self.raw.write(safe(text))
+        self.raw.write(safe(text, keep_bytes=self.keep_bytes))
         return len(text)
 
     def flush(self) -> None:

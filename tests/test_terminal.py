@@ -6,6 +6,7 @@ a carriage return or a right-to-left override is printed with those characters a
 from __future__ import annotations
 
 import json
+import os
 import struct
 
 import pytest
@@ -139,3 +140,19 @@ def test_notebook_tables_are_escaped():
 
     cells = readable(pd.DataFrame({"line": [PAYLOAD], "host": [f"node{BIDI}"]}))
     _clean("".join(cells["line"]) + "".join(cells["host"]))
+
+
+def test_a_latin1_file_name_stays_its_bytes_on_a_surrogateescape_stdout_its_c1_bytes_do_not():
+    import io
+
+    from gpulib.terminal import SafeStream
+
+    raw = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="surrogateescape")
+    stream = SafeStream(raw)
+    stream.write(os.fsdecode(b"ckpt_\xff\xe9_\x9b2J.pt\n"))
+    raw.flush()
+    assert raw.buffer.getvalue() == b"ckpt_\xff\xe9_\\udc9b2J.pt\n"
+    strict = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")  # a UTF-8 locale's stdout: would raise on them
+    SafeStream(strict).write(os.fsdecode(b"ckpt_\xff.pt"))
+    strict.flush()
+    assert strict.buffer.getvalue() == b"ckpt_\\udcff.pt"
