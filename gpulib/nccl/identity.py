@@ -73,16 +73,27 @@ def identify(run: NcclTestsRun, collective: str | None = None) -> RunIdentity:
 
 
 def _with_ranks(run: NcclTestsRun, collective: str, clue: str, ambiguous: bool, ranks: int | None) -> RunIdentity:
-    if ranks:
+    """Ranks from the rank lines, unless the table's arithmetic shows more (a paste whose rank lines were cut)."""
+    shown, how = _table_ranks(run.rows, collective)
+    clearly_more = bool(shown and ranks and shown > ranks and
+                        bus_factor(collective, shown) - bus_factor(collective, ranks) > _TOLERANCE / 3)
+    if ranks and not clearly_more:
         return RunIdentity(collective, clue, ambiguous, ranks, "rank lines")
-    if collective in SPLIT and (n := _split_ranks(run.rows)):
-        return RunIdentity(collective, clue, ambiguous, n, "count-to-size ratio")
-    ratio = _bus_ratio(run.rows)
-    if collective == "all_reduce" and ratio is not None and 0 < ratio < 2:
-        return RunIdentity(collective, clue, ambiguous, max(2, round(2 / (2 - ratio))), "busbw/algbw ratio")
-    if collective in SPLIT and ratio is not None and 0 < ratio < 1:
-        return RunIdentity(collective, clue, ambiguous, max(2, round(1 / (1 - ratio))), "busbw/algbw ratio")
-    return RunIdentity(collective, clue, ambiguous, None, None)
+    if ranks:
+        how += f" (the {ranks} rank lines are cut)"
+    return RunIdentity(collective, clue, ambiguous, shown, how if shown else None)
+
+
+def _table_ranks(rows: list[NcclTestsRow], collective: str) -> tuple[int | None, str]:
+    """The rank count the table's numbers imply for ``collective`` (None when they cannot tell)."""
+    if collective in SPLIT and (n := _split_ranks(rows)):
+        return n, "count-to-size ratio"
+    ratio = _bus_ratio(rows)
+    if collective == "all_reduce" and ratio is not None and 1 < ratio < 2:
+        return max(2, round(2 / (2 - ratio))), "busbw/algbw ratio"
+    if collective in SPLIT and ratio is not None and 0.5 <= ratio < 1:
+        return max(2, round(1 / (1 - ratio))), "busbw/algbw ratio"
+    return None, ""
 
 
 def _from_columns(run: NcclTestsRun) -> tuple[list[str], str]:

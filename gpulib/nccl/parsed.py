@@ -47,6 +47,7 @@ def shape_of(run: nccl_tests.NcclTestsRun, nics: Nics | None = None, *, collecti
     nranks = who.nranks
     if per_host:
         gpus_per_node, nodes, known = max(len(v) for v in per_host.values()), len(per_host), True
+        nodes = max(nodes, -(-(nranks or 1) // gpus_per_node))  # rank lines cut before the last host
     elif fabric.hosts:
         nodes, known = len(fabric.hosts), True
         gpus_per_node = max(1, (nranks or nodes) // nodes)

@@ -1,16 +1,21 @@
 """PASS / WARN / FAIL for one run, with the reason an operator can act on.
 
 Order of judgement, most certain first:
-1. the run did not finish (a crash before the first size, a rank that never arrived, a hang)  -> FAIL
+1. the run did not finish (an error before the first size, a rank that never arrived, a run ended by
+   Ctrl-C or a time limit)                                                                  -> FAIL
+   (a header and then nothing, with no error: "no result: hung or cut" -> WARN; a table that stops with
+   no footer and no error is judged on its rows and the cut is said)
 2. ``#wrong`` > 0: the fabric corrupted data                                                -> FAIL
 3. busbw 0.00 at every size while algbw is not: busbw = algbw x 2(n-1)/n is 0 only for n = 1,
-   so every process ran its own one-rank communicator and no link was measured             -> FAIL
+   so every process ran its own one-rank communicator and no link was measured (unless the output
+   shows exactly one process on one GPU)                                                     -> FAIL
 4. busbw at the largest message against what a healthy run of this shape reaches *at that size*:
    a fleet-proven minimum from ``thresholds.yaml`` where one matches (or ``--expect-busbw``), else
    the bandwidth model (``model.py``): PASS near it, WARN clearly below, FAIL far below, with the
-   bound (intra- or inter-node) and the likely cause the output shows. With no model (gloo on
-   CPU, an unknown GPU) the bandwidth is *not judged* and the verdict says so - never a made-up
-   PASS, never a FAIL for what was not measured.
+   bound (intra- or inter-node) and the likely cause the output shows. An unknown GPU (a paste
+   without rank lines) is judged by the interconnect's bounds (``bounds.py``); gloo on CPU is *not
+   judged* and the verdict says so - never a made-up PASS, never a FAIL for what was not measured.
+   Each verdict line names its rule and numbers, and the clue that named the collective.
 5. small-message latency above the limit -> WARN (launch/proxy overhead or a slow path).
 """
 

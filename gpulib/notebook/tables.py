@@ -421,7 +421,7 @@ class EvidenceTables:
                 out.append({"file": self._rel(Path(f.path)), "line": run.line, "host": f.host, "series": series,
                             "expected": [(int(s), float(g)) for s, g in curve] if curve else None,
                             "status": verdict["status"],
-                            "summary": f"{self._rel(Path(f.path))} line {run.line}: {run.collective or '?'} on "
+                            "summary": f"{self._rel(Path(f.path))} line {run.line}: {summary['collective']} on "
                                        f"{summary['nranks'] or '?'} ranks ({summary['gpu']}): **{verdict['status']}** "
                                        f"{verdict['reason']}"})
         return out

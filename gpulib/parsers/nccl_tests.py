@@ -61,8 +61,10 @@ _PARAMS = re.compile(r"^#? ?nThread (?P<nthread>\d+) nGpus (?P<ngpus>\d+) minByt
                      r"(?P<maxbytes>\d+) step: (?P<step>\d+)\((?P<step_type>factor|bytes)\) warmup iters: "
                      r"(?P<warmup_iters>\d+)\s+iters: (?P<iters>\d+)(?: agg iters: (?P<agg_iters>\d+))?"
                      r"(?: validation: (?P<validation>\d+))?(?: graph: (?P<graph>\d+))?")
+#: A rank line; pasted ones are often cut at the terminal's edge, so the bus id and the name may be partial or
+#: missing (a cut name is then an unknown GPU, judged by the interconnect's bounds).
 _DEVICE = re.compile(r"^#?\s+Rank\s+(?P<rank>\d+)(?: Group\s+(?P<group>\d+))?(?: Pid\s+(?P<pid>\d+))? on\s+(?P<host>\S+) "
-                     r"device\s+(?P<dev>\d+) \[(?P<pci>[^\]]+)\] (?P<name>.+?)\s*$")
+                     r"device\s+(?P<dev>\d+)(?: \[(?P<pci>[^\]\s]*)\]?(?: (?P<name>.+?))?)?\s*$")
 _OOB = re.compile(r"^#?\s*Out of bounds values\s*: (?P<n>\d+) (?P<ok>OK|FAILED)")  # "#" lost when pasted as Markdown
 _AVG = re.compile(r"^#?\s*Avg bus bandwidth\s*: (?P<bw>[-+\d.eE]+|nan|inf)(?: (?P<ok>OK|FAILED))?")
 _CONCLUDED = re.compile(r"^# Collective test concluded: (?P<prog>\S+)")
@@ -370,8 +372,8 @@ def parse(text: str, source: str = "<text>", **opts) -> ParseResult[NcclTestsRun
         elif m := _DEVICE.match(line):
             current(line_no).devices.append(NcclTestsDevice(
                 rank=int(m["rank"]), group=int(m["group"]) if m["group"] else None, pid=int(m["pid"]) if m["pid"] else None,
-                host=m["host"], device=int(m["dev"]), pci_raw=m["pci"], pci_bus_id=normalize_pci(m["pci"]),
-                name=m["name"]))
+                host=m["host"], device=int(m["dev"]), pci_raw=m["pci"] or "",
+                pci_bus_id=normalize_pci(m["pci"]) if m["pci"] else None, name=m["name"] or "unknown GPU"))
         elif m := _OOB.match(line):
             r = current(line_no)
             r.oob_count, r.oob_ok = int(m["n"]), m["ok"] == "OK"
@@ -426,7 +428,7 @@ def parse(text: str, source: str = "<text>", **opts) -> ParseResult[NcclTestsRun
                                            r.rows[-1].line))
         elif not r.rows and not r.failures and r.avg_busbw_gbps is None and not warned:
             result.problems.append(Problem(source, "the run printed its header but no result row and no error: it "
-                                           "hung (while connecting, or at the first size) or the paste was cut", r.line))
+                                           "hung while connecting (or at the first size), or the paste was cut", r.line))
         result.records.append(r)
     if not result.records:
         first_warn = next((d for d in debug if d.level == "WARN"), None)
