@@ -53,6 +53,9 @@ def average_bus_bandwidth(busbws: Iterable[float | None]) -> float:
 
 
 _PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\s*\d+: )")
+#: Intel MPI's ``-prepend-rank`` tags every write, so one row reads ``[0]  1048576 ... -1[0]  1626.5 ... 0[0] ...``.
+_RANK_TAG = re.compile(r"^\[\d+\]\s?")
+_INNER_TAG = re.compile(r"(?<=\S)\[\d+\]")
 _VERSION = re.compile(r"^# nccl-tests version (?P<ver>\S+)(?: \((?P<git>\w+)\))?(?: nccl-headers=(?P<hdr>\d+))?"
                       r"(?: nccl-library=(?P<lib>\d+))?")
 _START = re.compile(r"^# Collective test starting: (?P<prog>\S+)")
@@ -344,6 +347,8 @@ def parse(text: str, source: str = "<text>", **opts) -> ParseResult[NcclTestsRun
 
     for line_no, raw in enumerate(text.splitlines(), start=1):
         line = _PREFIX.sub("", raw, count=1).rstrip()
+        if tag := _RANK_TAG.match(line):
+            line = _INNER_TAG.sub(" ", line[tag.end():])
         if not line.strip():
             continue
         if "_perf" in line or "--collective" in line:

@@ -248,3 +248,19 @@ def test_program_names_and_the_command_line_that_started_the_run():
     assert run.collective == "all_reduce" and "all_reduce_perf_mpi" in run.collective_clue
     (run,) = nccl_tests.parse(build + row, source="x.txt").records
     assert run.collective is None  # three programs named, none started this run: the table must tell
+
+
+def test_intel_mpi_prepend_rank_tags_inside_rows():
+    """``mpirun -prepend-rank`` (Intel MPI) tags each write of a row, not only the start of the line."""
+    text = ("[0] # nThread 1 nGpus 1 minBytes 1048576 maxBytes 2097152 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 "
+            "validation: 1 graph: 0\n"
+            "[0] #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw "
+            "#wrong\n"
+            "[0]      1048576        262144     float     sum      -1[0]    1650.2    0.64    1.21      0[0]    2290.4    0.46"
+            "    0.87      0\n"
+            "[0]      2097152        524288     float     sum      -1[0]    2301.8    0.91    1.73      0[0]     420.3    4.99"
+            "    9.36      0\n"
+            "[0] # Avg bus bandwidth    : 3.2925\n")
+    (run,) = nccl_tests.parse(text, source="pasted.txt").records
+    assert len(run.rows) == 2 and run.rows[1].ip_busbw_gbps == 9.36 and run.rows[0].root == -1
+    assert run.avg_busbw_gbps == 3.2925

@@ -241,3 +241,13 @@ def test_verdict_lines_name_the_rule_and_the_numbers():
     bounds = verdict_of("paste_below_devices_8rank_healthy.txt")
     assert bounds["reason"].startswith("busbw (interconnect bounds): 489.0 GB/s at 16 GiB = 1.15 of the 8×H100 NVLS "
                                        "reference curve"), bounds["reason"]
+
+
+def test_verdicts_do_not_need_the_banner_or_a_telling_file_name(tmp_path):
+    """Every fixture, pasted without its '# Collective test' lines under a name that says nothing: same status."""
+    for i, (name, (status, _mark)) in enumerate(sorted(EXPECTED.items())):
+        text = (FIXTURES / name).read_text()
+        path = tmp_path / f"paste-{i}.txt"
+        path.write_text("\n".join(line for line in text.splitlines() if "Collective test" not in line) + "\n")
+        (run,) = summarize_file(path)["runs"]
+        assert run["verdict"]["status"] == status, (name, run["verdict"]["reason"])
