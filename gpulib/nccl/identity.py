@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpulib.errors import InputError
-from gpulib.nccl.bandwidth import bus_factor
+from gpulib.nccl.bandwidth import bus_factor, infer_nranks
 from gpulib.nccl.sizes import dtype
 from gpulib.parsers.nccl_tests import NcclTestsRow, NcclTestsRun
 
@@ -89,11 +89,9 @@ def _table_ranks(rows: list[NcclTestsRow], collective: str) -> tuple[int | None,
     if collective in SPLIT and (n := _split_ranks(rows)):
         return n, "count-to-size ratio"
     ratio = _bus_ratio(rows)
-    if collective == "all_reduce" and ratio is not None and 1 < ratio < 2:
-        return max(2, round(2 / (2 - ratio))), "busbw/algbw ratio"
-    if collective in SPLIT and ratio is not None and 0.5 <= ratio < 1:
-        return max(2, round(1 / (1 - ratio))), "busbw/algbw ratio"
-    return None, ""
+    telling = (collective == "all_reduce" and 1 < (ratio or 0) < 2) or (collective in SPLIT and 0.5 <= (ratio or 0) < 1)
+    n = infer_nranks(collective, ratio) if telling else None
+    return (max(2, n), "busbw/algbw ratio") if n else (None, "")
 
 
 def _from_columns(run: NcclTestsRun) -> tuple[list[str], str]:

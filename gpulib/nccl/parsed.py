@@ -58,7 +58,7 @@ def shape_of(run: nccl_tests.NcclTestsRun, nics: Nics | None = None, *, collecti
     name = gpu or ("cpu" if cpu else (run.devices[0].name if run.devices else "unknown GPU"))
     clue = None if who.clue == "--collective" else who.clue
     return RunShape(who.collective, backend, name, gpus_per_node, nodes, nranks, nics or fabric.nics, fabric,
-                    len(run.devices), nodes_known=known, collective_clue=clue)
+                    len(run.devices), nodes_known=known, collective_clue=clue, collective_ambiguous=who.ambiguous)
 
 
 def nranks_of(run: nccl_tests.NcclTestsRun) -> int | None:
@@ -112,7 +112,8 @@ def summarize_run(run: nccl_tests.NcclTestsRun, table: thresholds.ThresholdTable
     largest = max(rows, key=lambda r: r.size_bytes) if rows else None
     return {
         "line": run.line, "program": run.program, "collective": shape.collective,
-        "collective_clue": shape.collective_clue or "--collective", "nranks": shape.nranks,
+        "collective_clue": shape.collective_clue or "--collective", "collective_ambiguous": shape.collective_ambiguous,
+        "nranks": shape.nranks,
         "hosts": run.hosts or list(shape.fabric.hosts if shape.fabric else []), "gpu": shape.gpu_name,
         "backend": shape.backend, "rows": len(rows),
         "largest_bytes": largest.size_bytes if largest else None,

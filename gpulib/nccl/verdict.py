@@ -49,6 +49,7 @@ class RunShape:
     rank_lines: int = 0  # "# Rank" lines in the output (> nranks when every process printed its own "Rank 0")
     nodes_known: bool = True  # False for a paste without rank lines or NCCL lines naming the hosts
     collective_clue: str | None = None  # what said the collective (the banner, a command line, the columns...)
+    collective_ambiguous: bool = False  # no clue decided: judged with the all_reduce curve
 
     @property
     def kind(self) -> str:

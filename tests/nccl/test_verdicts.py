@@ -251,3 +251,10 @@ def test_verdicts_do_not_need_the_banner_or_a_telling_file_name(tmp_path):
         path.write_text("\n".join(line for line in text.splitlines() if "Collective test" not in line) + "\n")
         (run,) = summarize_file(path)["runs"]
         assert run["verdict"]["status"] == status, (name, run["verdict"]["reason"])
+
+
+def test_an_undecided_collective_is_judged_as_all_reduce_and_says_so():
+    (run,) = summarize_file(FIXTURES / "legacy_2019_4rank_no_redop_root_cut_healthy.txt")["runs"]
+    assert run["collective_ambiguous"] and "judged with the all_reduce curve" in run["verdict"]["reason"]
+    (decided,) = summarize_file(FIXTURES / "paste_8xh100_split_count_ratio.txt")["runs"]
+    assert not decided["collective_ambiguous"]
