@@ -1,0 +1,119 @@
+"""The culprit's names from the root cause's neighbourhood: its own line, its file, its folder.
+
+The rules place a finding from the line they read (an NCCL prefix, an Xid's PCI id, the identity
+map's joins). Often the culprit's other names are printed nearby, not on that line: the rank in the
+watchdog line under the traceback (``[Rank 1] NCCL watchdog thread terminated``), the GPU in the
+Xid's own text (``RPC response from GPU3 GSP``), the GPU under the failing PCIe root port (``nvidia
+0000:03:00.0: AER: can't recover``), the node in the shell prompt of the pasted session
+(``root@node-7:~#``). Once the root cause is chosen, every name it lacks is looked for here, nearest
+first, and taken only when the place names exactly one value (two ranks in a file name neither).
+Each name taken says where it came from (``identified_by`` in the root cause's JSON), so an
+operator can check it before draining a node on its word.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from gpulib.diagnose.context import Context, place
+from gpulib.diagnose.inputs import InputFile
+from gpulib.findings import Finding
+from gpulib.identity import normalize_pci
+
+#: Files larger than this are not re-read for names (a job console's names come from its parser).
+MAX_BYTES = 1 << 20
+#: Categories whose culprit is one GPU: a GPU named nearby is that GPU.
+GPU_CATEGORIES = frozenset({"cuda_oom", "gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error",
+                            "thermal_throttling", "power_fault", "nvlink_error"})
+
+_RANK = re.compile(r"\[Rank (?P<a>\d+)\]|\[rank(?P<b>\d+)\]|\bGLOBAL_RANK:? ?(?P<c>\d+)\b|\brank[ =](?P<d>\d+)\b")
+#: srun --label prefixes (``10: ``), also when a paste joined the lines: a value repeated several times.
+_SRUN_LABEL = re.compile(r"(?:^|(?<=\s))(?P<n>\d{1,5}): (?=\S)", re.M)
+_SRUN_LABELS_NEEDED = 3
+_GPU_INDEX = re.compile(r"\bGPU ?(?P<a>\d{1,2})\b(?![:.]\w)|\bcuda:(?P<b>\d{1,2})\b"
+                        r"|\bCUDA_VISIBLE_DEVICES=(?P<c>\d{1,2})(?![,\d])")
+#: A GPU's PCI id where the GPU's own driver, or an Xid, prints it (a root port's or a NIC's id is not a GPU's).
+_GPU_PCI = re.compile(r"(?:\bnvidia |NVRM: GPU (?:at )?|\bXid \(|\bXID \d+.*?detected on |PCI:)(?:PCI:)?"
+                      r"(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)")
+_PROMPT = re.compile(r"^[\w.-]+@(?P<host>[A-Za-z][\w.-]*):[~/][^\n]*?[#$] ", re.M)
+_HOST_ECHO = re.compile(r"^(?:SLURMD_NODENAME|SLURM_NODELIST|SLURM_JOB_NODELIST|HOSTNAME|Running on(?: host| node)?"
+                        r"|Hostname|Node ?name)\s*[:=]?\s*(?P<host>[A-Za-z][\w-]*(?:\.[\w-]+)*)\s*$", re.M)
+_NCCL_HOST = re.compile(r"^(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\]", re.M)
+
+
+def _one(values: list) -> object | None:
+    distinct = set(values)
+    return distinct.pop() if len(distinct) == 1 else None
+
+
+def _ranks(text: str) -> int | None:
+    rank = _one([int(next(g for g in m.groups() if g is not None)) for m in _RANK.finditer(text)])
+    if rank is not None:
+        return rank
+    labels = [int(m["n"]) for m in _SRUN_LABEL.finditer(text)]
+    return _one(labels) if len(labels) >= _SRUN_LABELS_NEEDED else None
+
+
+def _gpu_index(text: str) -> int | None:
+    return _one([int(next(g for g in m.groups() if g is not None)) for m in _GPU_INDEX.finditer(text)])
+
+
+def _gpu_pci(text: str) -> str | None:
+    return _one([normalize_pci(m["pci"]) for m in _GPU_PCI.finditer(text)] or [None])
+
+
+def _host(text: str) -> str | None:
+    for pattern in (_PROMPT, _HOST_ECHO, _NCCL_HOST):
+        host = _one([m["host"] for m in pattern.finditer(text)])
+        if host:
+            return str(host)
+    return None
+
+
+#: name -> (reader of a text, whether it names a GPU only for GPU causes)
+READERS: dict[str, tuple[Callable[[str], object | None], bool]] = {
+    "rank": (_ranks, False), "gpu_index": (_gpu_index, True), "gpu_pci": (_gpu_pci, True), "host": (_host, False)}
+
+
+def fill(ctx: Context, root: Finding) -> None:
+    """Give ``root`` the names it lacks from its lines, their files and the files beside them."""
+    missing = [name for name in READERS if getattr(root, name) is None
+               and (root.category in GPU_CATEGORIES or not READERS[name][1])]
+    if not missing or not root.evidence:
+        return
+    files = {f.display: f for f in ctx.inputs.files}
+    own = {e.file: files[e.file] for e in root.evidence if e.file in files}
+    places: list[tuple[str, str, bool]] = [(f"{e.file}:{e.line}", e.text, True) for e in root.evidence]
+    places += [(f.display, _text(f), True) for f in own.values()]
+    folders = {f.path.parent for f in own.values()}
+    places += [(f.display, _text(f), False) for f in ctx.inputs.files
+               if f.path.parent in folders and f.display not in own]
+    found: dict[str, object] = {}
+    sources = root.extra.setdefault("identified_by", {})
+    for name in missing:
+        read, _gpu_only = READERS[name]
+        for where, text, mine in places:
+            if name != "host" and not mine:
+                continue  # a neighbour file names the node; its ranks and GPUs may be another process's
+            value = read(text) if text else None
+            if value is not None:
+                found[name] = value
+                sources[name] = where
+                break
+    if not found:
+        if not sources:
+            root.extra.pop("identified_by", None)
+        return
+    for name, value in found.items():
+        setattr(root, name, value)
+    place(ctx, root, host=root.host, rank=root.rank, pci=root.gpu_pci)
+
+
+def _text(f: InputFile) -> str:
+    try:
+        path = Path(f.path)
+        return path.read_text(encoding="utf-8", errors="replace") if path.stat().st_size <= MAX_BYTES else ""
+    except OSError:
+        return ""
