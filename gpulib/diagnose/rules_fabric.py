@@ -46,6 +46,7 @@ LINK_SIGNATURES = frozenset({"ib-async-event", "ib-port-down"})
 #: How the catalogue names what this module reads.
 CONNECT, SYSTEM, COMPLETION, REMOTE = "nccl-connect-failed", "nccl-system-error", "ib-completion-error", "remote-peer"
 ABSENT, WANTED, OPEN_FAILED, CONFIG = "nccl-ib-absent", "nccl-ib-wanted", "ib-open-failed", "ib-config"
+STORE = "store-unreachable"
 
 
 def run(ctx: Context) -> None:
@@ -53,9 +54,10 @@ def run(ctx: Context) -> None:
     for f in ctx.inputs.files:
         for s in f.signals:
             signals.setdefault(s.signature, []).append((f, s))
-    if not signals.keys() & {CONNECT, SYSTEM, COMPLETION, REMOTE, ABSENT}:
+    if not signals.keys() & {CONNECT, SYSTEM, COMPLETION, REMOTE, ABSENT, STORE}:
         return
     book = AddressBook(ctx.inputs, ctx.ids)
+    _store(ctx, signals, book)
     _socket_fallback(ctx, signals)
     _startup(ctx, signals, book)
     _completion(ctx, signals, book)
@@ -84,6 +86,33 @@ def _other_causes(ctx: Context) -> list[Finding]:
     not one: it is how the network failure looked from Python)."""
     return [f for f in ctx.findings if f.role == "cause" and f.interruption in ("hard", "soft")
             and not (f.id.startswith("sig-python-exception") and any("NCCL" in e.text for e in f.evidence))]
+
+
+def _store(ctx: Context, signals, book: AddressBook) -> None:
+    """A rank that cannot reach the c10d store before the job started: the peer holding the store
+    (rank 0's node, MASTER_ADDR / the rendezvous endpoint) was not there - not up yet, crashed, or
+    the address is wrong. Named when the evidence names the address's node; a launch setting to fix
+    (soft) unless that node's own failure is in the evidence (then that failure is the cause)."""
+    waits = [(fl, s) for fl, s in signals.get(STORE, []) if _before_first_step(ctx, fl, s)]
+    if not waits or _other_causes(ctx):
+        return
+    fl, s = _first(waits)
+    peer = (s.fields.get("peer") or "").strip("[]")
+    named = book.name_of(peer) if peer else None
+    who = f"{named.host} ({peer})" if named else peer or "the store's address"
+    what = s.fields.get("what") or s.fields.get("what2") or "timed out"
+    f = ctx.add("store-unreachable", severity="error", category="application_error", interruption="soft",
+                title=f"The c10d store at {who} could not be reached before the job started ({what}): the peer that "
+                      "holds it (rank 0 / MASTER_ADDR) was not there - not up yet, crashed, or the address or port "
+                      "is wrong" + ("" if named else "; no node of the evidence has that address"),
+                host=named.host if named else None, time=s.time_utc, evidence=[evidence(fl, s.line, s.text)],
+                pointers=Pointers(hosts={named.host} if named else set()),
+                actions=["Check MASTER_ADDR / --rdzv-endpoint and MASTER_PORT in the launch script against the node "
+                         "that runs rank 0 (`hostname -I` there), and that the port is open between the nodes",
+                         "If the address is right: read that node's log for why its rank 0 was not listening yet "
+                         "(still staging data, crashed, never started)"])
+    if named:
+        f.extra["identified_by"] = {"host": named.source}
 
 
 def _socket_fallback(ctx: Context, signals) -> None:

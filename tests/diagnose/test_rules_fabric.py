@@ -120,3 +120,27 @@ def test_sockets_on_a_job_that_never_asked_for_ib_is_no_failure(tmp_path):
     _write(tmp_path, {"nccl.log": FALLBACK + "Training completed.\n"})
     result = diagnose([tmp_path]).to_dict()
     assert result["verdict"]["interruption"] == "none"
+
+
+STORE = ("[W socket.cpp:663] [c10d] The client socket has failed to connect to [::ffff:127.0.6.1]:29500 "
+         "(errno: 110 - Connection timed out).\n")
+
+
+def test_store_out_of_reach_at_start_names_the_node_that_holds_it(tmp_path):
+    _write(tmp_path, {"train.log": STORE, "hosts": "127.0.6.1 trn-head\n127.0.6.2 trn-w1\n"})
+    inter, cat, rc = _root(tmp_path)
+    assert (inter, cat, rc["host"]) == ("soft", "application_error", "trn-head")
+    assert "MASTER_ADDR" in diagnose([tmp_path]).to_dict()["verdict"]["summary"]
+
+
+def test_store_out_of_reach_with_an_address_no_node_has_is_the_launch_setting(tmp_path):
+    _write(tmp_path, {"train.log": STORE})
+    inter, cat, rc = _root(tmp_path)
+    assert (inter, cat, rc["host"]) == ("soft", "application_error", None)
+
+
+def test_store_lost_mid_run_is_not_a_start_up_failure(tmp_path):
+    steps = "".join(f"[2026-03-04 10:{m:02d}:00] step {m} loss 2.0 | 1.1 s/it\n" for m in range(10, 20))
+    _write(tmp_path, {"train.log": steps + STORE})
+    result = diagnose([tmp_path]).to_dict()
+    assert (result["root_cause"] or {}).get("finding", "").startswith("store-unreachable") is False
