@@ -37,6 +37,9 @@ _GPU_INDEX = re.compile(r"\bGPU ?(?P<a>\d{1,2})\b(?![:.]\w)|\bcuda:(?P<b>\d{1,2}
 #: A GPU's PCI id where the GPU's own driver, or an Xid, prints it (a root port's or a NIC's id is not a GPU's).
 _GPU_PCI = re.compile(r"(?:\bnvidia |NVRM: GPU (?:at )?|\bXid \(|\bXID \d+.*?detected on |PCI:)(?:PCI:)?"
                       r"(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)")
+#: ``lspci``'s line of an NVIDIA GPU (``4c:00.0 3D controller: NVIDIA Corporation ...``).
+_LSPCI = re.compile(r"^(?P<pci>(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]) (?:3D|VGA compatible|Display) "
+                    r"controller: NVIDIA", re.M)
 _PROMPT = re.compile(r"^[\w.-]+@(?P<host>[A-Za-z][\w.-]*):[~/][^\n]*?[#$] ", re.M)
 _HOST_ECHO = re.compile(r"^(?:SLURMD_NODENAME|SLURM_NODELIST|SLURM_JOB_NODELIST|HOSTNAME|Running on(?: host| node)?"
                         r"|Hostname|Node ?name)\s*[:=]?\s*(?P<host>[A-Za-z][\w-]*(?:\.[\w-]+)*)\s*$", re.M)
@@ -61,7 +64,8 @@ def _gpu_index(text: str) -> int | None:
 
 
 def _gpu_pci(text: str) -> str | None:
-    return _one([normalize_pci(m["pci"]) for m in _GPU_PCI.finditer(text)] or [None])
+    named = [normalize_pci(m["pci"]) for m in _GPU_PCI.finditer(text)]
+    return _one(named) if named else _inventory_pci(text)
 
 
 def _host(text: str) -> str | None:
@@ -77,6 +81,15 @@ READERS: dict[str, tuple[Callable[[str], object | None], bool]] = {
     "rank": (_ranks, False), "gpu_index": (_gpu_index, True), "gpu_pci": (_gpu_pci, True), "host": (_host, False)}
 
 
+def _inventory_pci(text: str) -> str | None:
+    """The one GPU an inventory of the node (``lspci``) lists: a node with one GPU has no other."""
+    return _one([normalize_pci(m["pci"]) for m in _LSPCI.finditer(text)] or [None])
+
+
+#: Names a file beside the root cause's may give: they belong to the node, not to one process.
+NODE_WIDE: dict[str, Callable[[str], object | None]] = {"host": _host, "gpu_pci": _inventory_pci}
+
+
 def fill(ctx: Context, root: Finding) -> None:
     """Give ``root`` the names it lacks from its lines, their files and the files beside them."""
     missing = [name for name in READERS if getattr(root, name) is None
@@ -86,7 +99,10 @@ def fill(ctx: Context, root: Finding) -> None:
     files = {f.display: f for f in ctx.inputs.files}
     own = {e.file: files[e.file] for e in root.evidence if e.file in files}
     places: list[tuple[str, str, bool]] = [(f"{e.file}:{e.line}", e.text, True) for e in root.evidence]
-    places += [(f.display, _text(f), True) for f in own.values()]
+    texts = {name: _text(f) for name, f in own.items()}
+    places += [(f"{e.file}:{e.line} (its table column)", _table_column(texts.get(e.file, ""), e.line), True)
+               for e in root.evidence if e.line and e.text.lstrip().startswith("|")]
+    places += [(name, text, True) for name, text in texts.items()]
     folders = {f.path.parent for f in own.values()}
     places += [(f.display, _text(f), False) for f in ctx.inputs.files
                if f.path.parent in folders and f.display not in own]
@@ -95,9 +111,9 @@ def fill(ctx: Context, root: Finding) -> None:
     for name in missing:
         read, _gpu_only = READERS[name]
         for where, text, mine in places:
-            if name != "host" and not mine:
+            if not mine and name not in NODE_WIDE:
                 continue  # a neighbour file names the node; its ranks and GPUs may be another process's
-            value = read(text) if text else None
+            value = (NODE_WIDE[name] if not mine else read)(text) if text else None
             if value is not None:
                 found[name] = value
                 sources[name] = where
@@ -109,6 +125,32 @@ def fill(ctx: Context, root: Finding) -> None:
     for name, value in found.items():
         setattr(root, name, value)
     place(ctx, root, host=root.host, rank=root.rank, pci=root.gpu_pci)
+
+
+_CELL_WORDS = re.compile(r"[A-Za-z]{3,}")
+_UNITS = re.compile(r"°C|MHz|GHz|MiB|GiB|\b[WCs]\b|%")
+
+
+def _table_column(text: str, line: int) -> str:
+    """In a pasted table (markdown ``| a | b |``) whose columns are GPUs (``| GPU0 | GPU1 |``), the GPU
+    whose cell on ``line`` *says* something (``**thermal slowdown active**``) where the others hold
+    readings (``87 °C``): returned as ``GPU n`` for the GPU reader, or "" when not exactly one."""
+    lines = text.splitlines()
+    if not 0 < line <= len(lines):
+        return ""
+    row = _cells(lines[line - 1])
+    header = next((_cells(lines[k]) for k in range(line - 2, -1, -1)
+                   if lines[k].lstrip().startswith("|") and not set(lines[k]) <= set("|-: ")
+                   and (k == 0 or not lines[k - 1].lstrip().startswith("|"))), [])
+    if len(header) != len(row):
+        return ""
+    said = [m[0] for head, cell in zip(header, row, strict=True) if (m := _GPU_INDEX.search(head))
+            and _CELL_WORDS.search(_UNITS.sub("", cell))]
+    return said[0] if len(said) == 1 else ""
+
+
+def _cells(row: str) -> list[str]:
+    return [c.strip() for c in row.strip().strip("|").split("|")]
 
 
 def _text(f: InputFile) -> str:

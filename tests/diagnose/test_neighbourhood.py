@@ -64,3 +64,33 @@ def test_srun_labels_name_the_rank_when_they_all_agree(tmp_path):
     labels = "".join(f"7: line {k} of the traceback\n" for k in range(3))
     rc = _rc(tmp_path, {"slurm.out": labels + "7: " + ECC})
     assert rc["rank"] == 7
+
+
+RAMP = ("| elapsed | GPU0 | GPU1 | fan (GPU0) | SM clock (GPU0) |\n|---:|---:|---:|---:|---:|\n"
+        "| 60 s | 84 °C | 80 °C | 61% | 1410 MHz |\n")
+
+
+def test_gpu_from_the_table_column_whose_cell_says_it(tmp_path):
+    rc = _rc(tmp_path, {"ramp.md": RAMP + "| 95 s | 86 °C | **thermal slowdown active** | 66% | 1395 MHz |\n"})
+    assert rc["category"] == "thermal_throttling" and rc["gpu_index"] == 1
+    assert "table column" in rc["identified_by"]["gpu_index"]
+
+
+def test_a_table_row_that_says_it_on_two_gpus_names_neither(tmp_path):
+    rc = _rc(tmp_path, {"ramp.md": RAMP + "| 95 s | **thermal slowdown active** | **thermal slowdown active** | 66% "
+                                          "| 1395 MHz |\n"})
+    assert rc["category"] == "thermal_throttling" and rc["gpu_index"] is None
+
+
+def test_gpu_pci_from_lspci_when_it_lists_one_nvidia_device(tmp_path):
+    rc = _rc(tmp_path, {"job.err": ECC, "lspci.txt": "00:1f.3 Audio device: Intel Corporation Device 7ad0\n"
+                                                     "2a:00.0 3D controller: NVIDIA Corporation GH100 [H100 PCIe] "
+                                                     "(rev a1)\n"})
+    assert (rc["category"], rc["gpu_pci"]) == ("gpu_memory_error", "0000:2a:00.0")  # the node's only GPU
+    assert rc["identified_by"]["gpu_pci"] == "lspci.txt"
+
+
+def test_lspci_of_a_node_with_two_gpus_names_neither(tmp_path):
+    rc = _rc(tmp_path, {"job.err": ECC, "lspci.txt": "2a:00.0 3D controller: NVIDIA Corporation GH100 (rev a1)\n"
+                                                     "3a:00.0 3D controller: NVIDIA Corporation GH100 (rev a1)\n"})
+    assert rc["category"] == "gpu_memory_error" and rc["gpu_pci"] is None
