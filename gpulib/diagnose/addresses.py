@@ -27,6 +27,12 @@ from gpulib.diagnose.joins import IdentityMap
 
 #: Files larger than this are logs, not pasted lookups or host tables.
 MAX_BYTES = 1 << 20
+#: Kinds a tool wrote (a kernel log, a GPU snapshot): no one pastes a lookup into them. An incident of
+#: 1,024 nodes has thousands; the pasted sessions and dumps worth reading are few.
+MACHINE_KINDS = frozenset({"kernel_log", "nvidia_smi_xml", "nvidia_smi_q", "nvidia_smi_csv", "nvidia_smi_dmon",
+                           "nvidia_smi_nvlink", "nvidia_smi_topo", "nvidia_smi_table", "gpu_query_time",
+                           "ipmitool_sel", "ipmitool_sensor", "ipmitool_sdr", "dcgmi_diag", "dcgm_exporter",
+                           "nvml_snapshot", "nvml_samples", "ibstat", "wtmp", "statfs", "df"})
 _IPV4 = r"\d{1,3}(?:\.\d{1,3}){3}"
 _QUERY = re.compile(rf"(?:nslookup|host|dig\s+-x|getent\s+hosts)\s+(?P<ip>{_IPV4})\b")
 _REVERSE = re.compile(rf"(?P<rev>{_IPV4})\.in-addr\.arpa\.?\s+(?:name\s*=|domain name pointer)\s*(?P<name>[A-Za-z][\w.-]*)")
@@ -73,6 +79,8 @@ class AddressBook:
         if self._names is None:
             self._names = {}
             for f in self._inputs.files:
+                if f.kind in MACHINE_KINDS:
+                    continue
                 try:
                     if f.path.stat().st_size > MAX_BYTES:
                         continue

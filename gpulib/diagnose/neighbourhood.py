@@ -24,6 +24,8 @@ from gpulib.identity import normalize_pci
 
 #: Files larger than this are not re-read for names (a job console's names come from its parser).
 MAX_BYTES = 1 << 20
+#: More files than this beside the root cause's: the folder holds many nodes, not one node's evidence.
+MAX_NEIGHBOURS = 32
 #: Categories whose culprit is one GPU: a GPU named nearby is that GPU.
 GPU_CATEGORIES = frozenset({"cuda_oom", "gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error",
                             "thermal_throttling", "power_fault", "nvlink_error"})
@@ -104,8 +106,9 @@ def fill(ctx: Context, root: Finding) -> None:
                for e in root.evidence if e.line and e.text.lstrip().startswith("|")]
     places += [(name, text, True) for name, text in texts.items()]
     folders = {f.path.parent for f in own.values()}
-    places += [(f.display, _text(f), False) for f in ctx.inputs.files
-               if f.path.parent in folders and f.display not in own]
+    beside = [f for f in ctx.inputs.files if f.path.parent in folders and f.display not in own]
+    if len(beside) <= MAX_NEIGHBOURS:  # a folder of a thousand nodes' files is not one node's neighbourhood
+        places += [(f.display, _text(f), False) for f in beside]
     found: dict[str, object] = {}
     sources = root.extra.setdefault("identified_by", {})
     for name in missing:

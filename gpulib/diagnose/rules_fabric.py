@@ -57,9 +57,10 @@ def run(ctx: Context) -> None:
     if not signals.keys() & {CONNECT, SYSTEM, COMPLETION, REMOTE, ABSENT, STORE}:
         return
     book = AddressBook(ctx.inputs, ctx.ids)
-    _store(ctx, signals, book)
+    first = _FirstStep(ctx)
+    _store(ctx, signals, book, first)
     _socket_fallback(ctx, signals)
-    _startup(ctx, signals, book)
+    _startup(ctx, signals, book, first)
     _completion(ctx, signals, book)
 
 
@@ -67,18 +68,26 @@ def _first(items: list[tuple[InputFile, Signal]]) -> tuple[InputFile, Signal]:
     return min(items, key=lambda fs: (fs[1].time_utc or "~", fs[0].display, fs[1].line))
 
 
-def _before_first_step(ctx: Context, fl: InputFile, s: Signal) -> bool:
-    """Whether the line came before the job made any progress (a step line earlier in time, or,
-    without clocks, earlier in the same file)."""
-    for sf, ev in ctx.records("training_log"):
-        if ev.kind != "step":
-            continue
-        if s.time_utc and ev.time_utc and not ev.time_approx:
-            if ev.time_utc <= s.time_utc:
-                return False
-        elif sf is fl and ev.line < s.line:
-            return False
-    return True
+class _FirstStep:
+    """When the job first made progress: the earliest stamped step line, and per file the line of its
+    first step (for lines without clocks). Read once: a large job's console holds ~100,000 steps."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.time: str | None = None
+        self.line: dict[str, int] = {}
+        for sf, ev in ctx.records("training_log"):
+            if ev.kind != "step":
+                continue
+            if ev.time_utc and not ev.time_approx and (self.time is None or ev.time_utc < self.time):
+                self.time = ev.time_utc
+            self.line[sf.display] = min(self.line.get(sf.display, ev.line), ev.line)
+
+    def before(self, fl: InputFile, s: Signal) -> bool:
+        """Whether the line came before the job made any progress (a step earlier in time, or,
+        without clocks, earlier in the same file)."""
+        if s.time_utc and self.time:
+            return s.time_utc < self.time
+        return s.line < self.line.get(fl.display, s.line + 1)
 
 
 def _other_causes(ctx: Context) -> list[Finding]:
@@ -88,12 +97,12 @@ def _other_causes(ctx: Context) -> list[Finding]:
             and not (f.id.startswith("sig-python-exception") and any("NCCL" in e.text for e in f.evidence))]
 
 
-def _store(ctx: Context, signals, book: AddressBook) -> None:
+def _store(ctx: Context, signals, book: AddressBook, first: _FirstStep) -> None:
     """A rank that cannot reach the c10d store before the job started: the peer holding the store
     (rank 0's node, MASTER_ADDR / the rendezvous endpoint) was not there - not up yet, crashed, or
     the address is wrong. Named when the evidence names the address's node; a launch setting to fix
     (soft) unless that node's own failure is in the evidence (then that failure is the cause)."""
-    waits = [(fl, s) for fl, s in signals.get(STORE, []) if _before_first_step(ctx, fl, s)]
+    waits = [(fl, s) for fl, s in signals.get(STORE, []) if first.before(fl, s)]
     if not waits or _other_causes(ctx):
         return
     fl, s = _first(waits)
@@ -136,9 +145,9 @@ def _socket_fallback(ctx: Context, signals) -> None:
     f.tier = 3  # it slows the job; a process that died of something else died of that
 
 
-def _startup(ctx: Context, signals, book: AddressBook) -> None:
-    connects = [(fl, s) for fl, s in signals.get(CONNECT, []) if _before_first_step(ctx, fl, s)]
-    systems = [(fl, s) for fl, s in signals.get(SYSTEM, []) if _before_first_step(ctx, fl, s)]
+def _startup(ctx: Context, signals, book: AddressBook, first: _FirstStep) -> None:
+    connects = [(fl, s) for fl, s in signals.get(CONNECT, []) if first.before(fl, s)]
+    systems = [(fl, s) for fl, s in signals.get(SYSTEM, []) if first.before(fl, s)]
     if not connects and not systems:
         return
     if connects:
