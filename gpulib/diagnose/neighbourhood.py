@@ -43,7 +43,7 @@ _GPU_PCI = re.compile(r"(?:\bnvidia |NVRM: GPU (?:at )?|\bXid \(|\bXID \d+.*?det
 _LSPCI = re.compile(r"^(?P<pci>(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]) (?:3D|VGA compatible|Display) "
                     r"controller: NVIDIA", re.M)
 _PROMPT = re.compile(r"^[\w.-]+@(?P<host>[A-Za-z][\w.-]*):[~/][^\n]*?[#$] ", re.M)
-_HOST_ECHO = re.compile(r"^(?:SLURMD_NODENAME|SLURM_NODELIST|SLURM_JOB_NODELIST|HOSTNAME|Running on(?: host| node)?"
+_HOST_ECHO = re.compile(r"^\s*(?:SLURMD_NODENAME|SLURM_NODELIST|SLURM_JOB_NODELIST|NodeList|HOSTNAME|Running on(?: host| node)?"
                         r"|Hostname|Node ?name)\s*[:=]?\s*(?P<host>[A-Za-z][\w-]*(?:\.[\w-]+)*)\s*$", re.M)
 _NCCL_HOST = re.compile(r"^(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\]", re.M)
 

@@ -94,3 +94,15 @@ def test_lspci_of_a_node_with_two_gpus_names_neither(tmp_path):
     rc = _rc(tmp_path, {"job.err": ECC, "lspci.txt": "2a:00.0 3D controller: NVIDIA Corporation GH100 (rev a1)\n"
                                                      "3a:00.0 3D controller: NVIDIA Corporation GH100 (rev a1)\n"})
     assert rc["category"] == "gpu_memory_error" and rc["gpu_pci"] is None
+
+
+def test_torchelastic_folders_are_not_hosts(tmp_path):
+    """<log_dir>/<run id>/attempt_<n>/<local rank>/error.json: the rank is the folder, the node the folder above."""
+    rank_dir = tmp_path / "trn-n5" / "torchelastic_q1w2" / "none_ab12cd" / "attempt_0" / "3"
+    rank_dir.mkdir(parents=True)
+    (rank_dir / "error.json").write_text(
+        '{"message": {"message": "RuntimeError: CUDA error: uncorrectable ECC error encountered", "extraInfo": '
+        '{"py_callstack": "Traceback (most recent call last):\\nRuntimeError: CUDA error: uncorrectable ECC error '
+        'encountered\\n", "timestamp": "1767225600"}}}')
+    rc = diagnose([tmp_path]).to_dict()["root_cause"]
+    assert (rc["category"], rc["host"], rc["rank"]) == ("gpu_memory_error", "trn-n5", 3)
