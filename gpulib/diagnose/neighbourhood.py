@@ -21,6 +21,7 @@ from gpulib.diagnose.context import Context, place
 from gpulib.diagnose.inputs import InputFile
 from gpulib.findings import Finding
 from gpulib.identity import normalize_pci
+from gpulib.parsers.logtime import seconds_between, stamp_in, zone_of
 
 #: Files larger than this are not re-read for names (a job console's names come from its parser).
 MAX_BYTES = 1 << 20
@@ -100,11 +101,14 @@ def fill(ctx: Context, root: Finding) -> None:
         return
     files = {f.display: f for f in ctx.inputs.files}
     own = {e.file: files[e.file] for e in root.evidence if e.file in files}
-    places: list[tuple[str, str, bool]] = [(f"{e.file}:{e.line}", e.text, True) for e in root.evidence]
+    places: list[tuple[str, str, bool | str]] = [(f"{e.file}:{e.line}", e.text, True) for e in root.evidence]
     texts = {name: _text(f) for name, f in own.items()}
     places += [(f"{e.file}:{e.line} (its table column)", _table_column(texts.get(e.file, ""), e.line), True)
                for e in root.evidence if e.line and e.text.lstrip().startswith("|")]
-    places += [(name, text, True) for name, text in texts.items()]
+    for name, text in texts.items():  # the lines around the root cause's, at its time: not the whole file's past
+        near = _near(text, [e.line for e in root.evidence if e.file == name and e.line], root.time, ctx)
+        places.append((f"{name} (lines near it)", near, True))
+        places.append((name, text, "host"))  # the node a file names holds all of it
     folders = {f.path.parent for f in own.values()}
     beside = [f for f in ctx.inputs.files if f.path.parent in folders and f.display not in own]
     if len(beside) <= MAX_NEIGHBOURS:  # a folder of a thousand nodes' files is not one node's neighbourhood
@@ -114,6 +118,8 @@ def fill(ctx: Context, root: Finding) -> None:
     for name in missing:
         read, _gpu_only = READERS[name]
         for where, text, mine in places:
+            if mine == "host" and name != "host":
+                continue  # a rank or GPU named hours before the fault in the same log is not its
             if not mine and name not in NODE_WIDE:
                 continue  # a neighbour file names the node; its ranks and GPUs may be another process's
             value = (NODE_WIDE[name] if not mine else read)(text) if text else None
@@ -154,6 +160,25 @@ def _table_column(text: str, line: int) -> str:
 
 def _cells(row: str) -> list[str]:
     return [c.strip() for c in row.strip().strip("|").split("|")]
+
+
+#: Lines this far from the root cause's, or stamped this far from its time, are another event's.
+NEAR_LINES = 20
+NEAR_S = 60
+
+
+def _near(text: str, lines: list[int], when: str | None, ctx: Context) -> str:
+    """The lines of ``text`` within NEAR_LINES of ``lines`` whose own stamp (if any) is within NEAR_S of
+    ``when``: a GPU named by an Xid half an hour before a hang is not the hang's GPU."""
+    rows = text.splitlines()
+    keep = sorted({k for n in lines for k in range(max(1, n - NEAR_LINES), min(len(rows), n + NEAR_LINES) + 1)})
+    zone = zone_of(ctx.tz)
+    out = []
+    for k in keep:
+        stamp = stamp_in(rows[k - 1], year=int(when[:4]), tz=zone) if when else None
+        if stamp is None or abs(seconds_between(stamp, when)) <= NEAR_S:
+            out.append(rows[k - 1])
+    return "\n".join(out)
 
 
 def _text(f: InputFile) -> str:

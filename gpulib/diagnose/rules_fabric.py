@@ -25,6 +25,8 @@ first (a peer that died makes its partners print exactly these lines).
 
 from __future__ import annotations
 
+import re
+
 from gpulib.diagnose.addresses import AddressBook, Named
 from gpulib.diagnose.context import Context, evidence, place
 from gpulib.diagnose.inputs import InputFile
@@ -47,6 +49,8 @@ LINK_SIGNATURES = frozenset({"ib-async-event", "ib-port-down"})
 CONNECT, SYSTEM, COMPLETION, REMOTE = "nccl-connect-failed", "nccl-system-error", "ib-completion-error", "remote-peer"
 ABSENT, WANTED, OPEN_FAILED, CONFIG = "nccl-ib-absent", "nccl-ib-wanted", "ib-open-failed", "ib-config"
 STORE = "store-unreachable"
+#: A remote error of NCCL's own transport (a c10d store's "Connection reset by peer" is not one).
+_NCCL_REMOTE = re.compile(r"ncclRemoteError|remote process exited|socketProgress|NET/(?:IB|Socket)")
 
 
 def run(ctx: Context) -> None:
@@ -193,8 +197,8 @@ def _startup(ctx: Context, signals, book: AddressBook, first: _FirstStep) -> Non
 
 def _completion(ctx: Context, signals, book: AddressBook) -> None:
     completions = signals.get(COMPLETION, [])
-    remote = [(fl, s) for fl, s in signals.get(REMOTE, []) if "Connection closed by remote peer" not in s.text
-              or completions]
+    remote = [(fl, s) for fl, s in signals.get(REMOTE, []) if (fl.display, s.line) not in ctx.judged
+              and _NCCL_REMOTE.search(s.text)]
     if not completions and not remote:
         return
     items = completions or remote
