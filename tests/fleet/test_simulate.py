@@ -88,3 +88,12 @@ def test_the_answer_does_not_depend_on_the_node_count(tmp_path, nodes, digits):
     later = datetime(2031, 6, 1, tzinfo=timezone.utc).timestamp()
     os.utime(console, (later, later))
     assert _answer(incident) == ("hard", "gpu_fell_off_bus", incident.host, incident.gpu_pci, incident.rank)
+
+
+def test_first_year_finds_a_date_past_the_first_block_and_none_in_a_dateless_file(tmp_path):
+    from gpulib.parsers.logtime import first_year
+    log = tmp_path / "console.out"
+    log.write_bytes(b"x" * (8 * 1024 * 1024 - 10) + b"[2027-01-02 03:04:05] step 1\n")  # cut by the 8 MiB block edge
+    assert first_year(log) == 2027
+    log.write_bytes(b"[E0102 03:04:05.123456 ProcessGroupNCCL.cpp:616] no year here\n")
+    assert first_year(log) is None
