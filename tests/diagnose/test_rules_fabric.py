@@ -144,3 +144,12 @@ def test_store_lost_mid_run_is_not_a_start_up_failure(tmp_path):
     _write(tmp_path, {"train.log": steps + STORE})
     result = diagnose([tmp_path]).to_dict()
     assert (result["root_cause"] or {}).get("finding", "").startswith("store-unreachable") is False
+
+
+def test_ib_retry_exceeded_peer_named_by_nccl_bootstrap_lines(tmp_path):
+    boot = "".join(f"{host}:7001:7001 [0] NCCL INFO Bootstrap : Using eth0:{addr}<0>\n"
+                   for host, addr in (("gx-a1", "127.0.4.1"), ("gx-a2", "127.0.4.2")))
+    _write(tmp_path, {"job.log": boot + COMPLETION})
+    inter, cat, rc = _root(tmp_path)
+    assert (inter, cat, rc["host"]) == ("hard", "network_fabric", "gx-a2")
+    assert "bootstrap" in rc["identified_by"]["host"]
