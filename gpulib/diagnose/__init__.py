@@ -18,8 +18,10 @@ from pathlib import Path
 
 from gpulib.checkpoints.latest import find_latest
 from gpulib.diagnose import (
+    neighbourhood,
     nodes,
     rules_boots,
+    rules_fabric,
     rules_gpu,
     rules_held_memory,
     rules_job,
@@ -82,7 +84,7 @@ def _diagnose(paths: list[str | Path], tz: str | None, inputs: Inputs | None, th
     ctx = Context(inputs, IdentityMap(inputs), tz, thresholds)
     for rules in (rules_kernel, rules_gpu, rules_job, rules_other, rules_slurm, rules_sel, rules_shm, rules_wtmp,
                   rules_psu, rules_boots, rules_query_time, rules_held_memory, rules_nccl_tests, rules_signatures,
-                  rules_ray, rules_memory, rules_srun):
+                  rules_fabric, rules_ray, rules_memory, rules_srun):
         try:
             rules.run(ctx)
         except Exception as exc:  # noqa: BLE001 - a rule bug must cost one rule, not the diagnosis
@@ -147,6 +149,7 @@ def _decide(ctx: Context, failed: bool, completed: bool) -> Diagnosis:
             f"; the symptoms point at {who}" if who else "") + "."
         return Diagnosis("unknown", guess, summary, None, _ordered(findings), next_steps=_collect_more(ctx, strong))
     verdict.adopt_rank(ctx, root)
+    neighbourhood.fill(ctx, root)
     verdict.quote_lines(ctx, root)
     verdict.chain(ctx, root)
     return Diagnosis(root.interruption or "unknown", root.category, _summary(root, findings), root, _ordered(findings))

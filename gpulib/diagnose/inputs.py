@@ -41,7 +41,9 @@ METADATA_SUFFIXES = (".json", ".yaml", ".tmp", ".metadata", ".txt")
 #: Folder names that never name a host (so the folder fallback skips them).
 GENERIC_DIRS = re.compile(
     r"^(?:logs?|inputs?|outputs?|data|tmp|var|kernel|nvidia-smi|monitoring|metrics|checkpoints?|ckpts?|pod-logs|"
-    r"job[-_]?\d*|slurm[-_]?\d*|run[-_]?\w*|incident\S*|evidence|bundles?|nodes?|hosts?|gpu\w*|case-\S+|\.+)$", re.I)
+    r"job[-_]?\d*|slurm[-_]?\d*|run[-_]?\w*|incident\S*|evidence|bundles?|nodes?|hosts?|gpu\w*|case-\S+|\.+|"
+    # torchelastic's log folders: <log_dir>/<run id, "none_<random>" by default>/attempt_<n>/<local rank>/
+    r"attempt_\d+|torchelastic_\w+|none_\w+)$", re.I)
 _HOSTLIKE = re.compile(r"^[A-Za-z][\w.-]*$")
 #: A bundle's own bookkeeping (what was run, copied, listed, queried): read by the tools that
 #: wrote it, never evidence of a fault, so neither parsed nor flagged.
