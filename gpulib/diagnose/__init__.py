@@ -159,7 +159,7 @@ _STOPPING = frozenset({"gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_err
 
 def _unfinished_on_weak_hardware(ctx: Context, completed: bool) -> list[Finding]:
     """A GPU's hardware warnings of a kind that can stop a run (on an x1 PCIe link, a degraded link)
-    beside a job log that shows no normal end: a 'none' would need that end (DESIGN.md), so these
+    beside a job log that shows no normal end: a 'none' would need that end (docs/ARCHITECTURE.md), so these
     are the suspects of an unknown."""
     if completed or not ctx.inputs.of_kind("training_log"):
         return []

@@ -19,8 +19,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import gpulib
-from gpulib import kernel_env
+from gpulib import kernel_env, resources
 from gpulib.diagnose import diagnose
 from gpulib.diagnose.inputs import gather
 from gpulib.errors import InputError
@@ -59,21 +58,18 @@ class EvidenceFiles:
         return [f for f in self.files if f.kind in kinds]
 
 
-def repo_root() -> Path:
-    """The checkout (or installed tree) that holds ``gpulib/``, ``examples/`` and ``notebooks/``."""
-    return Path(gpulib.__file__).resolve().parent.parent
-
-
 def resolve_evidence(evidence: str | Path, cwd: Path | None = None) -> Path:
     """Find the evidence path, trying it as given (relative to ``cwd``, default the current
-    directory), then relative to the repo and ``notebooks/``."""
+    directory), then relative to the shipped folders and ``notebooks/`` (:func:`gpulib.resources.data_root`:
+    a notebook's default ``examples/...`` evidence works in a checkout and from the wheel)."""
     text = str(evidence).strip()
     if not text:
         raise InputError("no evidence given",
                          hint="set the `evidence` parameter to an evidence bundle, an incident folder or a log file")
     given = Path(text).expanduser()
-    tried = [given] if given.is_absolute() else [(cwd or Path.cwd()) / given, repo_root() / given,
-                                                   repo_root() / "notebooks" / given]
+    root = resources.data_root()
+    tried = [given] if given.is_absolute() else [(cwd or Path.cwd()) / given, root / given,
+                                                   root / resources.NOTEBOOKS / given]
     for candidate in tried:
         if candidate.exists():
             return candidate.resolve()

@@ -31,7 +31,6 @@ from gpulib.catalog import xid_info
 from gpulib.checkpoints.latest import find_latest
 from gpulib.diagnose import diagnose
 from gpulib.diagnose.cache import EvidenceFiles, load_cached, read_evidence, resolve_evidence
-from gpulib.diagnose.cache import repo_root as repo_root  # re-exported: notebooks and tests use it here
 from gpulib.diagnose.rules_sel import place_on_utc, power_losses
 from gpulib.diagnose.thresholds import Thresholds
 from gpulib.errors import InputError

@@ -24,7 +24,7 @@ class EnvFinding:
                 "fix": self.fix, "hosts": list(self.hosts)}
 
 
-#: Exit code per worst severity, DESIGN.md table: no-go 3, warnings 1, healthy 0.
+#: Exit code per worst severity, docs/ARCHITECTURE.md "Exit codes": no-go 3, warnings 1, healthy 0.
 EXIT_CODES = {"error": 3, "warning": 1, "info": 0}
 
 
