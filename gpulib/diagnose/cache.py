@@ -28,6 +28,8 @@ from gpulib.logs import get_logger
 log = get_logger(__name__)
 
 FORMAT = "gpulib.bundle-cache/1"
+#: The files that hold GPU state snapshots (one record per GPU per snapshot).
+SNAPSHOT_KINDS = ("nvidia_smi_xml", "nvidia_smi_q", "nvidia_smi_table", "nvidia_smi_csv")
 
 
 @dataclass
@@ -57,6 +59,13 @@ class EvidenceFiles:
     def of_kind(self, *kinds: str) -> list[EvidenceFile]:
         return [f for f in self.files if f.kind in kinds]
 
+    def snapshots(self) -> list[dict]:
+        """The GPU state records of every snapshot file (one per GPU per snapshot; a CSV sampling's
+        rows are samples, not snapshots: only records with ``lost`` are states), ``host`` filled
+        from the file where the record has none."""
+        return [{**record, "host": record.get("host") or f.host} for f in self.of_kind(*SNAPSHOT_KINDS)
+                for record in f.records if "lost" in record]
+
 
 def resolve_evidence(evidence: str | Path, cwd: Path | None = None) -> Path:
     """Find the evidence path, trying it as given (relative to ``cwd``, default the current
@@ -76,6 +85,31 @@ def resolve_evidence(evidence: str | Path, cwd: Path | None = None) -> Path:
     raise InputError("evidence path not found", path=text,
                      hint="looked in " + ", ".join(str(t.parent) for t in tried)
                      + "; give the path of an evidence bundle (gpulib collect), an incident folder or a log file")
+
+
+def checked_evidence(evidence: str | Path) -> Path:
+    """:func:`resolve_evidence`, then refuse an unreadable or empty folder with what to do (never a
+    traceback for a typo or an empty folder, never an empty - healthy-looking - diagnosis)."""
+    path = resolve_evidence(evidence)
+    if path.is_dir():
+        def refuse(exc: OSError) -> None:
+            raise exc
+
+        try:
+            files = [name for _, _, names in os.walk(path, onerror=refuse) for name in names]
+        except PermissionError as exc:
+            raise InputError("cannot list the evidence folder", path=str(path),
+                             hint=f"permission denied on {exc.filename}; run as a user who can read it") from None
+        if not files:
+            raise InputError("the evidence folder is empty", path=str(path),
+                             hint="collect first (gpulib collect --out DIR) or copy the logs into it")
+    return path
+
+
+def read_once(path: Path) -> tuple[EvidenceFiles, dict]:
+    """The files and diagnosis of ``path``: from the cache ``gpulib run`` names when it describes
+    ``path`` as it is now (:func:`load_cached`), else read here (:func:`read_evidence`)."""
+    return load_cached(path) or read_evidence(path)
 
 
 def read_evidence(path: Path) -> tuple[EvidenceFiles, dict]:

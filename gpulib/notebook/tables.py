@@ -17,7 +17,6 @@ hand reads it itself.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import fields
 from functools import cached_property, lru_cache
@@ -30,10 +29,10 @@ from gpulib.bundle import Bundle, is_bundle
 from gpulib.catalog import xid_info
 from gpulib.checkpoints.latest import find_latest
 from gpulib.diagnose import diagnose
-from gpulib.diagnose.cache import EvidenceFiles, load_cached, read_evidence, resolve_evidence
+from gpulib.diagnose.cache import SNAPSHOT_KINDS, EvidenceFiles, checked_evidence, read_once
+from gpulib.diagnose.cache import resolve_evidence as resolve_evidence  # the notebooks' and tests' name for it
 from gpulib.diagnose.rules_sel import place_on_utc, power_losses
 from gpulib.diagnose.thresholds import Thresholds
-from gpulib.errors import InputError
 from gpulib.findings import gpu_name
 from gpulib.identity import normalize_pci
 from gpulib.nccl import thresholds
@@ -45,6 +44,7 @@ from gpulib.parsers.fold import Members
 from gpulib.parsers.gpu_records import SLOWDOWN_REASONS
 from gpulib.parsers.ipmi_sel import SelEvent
 from gpulib.parsers.training_log import JobEvent, members_of
+from gpulib.preflight.gate import gpu_label
 
 #: The bundled example incident the notebooks analyse by default.
 DEFAULT_EVIDENCE = "examples/incident-gpu-fell-off-bus"
@@ -52,20 +52,7 @@ DEFAULT_EVIDENCE = "examples/incident-gpu-fell-off-bus"
 
 def open_evidence(evidence: str | Path) -> EvidenceTables:
     """Resolve and sanity-check the evidence path (never a traceback for a typo or an empty folder)."""
-    path = resolve_evidence(evidence)
-    if path.is_dir():
-        def refuse(exc: OSError) -> None:
-            raise exc
-
-        try:
-            files = [name for _, _, names in os.walk(path, onerror=refuse) for name in names]
-        except PermissionError as exc:
-            raise InputError("cannot list the evidence folder", path=str(path),
-                             hint=f"permission denied on {exc.filename}; run as a user who can read it") from None
-        if not files:
-            raise InputError("the evidence folder is empty", path=str(path),
-                             hint="collect first (gpulib collect --out DIR) or copy the logs into it")
-    return EvidenceTables(path)
+    return EvidenceTables(checked_evidence(evidence))
 
 
 def _utc(series: pd.Series) -> pd.Series:
@@ -75,8 +62,8 @@ def _utc(series: pd.Series) -> pd.Series:
 def _gpu_label(frame: pd.DataFrame, index_col: str = "index") -> pd.Series:
     index = frame[index_col] if index_col in frame.columns else pd.Series(None, index=frame.index, dtype=object)
     pci = frame["pci_bus_id"] if "pci_bus_id" in frame.columns else pd.Series(None, index=frame.index, dtype=object)
-    return pd.Series([str(int(i)) if pd.notna(i) else (p if isinstance(p, str) else None)
-                      for i, p in zip(index, pci, strict=True)], index=frame.index, dtype=object)
+    return pd.Series([gpu_label(i if pd.notna(i) else None, p) for i, p in zip(index, pci, strict=True)],
+                     index=frame.index, dtype=object)
 
 
 class EvidenceTables:
@@ -88,7 +75,7 @@ class EvidenceTables:
     # ---------------------------------------------------------------- what is in it
     @cached_property
     def _read(self) -> tuple[EvidenceFiles, dict]:
-        return load_cached(self.path) or read_evidence(self.path)
+        return read_once(self.path)
 
     @property
     def diagnosis(self) -> dict:
@@ -175,9 +162,8 @@ class EvidenceTables:
 
     @cached_property
     def _states(self) -> pd.DataFrame:
-        kinds = ("nvidia_smi_xml", "nvidia_smi_q", "nvidia_smi_table", "nvidia_smi_csv")
         # CSV time series rows are samples, not snapshots: only records with "lost" are states
-        rows = [row for kind in kinds for row in self._rows(kind) if "lost" in row]
+        rows = [row for kind in SNAPSHOT_KINDS for row in self._rows(kind) if "lost" in row]
         if not rows:
             return pd.DataFrame(columns=["time", "host", "gpu", "gpu_index", "pci_bus_id", "mem_used_mib",
                                          "mem_total_mib", "processes", "throttle_reasons", "file", "line", "text"])
