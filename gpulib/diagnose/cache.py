@@ -23,13 +23,14 @@ from gpulib import kernel_env, resources
 from gpulib.diagnose import diagnose
 from gpulib.diagnose.inputs import gather
 from gpulib.errors import InputError
+from gpulib.evidence import kinds
 from gpulib.logs import get_logger
 
 log = get_logger(__name__)
 
 FORMAT = "gpulib.bundle-cache/1"
 #: The files that hold GPU state snapshots (one record per GPU per snapshot).
-SNAPSHOT_KINDS = ("nvidia_smi_xml", "nvidia_smi_q", "nvidia_smi_table", "nvidia_smi_csv")
+SNAPSHOT_KINDS = (*kinds.SMI_SNAPSHOTS, kinds.NVIDIA_SMI_CSV)  # a CSV query's one-row-per-GPU rows are states too
 
 
 @dataclass

@@ -19,6 +19,7 @@ from gpulib.bundle import DIGEST, Bundle, is_bundle
 from gpulib.diagnose import digest
 from gpulib.diagnose.record_summary import JOINED_BY_HOST, FileSummary, count_years, summary_of
 from gpulib.diagnose.thresholds import Thresholds
+from gpulib.evidence import kinds
 from gpulib.logs import get_logger
 from gpulib.parsers import detect, gpu_series, registry, session, signatures, unwrap
 from gpulib.parsers.base import Problem, looks_binary, read_text
@@ -50,7 +51,7 @@ BUNDLE_METADATA = ("commands.json", "logs/index.json", "checkpoints/listing.json
 #: at its end, beyond the head that content detection sees).
 BUNDLE_KINDS = {"nvml/snapshot.json": "nvml_snapshot", "nvml/samples.csv": "nvml_samples"}
 #: Kinds whose records are GPU time series (:class:`GpuSample` rows), reduced per GPU by :func:`gather`.
-SERIES_KINDS = ("nvidia_smi_csv", "nvidia_smi_dmon", "nvml_samples")
+SERIES_KINDS = kinds.GPU_SERIES
 #: Copies of the operator's files (``gpulib collect --logs``): raw evidence, read like a raw folder.
 BUNDLE_COPIES = "logs/"
 #: Notes for people (an incident's README): expected beside evidence, not an unknown input. Other
@@ -446,8 +447,8 @@ def _read_shared_quiet_files(inputs: Inputs, tz: str | None, year: int | None) -
     if not any(f.summary_only for f in inputs.files):
         return
     nodes: dict[tuple[str, str | None], set] = defaultdict(set)  # (family, host) -> folders whose files name it
-    for family, kinds in JOINED_BY_HOST.items():
-        for f in inputs.of_kind(*kinds):
+    for family, members in JOINED_BY_HOST.items():
+        for f in inputs.of_kind(*members):
             for host in {f.host, *summary_of(f).hosts}:
                 nodes[(family, host)].add(f.digest_folder)
     shared = {folder for folders in nodes.values() if len(folders) > 1 for folder in folders}

@@ -20,6 +20,8 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 
+from gpulib.evidence import kinds
+
 #: Records a file's year is counted from (a job log of a million lines says its year in its first).
 YEAR_RECORDS = 2000
 #: Kinds of file whose records a rule reads together when they name one host: kernel events (the
@@ -28,13 +30,12 @@ YEAR_RECORDS = 2000
 #: carries as its summary is one of these (or ``ibstat``), and stays summarised only while no file
 #: outside its node names the same host in its family (:mod:`gpulib.diagnose.inputs`).
 JOINED_BY_HOST = {
-    "kernel": ("kernel_log", "dcgm_exporter"),
-    "gpu": ("nvidia_smi_q", "nvidia_smi_xml", "nvidia_smi_table", "nvml_snapshot", "nvidia_smi_csv",
-            "nvidia_smi_dmon", "nvml_samples", "dcgm_exporter"),
+    "kernel": (*kinds.KERNEL, kinds.DCGM_EXPORTER),
+    "gpu": kinds.GPU_STATE,
     "ib": ("ibstat", "ibstatus"),
 }
 #: Kinds whose quiet files a digest may carry as a summary instead of their records.
-SUMMARISED_KINDS = frozenset(k for kinds in JOINED_BY_HOST.values() for k in kinds) - {"dcgm_exporter"}
+SUMMARISED_KINDS = frozenset(k for members in JOINED_BY_HOST.values() for k in members) - {kinds.DCGM_EXPORTER}
 
 
 @dataclass(slots=True)

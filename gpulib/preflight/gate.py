@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from gpulib.evidence import kinds
 from gpulib.findings import finding_dict
 from gpulib.identity import normalize_pci
 
@@ -68,9 +69,8 @@ def combine(diagnosis: dict, categories: Iterable[str] | None, *checks: Iterable
 
 
 #: The files whose lines a step's view shows: the kernel log, and the GPU state snapshots.
-KERNEL_KINDS = ("kernel_log",)
-GPU_STATE_KINDS = ("nvidia_smi_q", "nvidia_smi_xml", "nvidia_smi_table", "nvidia_smi_csv", "nvml_snapshot",
-                   "nvml_samples", "nvidia_smi_dmon", "dcgm_exporter")
+KERNEL_KINDS = kinds.KERNEL
+GPU_STATE_KINDS = kinds.GPU_STATE
 #: Categories of a GPU's own hardware (what the preflight and health report judge per GPU).
 HARDWARE_CATEGORIES = ("gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error", "nvlink_error", "power_fault")
 #: What a GPU's heat and power delivery come to: the thermal step's view, part of every self-check.

@@ -30,6 +30,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpulib import exit_codes
 from gpulib.slurm import scontrol
 from gpulib.slurm.capture import capture
 
@@ -38,7 +39,8 @@ QUICK_COLLECTORS = ["nvml", "nvidia-smi-q-xml", "kernel-log", "gpu-device-users"
 #: Default seconds for the whole check (slurmd kills a HealthCheckProgram after 60 s).
 DEFAULT_BUDGET_S = 45.0
 
-EXIT_GO, EXIT_WARN, EXIT_USAGE, EXIT_NO_GO, EXIT_FAILED = 0, 1, 2, 3, 5
+EXIT_GO, EXIT_WARN, EXIT_USAGE, EXIT_NO_GO, EXIT_FAILED = (exit_codes.OK, exit_codes.SOFT, exit_codes.USAGE, exit_codes.HARD,
+                                                         exit_codes.RUN_FAILED)
 
 
 @dataclass
