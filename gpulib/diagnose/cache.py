@@ -107,20 +107,22 @@ def checked_evidence(evidence: str | Path) -> Path:
     return path
 
 
-def read_once(path: Path) -> tuple[EvidenceFiles, dict]:
+def read_once(path: Path, tz: str | None = None) -> tuple[EvidenceFiles, dict]:
     """The files and diagnosis of ``path``: from the cache ``gpulib run`` names when it describes
-    ``path`` as it is now (:func:`load_cached`), else read here (:func:`read_evidence`)."""
-    return load_cached(path) or read_evidence(path)
+    ``path`` as it is now, read with the same ``tz`` (:func:`load_cached`), else read here
+    (:func:`read_evidence`)."""
+    return load_cached(path, tz=tz) or read_evidence(path, tz)
 
 
-def read_evidence(path: Path) -> tuple[EvidenceFiles, dict]:
-    """Walk, detect and parse ``path`` once; return its files and its ``gpulib.diagnosis/1`` dict."""
-    inputs = gather([path], full_series=True)  # the notebooks plot every sample
+def read_evidence(path: Path, tz: str | None = None) -> tuple[EvidenceFiles, dict]:
+    """Walk, detect and parse ``path`` once; return its files and its ``gpulib.diagnosis/1`` dict.
+    ``tz``: the zone of timestamps printed without one, as ``gpulib diagnose --tz`` takes it."""
+    inputs = gather([path], tz, full_series=True)  # the notebooks plot every sample
     files = EvidenceFiles(
         [EvidenceFile(f.path, f.display, f.kind, f.host, f.host_basis, [asdict(r) for r in f.records],
                       [p.message for p in f.problems]) for f in inputs.files],
         list(dict.fromkeys(folder for _root, folder in inputs.checkpoint_dirs)))
-    return files, diagnose([path], inputs=inputs).to_dict()
+    return files, diagnose([path], tz, inputs=inputs).to_dict()
 
 
 def fingerprint(path: Path) -> list[list]:
@@ -142,22 +144,23 @@ def fingerprint(path: Path) -> list[list]:
     return out
 
 
-def write_cache(paths: list[Path], out: Path) -> Path:
-    """Read each evidence path once and write them all to ``out`` (JSON); returns ``out``."""
+def write_cache(paths: list[Path], out: Path, tz: str | None = None) -> Path:
+    """Read each evidence path once (with ``tz``) and write them all to ``out`` (JSON); returns ``out``."""
     entries = []
     for path in dict.fromkeys(p.resolve() for p in paths):
         stamp = fingerprint(path)  # before reading: a file changed meanwhile invalidates the entry
-        files, diagnosis = read_evidence(path)
-        entries.append({"path": str(path), "fingerprint": stamp, "diagnosis": diagnosis,
+        files, diagnosis = read_evidence(path, tz)
+        entries.append({"path": str(path), "tz": tz, "fingerprint": stamp, "diagnosis": diagnosis,
                         "files": [f.to_json() for f in files.files],
                         "checkpoint_dirs": [str(d) for d in files.checkpoint_dirs]})
     out.write_text(json.dumps({"format": FORMAT, "entries": entries}), encoding="utf-8")
     return out
 
 
-def load_cached(path: Path, cache: str | Path | None = None) -> tuple[EvidenceFiles, dict] | None:
+def load_cached(path: Path, cache: str | Path | None = None, tz: str | None = None) -> tuple[EvidenceFiles, dict] | None:
     """The cached files and diagnosis of ``path`` from ``cache`` (default: the one ``gpulib run`` names),
-    or None when there is no cache, it is unreadable, or it does not match ``path`` as it is now."""
+    or None when there is no cache, it is unreadable, or it does not match ``path`` as it is now
+    read with ``tz`` (times placed in another zone are other times)."""
     cache = cache or os.environ.get(kernel_env.EVIDENCE_CACHE)
     if not cache:
         return None
@@ -165,7 +168,7 @@ def load_cached(path: Path, cache: str | Path | None = None) -> tuple[EvidenceFi
         data = json.loads(Path(cache).read_text(encoding="utf-8"))
         if data.get("format") != FORMAT:
             raise ValueError(f"format {data.get('format')!r}")
-        entry = next((e for e in data["entries"] if e["path"] == str(path)), None)
+        entry = next((e for e in data["entries"] if e["path"] == str(path) and e.get("tz") == tz), None)
         if entry is None or entry["fingerprint"] != fingerprint(path):
             log.debug("evidence cache %s does not describe %s as it is now", cache, path)
             return None

@@ -17,6 +17,7 @@ hand reads it itself.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import fields
 from functools import cached_property, lru_cache
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from gpulib import kernel_env
 from gpulib.bundle import Bundle, is_bundle
 from gpulib.catalog import xid_info
 from gpulib.checkpoints.latest import find_latest
@@ -50,9 +52,11 @@ from gpulib.preflight.gate import gpu_label
 DEFAULT_EVIDENCE = "examples/incident-gpu-fell-off-bus"
 
 
-def open_evidence(evidence: str | Path) -> EvidenceTables:
-    """Resolve and sanity-check the evidence path (never a traceback for a typo or an empty folder)."""
-    return EvidenceTables(checked_evidence(evidence))
+def open_evidence(evidence: str | Path, tz: str | None = None) -> EvidenceTables:
+    """Resolve and sanity-check the evidence path (never a traceback for a typo or an empty folder).
+    ``tz``: the zone of timestamps printed without one, as ``gpulib diagnose --tz`` takes it; default
+    ``gpulib run --tz`` (:data:`gpulib.kernel_env.TZ`), else the bundle's zone or UTC."""
+    return EvidenceTables(checked_evidence(evidence), tz if tz is not None else os.environ.get(kernel_env.TZ) or None)
 
 
 def _utc(series: pd.Series) -> pd.Series:
@@ -69,13 +73,14 @@ def _gpu_label(frame: pd.DataFrame, index_col: str = "index") -> pd.Series:
 class EvidenceTables:
     """One evidence path (bundle, incident folder of bundles and raw logs, or a single file)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, tz: str | None = None):
         self.path = path
+        self.tz = tz
 
     # ---------------------------------------------------------------- what is in it
     @cached_property
     def _read(self) -> tuple[EvidenceFiles, dict]:
-        return read_once(self.path)
+        return read_once(self.path, self.tz)
 
     @property
     def diagnosis(self) -> dict:
@@ -92,7 +97,7 @@ class EvidenceTables:
         if wanted == Thresholds():
             return self.diagnosis
         if wanted not in self._rejudged:
-            self._rejudged[wanted] = diagnose([self.path], thresholds=wanted).to_dict()
+            self._rejudged[wanted] = diagnose([self.path], self.tz, thresholds=wanted).to_dict()
         return self._rejudged[wanted]
 
     @cached_property
