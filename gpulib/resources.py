@@ -49,3 +49,12 @@ def runbooks_dir() -> Path:
 
 def examples_dir() -> Path:
     return data_root() / EXAMPLES
+
+
+def step_names() -> list[str]:
+    """Every runbook step, in order: the numbered notebooks ``notebooks/NN_name.ipynb``.
+
+    The one list of steps: a step is its notebook file, and its number orders it. The runbooks
+    (``runbooks/*.yaml``) say which steps run together; the drill, the tests and the docs take
+    the steps from here and from the runbooks, never from a list of their own (docs/EXTENDING.md)."""
+    return sorted(p.stem for p in notebooks_dir().glob("[0-9][0-9]_*.ipynb"))

@@ -35,16 +35,22 @@ from pathlib import Path
 from gpulib import resources
 from gpulib.diagnose.cache import resolve_evidence
 from gpulib.errors import InputError
+from gpulib.runbooks.spec import runbook_steps
 
 #: File and folder names that hold an incident's answer rather than its evidence: answer keys,
 #: findings of earlier runs, and the incident's write-up (a README tells the story: the bundled
 #: examples' READMEs name the culprit GPU and rank).
 ANSWER_NAMES = ("expected.json", "answers", "answer.json", "findings.json")
 ANSWER_PREFIXES = ("findings-", "README", "readme")
-DRILL_NOTEBOOK = "00_triage-drill.ipynb"
-#: The steps a trainee opens after the reveal (preflight and the health report need live nodes).
-NEXT_STEPS = ("01_kernel_xid", "02_gpu_memory_oom", "03_nccl_network", "04_thermal_power", "05_data_loading",
-              "06_driver_cuda_ecc_topology", "07_checkpoint_resume")
+#: The step a drill is set on; its notebook's copy is named :data:`DRILL_NOTEBOOK`.
+TRIAGE = "00_triage"
+DRILL_NOTEBOOK = f"{TRIAGE}-drill.ipynb"
+
+
+def next_steps() -> list[str]:
+    """The steps a trainee opens after the reveal: the incident runbook's after the triage
+    (preflight and the health report need live nodes; they have runbooks of their own)."""
+    return [step for step in runbook_steps("incident") if step != TRIAGE]
 
 
 def is_answer(name: str) -> bool:
@@ -83,7 +89,7 @@ def copy_evidence(source: Path, target: Path) -> list[str]:
 def prepare(evidence: Path, out: Path, *, copy_limit_mib: float = 512) -> dict:
     """Make the drill folder ``out``; returns what was done (paths, copied or in place, left out)."""
     notebooks = resources.notebooks_dir()
-    if not (notebooks / "00_triage.ipynb").is_file():
+    if not (notebooks / f"{TRIAGE}.ipynb").is_file():
         raise InputError("the runbook notebooks are not installed here", path=str(notebooks),
                          hint="reinstall gpulib: its wheel carries them as package data")
     if out.exists():
@@ -112,7 +118,7 @@ def _fill(evidence: Path, out: Path, notebooks: Path, copy_limit_mib: float) -> 
     else:
         path = evidence
     written = []
-    for name, drill in [("00_triage", True), *((n, False) for n in NEXT_STEPS)]:
+    for name, drill in [(TRIAGE, True), *((n, False) for n in next_steps())]:
         source = notebooks / f"{name}.ipynb"
         if not source.is_file():
             continue

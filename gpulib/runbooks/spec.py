@@ -82,6 +82,12 @@ def runbook_dirs() -> list[Path]:
     return dirs
 
 
+def runbook_steps(name: str) -> list[str]:
+    """The step ids of the shipped runbook ``name`` (:func:`gpulib.resources.runbooks_dir`, never a
+    local ``./runbooks`` override), in the order it runs them."""
+    return [step.id for step in load_runbook(resources.runbooks_dir() / f"{name}.yaml").steps]
+
+
 def find_runbook(name: str) -> Path:
     """A path to a YAML file, or a runbook name looked up in :func:`runbook_dirs`."""
     candidate = Path(name)
