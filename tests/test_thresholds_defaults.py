@@ -1,4 +1,4 @@
-"""The default thresholds are written once (gpulib.diagnose.thresholds); the literals that papermill
+"""The default thresholds are written once (gpulib.evidence.thresholds); the literals that papermill
 parameters and runbooks must repeat agree with them."""
 
 from dataclasses import fields
@@ -6,7 +6,7 @@ from dataclasses import fields
 import yaml
 from papermill.inspection import inspect_notebook
 
-from gpulib.diagnose.thresholds import Thresholds
+from gpulib.evidence.thresholds import Thresholds
 from tests.conftest import REPO
 
 

@@ -1,6 +1,6 @@
 """Diagnosis of an interrupted multi-GPU training job: the first failure, the culprit, the fix.
 
-``diagnose(paths)`` reads evidence bundles and raw folders (:mod:`.inputs`), joins ranks to hosts,
+``diagnose(paths)`` reads evidence bundles and raw folders (:mod:`gpulib.evidence.gather`), joins ranks to hosts,
 GPUs and PCI ids (:mod:`.joins`), runs the kernel / GPU-state / job / other rules, the BMC event
 log (:mod:`.rules_sel`), shared-memory (:mod:`.rules_shm`) and nccl-tests / NCCL plugin
 (:mod:`.rules_nccl_tests`) rules, then those that read what the others found: Ray's memory
@@ -39,11 +39,11 @@ from gpulib.diagnose import (
 )
 from gpulib.diagnose import rules_slurm as rules_slurm
 from gpulib.diagnose.context import Context
-from gpulib.diagnose.inputs import Inputs, gather
 from gpulib.diagnose.joins import IdentityMap
 from gpulib.diagnose.model import TimelineEntry
 from gpulib.diagnose.report import Diagnosis
-from gpulib.diagnose.thresholds import Thresholds
+from gpulib.evidence.gather import Inputs, gather
+from gpulib.evidence.thresholds import Thresholds
 from gpulib.findings import Finding, event_id
 from gpulib.logs import get_logger
 
@@ -59,7 +59,7 @@ def diagnose(paths: list[str | Path], tz: str | None = None, *, inputs: Inputs |
     ``tz`` is the zone of timestamps printed without one (``dmesg -T``, nvidia-smi, Python logs)
     when no bundle manifest says it; default UTC. ``inputs``: what :func:`gather` already read
     from ``paths`` (a caller that also shows the records reads the evidence once). ``thresholds``:
-    the numbers the rules judge with (:class:`~gpulib.diagnose.thresholds.Thresholds`; a notebook's
+    the numbers the rules judge with (:class:`~gpulib.evidence.thresholds.Thresholds`; a notebook's
     sliders pass theirs here rather than judging the evidence again with rules of their own).
 
     Python's cycle collector is paused meanwhile: the evidence of a 10,000-node job is millions of

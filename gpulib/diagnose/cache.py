@@ -21,9 +21,9 @@ from pathlib import Path
 
 from gpulib import kernel_env, resources
 from gpulib.diagnose import diagnose
-from gpulib.diagnose.inputs import gather
 from gpulib.errors import InputError
 from gpulib.evidence import kinds
+from gpulib.evidence.gather import gather
 from gpulib.logs import get_logger
 
 log = get_logger(__name__)

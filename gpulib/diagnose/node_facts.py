@@ -25,9 +25,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpulib.diagnose.inputs import InputFile, Inputs, gather
-from gpulib.diagnose.record_summary import flag, summarize_values, summary_of
 from gpulib.evidence import kinds
+from gpulib.evidence.gather import InputFile, Inputs, gather
+from gpulib.evidence.record_summary import flag, summarize_values, summary_of
 
 #: Fields compared across nodes, in the order a diff table shows them.
 FIELDS = ("driver", "cuda", "nccl", "torch", "kernel", "os", "gpu_model", "gpu_count", "vbios",

@@ -297,7 +297,7 @@ def _memory(ctx: Context, host, captured, present, states) -> None:
 
 def _series(ctx: Context) -> None:
     """The first throttled sample of each GPU's time series: when its rank began to straggle.
-    Samples are folded per GPU and file (:func:`gpu_series.summarize`; :func:`~gpulib.diagnose.inputs.gather`
+    Samples are folded per GPU and file (:func:`gpu_series.summarize`; :func:`~gpulib.evidence.gather.gather`
     has usually done so already), then the files of one GPU are combined."""
     raw: dict[int, tuple] = {}  # id(file) -> (file, [samples]) still to fold
     per_gpu: dict[tuple, list] = defaultdict(list)  # (host, GPU) -> [(file, GpuSeries)]

@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpulib.diagnose.context import Context, evidence
-from gpulib.diagnose.inputs import InputFile
 from gpulib.evidence import kinds
+from gpulib.evidence.gather import InputFile
 from gpulib.findings import EvidenceLine
 from gpulib.parsers.gpu_records import GpuState
 from gpulib.parsers.nccl_tests import NcclTestsRun

@@ -50,7 +50,7 @@ PARSED = (NVIDIA_SMI_XML, NVIDIA_SMI_Q, NVIDIA_SMI_TABLE, NVIDIA_SMI_CSV, NVIDIA
           SACCT, IBSTAT, IP_LINK, IPMITOOL_SEL, IPMITOOL_SEL_TIME, IPMITOOL_SDR, IPMITOOL_SENSOR, IPMITOOL_CHASSIS, DF,
           STATFS, FUSER)
 
-# ---- what gathering says of a file no parser takes (gpulib.diagnose.inputs) ----
+# ---- what gathering says of a file no parser takes (gpulib.evidence.gather) ----
 BUNDLE_METADATA = "bundle_metadata"
 VERSIONS = "versions"
 COLLECTOR_STDERR = "collector_stderr"

@@ -24,8 +24,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpulib.diagnose.inputs import gather
 from gpulib.evidence import kinds
+from gpulib.evidence.gather import gather
 from gpulib.logs import get_logger
 from gpulib.runbooks.archive import ArchivedRun
 from gpulib.runbooks.spec import RunbookError

@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from gpulib.diagnose.thresholds import TEMP_LIMIT_C
+from gpulib.evidence.thresholds import TEMP_LIMIT_C
 from gpulib.notebook.palette import GpuPalette, kind_color, rank_color
 from gpulib.notebook.tables import gpu_labels, throttle_periods
 

@@ -27,14 +27,14 @@ from pathlib import Path
 import pandas as pd
 
 from gpulib import kernel_env
-from gpulib.bundle import Bundle, is_bundle
 from gpulib.catalog import xid_info
 from gpulib.checkpoints.latest import find_latest
 from gpulib.diagnose import diagnose
 from gpulib.diagnose.cache import SNAPSHOT_KINDS, EvidenceFiles, checked_evidence, read_once
 from gpulib.diagnose.cache import resolve_evidence as resolve_evidence  # the notebooks' and tests' name for it
 from gpulib.diagnose.rules_sel import place_on_utc, power_losses
-from gpulib.diagnose.thresholds import Thresholds
+from gpulib.evidence.bundle import Bundle, is_bundle
+from gpulib.evidence.thresholds import Thresholds
 from gpulib.findings import gpu_name
 from gpulib.identity import normalize_pci
 from gpulib.nccl import thresholds
@@ -90,7 +90,7 @@ class EvidenceTables:
     def diagnosis_at(self, **thresholds: float) -> dict:
         """The diagnosis judged with other thresholds (a notebook's slider: ``temp_limit_c=80``).
 
-        The same rules run again with those numbers (:class:`gpulib.diagnose.thresholds.Thresholds`),
+        The same rules run again with those numbers (:class:`gpulib.evidence.thresholds.Thresholds`),
         so a step shows what the diagnosis would say, never a second opinion of its own. With the
         default thresholds this is :attr:`diagnosis` (read once per runbook run)."""
         wanted = Thresholds.of(**thresholds)

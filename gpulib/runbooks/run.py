@@ -21,10 +21,10 @@ from importlib import metadata
 from pathlib import Path
 
 from gpulib import __version__, exit_codes, kernel_env
-from gpulib.bundle import sha256_file
 from gpulib.diagnose import diagnose
 from gpulib.diagnose.cache import load_cached, resolve_evidence, write_cache
 from gpulib.errors import GpulibError
+from gpulib.evidence.bundle import sha256_file
 from gpulib.identity import to_utc_iso, utc_now_iso
 from gpulib.logs import get_logger
 from gpulib.runbooks.archive import FINDINGS, FINDINGS_FORMAT, REPORT, RUN_FORMAT, ArchiveWriter

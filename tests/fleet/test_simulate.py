@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from gpulib.bundle import verify
 from gpulib.diagnose import diagnose
+from gpulib.evidence.bundle import verify
 from gpulib.fleet.simulate import KINDS, host_name, simulate_incident
 
 

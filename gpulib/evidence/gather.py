@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from gpulib.bundle import DIGEST, Bundle, is_bundle
-from gpulib.diagnose import digest
-from gpulib.diagnose.record_summary import JOINED_BY_HOST, FileSummary, count_years, summary_of
-from gpulib.diagnose.thresholds import Thresholds
-from gpulib.evidence import kinds
+from gpulib.evidence import digest, kinds
+from gpulib.evidence.bundle import DIGEST, Bundle, is_bundle
+from gpulib.evidence.record_summary import JOINED_BY_HOST, FileSummary, count_years, summary_of
+from gpulib.evidence.thresholds import Thresholds
 from gpulib.logs import get_logger
 from gpulib.parsers import detect, gpu_series, registry, session, signatures, unwrap
 from gpulib.parsers.base import Problem, looks_binary, read_text
@@ -131,7 +130,7 @@ def _walk(root: Path, problems: list[Problem], notes: list[Problem], digests: Th
     Hidden folders below ``root`` are skipped with a note: a ``.node-a.partial-1234`` folder is a
     capture that lost the rename race (or died mid-way) - a duplicate or a fragment of a bundle.
     ``digests`` (the caller's thresholds; None: read no digest): a folder with a current digest
-    (:mod:`gpulib.diagnose.digest`) is one entry ``(folder, {"digest": loaded})`` in the walk's
+    (:mod:`gpulib.evidence.digest`) is one entry ``(folder, {"digest": loaded})`` in the walk's
     order, instead of its files; its files are made :class:`InputFile` (named from ``base``) as
     soon as it is read, so 10,000 digests' decoded JSON never lives at once."""
     out: list[tuple[Path, dict]] = []
@@ -441,7 +440,7 @@ def _read_shared_quiet_files(inputs: Inputs, tz: str | None, year: int | None) -
     A node's digest leaves behind the records of a file no rule of that node made anything of
     (:mod:`gpulib.diagnose.node_digest`), which is the whole story only while nothing outside the
     node is read together with them: the rules join kernel events and GPU records by host
-    (:data:`~gpulib.diagnose.record_summary.JOINED_BY_HOST`). Where a file outside the node names
+    (:data:`~gpulib.evidence.record_summary.JOINED_BY_HOST`). Where a file outside the node names
     the same host in the same family - two captures of one node, a cluster-wide syslog, a
     dcgm-exporter scrape - that node's quiet files are parsed from their raw files after all."""
     if not any(f.summary_only for f in inputs.files):

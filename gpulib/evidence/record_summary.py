@@ -3,10 +3,10 @@
 Why: a 10,000-node incident holds ~80,000 GPU snapshots, ~80,000 GPU time series and ~150,000
 kernel-log events, and on a healthy node none of them says anything a rule acts on. Three steps
 still read every file, whatever it says: the identity join (which nvidia-smi index and UUID a PCI
-bus id has on a host, :mod:`.joins`), the incident's year (:mod:`.inputs`) and the configuration
+bus id has on a host, :mod:`.joins`), the incident's year (:mod:`gpulib.evidence.gather`) and the configuration
 facts of each node (:mod:`.node_facts`). This module is what those steps read - one
 :class:`FileSummary` per file, made from its records by :func:`summarize` - so a per-node digest
-(:mod:`.digest`) can carry the summary of a quiet file instead of its records, and the central
+(:mod:`gpulib.evidence.digest`) can carry the summary of a quiet file instead of its records, and the central
 diagnosis joins 10,000 nodes in memory that does not hold their GPU records. The same function
 serves a diagnosis of the raw files (:func:`summary_of`), so both read the same facts.
 
@@ -28,7 +28,7 @@ YEAR_RECORDS = 2000
 #: Xid burst, the reboot, the OOM killer's context) and GPU records (the snapshot of a host, the
 #: series of one GPU), each with the dcgm-exporter scrape that reports the same. A file a digest
 #: carries as its summary is one of these (or ``ibstat``), and stays summarised only while no file
-#: outside its node names the same host in its family (:mod:`gpulib.diagnose.inputs`).
+#: outside its node names the same host in its family (:mod:`gpulib.evidence.gather`).
 JOINED_BY_HOST = {
     "kernel": (*kinds.KERNEL, kinds.DCGM_EXPORTER),
     "gpu": kinds.GPU_STATE,
@@ -182,7 +182,7 @@ def summarize(records: list) -> FileSummary:
 
 def summary_of(f) -> FileSummary:
     """``f``'s summary: the one its digest carried, else made from its records (and kept, for
-    files that have a ``summary`` field: :class:`~gpulib.diagnose.inputs.InputFile`)."""
+    files that have a ``summary`` field: :class:`~gpulib.evidence.gather.InputFile`)."""
     found = getattr(f, "summary", None)
     if found is None:
         found = _shared_if_plain(summarize(f.records))
