@@ -17,30 +17,11 @@ import os
 from pathlib import Path
 
 from gpulib.checkpoints.latest import find_latest
-from gpulib.diagnose import (
-    nodes,
-    rules_boots,
-    rules_gpu,
-    rules_held_memory,
-    rules_job,
-    rules_kernel,
-    rules_memory,
-    rules_nccl_tests,
-    rules_other,
-    rules_psu,
-    rules_query_time,
-    rules_ray,
-    rules_sel,
-    rules_shm,
-    rules_signatures,
-    rules_srun,
-    rules_wtmp,
-    verdict,
-)
-from gpulib.diagnose import rules_slurm as rules_slurm
+from gpulib.diagnose import nodes, rules_gpu, rules_job, rules_slurm, verdict
 from gpulib.diagnose.context import Context
 from gpulib.diagnose.joins import IdentityMap
 from gpulib.diagnose.model import TimelineEntry
+from gpulib.diagnose.registry import RULES
 from gpulib.diagnose.report import Diagnosis
 from gpulib.evidence.gather import Inputs, gather
 from gpulib.evidence.thresholds import Thresholds
@@ -80,15 +61,14 @@ def _diagnose(paths: list[str | Path], tz: str | None, inputs: Inputs | None, th
     thresholds = thresholds or Thresholds()
     inputs = gather([Path(p) for p in paths], tz, thresholds=thresholds) if inputs is None else inputs
     ctx = Context(inputs, IdentityMap(inputs), tz, thresholds)
-    for rules in (rules_kernel, rules_gpu, rules_job, rules_other, rules_slurm, rules_sel, rules_shm, rules_wtmp,
-                  rules_psu, rules_boots, rules_query_time, rules_held_memory, rules_nccl_tests, rules_signatures,
-                  rules_ray, rules_memory, rules_srun):
+    for rule in RULES:  # in phase order (gpulib.diagnose.registry): later rules read earlier findings
         try:
-            rules.run(ctx)
+            rule.run(ctx)
         except Exception as exc:  # noqa: BLE001 - a rule bug must cost one rule, not the diagnosis
-            log.exception("rule module %s failed", rules.__name__)
+            module = rule.run.__module__
+            log.exception("rule module %s failed", module)
             ctx.add("internal", severity="warning", category="none", role="context",
-                    title=f"internal error in {rules.__name__}: {type(exc).__name__}: {exc} (other rules still ran)")
+                    title=f"internal error in {module}: {type(exc).__name__}: {exc} (other rules still ran)")
     failed, completed = rules_job.job_outcome(ctx)
     slurm_failed, slurm_completed = rules_slurm.job_outcome(ctx)  # the scheduler's record of the same job
     failed, completed = failed or slurm_failed, (completed or slurm_completed) and not slurm_failed
