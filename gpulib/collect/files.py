@@ -8,8 +8,8 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
-from gpulib.bundle import copy_capped
 from gpulib.collect.core import Collector, Outcome, Sink
+from gpulib.evidence.bundle import copy_capped
 from gpulib.identity import to_utc_iso
 
 #: Keep the last 64 MiB of each log: a job dies at the end of its log, and a multi-GB log

@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpulib.diagnose.inputs import Inputs
 from gpulib.diagnose.joins import IdentityMap
+from gpulib.evidence.gather import Inputs
 
 #: Files larger than this are logs, not pasted lookups or host tables.
 MAX_BYTES = 1 << 20

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gpulib.diagnose.context import Context, place
-from gpulib.diagnose.inputs import InputFile
+from gpulib.evidence.gather import InputFile
 from gpulib.findings import Finding
 from gpulib.identity import normalize_pci
 from gpulib.parsers.logtime import seconds_between, stamp_in, zone_of

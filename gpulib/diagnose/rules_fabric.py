@@ -29,7 +29,7 @@ import re
 
 from gpulib.diagnose.addresses import AddressBook, Named
 from gpulib.diagnose.context import Context, evidence, place
-from gpulib.diagnose.inputs import InputFile
+from gpulib.evidence.gather import InputFile
 from gpulib.findings import Finding, Pointers
 from gpulib.parsers.signatures import Signal
 

@@ -6,7 +6,7 @@ flat memory, we need incidents of any size whose answer is known. Every file is 
 format of the real tool that the parsers read (``nvidia-smi -q`` text, ``dmesg -T``, ``ibstat``,
 ``uname -a``, ``/etc/os-release``, ``/proc/driver/nvidia/version``, the job console with
 ``NCCL_DEBUG=INFO`` init lines and torch watchdog timeouts), one evidence bundle per node
-(:class:`gpulib.bundle.BundleWriter`, so manifests and hashes are real) plus the job log beside
+(:class:`gpulib.evidence.bundle.BundleWriter`, so manifests and hashes are real) plus the job log beside
 them. Every generated file says ``SYNTHETIC`` in its bundle's command line and the host names
 start with ``synth-``, so a synthetic incident can never be mistaken for a real one.
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from gpulib.bundle import BundleWriter, CollectorRecord
+from gpulib.evidence.bundle import BundleWriter, CollectorRecord
 
 #: Injectable root causes -> the diagnosis category they must produce.
 KINDS = {

@@ -19,7 +19,7 @@ fabric test, which needs the whole node for minutes - on a fresh capture of this
 without one, at least one - a GPU node that shows none is a no-go). ``--gpus 0`` marks a node
 without GPUs, where only the kernel-log and driver checks apply.
 
-Exit codes (DESIGN.md): 0 go, 1 go with warnings, 2 usage error, 3 no-go (drained), 5 the check
+Exit codes (docs/ARCHITECTURE.md): 0 go, 1 go with warnings, 2 usage error, 3 no-go (drained), 5 the check
 itself failed. Slurm ignores a health check's exit code; it acts only on the drain.
 """
 
@@ -30,6 +30,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpulib import exit_codes
 from gpulib.slurm import scontrol
 from gpulib.slurm.capture import capture
 
@@ -38,7 +39,8 @@ QUICK_COLLECTORS = ["nvml", "nvidia-smi-q-xml", "kernel-log", "gpu-device-users"
 #: Default seconds for the whole check (slurmd kills a HealthCheckProgram after 60 s).
 DEFAULT_BUDGET_S = 45.0
 
-EXIT_GO, EXIT_WARN, EXIT_USAGE, EXIT_NO_GO, EXIT_FAILED = 0, 1, 2, 3, 5
+EXIT_GO, EXIT_WARN, EXIT_USAGE, EXIT_NO_GO, EXIT_FAILED = (exit_codes.OK, exit_codes.SOFT, exit_codes.USAGE, exit_codes.HARD,
+                                                         exit_codes.RUN_FAILED)
 
 
 @dataclass
@@ -57,25 +59,15 @@ class CheckResult:
 
 
 def self_check(evidence: Path, expected_gpus: int | None) -> CheckResult:
-    """Preflight's single-node checks (the same functions notebook 08 calls) on ``evidence``.
-    ``expected_gpus``: None = at least one; 0 = a node without GPUs; N = exactly N visible."""
-    from gpulib.notebook import steps as checks  # pandas: only when a check actually runs
-    from gpulib.notebook.tables import open_evidence
+    """Preflight's single-node checks (:func:`gpulib.preflight.gate.self_check`, the same notebook 08
+    runs) on ``evidence``. ``expected_gpus``: None = at least one; 0 = a node without GPUs; N = N visible."""
+    from gpulib.diagnose.cache import checked_evidence, read_once  # the diagnosis: only when a check runs
+    from gpulib.preflight import gate
 
-    ev = open_evidence(evidence)
-    states = ev.gpu_states()
-    seen = len(states.drop_duplicates(subset=["host", "gpu"])) if not states.empty else 0
-    if expected_gpus is None:
-        presence = checks.presence_findings(states)
-    elif seen < expected_gpus:
-        presence = [checks.finding(
-            "gpu-count", "critical", "gpu_fell_off_bus", f"{seen} of {expected_gpus} GPUs visible",
-            actions=["Check `nvidia-smi -L` and `lspci | grep -i nvidia`: a GPU missing from both fell off the bus "
-                     "(reboot or reseat); one in lspci only has a driver problem"])]
-    else:
-        presence = []
-    findings = checks.self_check(ev.diagnosis, states, presence)  # the preflight's own list (notebook 08)
-    verdict = checks.go_no_go(findings)
+    files, diagnosis = read_once(checked_evidence(evidence))
+    seen = gate.gpus_seen(files.snapshots())
+    findings = gate.self_check(diagnosis, seen, expected_gpus)  # the preflight's own list (notebook 08)
+    verdict = gate.go_no_go(findings)
     blocking = [f for f in findings if f["severity"] in ("critical", "error")]
     return CheckResult(verdict["verdict"], findings, blocking[0]["title"] if blocking else None, seen)
 

@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from gpulib.bundle import verify
 from gpulib.diagnose import diagnose
+from gpulib.evidence.bundle import verify
 from gpulib.fleet.simulate import KINDS, host_name, simulate_incident
 
 
