@@ -41,6 +41,7 @@ COMMANDS = {
     "slurm": ("gpulib.slurm.cli", "Slurm hooks: Epilog capture and HealthCheckProgram drain/resume"),
     "drill": ("gpulib.notebook.cli",
               "set up a triage drill on an incident folder (the answer hidden until the trainee commits)"),
+    "notebooks": ("gpulib.notebook.cli", "copy the runbook's notebooks into a folder to open them in JupyterLab"),
 }
 
 

@@ -1,4 +1,4 @@
-"""One exit-code table for every ``gpulib`` command (DESIGN.md), shown in each ``--help``.
+"""One exit-code table for every ``gpulib`` command (docs/ARCHITECTURE.md), shown in each ``--help``.
 
 Why one table: a scheduler or a wrapper script acts on the number alone (relaunch, drain the
 node, page someone). If 3 meant "hard" for one command and "the run failed" for another, the

@@ -26,7 +26,7 @@ from typing import Any
 
 from gpulib.vocabulary import CATEGORIES, SEVERITIES
 
-#: Keys every serialised finding has, in this order (the JSON contract of DESIGN.md).
+#: Keys every serialised finding has, in this order (the JSON contract of docs/ARCHITECTURE.md).
 KEYS = ("id", "severity", "category", "title", "role", "host", "gpu_index", "gpu_pci", "rank", "time",
         "evidence", "actions", "caused_by")
 #: Evidence lines kept per finding in JSON (the first ones: where the fact was first seen).
@@ -103,7 +103,7 @@ class Finding:
         if self.severity not in SEVERITIES:
             raise ValueError(f"finding {self.id}: severity {self.severity!r} is not one of {SEVERITIES}")
         if self.category not in CATEGORIES:
-            raise ValueError(f"finding {self.id}: category {self.category!r} is not in the DESIGN vocabulary")
+            raise ValueError(f"finding {self.id}: category {self.category!r} is not in the vocabulary (gpulib/vocabulary.py)")
         return self
 
     def gpu_label(self) -> str | None:
@@ -148,6 +148,18 @@ class Finding:
                       "category": data.get("category") or "none", "title": data.get("title") or "",
                       **{k: v for k, v in values.items() if k not in ("id", "severity", "category", "title")}},
                    evidence=evidence, actions=list(data.get("actions") or []), extra=extra)
+
+
+def finding_dict(id: str, severity: str, category: str, title: str, *, host: str | None = None,
+                 gpu_index: int | None = None, rank: int | None = None, time: str | None = None,
+                 evidence: Sequence[dict] = (), actions: Sequence[str] = (), **extra: Any) -> dict:
+    """One finding as its JSON dict from plain values (extra keys such as ``pids`` or ``step`` are
+    kept); raises ValueError for a severity or category outside the vocabulary. The notebook face's
+    ``gpulib.notebook.steps.finding`` takes table cells (pandas' missing values, timestamps) too."""
+    data = {"id": id, "severity": severity, "category": category, "title": title, "host": host,
+            "gpu_index": gpu_index, "rank": rank, "time": time, "evidence": [dict(e) for e in evidence],
+            "actions": list(actions), **extra}
+    return Finding.from_dict(data).check().to_dict()
 
 
 def gpu_name(pci: str | None, index: int | None = None, uuid: str | None = None) -> str | None:

@@ -1,4 +1,4 @@
-"""The shared words of every finding (DESIGN.md "Diagnosis output"): one home, no imports.
+"""The shared words of every finding (docs/ARCHITECTURE.md "Words"): one home, no imports.
 
 The diagnosis, the notebooks' step checks and the runbook archive all judge findings with these
 tuples. This module imports nothing, so a notebook kernel or ``gpulib run`` can check a finding's
@@ -8,7 +8,7 @@ words without loading the diagnosis engine.
 #: Most to least urgent; a runbook's exit code follows the most urgent one recorded.
 SEVERITIES = ("critical", "error", "warning", "info")
 
-#: What failed first. ``none`` is a healthy run; anything new must be added to DESIGN.md first.
+#: What failed first. ``none`` is a healthy run; anything new must be added to docs/ARCHITECTURE.md first.
 CATEGORIES = (
     "gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error", "nvlink_error", "thermal_throttling",
     "power_fault", "cuda_oom", "host_oom", "network_fabric", "driver_mismatch", "application_error",

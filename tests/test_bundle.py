@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from gpulib.bundle import FORMAT, Bundle, BundleWriter, CollectorRecord, verify
 from gpulib.errors import BundleError
+from gpulib.evidence.bundle import FORMAT, Bundle, BundleWriter, CollectorRecord, verify
 
 
 def _bundle(tmp_path):

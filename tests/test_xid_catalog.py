@@ -10,7 +10,7 @@ import pytest
 from gpulib.catalog import build, load_catalog, xid_info
 from tests.conftest import REPO, SHARED
 
-REFERENCE = SHARED / "reference"
+SHARED_REFERENCE = SHARED / "reference"
 VOCABULARY = {"gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error", "nvlink_error", "thermal_throttling",
               "power_fault", "cuda_oom", "host_oom", "network_fabric", "driver_mismatch", "application_error",
               "data_pipeline_stall", "node_lost", "none"}
@@ -18,13 +18,24 @@ VOCABULARY = {"gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error", "nvl
 
 @pytest.fixture(scope="module")
 def reference():
-    if not (REFERENCE / "xid").is_dir():
-        pytest.skip(f"reference sources not found at {REFERENCE}")
-    return REFERENCE
+    """The reference sources shipped in the package (the build's default: nothing outside the repo)."""
+    return build.REFERENCE_DIR
 
 
 def test_data_file_is_what_the_build_makes_from_the_references(reference, capsys):
     assert build.main(["--check", "--reference", str(reference)]) == 0, capsys.readouterr().err
+    assert build.main(["--check"]) == 0, capsys.readouterr().err
+
+
+def test_shipped_references_are_the_shared_ones():
+    """The package's copy of the reference sources is the shared reference, byte for byte (the Xid
+    files) and section 3 of health-checks-and-xid.md (the only part the build reads)."""
+    if not (SHARED_REFERENCE / "xid").is_dir():
+        pytest.skip(f"shared reference not found at {SHARED_REFERENCE}")
+    for name in ("nvidia_xid_catalog_via_gpud.tsv", "xid_crossref.csv"):
+        assert (build.REFERENCE_DIR / "xid" / name).read_bytes() == (SHARED_REFERENCE / "xid" / name).read_bytes()
+    shared = build.read_reference_table(SHARED_REFERENCE / "health-checks-and-xid.md")
+    assert build.read_reference_table(build.REFERENCE_DIR / "health-checks-and-xid.md") == shared
 
 
 def test_every_nvidia_catalog_code_is_present_with_nvidia_names_and_buckets(reference):

@@ -10,9 +10,9 @@ hard/soft verdict and the category from NVIDIA's resolution buckets and mnemonic
 the few hand decisions of ``xid_overrides.tsv`` (each with its reason), and writes every other
 source's opinion into ``sources`` and every disagreement into ``conflicts``.
 
-Inputs (``--reference DIR``, default ``$GPULIB_SHARED/reference`` or ``../shared/reference``):
-``xid/nvidia_xid_catalog_via_gpud.tsv``, ``xid/xid_crossref.csv`` and the Xid table in section 3
-of ``health-checks-and-xid.md``.
+Inputs (``--reference DIR``, default ``gpulib/catalog/reference/``, shipped in the package so the
+build reads nothing outside it): ``xid/nvidia_xid_catalog_via_gpud.tsv``, ``xid/xid_crossref.csv``
+and the Xid table in section 3 of ``health-checks-and-xid.md``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import os
 import re
 import sys
 from pathlib import Path
@@ -69,7 +68,7 @@ BUCKET_ACTION = {
 }
 DEFAULT_ACTION = "No NVIDIA resolution published: drain the GPU, collect nvidia-bug-report.sh and contact NVIDIA/the vendor."
 
-#: Category from the NVIDIA mnemonic, first match wins (DESIGN vocabulary).
+#: Category from the NVIDIA mnemonic, first match wins (docs/ARCHITECTURE.md vocabulary).
 CATEGORY_RULES = (
     (("FALLEN_OFF_THE_BUS", "PCIE_FATAL"), "gpu_fell_off_bus"),
     (("NVLINK", "C2C", "ALI_TRAINING"), "nvlink_error"),
@@ -97,10 +96,8 @@ SOURCE_LABELS = {
 _DISPUTE_WORDS = re.compile(r"conflict|disagree|stricter|stale|disputed|treats as|not in AZ|omits", re.I)
 
 
-def default_reference_dir() -> Path:
-    shared = os.environ.get("GPULIB_SHARED")
-    base = Path(shared) if shared else HERE.parents[2] / "shared"
-    return base / "reference"
+#: The reference sources the build reads, shipped beside the data file (package data).
+REFERENCE_DIR = HERE / "reference"
 
 
 def _clean(text: str) -> str:
@@ -246,7 +243,7 @@ def render(rows: list[dict[str, str]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reference", type=Path, default=default_reference_dir())
+    parser.add_argument("--reference", type=Path, default=REFERENCE_DIR)
     parser.add_argument("--check", action="store_true", help="compare with the committed xid.tsv, write nothing")
     args = parser.parse_args(argv)
     if not (args.reference / "xid").is_dir():

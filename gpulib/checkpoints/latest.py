@@ -132,7 +132,7 @@ def _verify_hard(c: Candidate, deep: bool, checked: list[str] | None = None) -> 
     """Checks too costly for every candidate: sidecar sha256, the seal's checksums, and (deep) CRC
     of every member. What was checked is appended to ``checked``."""
     if c.sidecar and isinstance(c.sidecar.get("sha256"), str):
-        from gpulib.bundle import sha256_file  # here: hashing is rare, and `ckpt latest` starts lean
+        from gpulib.evidence.bundle import sha256_file  # here: hashing is rare, and `ckpt latest` starts lean
 
         try:
             got = sha256_file(c.path, HASH_CHUNK)

@@ -19,7 +19,6 @@ import socket
 import sys
 from pathlib import Path
 
-from gpulib.bundle import Bundle, BundleWriter, is_bundle
 from gpulib.collect import bmc, commands, files, nvml
 from gpulib.collect.bugreport import bug_report_collector
 from gpulib.collect.core import Collector, run_collectors
@@ -27,6 +26,7 @@ from gpulib.collect.filesystems import filesystems_collector
 from gpulib.collect.prometheus import PrometheusQuery, prometheus_collector
 from gpulib.collect.slurm import slurm_job_collector
 from gpulib.errors import BundleError, InputError
+from gpulib.evidence.bundle import Bundle, BundleWriter, is_bundle
 
 HOST_PLACEHOLDER = "%h"
 

@@ -6,12 +6,12 @@ import argparse
 import subprocess
 import sys
 
-from gpulib.bundle import verify
 from gpulib.cli_args import non_negative
 from gpulib.collect.bmc import SEL_ENTRIES
 from gpulib.collect.capture import collect, summary_lines
 from gpulib.collect.files import LOG_CAP_BYTES
 from gpulib.collect.prometheus import PrometheusQuery, parse_time
+from gpulib.evidence.bundle import verify
 from gpulib.readable import require_readable
 
 

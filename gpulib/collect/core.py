@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpulib.bundle import BundleWriter, CollectorRecord
 from gpulib.collect.runner import CommandResult, run_command
+from gpulib.evidence.bundle import BundleWriter, CollectorRecord
 from gpulib.logs import get_logger
 
 log = get_logger(__name__)

@@ -8,8 +8,8 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
-from gpulib.bundle import copy_capped
 from gpulib.collect.core import Collector, Outcome, Sink
+from gpulib.evidence.bundle import copy_capped
 from gpulib.identity import to_utc_iso
 from gpulib.readable import unreadable_reason
 

@@ -13,8 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-from gpulib.bundle import Bundle, verify
 from gpulib.collect.capture import summary_lines
+from gpulib.evidence.bundle import Bundle, verify
 
 MUST_BE_OK = ("nvml", "nvml-samples", "nvidia-smi-q-xml", "nvidia-smi-q")
 

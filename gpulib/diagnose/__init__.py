@@ -1,6 +1,6 @@
 """Diagnosis of an interrupted multi-GPU training job: the first failure, the culprit, the fix.
 
-``diagnose(paths)`` reads evidence bundles and raw folders (:mod:`.inputs`), joins ranks to hosts,
+``diagnose(paths)`` reads evidence bundles and raw folders (:mod:`gpulib.evidence.gather`), joins ranks to hosts,
 GPUs and PCI ids (:mod:`.joins`), runs the kernel / GPU-state / job / other rules, the BMC event
 log (:mod:`.rules_sel`), shared-memory (:mod:`.rules_shm`) and nccl-tests / NCCL plugin
 (:mod:`.rules_nccl_tests`) rules, then those that read what the others found: Ray's memory
@@ -17,33 +17,14 @@ import os
 from pathlib import Path
 
 from gpulib.checkpoints.latest import find_latest
-from gpulib.diagnose import (
-    nodes,
-    rules_boots,
-    rules_gpu,
-    rules_held_memory,
-    rules_job,
-    rules_kernel,
-    rules_memory,
-    rules_nccl_tests,
-    rules_other,
-    rules_psu,
-    rules_query_time,
-    rules_ray,
-    rules_sel,
-    rules_shm,
-    rules_signatures,
-    rules_srun,
-    rules_wtmp,
-    verdict,
-)
-from gpulib.diagnose import rules_slurm as rules_slurm
+from gpulib.diagnose import neighbourhood, nodes, rules_gpu, rules_job, rules_slurm, verdict
 from gpulib.diagnose.context import Context
-from gpulib.diagnose.inputs import Inputs, gather
 from gpulib.diagnose.joins import IdentityMap
 from gpulib.diagnose.model import TimelineEntry
+from gpulib.diagnose.registry import RULES
 from gpulib.diagnose.report import Diagnosis
-from gpulib.diagnose.thresholds import Thresholds
+from gpulib.evidence.gather import Inputs, gather
+from gpulib.evidence.thresholds import Thresholds
 from gpulib.findings import Finding, event_id
 from gpulib.logs import get_logger
 
@@ -59,7 +40,7 @@ def diagnose(paths: list[str | Path], tz: str | None = None, *, inputs: Inputs |
     ``tz`` is the zone of timestamps printed without one (``dmesg -T``, nvidia-smi, Python logs)
     when no bundle manifest says it; default UTC. ``inputs``: what :func:`gather` already read
     from ``paths`` (a caller that also shows the records reads the evidence once). ``thresholds``:
-    the numbers the rules judge with (:class:`~gpulib.diagnose.thresholds.Thresholds`; a notebook's
+    the numbers the rules judge with (:class:`~gpulib.evidence.thresholds.Thresholds`; a notebook's
     sliders pass theirs here rather than judging the evidence again with rules of their own).
 
     Python's cycle collector is paused meanwhile: the evidence of a 10,000-node job is millions of
@@ -80,15 +61,14 @@ def _diagnose(paths: list[str | Path], tz: str | None, inputs: Inputs | None, th
     thresholds = thresholds or Thresholds()
     inputs = gather([Path(p) for p in paths], tz, thresholds=thresholds) if inputs is None else inputs
     ctx = Context(inputs, IdentityMap(inputs), tz, thresholds)
-    for rules in (rules_kernel, rules_gpu, rules_job, rules_other, rules_slurm, rules_sel, rules_shm, rules_wtmp,
-                  rules_psu, rules_boots, rules_query_time, rules_held_memory, rules_nccl_tests, rules_signatures,
-                  rules_ray, rules_memory, rules_srun):
+    for rule in RULES:  # in phase order (gpulib.diagnose.registry): later rules read earlier findings
         try:
-            rules.run(ctx)
+            rule.run(ctx)
         except Exception as exc:  # noqa: BLE001 - a rule bug must cost one rule, not the diagnosis
-            log.exception("rule module %s failed", rules.__name__)
+            module = rule.run.__module__
+            log.exception("rule module %s failed", module)
             ctx.add("internal", severity="warning", category="none", role="context",
-                    title=f"internal error in {rules.__name__}: {type(exc).__name__}: {exc} (other rules still ran)")
+                    title=f"internal error in {module}: {type(exc).__name__}: {exc} (other rules still ran)")
     failed, completed = rules_job.job_outcome(ctx)
     slurm_failed, slurm_completed = rules_slurm.job_outcome(ctx)  # the scheduler's record of the same job
     failed, completed = failed or slurm_failed, (completed or slurm_completed) and not slurm_failed
@@ -147,6 +127,7 @@ def _decide(ctx: Context, failed: bool, completed: bool) -> Diagnosis:
             f"; the symptoms point at {who}" if who else "") + "."
         return Diagnosis("unknown", guess, summary, None, _ordered(findings), next_steps=_collect_more(ctx, strong))
     verdict.adopt_rank(ctx, root)
+    neighbourhood.fill(ctx, root)
     verdict.quote_lines(ctx, root)
     verdict.chain(ctx, root)
     return Diagnosis(root.interruption or "unknown", root.category, _summary(root, findings), root, _ordered(findings))
@@ -159,7 +140,7 @@ _STOPPING = frozenset({"gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_err
 
 def _unfinished_on_weak_hardware(ctx: Context, completed: bool) -> list[Finding]:
     """A GPU's hardware warnings of a kind that can stop a run (on an x1 PCIe link, a degraded link)
-    beside a job log that shows no normal end: a 'none' would need that end (DESIGN.md), so these
+    beside a job log that shows no normal end: a 'none' would need that end (docs/ARCHITECTURE.md), so these
     are the suspects of an unknown."""
     if completed or not ctx.inputs.of_kind("training_log"):
         return []

@@ -19,16 +19,18 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import gpulib
-from gpulib import kernel_env
+from gpulib import kernel_env, resources
 from gpulib.diagnose import diagnose
-from gpulib.diagnose.inputs import gather
 from gpulib.errors import InputError
+from gpulib.evidence import kinds
+from gpulib.evidence.gather import gather
 from gpulib.logs import get_logger
 
 log = get_logger(__name__)
 
 FORMAT = "gpulib.bundle-cache/1"
+#: The files that hold GPU state snapshots (one record per GPU per snapshot).
+SNAPSHOT_KINDS = (*kinds.SMI_SNAPSHOTS, kinds.NVIDIA_SMI_CSV)  # a CSV query's one-row-per-GPU rows are states too
 
 
 @dataclass
@@ -58,22 +60,26 @@ class EvidenceFiles:
     def of_kind(self, *kinds: str) -> list[EvidenceFile]:
         return [f for f in self.files if f.kind in kinds]
 
-
-def repo_root() -> Path:
-    """The checkout (or installed tree) that holds ``gpulib/``, ``examples/`` and ``notebooks/``."""
-    return Path(gpulib.__file__).resolve().parent.parent
+    def snapshots(self) -> list[dict]:
+        """The GPU state records of every snapshot file (one per GPU per snapshot; a CSV sampling's
+        rows are samples, not snapshots: only records with ``lost`` are states), ``host`` filled
+        from the file where the record has none."""
+        return [{**record, "host": record.get("host") or f.host} for f in self.of_kind(*SNAPSHOT_KINDS)
+                for record in f.records if "lost" in record]
 
 
 def resolve_evidence(evidence: str | Path, cwd: Path | None = None) -> Path:
     """Find the evidence path, trying it as given (relative to ``cwd``, default the current
-    directory), then relative to the repo and ``notebooks/``."""
+    directory), then relative to the shipped folders and ``notebooks/`` (:func:`gpulib.resources.data_root`:
+    a notebook's default ``examples/...`` evidence works in a checkout and from the wheel)."""
     text = str(evidence).strip()
     if not text:
         raise InputError("no evidence given",
                          hint="set the `evidence` parameter to an evidence bundle, an incident folder or a log file")
     given = Path(text).expanduser()
-    tried = [given] if given.is_absolute() else [(cwd or Path.cwd()) / given, repo_root() / given,
-                                                   repo_root() / "notebooks" / given]
+    root = resources.data_root()
+    tried = [given] if given.is_absolute() else [(cwd or Path.cwd()) / given, root / given,
+                                                   root / resources.NOTEBOOKS / given]
     for candidate in tried:
         if candidate.exists():
             return candidate.resolve()
@@ -82,14 +88,41 @@ def resolve_evidence(evidence: str | Path, cwd: Path | None = None) -> Path:
                      + "; give the path of an evidence bundle (gpulib collect), an incident folder or a log file")
 
 
-def read_evidence(path: Path) -> tuple[EvidenceFiles, dict]:
-    """Walk, detect and parse ``path`` once; return its files and its ``gpulib.diagnosis/1`` dict."""
-    inputs = gather([path], full_series=True)  # the notebooks plot every sample
+def checked_evidence(evidence: str | Path) -> Path:
+    """:func:`resolve_evidence`, then refuse an unreadable or empty folder with what to do (never a
+    traceback for a typo or an empty folder, never an empty - healthy-looking - diagnosis)."""
+    path = resolve_evidence(evidence)
+    if path.is_dir():
+        def refuse(exc: OSError) -> None:
+            raise exc
+
+        try:
+            files = [name for _, _, names in os.walk(path, onerror=refuse) for name in names]
+        except PermissionError as exc:
+            raise InputError("cannot list the evidence folder", path=str(path),
+                             hint=f"permission denied on {exc.filename}; run as a user who can read it") from None
+        if not files:
+            raise InputError("the evidence folder is empty", path=str(path),
+                             hint="collect first (gpulib collect --out DIR) or copy the logs into it")
+    return path
+
+
+def read_once(path: Path, tz: str | None = None) -> tuple[EvidenceFiles, dict]:
+    """The files and diagnosis of ``path``: from the cache ``gpulib run`` names when it describes
+    ``path`` as it is now, read with the same ``tz`` (:func:`load_cached`), else read here
+    (:func:`read_evidence`)."""
+    return load_cached(path, tz=tz) or read_evidence(path, tz)
+
+
+def read_evidence(path: Path, tz: str | None = None) -> tuple[EvidenceFiles, dict]:
+    """Walk, detect and parse ``path`` once; return its files and its ``gpulib.diagnosis/1`` dict.
+    ``tz``: the zone of timestamps printed without one, as ``gpulib diagnose --tz`` takes it."""
+    inputs = gather([path], tz, full_series=True)  # the notebooks plot every sample
     files = EvidenceFiles(
         [EvidenceFile(f.path, f.display, f.kind, f.host, f.host_basis, [asdict(r) for r in f.records],
                       [p.message for p in f.problems]) for f in inputs.files],
         list(dict.fromkeys(folder for _root, folder in inputs.checkpoint_dirs)))
-    return files, diagnose([path], inputs=inputs).to_dict()
+    return files, diagnose([path], tz, inputs=inputs).to_dict()
 
 
 def fingerprint(path: Path) -> list[list]:
@@ -111,22 +144,23 @@ def fingerprint(path: Path) -> list[list]:
     return out
 
 
-def write_cache(paths: list[Path], out: Path) -> Path:
-    """Read each evidence path once and write them all to ``out`` (JSON); returns ``out``."""
+def write_cache(paths: list[Path], out: Path, tz: str | None = None) -> Path:
+    """Read each evidence path once (with ``tz``) and write them all to ``out`` (JSON); returns ``out``."""
     entries = []
     for path in dict.fromkeys(p.resolve() for p in paths):
         stamp = fingerprint(path)  # before reading: a file changed meanwhile invalidates the entry
-        files, diagnosis = read_evidence(path)
-        entries.append({"path": str(path), "fingerprint": stamp, "diagnosis": diagnosis,
+        files, diagnosis = read_evidence(path, tz)
+        entries.append({"path": str(path), "tz": tz, "fingerprint": stamp, "diagnosis": diagnosis,
                         "files": [f.to_json() for f in files.files],
                         "checkpoint_dirs": [str(d) for d in files.checkpoint_dirs]})
     out.write_text(json.dumps({"format": FORMAT, "entries": entries}), encoding="utf-8")
     return out
 
 
-def load_cached(path: Path, cache: str | Path | None = None) -> tuple[EvidenceFiles, dict] | None:
+def load_cached(path: Path, cache: str | Path | None = None, tz: str | None = None) -> tuple[EvidenceFiles, dict] | None:
     """The cached files and diagnosis of ``path`` from ``cache`` (default: the one ``gpulib run`` names),
-    or None when there is no cache, it is unreadable, or it does not match ``path`` as it is now."""
+    or None when there is no cache, it is unreadable, or it does not match ``path`` as it is now
+    read with ``tz`` (times placed in another zone are other times)."""
     cache = cache or os.environ.get(kernel_env.EVIDENCE_CACHE)
     if not cache:
         return None
@@ -134,7 +168,7 @@ def load_cached(path: Path, cache: str | Path | None = None) -> tuple[EvidenceFi
         data = json.loads(Path(cache).read_text(encoding="utf-8"))
         if data.get("format") != FORMAT:
             raise ValueError(f"format {data.get('format')!r}")
-        entry = next((e for e in data["entries"] if e["path"] == str(path)), None)
+        entry = next((e for e in data["entries"] if e["path"] == str(path) and e.get("tz") == tz), None)
         if entry is None or entry["fingerprint"] != fingerprint(path):
             log.debug("evidence cache %s does not describe %s as it is now", cache, path)
             return None

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gpulib.diagnose.inputs import InputFile, Inputs
 from gpulib.diagnose.joins import IdentityMap
 from gpulib.diagnose.node_facts import NodeConfig, node_configs
-from gpulib.diagnose.thresholds import Thresholds
+from gpulib.evidence.gather import InputFile, Inputs
+from gpulib.evidence.thresholds import Thresholds
 from gpulib.findings import EvidenceLine, Finding
 from gpulib.parsers.logtime import stamp_in, zone_of
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpulib.diagnose.inputs import Inputs
-from gpulib.diagnose.record_summary import summary_of
+from gpulib.evidence.gather import Inputs
+from gpulib.evidence.record_summary import summary_of
 from gpulib.identity import normalize_pci
 from gpulib.parsers.training_log import members_of
 

@@ -1,4 +1,4 @@
-"""Write one node's digest (the map step; :mod:`gpulib.diagnose.digest` says why and what).
+"""Write one node's digest (the map step; :mod:`gpulib.evidence.digest` says why and what).
 
 The node reads its own files as the central diagnosis would, then runs the rules that judge one
 node's files alone - kernel log (:mod:`.rules_kernel`), GPU snapshots and time series
@@ -22,7 +22,7 @@ other nodes say:
 
 A tool output inside a pasted shell session (a second input read from part of one file) always
 travels with its records: only the whole file could be read again. Which host a quiet file's
-records are joined under is settled centrally (:mod:`.inputs` reads a node's quiet files raw
+records are joined under is settled centrally (:mod:`gpulib.evidence.gather` reads a node's quiet files raw
 after all when a file outside the node names the same host).
 """
 
@@ -31,13 +31,14 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from gpulib.diagnose import digest, rules_gpu, rules_kernel, rules_other
+from gpulib.diagnose import rules_gpu, rules_kernel, rules_other
 from gpulib.diagnose.context import Context
-from gpulib.diagnose.inputs import SERIES_KINDS, InputFile, Inputs, gather_node
 from gpulib.diagnose.joins import IdentityMap
 from gpulib.diagnose.node_facts import text_facts
-from gpulib.diagnose.record_summary import SUMMARISED_KINDS
-from gpulib.diagnose.thresholds import Thresholds
+from gpulib.evidence import digest
+from gpulib.evidence.gather import SERIES_KINDS, InputFile, Inputs, gather_node
+from gpulib.evidence.record_summary import SUMMARISED_KINDS
+from gpulib.evidence.thresholds import Thresholds
 from gpulib.parsers.gpu_records import GpuSample
 from gpulib.parsers.gpu_series import GpuSeries
 

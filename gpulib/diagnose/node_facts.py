@@ -25,8 +25,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpulib.diagnose.inputs import InputFile, Inputs, gather
-from gpulib.diagnose.record_summary import flag, summarize_values, summary_of
+from gpulib.evidence import kinds
+from gpulib.evidence.gather import InputFile, Inputs, gather
+from gpulib.evidence.record_summary import flag, summarize_values, summary_of
 
 #: Fields compared across nodes, in the order a diff table shows them.
 FIELDS = ("driver", "cuda", "nccl", "torch", "kernel", "os", "gpu_model", "gpu_count", "vbios",
@@ -35,7 +36,7 @@ FIELDS = ("driver", "cuda", "nccl", "torch", "kernel", "os", "gpu_model", "gpu_c
 SNIFF_BYTES = 256 * 1024
 #: Files sniffed for version facts: unrecognised ones, a bundle's ``versions/*``, its NVML snapshot.
 SNIFF_KINDS = ("unknown", "text", "versions", "nvml_snapshot")
-_SNAPSHOT_KINDS = ("nvidia_smi_xml", "nvidia_smi_q", "nvidia_smi_table")
+_SNAPSHOT_KINDS = kinds.SMI_SNAPSHOTS
 _UNAME = re.compile(r"^Linux (?P<host>\S+) (?P<kernel>\d+\.\d+\S*) #", re.M)
 _PRETTY = re.compile(r'^PRETTY_NAME="?(?P<os>[^"\n]+)"?', re.M)
 _NVRM = re.compile(r"NVRM version: .*?Kernel Module(?: for \w+)?\s+(?P<driver>\d+\.\d+(?:\.\d+)?)")

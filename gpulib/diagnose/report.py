@@ -35,7 +35,7 @@ class Diagnosis:
                 "category": rc.category, "host": rc.host, "gpu_index": rc.gpu_index, "gpu_pci": rc.gpu_pci,
                 "gpu_uuid": rc.gpu_uuid, "rank": rc.rank, "time": rc.time, "finding": rc.id,
                 "evidence": [e.to_dict() for e in rc.evidence[:12]],
-            },
+            } | ({"identified_by": rc.extra["identified_by"]} if rc.extra.get("identified_by") else {}),
             "findings": [f.to_dict() for f in self.findings],
             "timeline": [t.to_dict() for t in self.timeline],
             "checkpoints": self.checkpoints,

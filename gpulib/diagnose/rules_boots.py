@@ -22,7 +22,7 @@ import re
 from datetime import datetime
 
 from gpulib.diagnose.context import Context, evidence
-from gpulib.diagnose.inputs import InputFile
+from gpulib.evidence.gather import InputFile
 from gpulib.parsers import journal_boots
 from gpulib.parsers.base import read_text
 from gpulib.parsers.journal_boots import BootRecord

@@ -17,6 +17,7 @@ from collections import defaultdict
 from statistics import median
 
 from gpulib.diagnose.context import Context, evidence, place, without_unknowns
+from gpulib.evidence import kinds
 from gpulib.findings import Pointers
 from gpulib.parsers import gpu_series, prom_text
 from gpulib.parsers.gpu_records import SLOWDOWN_REASONS, GpuSample
@@ -28,7 +29,7 @@ HOT_C = 80
 HOTTER_THAN_PEERS_C = 8
 POWER = {"hw_power_brake_slowdown"}
 #: Kinds whose records are :class:`~gpulib.parsers.gpu_records.GpuState` snapshots.
-SNAPSHOT_KINDS = ("nvidia_smi_q", "nvidia_smi_xml", "nvidia_smi_table", "nvml_snapshot")
+SNAPSHOT_KINDS = kinds.GPU_SNAPSHOTS
 
 
 def _throttle_category(reasons: list[str]) -> str:
@@ -296,7 +297,7 @@ def _memory(ctx: Context, host, captured, present, states) -> None:
 
 def _series(ctx: Context) -> None:
     """The first throttled sample of each GPU's time series: when its rank began to straggle.
-    Samples are folded per GPU and file (:func:`gpu_series.summarize`; :func:`~gpulib.diagnose.inputs.gather`
+    Samples are folded per GPU and file (:func:`gpu_series.summarize`; :func:`~gpulib.evidence.gather.gather`
     has usually done so already), then the files of one GPU are combined."""
     raw: dict[int, tuple] = {}  # id(file) -> (file, [samples]) still to fold
     per_gpu: dict[tuple, list] = defaultdict(list)  # (host, GPU) -> [(file, GpuSeries)]

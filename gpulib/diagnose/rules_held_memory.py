@@ -21,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpulib.diagnose.context import Context, evidence
-from gpulib.diagnose.inputs import InputFile
+from gpulib.evidence import kinds
+from gpulib.evidence.gather import InputFile
 from gpulib.findings import EvidenceLine
 from gpulib.parsers.gpu_records import GpuState
 from gpulib.parsers.nccl_tests import NcclTestsRun
@@ -31,7 +32,7 @@ from gpulib.parsers.training_log import members_of
 #: Signatures of a CUDA call that failed inside NCCL (catalogue ids).
 FAILURE_SIGNATURES = ("nccl-cuda-error",)
 #: Kinds whose records are one GPU's state with its memory (and, for most, its processes).
-SNAPSHOT_KINDS = ("nvidia_smi_q", "nvidia_smi_xml", "nvidia_smi_table", "nvml_snapshot", "nvidia_smi_csv")
+SNAPSHOT_KINDS = (*kinds.GPU_SNAPSHOTS, kinds.NVIDIA_SMI_CSV)
 #: Other processes holding at least this share of a GPU's memory leave no room for a new context
 #: and NCCL's buffers (a few hundred MiB to a few GiB).
 HELD_SHARE = 0.9

@@ -36,9 +36,10 @@ def _stopped(ctx: Context, file, r: NcclTestsRun) -> None:
         return
     last = r.rows[-1] if r.rows else None
     where = f"after the {last.size_bytes}-byte row" if last else "before its first size"
+    how = (f"and was ended by {r.stopped}: it hung or was killed" if r.stopped else
+           "with no '# Avg bus bandwidth' footer and no error line: it hung or was killed (or the paste was cut)")
     ctx.add("nccl-test-stopped", severity="error", category="network_fabric", role="symptom",
-            title=f"nccl-tests {r.program or r.collective or 'run'} stopped {where}, with no '# Avg bus bandwidth' "
-                  "footer and no error line: it hung or was killed",
+            title=f"nccl-tests {r.program or r.collective or 'run'} stopped {where}, {how}",
             evidence=[evidence(file, last.line if last else r.line, "(last line of the run)" if last else
                                f"{r.program or 'nccl-tests'} header")],
             actions=["Rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET and compare what each node prints "

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 
 from gpulib.diagnose import rules_job
 from gpulib.diagnose.context import Context, evidence
-from gpulib.diagnose.inputs import InputFile
+from gpulib.evidence.gather import InputFile
 from gpulib.parsers.ipmi_sel import SelEvent, align_to_utc
 from gpulib.parsers.logtime import seconds_between, stamp_in, zone_of
 

@@ -16,7 +16,7 @@ import math
 import re
 
 from gpulib.diagnose.context import Context, evidence, place
-from gpulib.diagnose.inputs import InputFile
+from gpulib.evidence.gather import InputFile
 from gpulib.findings import EvidenceLine, Finding
 from gpulib.parsers.df import FsUsage
 

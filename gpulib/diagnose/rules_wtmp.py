@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from gpulib.diagnose.context import Context, evidence
-from gpulib.diagnose.inputs import InputFile
+from gpulib.evidence.gather import InputFile
 from gpulib.identity import to_utc_iso
 from gpulib.parsers import wtmp
 from gpulib.parsers.logtime import seconds_between

@@ -25,7 +25,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpulib.diagnose.inputs import gather
+from gpulib.evidence import kinds
+from gpulib.evidence.gather import gather
 from gpulib.logs import get_logger
 from gpulib.runbooks.archive import ArchivedRun
 from gpulib.runbooks.spec import RunbookError
@@ -232,7 +233,7 @@ class _Builder:
         ledger nothing, and the caller says so rather than count it as a source)."""
         inputs = gather([path], digests=False)  # every GPU snapshot's counters, not a digest's summary
         before = len(self.snapshots)
-        for f in inputs.of_kind("nvidia_smi_q", "nvidia_smi_xml", "nvidia_smi_table"):
+        for f in inputs.of_kind(*kinds.SMI_SNAPSHOTS):
             states = [s for s in f.records if hasattr(s, "lost")]
             complete = not any(s.lost for s in states)
             for state in states:

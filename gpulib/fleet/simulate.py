@@ -6,7 +6,7 @@ flat memory, we need incidents of any size whose answer is known. Every file is 
 format of the real tool that the parsers read (``nvidia-smi -q`` text, ``dmesg -T``, ``ibstat``,
 ``uname -a``, ``/etc/os-release``, ``/proc/driver/nvidia/version``, the job console with
 ``NCCL_DEBUG=INFO`` init lines and torch watchdog timeouts), one evidence bundle per node
-(:class:`gpulib.bundle.BundleWriter`, so manifests and hashes are real) plus the job log beside
+(:class:`gpulib.evidence.bundle.BundleWriter`, so manifests and hashes are real) plus the job log beside
 them. Every generated file says ``SYNTHETIC`` in its bundle's command line and the host names
 start with ``synth-``, so a synthetic incident can never be mistaken for a real one.
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from gpulib.bundle import BundleWriter, CollectorRecord
+from gpulib.evidence.bundle import BundleWriter, CollectorRecord
 
 #: Injectable root causes -> the diagnosis category they must produce.
 KINDS = {
@@ -35,6 +35,8 @@ KINDS = {
 }
 #: PCI bus numbers of the 8 GPUs of an HGX H100 board, in nvidia-smi index order.
 GPU_BUSES = ("18", "2a", "3a", "5d", "9a", "ab", "ba", "db")
+#: How the incident is laid out on disk (see :func:`simulate_incident`).
+LAYOUTS = ("bundles", "raw")
 IB_BUSES = ("0c", "1d", "3c", "4d", "8c", "9d", "bc", "cd")
 
 BASELINE = {
@@ -83,9 +85,10 @@ def _dmesg_stamp(t: datetime) -> str:
     return f"[{local.strftime('%a %b')} {local.day:2d} {local.strftime('%H:%M:%S %Y')}]"
 
 
-def _torch_stamp(t: datetime) -> str:
-    """torch's glog prefix ``E0210 03:22:08.335388052`` (month, day, local time)."""
-    return t.strftime("%m%d %H:%M:%S.%f") + "123"
+def _torch_stamp(t: datetime, digits: int = 9) -> str:
+    """torch's glog prefix ``E0210 03:22:08.335388052`` (month, day, local time): 9 fractional digits
+    since torch 2.2's c10 logger, 6 from glog itself and torch's elastic agent."""
+    return t.strftime("%m%d %H:%M:%S.%f") + "123"[:digits - 6]
 
 
 class _Job:
@@ -104,7 +107,7 @@ class _Job:
 def simulate_incident(out: str | Path, nodes: int, kind: str = "xid79", *, seed: int = 0, drift_nodes: int = 0,
                       drift_fields: tuple[str, ...] = ("driver", "nccl"), gpus_per_node: int = 8,
                       noise_lines: int = 40, progress_every_s: float = 19.0,
-                      monitor_samples: int = 20) -> SyntheticIncident:
+                      monitor_samples: int = 20, layout: str = "bundles", glog_digits: int = 9) -> SyntheticIncident:
     """Write a SYNTHETIC incident of ``nodes`` bundles (one per node) and the job log into ``out``.
 
     ``kind`` is one of :data:`KINDS`; the culprit node and GPU are drawn from ``seed``.
@@ -112,6 +115,10 @@ def simulate_incident(out: str | Path, nodes: int, kind: str = "xid79", *, seed:
     ``noise_lines`` benign kernel lines per node and one training progress line every
     ``progress_every_s`` seconds and ``monitor_samples`` per-minute GPU samples make the logs
     realistic in size (raise them to test that memory stays flat in the size of the logs).
+    ``layout``: ``"bundles"`` (one ``gpulib collect`` bundle per node) or ``"raw"`` (what an engineer
+    copies by hand: a folder per node holding its ``dmesg -T`` output, and the bare job console,
+    whose first dated line comes after one NCCL init line per rank). ``glog_digits``: 6 or 9
+    fractional digits in the torch watchdog lines' glog stamps.
     """
     if kind not in KINDS:
         raise ValueError(f"unknown synthetic incident kind {kind!r}; one of {', '.join(KINDS)}")
@@ -120,6 +127,8 @@ def simulate_incident(out: str | Path, nodes: int, kind: str = "xid79", *, seed:
     unknown = set(drift_fields) - set(DRIFT_FIELDS)
     if unknown:
         raise ValueError(f"unknown drift field(s) {sorted(unknown)}; one of {', '.join(DRIFT_FIELDS)}")
+    if layout not in LAYOUTS or glog_digits not in (6, 9):
+        raise ValueError(f"layout must be one of {', '.join(LAYOUTS)} and glog_digits 6 or 9")
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
@@ -136,14 +145,29 @@ def simulate_incident(out: str | Path, nodes: int, kind: str = "xid79", *, seed:
     for n in range(nodes):
         config = {**BASELINE, **drift.get(host_name(n), {})}
         fault = kind if n == culprit else None
-        incident.bytes_written += _write_bundle(root, n, job, config, fault, gpu, rng, noise_lines, monitor_samples)
-    log = _job_log(job, kind, culprit, gpu, drift, progress_every_s)
+        if layout == "raw":
+            incident.bytes_written += _write_raw(root, n, job, config, fault, gpu, rng, noise_lines)
+        else:
+            incident.bytes_written += _write_bundle(root, n, job, config, fault, gpu, rng, noise_lines,
+                                                    monitor_samples)
+    log = _job_log(job, kind, culprit, gpu, drift, progress_every_s, dated_header=layout == "bundles",
+                   glog_digits=glog_digits)
     (root / "slurm-771234.out").write_text(log)
     incident.bytes_written += len(log)
     return incident
 
 
 # ------------------------------------------------------------------------------------ bundle
+def _write_raw(root: Path, n: int, job: _Job, config: dict, fault: str | None, gpu: int,
+               rng: random.Random, noise_lines: int) -> int:
+    """A node as copied by hand: its folder holds the ``dmesg -T`` output, nothing else."""
+    text = _dmesg(job, n, config, fault, gpu, rng, noise_lines)
+    folder = root / host_name(n)
+    folder.mkdir()
+    (folder / "dmesg.txt").write_text(text)
+    return len(text)
+
+
 def _write_bundle(root: Path, n: int, job: _Job, config: dict, fault: str | None, gpu: int,
                   rng: random.Random, noise_lines: int, monitor_samples: int) -> int:
     host = host_name(n)
@@ -357,9 +381,11 @@ def _ibstat(n: int, config: dict, fault: str | None) -> str:
 
 
 # ------------------------------------------------------------------------------------ job log
-def _job_log(job: _Job, kind: str, culprit: int, bad: int, drift: dict, progress_every_s: float) -> str:
+def _job_log(job: _Job, kind: str, culprit: int, bad: int, drift: dict, progress_every_s: float, *,
+             dated_header: bool = True, glog_digits: int = 9) -> str:
+    start = f", start {T_START.isoformat()}" if dated_header else ""
     out = ["+ export NCCL_DEBUG=INFO", f"Job 771234 on synth-gpu-[0000-{job.nodes - 1:04d}], {job.nodes} nodes x "
-           f"{job.gpus} GPUs, start {T_START.isoformat()}",
+           f"{job.gpus} GPUs{start}",
            f"+ srun --kill-on-bad-exit=0 torchrun --nnodes {job.nodes} --nproc_per_node {job.gpus} --rdzv_backend c10d "
            "pretrain_gpt.py --distributed-timeout-minutes 10  # SYNTHETIC incident (gpulib.fleet.simulate)"]
     comm = "0x8669191b0d662029"
@@ -406,7 +432,7 @@ def _job_log(job: _Job, kind: str, culprit: int, bad: int, drift: dict, progress
     for r in range(job.world):
         if r in silent:
             continue
-        stamp = _torch_stamp(t_timeout + timedelta(microseconds=r * 37))
+        stamp = _torch_stamp(t_timeout + timedelta(microseconds=r * 37), glog_digits)
         work = (f"WorkNCCL(SeqNum={SEQ}, OpType=_REDUCE_SCATTER_BASE, NumelIn=805306368, NumelOut=50331648, "
                 f"Timeout(ms)={TIMEOUT_S * 1000})")
         out += [f"[rank{r}]:[E{stamp} ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective operation "

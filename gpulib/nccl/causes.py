@@ -28,6 +28,8 @@ _GDR_OFF = re.compile(r"GPU Direct RDMA Disabled for (?P<what>.*?)(?: \(distance
 _NRANKS = re.compile(r" rank (?P<rank>\d+) nranks (?P<n>\d+) ")
 _DISABLED = re.compile(r"(?P<var>NCCL_(?:P2P|IB|SHM|NVLS)_DISABLE) set by environment to (?P<v>\S+)")
 
+_NVLS_ON = re.compile(r"\bNVLS\b|via NVLS")
+_NVLS_OFF = re.compile(r"NVLS_DISABLE|NVLS_ENABLE|not (?:supported|available)|disabled|unavailable", re.IGNORECASE)
 #: A PCI link narrower than this (GB/s) in NCCL's topology dump is not real hardware (x1 gen1 = 0.25).
 _VM_PCI_GBPS = 1.0
 
@@ -58,6 +60,8 @@ class Fabric:
     topology_seen: bool
     single_rank_comms: NcclDebugLine | None
     disabled: dict[str, NcclDebugLine]
+    nvls: NcclDebugLine | None = None  # NVLink SHARP in use: an NVSwitch gen3+ node (H100 class or newer)
+    hosts: tuple[str, ...] = ()  # the hosts that printed NCCL lines: the nodes of a paste without rank lines
 
     @property
     def has_debug(self) -> bool:
@@ -89,8 +93,11 @@ def read_fabric(debug: Sequence[NcclDebugLine]) -> Fabric:
     nvl = topo = False
     comm_sizes: dict[int, int] = {}  # line -> nranks of an Init line
     disabled: dict[str, NcclDebugLine] = {}
+    nvls = None
     for d in debug:
         text = d.text
+        if nvls is None and _NVLS_ON.search(text) and not _NVLS_OFF.search(text):
+            nvls = d
         if m := _VIA.search(text):
             transports.setdefault(_transport_kind(m["t"]), d)
         if m := _NET_USING.match(text):
@@ -129,7 +136,8 @@ def read_fabric(debug: Sequence[NcclDebugLine]) -> Fabric:
     socket_only = socket_using if socket_using and not ib_using else None
     if "net-socket" in transports and "net-gdr" not in transports and "net-no-gdr" not in transports:
         socket_only = transports["net-socket"]
-    return Fabric(transports, nics, socket_only, gdr_off, vm_pci, nvl, topo, single, disabled)
+    hosts = tuple(sorted({d.host for d in debug if d.host}))
+    return Fabric(transports, nics, socket_only, gdr_off, vm_pci, nvl, topo, single, disabled, nvls, hosts)
 
 
 def name_causes(fabric: Fabric, *, nodes: int, has_nvlink: bool, nvlink_domain: bool, busbw_gbps: float,

@@ -172,7 +172,7 @@ def _nccl_test(args) -> int:
 
 
 PARSE_EXIT_CODES = exit_codes.epilog("""0 every run PASS
-1 a WARN (clearly below the model, or not judged)
+1 a WARN (clearly below the model, not judged, or no result: a header and then nothing)
 2 bad arguments, a missing or unreadable file, or a file with no nccl-tests output
 3 a FAIL (wrong data, far below the model, a crash, a hang, ranks that never formed one communicator)""")
 _PARSE_EXIT = {"PASS": 0, "WARN": 1, "FAIL": 3}
@@ -180,17 +180,23 @@ _PARSE_EXIT = {"PASS": 0, "WARN": 1, "FAIL": 3}
 
 def _nccl_parse(args) -> int:
     from gpulib.nccl import thresholds
+    from gpulib.nccl.model import load as load_model
     from gpulib.nccl.parsed import summarize_file
     from gpulib.readable import require_readable
 
     require_readable(args.file, "file", what="nccl-tests output")
     require_readable([p for p in (args.thresholds, args.ibstat) if p])
     table = thresholds.load(args.thresholds)  # once for all files
+    if args.gpu and load_model().gpu(args.gpu) is None:
+        known = ", ".join(m for g in load_model().gpus for m in g.match)
+        raise InputError(f"--gpu {args.gpu!r} is not in the bandwidth model (gpulib/nccl/expectations.yaml)",
+                         hint=f"name it as nccl-tests prints it, containing one of: {known}")
     known = nics.from_flags(args.nic_gbps, args.nics) or (nics.from_ibstat(args.ibstat) if args.ibstat else None)
     worst = 0
     out = []
     for path in args.file:
-        summary = summarize_file(path, expect_busbw=args.expect_busbw, table=table, nics=known)
+        summary = summarize_file(path, expect_busbw=args.expect_busbw, table=table, nics=known,
+                                 collective=args.collective, gpu=args.gpu)
         out.append(summary)
         status = summary.get("verdict", {}).get("status")
         unreadable = 2 if summary.get("problems") and not summary.get("runs") else 0
@@ -219,6 +225,11 @@ def register(subparsers) -> None:
     q.add_argument("--format", choices=("text", "json"), default="text")
     q.add_argument("--thresholds", metavar="FILE", help="fleet-proven busbw minimums (default: packaged table)")
     q.add_argument("--expect-busbw", type=float, metavar="GBPS")
+    q.add_argument("--collective", type=_collective, help="the collective the output measured (default: from the "
+                   "banner, a program name, the command line, the columns or the table's arithmetic)")
+    q.add_argument("--gpu", metavar="MODEL", help="the GPU the run used, as nccl-tests names it (e.g. 'H100 80GB HBM3'): "
+                   "judge with its bandwidth model (default: the '# Using devices' lines; without them the "
+                   "interconnect's bounds judge)")
     add_nic_arguments(q)
     q.add_argument("--ibstat", metavar="PATH", help="ibstat output, or an evidence bundle holding infiniband/ibstat.txt: "
                    "its fastest active ports are the compute NICs")

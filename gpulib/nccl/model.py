@@ -70,6 +70,14 @@ class ModelTable:
     fail_below: float
     unknown_nic_floor_gbps: float
     pcie_x16_gbps: dict[int, float]
+    unknown_gpu_reference: str = "h100"  # the GpuSpec id a run without a GPU model is measured against
+
+    def reference_gpu(self) -> GpuSpec:
+        return next(g for g in self.gpus if g.id == self.unknown_gpu_reference)
+
+    def pcie_floor_gbps(self) -> float:
+        """The slowest healthy intra-node fabric: a ring over PCIe gen3 x16 slots."""
+        return min(self.pcie_x16_gbps.values()) * self.fractions["pcie"]
 
     def gpu(self, name: str) -> GpuSpec | None:
         low = name.lower()
@@ -89,6 +97,13 @@ class Expectation:
     nics: Nics | None
     nics_assumed: bool
     notes: list[str] = field(default_factory=list)
+    path: str = ""  # the curve's name in verdict lines: "NVLS", "NVLink", "PCIe gen4", "8x400 Gb/s network"
+
+    def label(self, gpus_per_node: int, nodes: int) -> str:
+        """``8×H100 NVLS``, ``2×8 H100 8x400 Gb/s network``: the shape and the path whose curve judged the run."""
+        gpu = self.gpu.id.upper()
+        shape = f"{gpus_per_node}×{gpu}" if nodes <= 1 else f"{nodes}×{gpus_per_node} {gpu}"
+        return f"{shape} {self.path}".strip()
 
     def fraction_at(self, size_bytes: int) -> float:
         """Share of the plateau a message of this size reaches: S / (S + half)."""
@@ -129,19 +144,20 @@ def load() -> ModelTable:
         fail_below=float(data["bands"]["fail_below"]),
         unknown_nic_floor_gbps=float(data["unknown_nic_floor_gbps"]),
         pcie_x16_gbps={int(k): float(v) for k, v in data["pcie_x16_gbps"].items()},
+        unknown_gpu_reference=str(data["unknown_gpu"]["reference"]),
     )
 
 
-def _intra(gpu: GpuSpec, table: ModelTable, collective: str, gpus_per_node: int) -> tuple[float, str, str]:
+def _intra(gpu: GpuSpec, table: ModelTable, collective: str, gpus_per_node: int) -> tuple[float, str, str, str]:
     """(GB/s, bound name, curve path) inside one node (or one NVLink domain)."""
     pcie = table.pcie_x16_gbps[gpu.pcie_gen]
     if gpu.nvlink_gbps <= 0:
-        return pcie * table.fractions["pcie"], f"intra-node PCIe gen{gpu.pcie_gen}", "pcie"
+        return pcie * table.fractions["pcie"], f"intra-node PCIe gen{gpu.pcie_gen}", "pcie", f"PCIe gen{gpu.pcie_gen}"
     link = gpu.nvlink_gbps
     if gpu.mesh and gpus_per_node < 8:
         link = gpu.nvlink_gbps * max(1, gpus_per_node - 1) / 7  # a hybrid cube mesh: a few of the 6 links per GPU
     key = "nvls" if gpu.nvls and collective == "all_reduce" and gpus_per_node > 2 else "nvlink_ring"
-    return link * table.fractions[key], "intra-node NVLink", "nvlink"
+    return link * table.fractions[key], "intra-node NVLink", "nvlink", "NVLS" if key == "nvls" else "NVLink"
 
 
 def expect(*, gpu_name: str, collective: str, gpus_per_node: int, nodes: int, nranks: int | None = None,
@@ -155,7 +171,7 @@ def expect(*, gpu_name: str, collective: str, gpus_per_node: int, nodes: int, nr
     scale = math.sqrt(max(1.0, nranks / 8))
     in_domain = gpu.nvlink_domain_gpus is not None and nranks <= gpu.nvlink_domain_gpus
     per_node = nranks if in_domain else gpus_per_node
-    intra, bound, path = _intra(gpu, table, collective, per_node)
+    intra, bound, path, name = _intra(gpu, table, collective, per_node)
     notes: list[str] = []
     if nodes <= 1 or in_domain:
         if nodes > 1:
@@ -163,7 +179,7 @@ def expect(*, gpu_name: str, collective: str, gpus_per_node: int, nodes: int, nr
             notes.append(f"{nodes} hosts inside one {gpu.nvlink_domain_gpus}-GPU NVLink domain: no NIC on the path")
         if gpus_per_node <= 1 and nodes <= 1:
             notes.append("one rank: nothing crosses a link")
-        return Expectation(intra, bound, int(table.half_bytes[path] * scale), gpu, intra, None, None, False, notes)
+        return Expectation(intra, bound, int(table.half_bytes[path] * scale), gpu, intra, None, None, False, notes, name)
     assumed = nics is None
     if nics is None:
         ref = gpu.reference_nic_gbps()
@@ -179,11 +195,11 @@ def expect(*, gpu_name: str, collective: str, gpus_per_node: int, nodes: int, nr
     if inter is None:
         notes.append("no NIC information and no reference platform for this GPU: only the intra-node bound is known")
         return Expectation(intra, f"{bound} (network unknown)", int(table.half_bytes[path] * scale), gpu, intra, None,
-                           None, True, notes)
+                           None, True, notes, name)
     if inter < intra:
         return Expectation(inter, "inter-node network", int(table.half_bytes["net"] * scale), gpu, intra, inter, nics,
-                           assumed, notes)
-    return Expectation(intra, bound, int(table.half_bytes[path] * scale), gpu, intra, inter, nics, assumed, notes)
+                           assumed, notes, f"{nics.count}x{nics.rate_gbit:g} Gb/s network")
+    return Expectation(intra, bound, int(table.half_bytes[path] * scale), gpu, intra, inter, nics, assumed, notes, name)
 
 
 def smallest_judgeable(exp: Expectation, table: ModelTable | None = None) -> str:

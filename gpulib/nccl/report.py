@@ -94,6 +94,12 @@ class Check:
     name: str
     status: str  # PASS | WARN | FAIL | SKIP
     detail: str
+    rule: str = ""  # which rule judged: "fleet minimum", "bandwidth model", "interconnect bounds", ...
+
+    @property
+    def line(self) -> str:
+        """``busbw (bandwidth model): 476 GB/s at 4 GiB = 0.99 of ...``: the rule and its numbers."""
+        return f"{self.name} ({self.rule}): {self.detail}" if self.rule else f"{self.name}: {self.detail}"
 
 
 @dataclass

@@ -22,8 +22,8 @@ import torch
 import torch.distributed as dist
 
 from gpulib import __version__
-from gpulib.bundle import BundleWriter, CollectorRecord
 from gpulib.errors import InputError
+from gpulib.evidence.bundle import BundleWriter, CollectorRecord
 from gpulib.nccl import nics, thresholds
 from gpulib.nccl import status as run_status
 from gpulib.nccl.arguments import validate_args

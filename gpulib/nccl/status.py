@@ -1,4 +1,4 @@
-"""How a ``gpulib nccl-test`` run ends, as one number of the exit-code table (DESIGN.md).
+"""How a ``gpulib nccl-test`` run ends, as one number of the exit-code table (docs/ARCHITECTURE.md).
 
 Why a status file: ``gpulib nccl-test`` starts the ranks under ``torchrun``, and torchrun turns
 *any* non-zero worker exit into its own 1 (and a ChildFailedError). So a WARN (1) and a FAIL

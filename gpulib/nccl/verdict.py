@@ -1,16 +1,21 @@
 """PASS / WARN / FAIL for one run, with the reason an operator can act on.
 
 Order of judgement, most certain first:
-1. the run did not finish (a crash before the first size, a rank that never arrived, a hang)  -> FAIL
+1. the run did not finish (an error before the first size, a rank that never arrived, a run ended by
+   Ctrl-C or a time limit)                                                                  -> FAIL
+   (a header and then nothing, with no error: "no result: hung or cut" -> WARN; a table that stops with
+   no footer and no error is judged on its rows and the cut is said)
 2. ``#wrong`` > 0: the fabric corrupted data                                                -> FAIL
 3. busbw 0.00 at every size while algbw is not: busbw = algbw x 2(n-1)/n is 0 only for n = 1,
-   so every process ran its own one-rank communicator and no link was measured             -> FAIL
+   so every process ran its own one-rank communicator and no link was measured (unless the output
+   shows exactly one process on one GPU)                                                     -> FAIL
 4. busbw at the largest message against what a healthy run of this shape reaches *at that size*:
    a fleet-proven minimum from ``thresholds.yaml`` where one matches (or ``--expect-busbw``), else
    the bandwidth model (``model.py``): PASS near it, WARN clearly below, FAIL far below, with the
-   bound (intra- or inter-node) and the likely cause the output shows. With no model (gloo on
-   CPU, an unknown GPU) the bandwidth is *not judged* and the verdict says so - never a made-up
-   PASS, never a FAIL for what was not measured.
+   bound (intra- or inter-node) and the likely cause the output shows. An unknown GPU (a paste
+   without rank lines) is judged by the interconnect's bounds (``bounds.py``); gloo on CPU is *not
+   judged* and the verdict says so - never a made-up PASS, never a FAIL for what was not measured.
+   Each verdict line names its rule and numbers, and the clue that named the collective.
 5. small-message latency above the limit -> WARN (launch/proxy overhead or a slow path).
 """
 
@@ -18,8 +23,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpulib.nccl.bounds import bounds_check
 from gpulib.nccl.causes import Cause, Fabric, name_causes
-from gpulib.nccl.model import Expectation, ModelTable, Nics, expect, smallest_judgeable
+from gpulib.nccl.model import MODELLED, Expectation, ModelTable, Nics, expect, smallest_judgeable
 from gpulib.nccl.model import load as load_model
 from gpulib.nccl.report import Check, Row, Verdict
 from gpulib.nccl.sizes import format_size
@@ -41,6 +47,9 @@ class RunShape:
     nics: Nics | None = None  # from flags, ibstat or NCCL_DEBUG lines; None = unknown
     fabric: Fabric | None = field(default=None, repr=False)  # what NCCL_DEBUG lines showed, if any
     rank_lines: int = 0  # "# Rank" lines in the output (> nranks when every process printed its own "Rank 0")
+    nodes_known: bool = True  # False for a paste without rank lines or NCCL lines naming the hosts
+    collective_clue: str | None = None  # what said the collective (the banner, a command line, the columns...)
+    collective_ambiguous: bool = False  # no clue decided: judged with the all_reduce curve
 
     @property
     def kind(self) -> str:
@@ -59,7 +68,7 @@ def _threshold_check(rows: list[Row], shape: RunShape, table: ThresholdTable, th
     against what *its* largest size should reach instead of being sent back with "rerun"."""
     largest = max(rows, key=lambda r: r.size_bytes)
     got, want = largest.best_busbw_gbps, threshold.min_busbw_gbps
-    where = f"busbw {got:.2f} GB/s at {format_size(largest.size_bytes)}"
+    where = f"busbw {got:.2f} GB/s at {format_size(largest.size_bytes)} = {got / want:.2f} of the fleet minimum"
     model = f"; {exp.describe()}" if exp else ""
     reference = threshold.reference_bytes or table.default_reference_bytes
     if not from_flag and largest.size_bytes < reference and exp is not None:
@@ -85,9 +94,9 @@ def _model_check(rows: list[Row], shape: RunShape, exp: Expectation, model: Mode
     got, size = largest.best_busbw_gbps, largest.size_bytes
     want = exp.at(size)
     ratio = got / want if want > 0 else 0.0
-    where = f"busbw {got:.2f} GB/s at {format_size(size)}"
     band = f"PASS >= {model.pass_at_least:.0%}, FAIL < {model.fail_below:.0%}"
-    base = f"{where} is {ratio:.0%} of the {want:.0f} GB/s a healthy {shape.kind} reaches at that size ({exp.describe()})"
+    base = (f"{got:.1f} GB/s at {format_size(size)} = {ratio:.2f} of the {exp.label(shape.gpus_per_node, shape.nodes)} "
+            f"curve at that size ({want:.0f} GB/s a healthy {shape.kind} reaches there; {exp.describe()})")
     assumed = " NICs were assumed: give --nic-gbps/--nics, or a bundle with ibstat, for a firmer verdict." \
         if exp.nics_assumed and exp.inter_gbps is not None else ""
     if ratio >= model.pass_at_least:
@@ -135,20 +144,37 @@ def _bandwidth_check(rows: list[Row], shape: RunShape, table: ThresholdTable, ex
         return Check("busbw", "FAIL", "no rows were measured"), threshold.source if threshold else None, exp, []
     if threshold is not None:
         check = _threshold_check(rows, shape, table, threshold, expect_busbw is not None, exp)
+        check.rule = "--expect-busbw" if expect_busbw is not None else f"fleet minimum {threshold.id}"
         if check.status == "WARN" and exp is not None and expect_busbw is None:
             by_model, causes = _model_check(rows, shape, exp, model)
+            by_model.rule = "bandwidth model"
             if by_model.status == "FAIL":  # far below the model even at this size: no need to rerun to know
                 return by_model, exp.gpu.source, exp, causes
         causes = _causes(rows, shape, exp, model) if check.status == "FAIL" and exp else []
         if causes:
             check.detail += f"; bound: {exp.bound}; likely cause: " + "; ".join(c.render() for c in causes)
         return check, threshold.source, exp, causes
+    if exp is None and model.gpu(shape.gpu_name) is None and shape.collective in MODELLED:
+        check, exp, causes = bounds_check(
+            rows, collective=shape.collective, gpus_per_node=shape.gpus_per_node, nodes=shape.nodes,
+            nodes_known=shape.nodes_known, nranks=shape.nranks, fabric=shape.fabric or _NO_FABRIC, nics=shape.nics,
+            model=model, shape_kind=_layout(shape))
+        check.rule = "interconnect bounds"
+        return check, "gpulib/nccl/expectations.yaml unknown_gpu", exp, causes
     if exp is None:
         return Check("busbw", "SKIP", f"no bandwidth model for {shape.gpu_name!r} {shape.collective} in "
                      "gpulib/nccl/expectations.yaml: bandwidth not judged (set one with --expect-busbw GBPS or "
                      "--thresholds FILE)"), None, None, []
     check, causes = _model_check(rows, shape, exp, model)
+    check.rule = "bandwidth model"
     return check, exp.gpu.source, exp, causes
+
+
+def _layout(shape: RunShape) -> str:
+    ranks = f"{shape.nranks} ranks" if shape.nranks else "an unknown number of ranks"
+    if not shape.nodes_known:
+        return ranks
+    return f"{ranks} on {shape.nodes} node{'s' if shape.nodes != 1 else ''}"
 
 
 def _latency_check(rows: list[Row], shape: RunShape, table: ThresholdTable, max_latency_us: float | None) -> Check:
@@ -170,16 +196,20 @@ def _latency_check(rows: list[Row], shape: RunShape, table: ThresholdTable, max_
 
 
 def _communicator_check(rows: list[Row], shape: RunShape) -> Check | None:
-    """busbw 0 everywhere with algbw > 0: one-rank communicators (nccl-tests' factor is 0 for n = 1)."""
+    """busbw 0 everywhere with algbw > 0: one-rank communicators (nccl-tests' factor is 0 for n = 1).
+
+    Only a run that shows exactly one rank line (one process on one GPU) is let off: there busbw is 0 by
+    definition. Several rank lines, or none at all (a paste of the table), is ranks that never formed one
+    communicator."""
     if shape.collective not in ("all_reduce", "all_gather", "reduce_scatter", "alltoall") or not rows:
         return None
     placements = [p for r in rows for p in r.placements()]
     if any(p.busbw_gbps > 0 for p in placements) or not any(p.algbw_gbps > 0 for p in placements):
         return None
-    many = shape.rank_lines > (shape.nranks or 0) or bool(shape.fabric and shape.fabric.single_rank_comms)
-    if not many:  # one process on one GPU: correct, just nothing to measure
+    single = shape.rank_lines == 1 and not (shape.fabric and shape.fabric.single_rank_comms)
+    if single:  # one process on one GPU: correct, just nothing to measure
         return None
-    evidence = ""
+    evidence = "" if shape.rank_lines else " [no rank lines in the output: the table alone shows busbw 0]"
     if shape.nranks and shape.rank_lines > shape.nranks:
         evidence += f" [{shape.rank_lines} processes each printed their own 'Rank 0' line]"
     if shape.fabric and shape.fabric.single_rank_comms:
@@ -193,11 +223,18 @@ def _communicator_check(rows: list[Row], shape: RunShape) -> Check | None:
 
 def judge(rows: list[Row], shape: RunShape, table: ThresholdTable, *, wrong_total: int | None,
           failure: str | None = None, expect_busbw: float | None = None,
-          max_latency_us: float | None = None, model: ModelTable | None = None) -> Verdict:
+          max_latency_us: float | None = None, model: ModelTable | None = None, cut: str | None = None) -> Verdict:
+    """``failure``: why the run did not finish (FAIL). ``cut``: the output stops with no footer and no error
+    line: with rows they are judged and the cut is said; with none it is "no result" (WARN, never a silent pass)."""
     model = model or load_model()
     checks: list[Check] = []
     if failure:
         checks.append(Check("completion", "FAIL", failure))
+    elif cut and not rows:
+        checks.append(Check("completion", "WARN", f"no result: hung or cut - {cut}; rerun with -T SECONDS (nccl-tests "
+                            "names the rank that stops) and NCCL_DEBUG=INFO"))
+    elif cut:
+        checks.append(Check("completion", "SKIP", f"{cut}: judged on the {len(rows)} rows it has"))
     if not rows:
         checks.append(Check("correctness", "SKIP", "no size was measured"))
     elif wrong_total is None:
@@ -211,7 +248,7 @@ def judge(rows: list[Row], shape: RunShape, table: ThresholdTable, *, wrong_tota
     if communicator:
         checks.append(communicator)
         bandwidth, source, exp, causes = Check("busbw", "SKIP", "not judged: no link was measured"), None, None, []
-    elif failure and not rows:
+    elif not rows and (failure or cut):
         bandwidth, source, exp, causes = Check("busbw", "SKIP", "not judged: no size was measured"), None, None, []
     elif shape.nranks == 1 and expect_busbw is None:
         bandwidth, source, exp, causes = Check("busbw", "SKIP", "one rank: nothing crosses a link, so bandwidth is "
@@ -222,11 +259,24 @@ def judge(rows: list[Row], shape: RunShape, table: ThresholdTable, *, wrong_tota
     checks += [bandwidth, _latency_check(rows, shape, table, max_latency_us)]
     worst = max(checks, key=lambda c: _RANK[c.status])
     extra = {"expected": _expected(exp, rows), "causes": [c.key for c in causes]}
+    said = _said(shape, checks)
     if _RANK[worst.status] > 0:
-        return Verdict(worst.status, f"{worst.name}: {worst.detail}", checks, source, **extra)
+        return Verdict(worst.status, worst.line + said, checks, source, **extra)
     if bandwidth.status == "SKIP":
-        return Verdict("WARN", f"completed, but {bandwidth.detail}", checks, source, **extra)
-    return Verdict("PASS", bandwidth.detail, checks, source, **extra)
+        return Verdict("WARN", f"completed, but {bandwidth.detail}{said}", checks, source, **extra)
+    return Verdict("PASS", bandwidth.line + said, checks, source, **extra)
+
+
+def _said(shape: RunShape, checks: list[Check]) -> str:
+    """What the verdict rests on besides its rule: the clue that named the collective, a cut table."""
+    out = ""
+    judged = any(c.name == "busbw" and c.status != "SKIP" for c in checks)
+    if shape.collective_clue and judged:
+        out += f" [{shape.collective} from {shape.collective_clue}]"
+    note = next((c for c in checks if c.name == "completion" and c.status == "SKIP"), None)
+    if note:
+        out += f" [{note.detail}]"
+    return out
 
 
 def _expected(exp: Expectation | None, rows: list[Row]) -> dict | None:

@@ -6,7 +6,7 @@ bug found since). Each candidate shows what resuming from it costs (steps lost t
 what it lacks) and its resume command in a text field to copy; a rejected one shows why, and
 its "command" is a shell comment, so a copied line cannot resume from a broken file.
 
-The candidates come from :func:`gpulib.notebook.steps.checkpoint_candidates`; this module only
+The candidates come from :func:`gpulib.checkpoints.candidates.checkpoint_candidates`; this module only
 shows them. Headless (papermill) the recommended one is shown as plain text, the same text the
 picker starts with.
 """
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import ipywidgets as widgets
 from IPython.display import display
 
-from gpulib.notebook.steps import steps_lost_text
+from gpulib.checkpoints.candidates import steps_lost_text
 from gpulib.terminal import safe
 
 

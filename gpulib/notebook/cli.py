@@ -1,4 +1,9 @@
-"""``gpulib drill [EVIDENCE]``: set up a triage drill on any incident folder.
+"""``gpulib drill [EVIDENCE]``: set up a triage drill on any incident folder; ``gpulib notebooks DIR``:
+copy the runbook's notebooks out for JupyterLab.
+
+``gpulib notebooks DIR`` exists because an installed gpulib keeps its notebooks inside the
+package (:mod:`gpulib.resources`): opening them there edits the installation. The copies run
+as they are: their default evidence (``examples/...``) resolves to the shipped examples.
 
 A drill is notebook 00 in drill mode (``drill=True``): the trainee reads the evidence, commits to
 a category, hard or soft, and a culprit host / GPU / rank, and only then sees the diagnosis.
@@ -28,20 +33,27 @@ import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
+from gpulib import resources
 from gpulib.cli_args import non_negative
-from gpulib.diagnose.cache import repo_root, resolve_evidence
+from gpulib.diagnose.cache import resolve_evidence
 from gpulib.errors import InputError
 from gpulib.readable import require_readable
+from gpulib.runbooks.spec import runbook_steps
 
 #: File and folder names that hold an incident's answer rather than its evidence: answer keys,
 #: findings of earlier runs, and the incident's write-up (a README tells the story: the bundled
 #: examples' READMEs name the culprit GPU and rank).
 ANSWER_NAMES = ("expected.json", "answers", "answer.json", "findings.json")
 ANSWER_PREFIXES = ("findings-", "README", "readme")
-DRILL_NOTEBOOK = "00_triage-drill.ipynb"
-#: The steps a trainee opens after the reveal (preflight and the health report need live nodes).
-NEXT_STEPS = ("01_kernel_xid", "02_gpu_memory_oom", "03_nccl_network", "04_thermal_power", "05_data_loading",
-              "06_driver_cuda_ecc_topology", "07_checkpoint_resume")
+#: The step a drill is set on; its notebook's copy is named :data:`DRILL_NOTEBOOK`.
+TRIAGE = "00_triage"
+DRILL_NOTEBOOK = f"{TRIAGE}-drill.ipynb"
+
+
+def next_steps() -> list[str]:
+    """The steps a trainee opens after the reveal: the incident runbook's after the triage
+    (preflight and the health report need live nodes; they have runbooks of their own)."""
+    return [step for step in runbook_steps("incident") if step != TRIAGE]
 
 
 def is_answer(name: str) -> bool:
@@ -50,7 +62,7 @@ def is_answer(name: str) -> bool:
 
 def bundled_examples() -> list[Path]:
     """The example incidents shipped in ``examples/`` (each folder but ``answers/``)."""
-    root = repo_root() / "examples"
+    root = resources.examples_dir()
     return sorted(p for p in root.iterdir() if p.is_dir() and not is_answer(p.name)) if root.is_dir() else []
 
 
@@ -104,10 +116,10 @@ def copy_evidence(source: Path, target: Path) -> list[str]:
 
 def prepare(evidence: Path, out: Path, *, copy_limit_mib: float = 512) -> dict:
     """Make the drill folder ``out``; returns what was done (paths, copied or in place, left out)."""
-    notebooks = repo_root() / "notebooks"
-    if not (notebooks / "00_triage.ipynb").is_file():
+    notebooks = resources.notebooks_dir()
+    if not (notebooks / f"{TRIAGE}.ipynb").is_file():
         raise InputError("the runbook notebooks are not installed here", path=str(notebooks),
-                         hint="run gpulib drill from a checkout of gpulib (pip install -e .)")
+                         hint="reinstall gpulib: its wheel carries them as package data")
     if out.exists():
         raise InputError("the drill folder exists already (a drill starts in a new folder, so no earlier "
                          "answer lies in it)", path=str(out), hint="give a new --out, or leave it out")
@@ -134,7 +146,7 @@ def _fill(evidence: Path, out: Path, notebooks: Path, copy_limit_mib: float) -> 
     else:
         path = evidence
     written = []
-    for name, drill in [("00_triage", True), *((n, False) for n in NEXT_STEPS)]:
+    for name, drill in [(TRIAGE, True), *((n, False) for n in next_steps())]:
         source = notebooks / f"{name}.ipynb"
         if not source.is_file():
             continue
@@ -155,6 +167,29 @@ def _fill(evidence: Path, out: Path, notebooks: Path, copy_limit_mib: float) -> 
             "notebooks": written}
 
 
+def copy_notebooks(out: Path) -> list[Path]:
+    """Copy every shipped notebook into ``out`` (made if missing); never overwrites one."""
+    sources = sorted(resources.notebooks_dir().glob("*.ipynb"))
+    if not sources:
+        raise InputError("the runbook notebooks are not installed here", path=str(resources.notebooks_dir()),
+                         hint="reinstall gpulib: its wheel carries them as package data")
+    taken = [str(out / s.name) for s in sources if (out / s.name).exists()]
+    if taken:
+        raise InputError(f"{len(taken)} notebook(s) exist already in the folder (yours may hold edits)",
+                         path=taken[0], hint="give a new folder, or move the old copies away")
+    out.mkdir(parents=True, exist_ok=True)
+    return [Path(shutil.copy2(source, out / source.name)) for source in sources]
+
+
+def run_notebooks(args: argparse.Namespace) -> int:
+    out = Path(args.dir).expanduser().resolve()
+    copied = copy_notebooks(out)
+    print(f"Copied {len(copied)} notebooks to {out}; each opens the bundled example until you set its `evidence`.")
+    print("Open them with:")
+    print(f"  jupyter lab {out}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.evidence:
         if os.path.lexists(args.evidence):  # as typed: say what is wrong with it (a loop, a FIFO, no permission)
@@ -169,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         examples = bundled_examples()
         if not examples:
-            raise InputError("no bundled example to drill on", path=str(repo_root() / "examples"),
+            raise InputError("no bundled example to drill on", path=str(resources.examples_dir()),
                              hint="give an incident folder: gpulib drill EVIDENCE")
         evidence, named = random.choice(examples), False
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -212,3 +247,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="copy the evidence up to this size (MiB), else read it in place (default 512)")
     p.add_argument("--lab", action="store_true", help="start `jupyter lab` on the drill notebook")
     p.set_defaults(func=run)
+    n = subparsers.add_parser(
+        "notebooks", help="copy the runbook's notebooks into a folder to open them in JupyterLab",
+        description="Copy the runbook's notebooks (00 triage ... 09 health report) out of the installed package "
+        "into DIR, for JupyterLab. Each runs as copied: its default evidence is a bundled example; set its "
+        "`evidence` parameter to your incident. Existing notebooks in DIR are never overwritten.",
+        epilog="exit status: 0 copied, 2 a notebook of that name exists in DIR already")
+    n.add_argument("dir", help="the folder to copy the notebooks into (made if missing)")
+    n.set_defaults(func=run_notebooks)

@@ -1,6 +1,6 @@
 """The drill's questions, choices and grading: pure functions, no widgets.
 
-A drill asks what the on-call engineer must name at 3 a.m. (DESIGN.md): the root-cause
+A drill asks what the on-call engineer must name at 3 a.m. (docs/ARCHITECTURE.md): the root-cause
 **category**, **hard or soft**, and the culprit **host**, **GPU** and **rank**. Each is scored on
 its own (partial credit), because a trainee who found the right node but blamed the waiting rank
 has learnt something different from one who read the cascade as the cause.

@@ -92,10 +92,11 @@ class NotebookStop(GpulibError):
         return lines
 
 
-def open_evidence(evidence: str) -> EvidenceTables:
-    """Open the evidence folder named by the ``evidence`` parameter, or stop with a clear message."""
+def open_evidence(evidence: str, tz: str | None = None) -> EvidenceTables:
+    """Open the evidence folder named by the ``evidence`` parameter, or stop with a clear message
+    (``tz``: :func:`gpulib.notebook.tables.open_evidence`)."""
     try:
-        ev = tables.open_evidence(evidence)
+        ev = tables.open_evidence(evidence, tz)
     except GpulibError as exc:
         raise NotebookStop(exc.message, path=exc.path, hint=exc.hint) from None
     display(Markdown(ev.describe_markdown()))

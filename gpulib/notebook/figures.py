@@ -13,6 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from gpulib.evidence.thresholds import TEMP_LIMIT_C
 from gpulib.notebook.palette import GpuPalette, kind_color, rank_color
 from gpulib.notebook.tables import gpu_labels, throttle_periods
 
@@ -130,7 +131,7 @@ def gpu_memory(frame: pd.DataFrame, imbalance_gib: float = 2.0, palette: GpuPale
     return fig
 
 
-def thermal_power(frame: pd.DataFrame, temp_limit_c: float = 85.0, palette: GpuPalette | None = None) -> go.Figure:
+def thermal_power(frame: pd.DataFrame, temp_limit_c: float = TEMP_LIMIT_C, palette: GpuPalette | None = None) -> go.Figure:
     """Temperature, SM clock vs its maximum, and power over time, one line per GPU, with the
     periods where a GPU reported a heat/power slowdown reason shaded.
 

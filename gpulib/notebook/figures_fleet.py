@@ -1,6 +1,6 @@
 """The fleet view for notebooks (health report): tables as DataFrames and one heat-map figure.
 
-Pure functions of gathered evidence (:func:`gpulib.diagnose.inputs.gather`, the notebook's
+Pure functions of gathered evidence (:func:`gpulib.evidence.gather.gather`, the notebook's
 ``ev.gathered``), of the notebook's GPU tables (``ev.gpu_states()`` / ``ev.gpu_samples()``)
 and of a :class:`~gpulib.fleet.ledger.Ledger`. Why a GPU x node grid: with 1,024 nodes a list
 of findings is unreadable, but one hot, throttling or error-counting GPU is a single bright cell.

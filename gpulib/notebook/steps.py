@@ -18,11 +18,33 @@ from typing import Any
 
 import pandas as pd
 
-from gpulib.checkpoints import resume as resume_plan
-from gpulib.findings import Finding, event_id, ordered, summarize
+from gpulib.checkpoints import candidates
+from gpulib.checkpoints.candidates import checkpoint_findings as checkpoint_findings
+from gpulib.checkpoints.candidates import checkpoint_step as checkpoint_step
+from gpulib.checkpoints.candidates import report_dict
+from gpulib.checkpoints.candidates import steps_lost_text as steps_lost_text
+from gpulib.findings import Finding, event_id, finding_dict, ordered, summarize
 from gpulib.identity import normalize_pci, to_utc_iso
 from gpulib.notebook.tables import gpu_labels, throttle_periods
 from gpulib.parsers.gpu_records import ERROR_COUNTERS
+from gpulib.preflight import gate
+
+# The gate's checks are the notebooks' too (08 preflight, 09 health report, the views of 01/02/06):
+# re-exported here, where the notebooks find every check as ``checks.NAME``.
+from gpulib.preflight.gate import GPU_STATE_KINDS as GPU_STATE_KINDS
+from gpulib.preflight.gate import HARDWARE_CATEGORIES as HARDWARE_CATEGORIES
+from gpulib.preflight.gate import KERNEL_KINDS as KERNEL_KINDS
+from gpulib.preflight.gate import THERMAL_CATEGORIES as THERMAL_CATEGORIES
+from gpulib.preflight.gate import combine as combine
+from gpulib.preflight.gate import event_keys as event_keys
+from gpulib.preflight.gate import from_diagnosis as from_diagnosis
+from gpulib.preflight.gate import go_no_go as go_no_go
+from gpulib.preflight.gate import hardware_findings as hardware_findings
+from gpulib.preflight.gate import health_findings as health_findings
+from gpulib.preflight.gate import held_findings as held_findings
+from gpulib.preflight.gate import imbalance_findings as imbalance_findings
+from gpulib.preflight.gate import kernel_findings as kernel_findings
+from gpulib.preflight.gate import supported_by as supported_by
 from gpulib.vocabulary import SEVERITIES
 
 FINDING_MIME = "application/vnd.gpulib.finding+json"
@@ -31,13 +53,12 @@ FINDING_MIME = "application/vnd.gpulib.finding+json"
 def finding(id: str, severity: str, category: str, title: str, *, host: str | None = None,
             gpu_index: int | None = None, rank: int | None = None, time: Any = None,
             evidence: Sequence[dict] = (), actions: Sequence[str] = (), **extra: Any) -> dict:
-    """One finding as its JSON dict (extra keys such as ``pids`` or ``step`` are kept); raises
-    ValueError for a severity or category outside the vocabulary."""
-    data = {"id": id, "severity": severity, "category": category, "title": title, "host": host,
-            "gpu_index": None if gpu_index is None or pd.isna(gpu_index) else int(gpu_index),
-            "rank": None if rank is None or pd.isna(rank) else int(rank), "time": _iso(time),
-            "evidence": [dict(e) for e in evidence], "actions": list(actions), **extra}
-    return Finding.from_dict(data).check().to_dict()
+    """One finding as its JSON dict (:func:`gpulib.findings.finding_dict`) from a table's cells:
+    pandas' missing values become None, timestamps UTC ISO text."""
+    return finding_dict(id, severity, category, title, host=host,
+                        gpu_index=None if gpu_index is None or pd.isna(gpu_index) else int(gpu_index),
+                        rank=None if rank is None or pd.isna(rank) else int(rank), time=_iso(time),
+                        evidence=evidence, actions=actions, **extra)
 
 
 def normalize_findings(items: Iterable[Any], *, step: str | None = None) -> list[dict]:
@@ -118,101 +139,16 @@ def findings_table(items: Sequence[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def from_diagnosis(diagnosis: dict, categories: Iterable[str] | None = None) -> list[dict]:
-    """The diagnosis findings of the given categories (all when None)."""
-    wanted = None if categories is None else set(categories)
-    return [f for f in diagnosis.get("findings") or [] if wanted is None or f.get("category") in wanted]
-
-
-def supported_by(diagnosis: dict, kinds: Iterable[str], categories: Iterable[str] | None = None) -> list[dict]:
-    """The diagnosis findings with an evidence line in a file of one of ``kinds`` (the kernel
-    step shows what the kernel log says, the hardware step what the GPU snapshots say)."""
-    kinds = set(kinds)
-    files = {i.get("path") for i in diagnosis.get("inputs") or [] if i.get("kind") in kinds}
-    return [f for f in from_diagnosis(diagnosis, categories)
-            if any(e.get("file") in files for e in f.get("evidence") or [])]
-
-
-def event_keys(f: dict) -> list[tuple]:
-    """What makes two findings the same event: category, host and the GPU (by PCI id where both
-    know it, else by index) or, for a finding about no GPU, the rank."""
-    pci = f.get("gpu_pci") or f.get("pci_bus_id")
-    keys = []
-    if pci:
-        keys.append((f.get("category"), f.get("host"), "pci", normalize_pci(pci) or pci))
-    if f.get("gpu_index") is not None:
-        keys.append((f.get("category"), f.get("host"), "index", int(f["gpu_index"])))
-    if not keys and f.get("rank") is not None:
-        keys.append((f.get("category"), f.get("host"), "rank", int(f["rank"])))
-    return keys  # a fact about no GPU and no rank (a cascade summary) is nobody's event
-
-
-def combine(diagnosis: dict, categories: Iterable[str] | None, *checks: Iterable[dict]) -> list[dict]:
-    """The step's findings: the diagnosis findings of ``categories``, then each threshold-check
-    finding that says something new. A check finding about an event the diagnosis reports too
-    (same category, host and GPU) *is* that diagnosis finding: it is recorded with the
-    diagnosis's id, severity and title, never as a second row."""
-    out = from_diagnosis(diagnosis, categories) if categories is not None else []
-    known: dict[tuple, dict] = {}
-    for f in diagnosis.get("findings") or []:
-        for key in event_keys(f):
-            known.setdefault(key, f)
-    ids = {f["id"] for f in out}
-    for f in (f for group in checks for f in group):
-        f = next((known[k] for k in event_keys(f) if k in known), f)
-        if f["id"] not in ids:
-            ids.add(f["id"])
-            out.append(f)
-    return out
-
-
 # --------------------------------------------------------------------------------------------
 # 01 kernel log and Xid
-
-#: The files whose lines a step's view shows: the kernel log, and the GPU state snapshots.
-KERNEL_KINDS = ("kernel_log",)
-GPU_STATE_KINDS = ("nvidia_smi_q", "nvidia_smi_xml", "nvidia_smi_table", "nvidia_smi_csv", "nvml_snapshot",
-                   "nvml_samples", "nvidia_smi_dmon", "dcgm_exporter")
-#: Categories of a GPU's own hardware (what the preflight and health report judge per GPU).
-HARDWARE_CATEGORIES = ("gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error", "nvlink_error", "power_fault")
-
-
-def kernel_findings(diagnosis: dict) -> list[dict]:
-    """What the kernel log says, as the diagnosis judged it: one finding per event (a flapping GPU
-    that printed the same Xid hundreds of times is one finding with its first lines), the
-    catalog's meaning and action, and whether it is the root cause or part of the cascade."""
-    return supported_by(diagnosis, KERNEL_KINDS)
 
 
 # --------------------------------------------------------------------------------------------
 # 02 GPU memory
 
 
-def imbalance_findings(diagnosis: dict) -> list[dict]:
-    """GPUs using more memory than their peers by the diagnosis's ``imbalance_gib`` (rule
-    ``mem-imbalance``; ask :meth:`~gpulib.notebook.tables.EvidenceTables.diagnosis_at` for another
-    threshold). Data-parallel ranks hold the same model: an outlier holds more activations, leaks,
-    or shares its GPU with a stray process."""
-    return [f for f in diagnosis.get("findings") or [] if str(f.get("id", "")).startswith("mem-imbalance")]
-
-
-def held_findings(diagnosis: dict) -> list[dict]:
-    """GPUs still held by processes in a snapshot taken *after* the job failed, or by a process
-    ``fuser`` names, as the diagnosis found them (rules ``zombie`` and ``gpu-held``; their ``pids``
-    feed the remediation's kill commands). A snapshot
-    from before the crash shows the live job, not a leftover: it is not a finding.
-
-    A leftover process blocks the relaunch (the new job OOMs at start-up or hangs on NCCL init);
-    it must be found and stopped first."""
-    return [f for f in diagnosis.get("findings") or [] if str(f.get("id", "")).startswith(("zombie", "gpu-held"))]
-
-
 # --------------------------------------------------------------------------------------------
 # 04 thermal and power
-
-
-#: What a GPU's heat and power delivery come to: the thermal step's view, part of every self-check.
-THERMAL_CATEGORIES = ("thermal_throttling", "power_fault")
 
 
 def _first(rows: pd.DataFrame, column: str) -> Any:
@@ -268,29 +204,6 @@ def step_findings(steps: pd.DataFrame, stall_factor: float = 2.0) -> list[dict]:
 
 # --------------------------------------------------------------------------------------------
 # 06 driver, CUDA, ECC, topology
-
-
-def hardware_findings(diagnosis: dict) -> list[dict]:
-    """What the GPU snapshots say of each GPU's hardware, as the diagnosis judged it: lost GPUs,
-    uncorrectable ECC and pending or failed row remaps, PCIe links below their maximum while busy.
-
-    Driver/NCCL version skew across nodes is the diagnosis's finding too (rule ``version-skew``):
-    take it with ``from_diagnosis(diagnosis, ["driver_mismatch"])``.
-    """
-    return supported_by(diagnosis, GPU_STATE_KINDS, HARDWARE_CATEGORIES)
-
-
-def presence_findings(states: pd.DataFrame) -> list[dict]:
-    """Preflight: evidence with no GPU in any snapshot is a no-go, not an empty (healthy) check.
-
-    On a live capture this means nvidia-smi and NVML saw nothing: the driver is not loaded, the
-    GPUs are off the bus, or this is not a GPU node. Relaunching there fails at the first CUDA call.
-    """
-    if states is not None and not states.empty:
-        return []
-    return [finding("no-gpu-visible", "critical", "none", "no GPU visible: no nvidia-smi or NVML snapshot lists one",
-                    actions=["Run nvidia-smi on the node; check the driver (lsmod | grep nvidia) and the bus "
-                             "(lspci | grep -i nvidia); the evidence's collectors say why each tool was unavailable."])]
 
 
 #: Per-GPU error counters of the health report's inventory (compared night to night by
@@ -547,13 +460,9 @@ def nccl_findings(ranks: pd.DataFrame, diagnosis: dict) -> list[dict]:
 # 07 checkpoints
 
 
-def _report_dict(report: Any) -> dict:
-    return report.to_dict() if hasattr(report, "to_dict") else dict(report or {})
-
-
 def checkpoint_table(report: Any) -> pd.DataFrame:
     """The chosen checkpoint and every rejected one with its reason."""
-    data = _report_dict(report)
+    data = report_dict(report)
     rows = []
     if data.get("resume_from"):
         rows.append({"checkpoint": data["resume_from"], "verdict": "RESUME FROM THIS",
@@ -563,15 +472,6 @@ def checkpoint_table(report: Any) -> pd.DataFrame:
         path, reason = (item.get("path"), item.get("reason")) if isinstance(item, dict) else item
         rows.append({"checkpoint": str(path), "verdict": "rejected", "reason": reason})
     return pd.DataFrame(rows, columns=["checkpoint", "verdict", "reason"])
-
-
-def checkpoint_step(report: Any) -> int | None:
-    """The training step of the chosen checkpoint, read from its name (``..._step_004000.pt``)."""
-    data = _report_dict(report)
-    if data.get("step") is not None:
-        return int(data["step"])
-    match = re.search(r"(?:step|iter|global_step)[_-]?(\d+)", str(data.get("resume_from") or ""))
-    return int(match.group(1)) if match else None
 
 
 def last_logged_step(steps: pd.DataFrame | None) -> dict | None:
@@ -601,119 +501,9 @@ def _median_step_s(steps: pd.DataFrame) -> float | None:
 
 
 def checkpoint_candidates(report: Any, steps: pd.DataFrame | None = None) -> list[dict]:
-    """Every checkpoint ``find_latest`` found, in the order notebook 07's picker offers them:
-    the recommended one first, then the other complete ones (newest first), then the rejected
-    ones (newest first) with why.
-
-    Each is ``{name, path, step, verdict (recommended|complete|rejected), label, why, lacks,
-    resume_command, steps_lost, redo_s, last_step}``. ``steps_lost`` is the last step the
-    training log shows minus the checkpoint's step (what resuming from it re-trains), ``redo_s``
-    that times the median seconds per step of the log. A rejected checkpoint has no command: its
-    ``resume_command`` is a shell comment saying why not, so a copied line cannot run it.
-    """
-    last = last_logged_step(steps)
-    candidates = list(getattr(report, "candidates", None) or [])
-    chosen = getattr(report, "chosen", None)
-    if not candidates and not hasattr(report, "candidates"):  # a to_dict(): only the recommended one has a command
-        return _candidates_from_dict(_report_dict(report), last)
-    targets = [Path(v).name for ptrs in (getattr(report, "pointers", None) or {}).values() for v in ptrs.values()]
-    complete = [c for c in reversed(candidates) if c.complete and c is not chosen]
-    rejected = [c for c in reversed(candidates) if not c.complete]
-    rows = []
-    for c, verdict in ([(chosen, "recommended")] if chosen else []) + [(c, "complete") for c in complete] + [
-            (c, "rejected") for c in rejected]:
-        if verdict == "rejected":
-            why, lacks, command = "; ".join(c.reasons), [], f"# do not resume from {c.path}: {'; '.join(c.reasons)}"
-        else:
-            lacks = list(report.lacks) if c is chosen else resume_plan.lacks(c, candidates)
-            why = "newest complete checkpoint" if c is chosen else "complete, older than the recommended one"
-            command = report.resume_command if c is chosen and report.resume_command else resume_plan.command(
-                c, c.path.parent, targets)
-        step = c.step if c.counter == "step" else None  # an epoch-only torch.save loop: no step to subtract
-        rows.append(_candidate_row(str(c.path), c.name, step, verdict, why, lacks, command, last))
-    return rows
-
-
-def _candidates_from_dict(data: dict, last: dict | None) -> list[dict]:
-    rows = []
-    if data.get("resume_from"):
-        step = data.get("step") if data.get("counter", "step") == "step" else None
-        rows.append(_candidate_row(data["resume_from"], Path(data["resume_from"]).name, step, "recommended",
-                                   "newest complete checkpoint", data.get("lacks") or [], data.get("resume_command"), last))
-    for item in data.get("rejected") or []:
-        path, reason = (item.get("path"), item.get("reason")) if isinstance(item, dict) else item
-        rows.append(_candidate_row(str(path), Path(str(path)).name, None, "rejected", reason, [],
-                                   f"# do not resume from {path}: {reason}", last))
-    return rows
-
-
-def _candidate_row(path: str, name: str, step: int | None, verdict: str, why: str, lacks: list[str],
-                   command: str | None, last: dict | None) -> dict:
-    lost = None
-    if verdict != "rejected" and step is not None and last is not None and last["step"] >= step:
-        lost = last["step"] - step
-    per_step = (last or {}).get("seconds_per_step")
-    shown = {"recommended": "recommended", "complete": "older, complete",
-             "rejected": "REJECTED: " + (why or "").replace(f"{name}: ", "")[:70]}[verdict]
-    return {"name": name, "path": path, "step": step, "verdict": verdict,
-            "label": f"{name} (step {step if step is not None else '?'}) - {shown}", "why": why, "lacks": list(lacks),
-            "resume_command": command, "steps_lost": lost,
-            "redo_s": lost * per_step if lost is not None and per_step else None, "last_step": last}
-
-
-def steps_lost_text(candidate: dict) -> str:
-    """``steps lost: 2000 (last logged step 6000 at ... in train.log:556; checkpoint step 4000),
-    about 1 h 17 min of training to redo at 2.3 s/step`` - or why it cannot be said."""
-    last = candidate.get("last_step")
-    if candidate["verdict"] == "rejected":
-        return "steps lost: not resumable"
-    if last is None:
-        return "steps lost: unknown (no training step in the logs of the evidence)"
-    if candidate.get("step") is None:
-        return f"steps lost: unknown (the checkpoint has no step; the log's last step is {last['step']})"
-    if candidate["steps_lost"] is None:
-        return (f"steps lost: unknown (the checkpoint's step {candidate['step']} is past the log's last step "
-                f"{last['step']}: the log is cut or from another run)")
-    where = f"{last['file']}:{last['line']}" if last.get("file") else "the training log"
-    text = (f"steps lost: {candidate['steps_lost']} (last logged step {last['step']}"
-            + (f" at {last['time']}" if last.get("time") else "") + f" in {where}; checkpoint step {candidate['step']})")
-    if candidate.get("redo_s"):
-        text += (f", about {_duration(candidate['redo_s'])} of training to redo at "
-                 f"{last['seconds_per_step']:.3g} s/step")
-    return text
-
-
-def _duration(seconds: float) -> str:
-    minutes = round(seconds / 60)
-    return f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{max(minutes, 1)} min"
-
-
-def checkpoint_findings(report: Any) -> list[dict]:
-    """The resume decision from ``find_latest``: resume-from (info), no valid checkpoint among those
-    found (critical), or no checkpoint in the evidence at all (warning: not checked, not lost)."""
-    data = _report_dict(report)
-    out = []
-    resume = data.get("resume_from")
-    if resume:
-        actions = [data["resume_command"]] if data.get("resume_command") else []
-        if data.get("lacks"):
-            actions += [f"not in the checkpoint: {lack}" for lack in data["lacks"]]
-        out.append(finding("resume-from", "info", "none", f"resume from {resume}", actions=actions,
-                           resume_from=str(resume)))
-    elif data.get("checkpoints") or data.get("rejected"):
-        out.append(finding("no-valid-checkpoint", "critical", "none",
-                           "no valid checkpoint found: the job would restart from scratch",
-                           actions=["Look for checkpoints on other storage (object store, other nodes)."]))
-    else:  # nothing looked like a checkpoint: the evidence simply does not include them
-        out.append(finding("no-checkpoints-in-evidence", "warning", "none",
-                           "no checkpoint folder in the evidence: the resume point is not checked",
-                           actions=["Run this step with checkpoint_dirs=<the job's checkpoint folder(s), one per node>.",
-                                    "Or: gpulib ckpt latest DIR... before relaunching."]))
-    for item in data.get("rejected") or []:
-        path, reason = (item.get("path"), item.get("reason")) if isinstance(item, dict) else item
-        out.append(finding(event_id("rejected", detail=Path(str(path)).name), "warning", "none",
-                           f"rejected {path}: {reason}", evidence=[{"file": str(path), "line": None, "text": reason}]))
-    return out
+    """Notebook 07's picker rows: :func:`gpulib.checkpoints.candidates.checkpoint_candidates` with the
+    last step the training log shows (:func:`last_logged_step` of ``steps``)."""
+    return candidates.checkpoint_candidates(report, last_logged_step(steps))
 
 
 def resume_findings(steps: pd.DataFrame, max_jump_pct: float = 10.0) -> list[dict]:
@@ -755,6 +545,17 @@ def resume_findings(steps: pd.DataFrame, max_jump_pct: float = 10.0) -> list[dic
 # 08 preflight
 
 
+def gpus_seen(states: pd.DataFrame | None) -> int:
+    """GPUs in the GPU states table (one per host and GPU), as :func:`gpulib.preflight.gate.gpus_seen` counts them."""
+    return len(states.drop_duplicates(subset=["host", "gpu"])) if states is not None and not states.empty else 0
+
+
+def self_check(diagnosis: dict, states: pd.DataFrame | None) -> list[dict]:
+    """Notebook 08's node self-check: :func:`gpulib.preflight.gate.self_check` with the GPUs of the
+    states table (the same check ``gpulib slurm healthcheck`` runs)."""
+    return gate.self_check(diagnosis, gpus_seen(states))
+
+
 def fabric_findings(result: dict | None, *, required: bool = True) -> list[dict]:
     """The collective test's verdict; ``None`` (not run) is a warning when the test is ``required``."""
     if result is None and not required:
@@ -770,33 +571,6 @@ def fabric_findings(result: dict | None, *, required: bool = True) -> list[dict]
                     if result.get("results_path") else [],
                     actions=[] if verdict == "PASS" else ["Read the test log; check ibstat and NCCL_DEBUG=INFO output."],
                     fabric={k: v for k, v in result.items() if k != "result"})]  # the verdict, not every row
-
-
-def self_check(diagnosis: dict, states: pd.DataFrame, presence: list[dict] | None = None) -> list[dict]:
-    """The node self-check of the preflight (notebook 08) and of ``gpulib slurm healthcheck``: GPUs
-    visible (``presence``, default :func:`presence_findings`), their hardware, GPUs still held,
-    memory outliers, heat and power, the kernel log, and version skew across nodes - each as the
-    diagnosis of this node's capture judged it."""
-    return combine(diagnosis, ["driver_mismatch", *THERMAL_CATEGORIES],
-                   presence_findings(states) if presence is None else presence, hardware_findings(diagnosis),
-                   held_findings(diagnosis), imbalance_findings(diagnosis), kernel_findings(diagnosis))
-
-
-def health_findings(diagnosis: dict) -> list[dict]:
-    """What the nightly health report judges per node (notebook 09): hardware, memory outliers, heat
-    and power, the kernel log, version skew across nodes."""
-    return combine(diagnosis, ["driver_mismatch", *THERMAL_CATEGORIES], hardware_findings(diagnosis),
-                   imbalance_findings(diagnosis), kernel_findings(diagnosis))
-
-
-def go_no_go(items: Sequence[dict]) -> dict:
-    """GO only when no finding is critical or an error."""
-    blockers = [f for f in items if f["severity"] in ("critical", "error")]
-    if blockers:
-        return finding("preflight-verdict", "critical", "none", f"NO-GO: {len(blockers)} blocking finding(s): "
-                       + "; ".join(f["title"] for f in blockers[:3]),
-                       actions=["Fix or drain what is listed, then run preflight again."], verdict="NO-GO")
-    return finding("preflight-verdict", "info", "none", "GO: no blocking finding", verdict="GO")
 
 
 # --------------------------------------------------------------------------------------------

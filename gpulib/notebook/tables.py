@@ -26,15 +26,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpulib.bundle import Bundle, is_bundle
+from gpulib import kernel_env
 from gpulib.catalog import xid_info
 from gpulib.checkpoints.latest import find_latest
 from gpulib.diagnose import diagnose
-from gpulib.diagnose.cache import EvidenceFiles, load_cached, read_evidence, resolve_evidence
-from gpulib.diagnose.cache import repo_root as repo_root  # re-exported: notebooks and tests use it here
+from gpulib.diagnose.cache import SNAPSHOT_KINDS, EvidenceFiles, checked_evidence, read_once
+from gpulib.diagnose.cache import resolve_evidence as resolve_evidence  # the notebooks' and tests' name for it
 from gpulib.diagnose.rules_sel import place_on_utc, power_losses
-from gpulib.diagnose.thresholds import Thresholds
-from gpulib.errors import InputError
+from gpulib.evidence.bundle import Bundle, is_bundle
+from gpulib.evidence.thresholds import Thresholds
 from gpulib.findings import gpu_name
 from gpulib.identity import normalize_pci
 from gpulib.nccl import thresholds
@@ -46,27 +46,17 @@ from gpulib.parsers.fold import Members
 from gpulib.parsers.gpu_records import SLOWDOWN_REASONS
 from gpulib.parsers.ipmi_sel import SelEvent
 from gpulib.parsers.training_log import JobEvent, members_of
+from gpulib.preflight.gate import gpu_label
 
 #: The bundled example incident the notebooks analyse by default.
 DEFAULT_EVIDENCE = "examples/incident-gpu-fell-off-bus"
 
 
-def open_evidence(evidence: str | Path) -> EvidenceTables:
-    """Resolve and sanity-check the evidence path (never a traceback for a typo or an empty folder)."""
-    path = resolve_evidence(evidence)
-    if path.is_dir():
-        def refuse(exc: OSError) -> None:
-            raise exc
-
-        try:
-            files = [name for _, _, names in os.walk(path, onerror=refuse) for name in names]
-        except PermissionError as exc:
-            raise InputError("cannot list the evidence folder", path=str(path),
-                             hint=f"permission denied on {exc.filename}; run as a user who can read it") from None
-        if not files:
-            raise InputError("the evidence folder is empty", path=str(path),
-                             hint="collect first (gpulib collect --out DIR) or copy the logs into it")
-    return EvidenceTables(path)
+def open_evidence(evidence: str | Path, tz: str | None = None) -> EvidenceTables:
+    """Resolve and sanity-check the evidence path (never a traceback for a typo or an empty folder).
+    ``tz``: the zone of timestamps printed without one, as ``gpulib diagnose --tz`` takes it; default
+    ``gpulib run --tz`` (:data:`gpulib.kernel_env.TZ`), else the bundle's zone or UTC."""
+    return EvidenceTables(checked_evidence(evidence), tz if tz is not None else os.environ.get(kernel_env.TZ) or None)
 
 
 def _utc(series: pd.Series) -> pd.Series:
@@ -76,20 +66,21 @@ def _utc(series: pd.Series) -> pd.Series:
 def _gpu_label(frame: pd.DataFrame, index_col: str = "index") -> pd.Series:
     index = frame[index_col] if index_col in frame.columns else pd.Series(None, index=frame.index, dtype=object)
     pci = frame["pci_bus_id"] if "pci_bus_id" in frame.columns else pd.Series(None, index=frame.index, dtype=object)
-    return pd.Series([str(int(i)) if pd.notna(i) else (p if isinstance(p, str) else None)
-                      for i, p in zip(index, pci, strict=True)], index=frame.index, dtype=object)
+    return pd.Series([gpu_label(i if pd.notna(i) else None, p) for i, p in zip(index, pci, strict=True)],
+                     index=frame.index, dtype=object)
 
 
 class EvidenceTables:
     """One evidence path (bundle, incident folder of bundles and raw logs, or a single file)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, tz: str | None = None):
         self.path = path
+        self.tz = tz
 
     # ---------------------------------------------------------------- what is in it
     @cached_property
     def _read(self) -> tuple[EvidenceFiles, dict]:
-        return load_cached(self.path) or read_evidence(self.path)
+        return read_once(self.path, self.tz)
 
     @property
     def diagnosis(self) -> dict:
@@ -99,14 +90,14 @@ class EvidenceTables:
     def diagnosis_at(self, **thresholds: float) -> dict:
         """The diagnosis judged with other thresholds (a notebook's slider: ``temp_limit_c=80``).
 
-        The same rules run again with those numbers (:class:`gpulib.diagnose.thresholds.Thresholds`),
+        The same rules run again with those numbers (:class:`gpulib.evidence.thresholds.Thresholds`),
         so a step shows what the diagnosis would say, never a second opinion of its own. With the
         default thresholds this is :attr:`diagnosis` (read once per runbook run)."""
         wanted = Thresholds.of(**thresholds)
         if wanted == Thresholds():
             return self.diagnosis
         if wanted not in self._rejudged:
-            self._rejudged[wanted] = diagnose([self.path], thresholds=wanted).to_dict()
+            self._rejudged[wanted] = diagnose([self.path], self.tz, thresholds=wanted).to_dict()
         return self._rejudged[wanted]
 
     @cached_property
@@ -176,9 +167,8 @@ class EvidenceTables:
 
     @cached_property
     def _states(self) -> pd.DataFrame:
-        kinds = ("nvidia_smi_xml", "nvidia_smi_q", "nvidia_smi_table", "nvidia_smi_csv")
         # CSV time series rows are samples, not snapshots: only records with "lost" are states
-        rows = [row for kind in kinds for row in self._rows(kind) if "lost" in row]
+        rows = [row for kind in SNAPSHOT_KINDS for row in self._rows(kind) if "lost" in row]
         if not rows:
             return pd.DataFrame(columns=["time", "host", "gpu", "gpu_index", "pci_bus_id", "mem_used_mib",
                                          "mem_total_mib", "processes", "throttle_reasons", "file", "line", "text"])
@@ -421,7 +411,7 @@ class EvidenceTables:
                 out.append({"file": self._rel(Path(f.path)), "line": run.line, "host": f.host, "series": series,
                             "expected": [(int(s), float(g)) for s, g in curve] if curve else None,
                             "status": verdict["status"],
-                            "summary": f"{self._rel(Path(f.path))} line {run.line}: {run.collective or '?'} on "
+                            "summary": f"{self._rel(Path(f.path))} line {run.line}: {summary['collective']} on "
                                        f"{summary['nranks'] or '?'} ranks ({summary['gpu']}): **{verdict['status']}** "
                                        f"{verdict['reason']}"})
         return out

@@ -10,7 +10,7 @@ reader gets its lines with their numbers (:meth:`ChunkReader.take`).
 
 A reader that raises is dropped with the error recorded on it (:meth:`ChunkReader.failed`): one
 parser's bug costs that parser's records, never the other readers' - the same rule as
-:func:`gpulib.diagnose.inputs._parse_safely` for whole files.
+:func:`gpulib.evidence.gather._parse_safely` for whole files.
 """
 
 from __future__ import annotations

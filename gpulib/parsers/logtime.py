@@ -10,9 +10,11 @@ stamps, because torch's glog prefix never prints one.
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
+from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gpulib.identity import to_utc_iso
@@ -123,10 +125,50 @@ def _utc(y: int, mo: int, d: int, h: int, mi: int, s: int, zone_text: str | None
     return _finish(moment, zone_text, tz)
 
 
-def year_hint(data: bytes) -> int | None:
+def year_hint(data: bytes | bytearray) -> int | None:
     """The year of the first full date in a chunk of log (to complete year-less glog stamps)."""
     m = YEAR_HINT.search(data)
     return int(m.group(1)) if m else None
+
+
+#: How far into a file :func:`first_year` looks for a dated line (~1 ms a MB): past the init lines of
+#: ~45,000 nodes; a log with no date that far in is read with its file's year.
+YEAR_SCAN_BYTES = 64 * 1024 * 1024
+
+
+def first_year(path: str | Path, limit: int = YEAR_SCAN_BYTES) -> int | None:
+    """The year of the first full date anywhere in the first ``limit`` bytes of ``path``.
+
+    Why the whole file and not its head: a job console opens with one NCCL init line per rank
+    (8 per node, ~170 bytes each), so its first dated line sits ~1.4 MB in at 1,024 nodes and
+    ~11 MB in at 8,192. A year looked for in a fixed head would be found at 768 nodes and not at
+    1,024, and the year-less glog stamps of the watchdog time-outs would then go unread: the
+    answer would depend on the node count."""
+    try:
+        with open(path, "rb") as fh:
+            tail = b""
+            read = 0
+            while read < limit:
+                block = fh.read(8 * 1024 * 1024)
+                if not block:
+                    return None
+                read += len(block)
+                year = year_hint(tail + block)
+                if year:
+                    return year
+                tail = block[-32:]  # a date cut by the block boundary
+    except OSError:
+        return None
+    return None
+
+
+def modified_year(path: str | Path | None) -> int | None:
+    """The year ``path`` was last written (a log is not newer than its file), or None: the year of
+    last resort for a log whose lines never print one (glog stamps only)."""
+    try:
+        return datetime.fromtimestamp(os.stat(path).st_mtime, tz=timezone.utc).year if path else None
+    except OSError:
+        return None
 
 
 def seconds_between(a: str, b: str) -> float:

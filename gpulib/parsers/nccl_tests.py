@@ -39,8 +39,8 @@ _ALIASES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter
 
 
 def canonical_collective(name: str) -> str | None:
-    """``all_reduce_perf`` / ``allreduce`` / ``all_reduce`` -> ``all_reduce``; None when unknown."""
-    key = name.strip().lower().removesuffix("_perf").removesuffix("_mpi")
+    """``all_reduce_perf`` / ``all_reduce_perf_mpi`` / ``allreduce`` -> ``all_reduce``; None when unknown."""
+    key = name.strip().lower().removesuffix("_mpi").removesuffix("_perf")
     key = _ALIASES.get(key, key)
     return key if key in COLLECTIVES else None
 
@@ -53,6 +53,9 @@ def average_bus_bandwidth(busbws: Iterable[float | None]) -> float:
 
 
 _PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\s*\d+: )")
+#: Intel MPI's ``-prepend-rank`` tags every write, so one row reads ``[0]  1048576 ... -1[0]  1626.5 ... 0[0] ...``.
+_RANK_TAG = re.compile(r"^\[\d+\]\s?")
+_INNER_TAG = re.compile(r"(?<=\S)\[\d+\]")
 _VERSION = re.compile(r"^# nccl-tests version (?P<ver>\S+)(?: \((?P<git>\w+)\))?(?: nccl-headers=(?P<hdr>\d+))?"
                       r"(?: nccl-library=(?P<lib>\d+))?")
 _START = re.compile(r"^# Collective test starting: (?P<prog>\S+)")
@@ -61,12 +64,29 @@ _PARAMS = re.compile(r"^#? ?nThread (?P<nthread>\d+) nGpus (?P<ngpus>\d+) minByt
                      r"(?P<maxbytes>\d+) step: (?P<step>\d+)\((?P<step_type>factor|bytes)\) warmup iters: "
                      r"(?P<warmup_iters>\d+)\s+iters: (?P<iters>\d+)(?: agg iters: (?P<agg_iters>\d+))?"
                      r"(?: validation: (?P<validation>\d+))?(?: graph: (?P<graph>\d+))?")
-_DEVICE = re.compile(r"^#?\s+Rank\s+(?P<rank>\d+)(?: Group\s+(?P<group>\d+))? Pid\s+(?P<pid>\d+) on\s+(?P<host>\S+) "
-                     r"device\s+(?P<dev>\d+) \[(?P<pci>[^\]]+)\] (?P<name>.+?)\s*$")
+#: A rank line; pasted ones are often cut at the terminal's edge, so the bus id and the name may be partial or
+#: missing (a cut name is then an unknown GPU, judged by the interconnect's bounds).
+_DEVICE = re.compile(r"^#?\s+Rank\s+(?P<rank>\d+)(?: Group\s+(?P<group>\d+))?(?: Pid\s+(?P<pid>\d+))? on\s+(?P<host>\S+) "
+                     r"device\s+(?P<dev>\d+)(?: \[(?P<pci>[^\]\s]*)\]?(?: (?P<name>.+?))?)?\s*$")
 _OOB = re.compile(r"^#?\s*Out of bounds values\s*: (?P<n>\d+) (?P<ok>OK|FAILED)")  # "#" lost when pasted as Markdown
 _AVG = re.compile(r"^#?\s*Avg bus bandwidth\s*: (?P<bw>[-+\d.eE]+|nan|inf)(?: (?P<ok>OK|FAILED))?")
 _CONCLUDED = re.compile(r"^# Collective test concluded: (?P<prog>\S+)")
 _FAIL = re.compile(r"^(?:(?P<host>\S+): )?(?:Test )?(?P<kind>CUDA|NCCL) failure (?P<file>\S+):(?P<line>\d+) '(?P<msg>.*)'")
+_TIMEOUT = re.compile(r"^(?:(?P<host>\S+): )?Test timeout \((?P<secs>\d+)s\) (?P<file>[^\s:]+):(?P<line>\d+)")
+#: A nccl-tests program named anywhere (a command line, a path, a build log): ``all_reduce_perf``,
+#: ``all_reduce_perf_mpi`` (the MPI build some images ship), ``./build/all_gather_perf``.
+_BINARY = re.compile(r"(?<![\w-])(?P<name>(?:all_reduce|all_gather|reduce_scatter|alltoallv?|broadcast|reduce|sendrecv|"
+                     r"gather|scatter|hypercube)_perf(?:_mpi)?)(?![\w-])")
+#: gpulib's own tester names its collective with a flag.
+_COLLECTIVE_FLAG = re.compile(r"(?:gpulib nccl-test|-m gpulib\.nccl)\b.*?--collective[= ](?P<name>\S+)")
+#: What makes a line that names a program a *command line*: a launcher, a shell prompt, or test flags after it.
+_COMMAND = re.compile(r"\b(?:mpirun|mpiexec|orterun|prterun|srun|jsrun|aprun|torchrun|sbatch)\b|^\S*[$#>] |"
+                      r"_perf(?:_mpi)?\s+-[-a-zA-Z]")
+#: The launcher or the operator ended the run: a time limit, a signal, Ctrl-C. A table that stops at such a
+#: line hung (or was killed); a table that stops without one was only cut when it was pasted.
+_STOPPED = re.compile(r"DUE TO TIME LIMIT|CANCELLED AT|srun: Job step aborted|exited on signal \d+|"
+                      r"srun: error: .*: tasks? [\d,-]+: (?:Killed|Terminated|Aborted)|^\^C|Ctrl-C|"
+                      r"(?:^|: )(?:Killed|Terminated)$|Test timeout \(\d+s\)")
 _VERDICT = re.compile(r"^# gpulib verdict: (?P<status>PASS|WARN|FAIL) (?P<reason>.*)$")
 _HEAD_MARK = re.compile(r"nccl-tests version|^#? ?nThread \d+ nGpus|algbw\s+busbw|Avg bus bandwidth|"
                         r"# gpulib nccl-tester|(?:NCCL|CUDA) failure \S+:\d+ '|Collective test starting")
@@ -77,7 +97,7 @@ _DEBUG = re.compile(r"^(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+
 _DEBUG_KEEP = re.compile(r" via |NET/\w+ : Using|Using network|GPU Direct RDMA|\+ (?:NET|PCI|NVL|SYS|C2C)\[|=== System|"
                          r" nranks \d+ |P2P is disabled|NVLS|_DISABLE|NCCL_TOPO_FILE|NCCL_NET_GDR|Topology detection")
 _DEBUG_CAP = 5000
-_TIME_COLUMNS = ("time", "cputime")
+_TIME_COLUMNS = ("time", "cputime", "time_ms")
 
 
 @dataclass
@@ -116,7 +136,7 @@ class NcclTestsRow:
 class NcclTestsDevice:
     rank: int
     group: int | None
-    pid: int
+    pid: int | None  # None in 2017-2018 builds, which printed no Pid
     host: str
     device: int
     pci_raw: str
@@ -132,6 +152,16 @@ class NcclTestsFailure:
     file: str
     source_line: int
     message: str
+
+
+@dataclass
+class ProgramMention:
+    """A nccl-tests program named on a line of the file; ``command`` when the line starts it."""
+
+    line: int
+    collective: str
+    name: str
+    command: bool
 
 
 @dataclass
@@ -154,6 +184,9 @@ class NcclTestsRun:
     gpulib_verdict: str | None = None
     complete: bool = False
     debug: list[NcclDebugLine] = field(default_factory=list)  # shared by the runs of one file
+    collective_clue: str | None = None  # which line or name said the collective (None: the table must show it)
+    first_row_line: int | None = None
+    stopped: str | None = None  # "line N: <text>" of the launcher/operator line that ended a run without footer
 
     @property
     def computed_avg_busbw_gbps(self) -> float:
@@ -211,10 +244,19 @@ def _fallback_columns(tokens: list[str]) -> list[str]:
     return ["size", "count", "type", *body]
 
 
+#: 2017-2018 builds named the columns ``bytes N type op ... time algbw busbw res`` and printed the time
+#: in milliseconds (``%7.3f`` of seconds x 1e3); ``res`` is the largest deviation like the later ``error``.
+_LEGACY_NAMES = {"bytes": "size", "N": "count", "op": "redop", "res": "error", "time": "time_ms"}
+
+
 def _header_columns(text: str) -> list[str] | None:
     tokens = text.lstrip("#").split()
-    if "size" in tokens and "busbw" in tokens and tokens[0] == "size":
+    if "busbw" not in tokens:
+        return None
+    if tokens[0] == "size":
         return tokens
+    if tokens[0] == "bytes":
+        return [_LEGACY_NAMES.get(t, t) for t in tokens]
     return None
 
 
@@ -228,6 +270,8 @@ def _row(tokens: list[str], columns: list[str], line: int) -> NcclTestsRow:
     for name, token in zip(columns, tokens, strict=False):
         if name in _TIME_COLUMNS:
             group += 1
+            if name == "time_ms" and token.upper() != "N/A":
+                token = repr(float(token) * 1000.0)  # milliseconds in 2017-2018 builds
             name = "time"
         prefix = ("oop_", "ip_")[group - 1] if 1 <= group <= 2 else ""
         if group <= 2:
@@ -256,12 +300,43 @@ def _collective_from_name(source: str) -> str | None:
     return None
 
 
+def _mentions(line: str, line_no: int) -> list[ProgramMention]:
+    command = bool(_COMMAND.search(line))
+    found = [ProgramMention(line_no, c, m["name"], command) for m in _BINARY.finditer(line)
+             if (c := canonical_collective(m["name"]))]
+    if (m := _COLLECTIVE_FLAG.search(line)) and (c := canonical_collective(m["name"])):
+        found.append(ProgramMention(line_no, c, f"--collective {m['name']}", True))
+    return found
+
+
+def _name_collective(r: NcclTestsRun, mentions: list[ProgramMention], after_line: int, source: str) -> None:
+    """The collective from what the text says, in order: the banner (set while reading), one program named
+    anywhere in the file, the command line that started this run, the file name. None: the table must show it."""
+    if r.collective:
+        return
+    named = {m.collective for m in mentions}
+    if len(named) == 1:
+        m = mentions[0]
+        r.collective, r.collective_clue = m.collective, f"program name {m.name} (line {m.line})"
+        return
+    start = r.first_row_line or r.line
+    commands = [m for m in mentions if m.command and after_line < m.line <= start]
+    if commands:
+        m = commands[-1]
+        r.collective, r.collective_clue = m.collective, f"command line {m.name} (line {m.line})"
+        return
+    if name := _collective_from_name(source):
+        r.collective, r.collective_clue = name, f"file name {PurePath(source).name}"
+
+
 def parse(text: str, source: str = "<text>", **opts) -> ParseResult[NcclTestsRun]:
     """Never raises: unreadable lines become problems, the rest of the file is still read."""
     result: ParseResult[NcclTestsRun] = ParseResult(KIND)
     runs: list[NcclTestsRun] = []
     run: NcclTestsRun | None = None
     debug: list[NcclDebugLine] = []
+    mentions: list[ProgramMention] = []
+    stops: list[tuple[int, str]] = []
 
     def current(line_no: int, starting: bool = False) -> NcclTestsRun:
         nonlocal run
@@ -272,8 +347,14 @@ def parse(text: str, source: str = "<text>", **opts) -> ParseResult[NcclTestsRun
 
     for line_no, raw in enumerate(text.splitlines(), start=1):
         line = _PREFIX.sub("", raw, count=1).rstrip()
+        if tag := _RANK_TAG.match(line):
+            line = _INNER_TAG.sub(" ", line[tag.end():])
         if not line.strip():
             continue
+        if "_perf" in line or "--collective" in line:
+            mentions += _mentions(line, line_no)
+        if _STOPPED.search(line.strip()):
+            stops.append((line_no, line.strip()))
         if m := _DEBUG.match(line.strip()):
             if len(debug) < _DEBUG_CAP and (m["level"] == "WARN" or _DEBUG_KEEP.search(m["text"])):
                 debug.append(NcclDebugLine(line_no, m["host"], m["level"], m["text"].strip()))
@@ -281,6 +362,7 @@ def parse(text: str, source: str = "<text>", **opts) -> ParseResult[NcclTestsRun
             r = current(line_no, starting=True)
             r.gpulib = {"gpulib": m["ver"], **dict(kv.split("=", 1) for kv in m["kv"].split() if "=" in kv)}
             r.collective = canonical_collective(r.gpulib.get("collective", "")) or r.collective
+            r.collective_clue = f"gpulib nccl-tester header (line {line_no})"
         elif m := _VERSION.match(line):
             r = current(line_no, starting=True)
             r.version, r.nccl_library = m["ver"], m["lib"]
@@ -288,14 +370,15 @@ def parse(text: str, source: str = "<text>", **opts) -> ParseResult[NcclTestsRun
             r = current(line_no, starting=not (run and run.version and not run.rows and run.program is None))
             r.program = m["prog"]
             r.collective = canonical_collective(m["prog"]) or r.collective
+            r.collective_clue = f"banner '# Collective test starting: {m['prog']}' (line {line_no})"
         elif m := _PARAMS.match(line):
             r = current(line_no, starting=bool(run and (run.params or run.rows)))
             r.params = {k: (int(v) if v and v.isdigit() else v) for k, v in m.groupdict().items() if v is not None}
         elif m := _DEVICE.match(line):
             current(line_no).devices.append(NcclTestsDevice(
-                rank=int(m["rank"]), group=int(m["group"]) if m["group"] else None, pid=int(m["pid"]),
-                host=m["host"], device=int(m["dev"]), pci_raw=m["pci"], pci_bus_id=normalize_pci(m["pci"]),
-                name=m["name"]))
+                rank=int(m["rank"]), group=int(m["group"]) if m["group"] else None, pid=int(m["pid"]) if m["pid"] else None,
+                host=m["host"], device=int(m["dev"]), pci_raw=m["pci"] or "",
+                pci_bus_id=normalize_pci(m["pci"]) if m["pci"] else None, name=m["name"] or "unknown GPU"))
         elif m := _OOB.match(line):
             r = current(line_no)
             r.oob_count, r.oob_ok = int(m["n"]), m["ok"] == "OK"
@@ -307,11 +390,16 @@ def parse(text: str, source: str = "<text>", **opts) -> ParseResult[NcclTestsRun
             r = current(line_no)
             r.complete = True
             r.program = r.program or m["prog"]
-            r.collective = r.collective or canonical_collective(m["prog"])
+            if r.collective is None and canonical_collective(m["prog"]):
+                r.collective = canonical_collective(m["prog"])
+                r.collective_clue = f"banner '# Collective test concluded: {m['prog']}' (line {line_no})"
         elif m := _VERDICT.match(line):
             current(line_no).gpulib_verdict = f"{m['status']} {m['reason']}"
         elif m := _FAIL.search(line):
             current(line_no).failures.append(NcclTestsFailure(line_no, m["host"], m["kind"], m["file"], int(m["line"]), m["msg"]))
+        elif m := _TIMEOUT.match(line.strip()):
+            current(line_no).failures.append(NcclTestsFailure(line_no, m["host"], "timeout", m["file"], int(m["line"]),
+                                                              f"no progress for {m['secs']} s (-T): the run hung"))
         elif columns := _header_columns(line):
             current(line_no).columns = columns
         elif line.lstrip().startswith("#"):
@@ -324,24 +412,28 @@ def parse(text: str, source: str = "<text>", **opts) -> ParseResult[NcclTestsRun
             columns = r.columns or _fallback_columns(tokens)
             try:
                 r.rows.append(_row(tokens, columns, line_no))
+                r.first_row_line = r.first_row_line or line_no
             except (ValueError, KeyError) as exc:
                 result.problems.append(Problem(source, f"cannot read result row ({exc}): {line.strip()[:120]}", line_no))
 
-    fallback = _collective_from_name(source)
     warned = any(d.level == "WARN" for d in debug)
-    for r in runs:
-        started = bool(r.params or r.devices or r.version)
-        # a header followed by NCCL's own lines and nothing else is a run that hung while connecting
-        if not (r.rows or r.failures or r.avg_busbw_gbps is not None or (started and (warned or debug))):
-            continue
+    kept = [r for r in runs if r.rows or r.failures or r.avg_busbw_gbps is not None or r.params or r.devices or r.version]
+    for i, r in enumerate(kept):
         r.debug = debug
-        r.collective = r.collective or fallback
+        _name_collective(r, mentions, kept[i - 1].first_row_line or kept[i - 1].line if i else 0, source)
+        if r.avg_busbw_gbps is None and not r.failures:
+            after = r.rows[-1].line if r.rows else r.line
+            until = kept[i + 1].line if i + 1 < len(kept) else None
+            stop = next(((n, t) for n, t in stops if n > after and (until is None or n < until)), None)
+            r.stopped = f"line {stop[0]}: {stop[1]}" if stop else None
         if r.rows and r.avg_busbw_gbps is None and not r.failures:
-            result.problems.append(Problem(source, "the table ends before '# Avg bus bandwidth': the run was cut off "
-                                           f"after {len(r.rows)} rows", r.rows[-1].line))
+            result.problems.append(Problem(source, "the table ends before '# Avg bus bandwidth' after "
+                                           f"{len(r.rows)} rows: " + (f"ended by {r.stopped}" if r.stopped else
+                                                                      "cut off when it was pasted, or still running"),
+                                           r.rows[-1].line))
         elif not r.rows and not r.failures and r.avg_busbw_gbps is None and not warned:
-            result.problems.append(Problem(source, "the run printed its header and NCCL set-up lines but no result "
-                                           "row and no error: it hung while connecting, or was killed", r.line))
+            result.problems.append(Problem(source, "the run printed its header but no result row and no error: it "
+                                           "hung while connecting (or at the first size), or the paste was cut", r.line))
         result.records.append(r)
     if not result.records:
         first_warn = next((d for d in debug if d.level == "WARN"), None)

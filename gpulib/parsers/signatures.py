@@ -14,11 +14,9 @@ session and never matched: a ``grep 'fallen off the bus'`` is a question, not an
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from functools import lru_cache
 from itertools import chain
 from pathlib import Path
@@ -29,7 +27,7 @@ from gpulib.parsers import linescan
 from gpulib.parsers.base import ParseResult, Problem
 from gpulib.parsers.fold import Folder
 from gpulib.parsers.line_identity import LineFacts, LineReader, names_a_port
-from gpulib.parsers.logtime import year_hint, zone_of
+from gpulib.parsers.logtime import modified_year, year_hint, zone_of
 from gpulib.parsers.prefilter import KeywordLines
 
 KIND = "signatures"
@@ -204,7 +202,7 @@ class SignatureScanner:
         self.result: ParseResult[Signal] = ParseResult(KIND)
         self._folder = Folder(_fold_shape, _fold_member, Signal.__slots__)
         self._finder = KeywordLines(_keywords())
-        self._reader = LineReader(tz=zone_of(tz), year=year, glog_year=_modified_year(written))
+        self._reader = LineReader(tz=zone_of(tz), year=year, glog_year=modified_year(written))
         self._path = PathFacts.of(source)
         self._keywords: dict[int, set[int]] | None = None  # line start -> keywords it holds (this chunk)
 
@@ -248,14 +246,6 @@ class SignatureScanner:
 
     def failed(self, exc: Exception) -> None:
         self.result.problems.append(Problem(self.source, f"signature scan failed: {type(exc).__name__}: {exc}"))
-
-
-def _modified_year(path: str | Path | None) -> int | None:
-    """The year ``path`` was last written (a log is not newer than its file), or None."""
-    try:
-        return datetime.fromtimestamp(os.stat(path).st_mtime, tz=timezone.utc).year if path else None
-    except OSError:
-        return None
 
 
 def scan_file(path: str | Path, source: str | None = None, *, tz: str | None = None,

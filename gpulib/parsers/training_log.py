@@ -44,7 +44,7 @@ from gpulib.parsers.base import ParseResult, Problem
 from gpulib.parsers.fold import Folder
 from gpulib.parsers.kernel_prefix import MARKDOWN_QUOTE
 from gpulib.parsers.linescan import ChunkReader, number_lines
-from gpulib.parsers.logtime import seconds_between, stamp_in, year_hint, zone_of
+from gpulib.parsers.logtime import first_year, modified_year, seconds_between, stamp_in, year_hint, zone_of
 from gpulib.parsers.prefilter import KeywordLines
 
 log = get_logger(__name__)
@@ -697,11 +697,14 @@ class JobLogScanner:
 
     CONTEXT_BYTES = 32 * 1024
 
-    def __init__(self, source: str, *, year: int | None = None, tz: str | None = None, fold: bool = True) -> None:
+    def __init__(self, source: str, *, year: int | None = None, tz: str | None = None, fold: bool = True,
+                 written: str | Path | None = None) -> None:
         """``fold``: fold per-rank lines (:data:`FOLD_FIELDS`) of a large job; a follower that
-        hands out each event as it comes (``gpulib watch``) reads them all."""
+        hands out each event as it comes (``gpulib watch``) reads them all. ``written``: the file,
+        whose modification year completes glog stamps when no line of the log prints a year."""
         self.source = source
         self.year = year
+        self.glog_year = modified_year(written)
         self.tz: tzinfo = zone_of(tz)
         self.events: list[JobEvent] = []
         self.problems: list[Problem] = []
@@ -712,6 +715,11 @@ class JobLogScanner:
         self._limit = 0
         self._error_starts: set[int] = set()
         self._progress_lines = KeywordLines(PROGRESS_KEYWORDS)
+
+    @property
+    def _year(self) -> int | None:
+        """The year of the log's dated lines, else of the file's last write (glog stamps have none)."""
+        return self.year or self.glog_year
 
     # ---------------------------------------------------------------- scanning
     def candidate_starts(self, chunk: bytes | bytearray, limit: int | None = None) -> list[int]:
@@ -750,8 +758,8 @@ class JobLogScanner:
         self.problems.append(Problem(self.source, f"could not be fully parsed: {exc}"))
 
     def _starts(self, chunk: bytes | bytearray, limit: int, progress: bool | list[tuple[int, int]]) -> list[int]:
-        if self.year is None:
-            self.year = year_hint(chunk[:1 << 20])
+        if self.year is None:  # the whole chunk: how far in the first date sits depends on the job's size
+            self.year = year_hint(chunk[:limit])
         self._error_starts = set(self.candidate_starts(chunk, limit))
         ranges = [(0, limit)] if progress is True else (progress or [])
         light: set[int] = set()
@@ -784,8 +792,8 @@ class JobLogScanner:
             ev.details.setdefault("task", hints["task"])
         if "prefix_host" in hints and ev.host is None:
             ev.host = hints["prefix_host"]
-        ev.time_utc = stamp_in(body, year=self.year, tz=self.tz) or (
-            stamp_in(hints["stamp"], year=self.year, tz=self.tz) if "stamp" in hints else None)
+        ev.time_utc = stamp_in(body, year=self._year, tz=self.tz) or (
+            stamp_in(hints["stamp"], year=self._year, tz=self.tz) if "stamp" in hints else None)
         if ev.time_utc is None and ev.kind not in ("nccl_init", "nccl_transport", "nccl_no_ib", "nccl_version",
                                                     "nccl_address", "rank_device", "benign"):
             ev.time_utc = self._nearby_time(chunk, start, end)
@@ -810,12 +818,12 @@ class JobLogScanner:
         ``logger.exception`` prints the message, then the traceback): it has the record's time,
         however long the others wait before their watchdog's teardown lines."""
         before = chunk[max(0, start - self.CONTEXT_BYTES):start].decode("utf-8", "replace").splitlines()
-        prev = next((t for t in (stamp_in(x, year=self.year, tz=self.tz) for x in reversed(before)) if t), None)
-        if prev and _logged_exception(before, self.year, self.tz):
+        prev = next((t for t in (stamp_in(x, year=self._year, tz=self.tz) for x in reversed(before)) if t), None)
+        if prev and _logged_exception(before, self._year, self.tz):
             return prev
         after_end = self._limit if end == -1 else end
         after = chunk[after_end:min(after_end + self.CONTEXT_BYTES, self._limit)].decode("utf-8", "replace").splitlines()
-        nxt = next((t for t in (stamp_in(x, year=self.year, tz=self.tz) for x in after) if t), None)
+        nxt = next((t for t in (stamp_in(x, year=self._year, tz=self.tz) for x in after) if t), None)
         if prev and nxt:
             return prev if seconds_between(prev, nxt) <= 120 else nxt
         return prev or nxt
@@ -869,7 +877,7 @@ class JobLogScanner:
                         current["exitcode"], current["pid"] = int(em.group(1)), int(em.group(2))
                         current["signal"] = _signal_of(current["exitcode"])
                 elif key == "time":
-                    current["time_utc"] = stamp_in(val, year=self.year, tz=self.tz)
+                    current["time_utc"] = stamp_in(val, year=self._year, tz=self.tz)
                 else:
                     current[key] = val
             if text.startswith("=====") and failures and section == "root":
@@ -966,7 +974,7 @@ def parse_file(path: str | Path, source: str | None = None, *, year: int | None 
     ``also``: other readers of the same lines (the signature scan), fed from the same read
     (:mod:`gpulib.parsers.linescan`)."""
     source = source or str(path)
-    scanner = JobLogScanner(source, year=year, tz=tz)
+    scanner = JobLogScanner(source, year=year if year is not None else first_year(path), tz=tz, written=path)
     try:
         linescan.read_file(path, [scanner, *also], CHUNK_BYTES)
     except OSError as exc:

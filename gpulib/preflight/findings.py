@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpulib import exit_codes
 from gpulib.findings import Finding, event_id
 
 
@@ -24,8 +25,8 @@ class EnvFinding:
                 "fix": self.fix, "hosts": list(self.hosts)}
 
 
-#: Exit code per worst severity, DESIGN.md table: no-go 3, warnings 1, healthy 0.
-EXIT_CODES = {"error": 3, "warning": 1, "info": 0}
+#: Exit code per worst severity, docs/ARCHITECTURE.md "Exit codes": no-go 3, warnings 1, healthy 0.
+EXIT_CODES = {"error": exit_codes.HARD, "warning": exit_codes.SOFT, "info": exit_codes.OK}
 
 
 def exit_code(findings: list[EnvFinding]) -> int:

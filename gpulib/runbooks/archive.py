@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from gpulib.bundle import MANIFEST, VerifyReport, read_manifest, sha256_file, verify_files
+from gpulib.evidence.bundle import MANIFEST, VerifyReport, read_manifest, sha256_file, verify_files
 from gpulib.runbooks import chain
 from gpulib.runbooks.spec import RunbookError
 

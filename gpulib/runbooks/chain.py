@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpulib.bundle import MANIFEST, sha256_file
+from gpulib.evidence.bundle import MANIFEST, sha256_file
 
 CHAIN = "chain"
 

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from gpulib import exit_codes
-from gpulib.bundle import MANIFEST, sha256_file
 from gpulib.cli_args import non_negative, positive
+from gpulib.evidence.bundle import MANIFEST, sha256_file
 from gpulib.progress import StepProgress
 from gpulib.readable import require_readable
 from gpulib.runbooks import textfile
@@ -80,6 +80,7 @@ def _run(args) -> int:
         outcome = run_runbook(
             args.runbook, cli=parse_assignments(args.param), values=values, archive_root=Path(args.archive),
             jobs=args.jobs, cell_timeout_s=args.cell_timeout, progress=finished, on_start=progress.started,
+            tz=args.tz,
         )
     except RunbookError as exc:  # before anything ran (a parameter, the kernel): gpulib.cli prints it
         _textfile(args, [], exc.exit_code, steps_failed=1)
@@ -198,6 +199,9 @@ def register(subparsers) -> None:
     p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
                    help="notebook parameter, converted to the type the notebook declares (repeatable)")
     p.add_argument("--evidence", help="evidence bundle, incident folder or file to analyse (sets 'evidence')")
+    p.add_argument("--tz", default=None,
+                   help="zone of timestamps printed without one (dmesg -T, nvidia-smi), e.g. Europe/Berlin, for every "
+                        "step and the report, as gpulib diagnose --tz; default: the bundle's zone, else UTC")
     p.add_argument("--archive", default=str(default_archive_root()), help=archive_help)
     p.add_argument("--jobs", type=positive(int), default=None, help="notebooks run in parallel (default: CPU cores)")
     p.add_argument("--cell-timeout", type=positive(float), default=None, metavar="SECONDS",

@@ -21,10 +21,10 @@ from importlib import metadata
 from pathlib import Path
 
 from gpulib import __version__, exit_codes, kernel_env
-from gpulib.bundle import sha256_file
 from gpulib.diagnose import diagnose
 from gpulib.diagnose.cache import load_cached, resolve_evidence, write_cache
 from gpulib.errors import GpulibError
+from gpulib.evidence.bundle import sha256_file
 from gpulib.identity import to_utc_iso, utc_now_iso
 from gpulib.logs import get_logger
 from gpulib.runbooks.archive import FINDINGS, FINDINGS_FORMAT, REPORT, RUN_FORMAT, ArchiveWriter
@@ -85,16 +85,17 @@ def prepare(name: str, cli: dict[str, str] | None = None, values: dict | None = 
     return spec, resolve_parameters(spec, cli, values)
 
 
-def kernel_environment(plan: dict[str, dict], cwd: Path, scratch: Path) -> dict[str, str]:
+def kernel_environment(plan: dict[str, dict], cwd: Path, scratch: Path, tz: str | None = None) -> dict[str, str]:
     """What the runner adds to its kernels' environment (:mod:`gpulib.kernel_env`): figures as
-    plotly JSON only (the report redraws them with one copy of plotly.js) and, when two or more
-    steps analyse the same evidence, the evidence read once (:mod:`gpulib.diagnose.cache`).
+    plotly JSON only (the report redraws them with one copy of plotly.js), the run's ``--tz``
+    and, when two or more steps analyse the same evidence, the evidence read once with that zone
+    (:mod:`gpulib.diagnose.cache`).
 
     The cache is only a shortcut: a step whose evidence it does not describe (another path,
     files changed since, a live capture) reads the evidence itself, and unusable evidence is
     left to the steps, which report it in their notebooks.
     """
-    env = {kernel_env.FIGURES_AS_JSON: "1"}
+    env = {kernel_env.FIGURES_AS_JSON: "1"} | ({kernel_env.TZ: tz} if tz else {})
     uses = Counter(str(values["evidence"]) for values in plan.values() if values.get("evidence"))
     paths = []
     for value in (v for v, n in uses.items() if n > 1):
@@ -104,7 +105,7 @@ def kernel_environment(plan: dict[str, dict], cwd: Path, scratch: Path) -> dict[
             continue
     if paths:
         try:
-            env[kernel_env.EVIDENCE_CACHE] = str(write_cache(paths, scratch / "evidence-cache.json"))
+            env[kernel_env.EVIDENCE_CACHE] = str(write_cache(paths, scratch / "evidence-cache.json", tz))
         except Exception as exc:  # noqa: BLE001 - a shortcut that fails must not fail the run
             log.warning("evidence not pre-read (%s: %s); each step reads it itself", type(exc).__name__, exc)
     return env
@@ -116,7 +117,8 @@ def evidence_diagnosis(plan: dict[str, dict], cwd: Path, env: dict[str, str]) ->
     The evidence most steps read; taken from the run's evidence cache when the runner wrote one
     (no second reading), else diagnosed here. None when no step was given evidence (a preflight
     capturing this host, a health report of the notebook's default) or it cannot be read (the
-    steps report that in their notebooks)."""
+    steps report that in their notebooks). Read with the run's ``--tz`` (:data:`gpulib.kernel_env.TZ`
+    in ``env``), as the steps read it."""
     if any(values.get("capture_live") for values in plan.values()):
         return None
     uses = Counter(str(values["evidence"]) for values in plan.values() if values.get("evidence"))
@@ -124,8 +126,9 @@ def evidence_diagnosis(plan: dict[str, dict], cwd: Path, env: dict[str, str]) ->
         return None
     try:
         path = resolve_evidence(uses.most_common(1)[0][0], cwd)
-        cached = load_cached(path, env.get(kernel_env.EVIDENCE_CACHE)) if env.get(kernel_env.EVIDENCE_CACHE) else None
-        return cached[1] if cached else diagnose([path]).to_dict()
+        tz = env.get(kernel_env.TZ)
+        cached = load_cached(path, env.get(kernel_env.EVIDENCE_CACHE), tz) if env.get(kernel_env.EVIDENCE_CACHE) else None
+        return cached[1] if cached else diagnose([path], tz).to_dict()
     except Exception as exc:  # noqa: BLE001 - the headline is a summary: it must not fail the run
         log.warning("report headline: evidence not diagnosed (%s: %s)", type(exc).__name__, exc)
         return None
@@ -133,9 +136,10 @@ def evidence_diagnosis(plan: dict[str, dict], cwd: Path, env: dict[str, str]) ->
 
 def run_runbook(name: str, *, cli: dict[str, str] | None = None, values: dict | None = None,
                 archive_root: Path, jobs: int | None = None, cwd: Path | None = None,
-                cell_timeout_s: float | None = None, progress=None, on_start=None) -> RunOutcome:
+                cell_timeout_s: float | None = None, progress=None, on_start=None, tz: str | None = None) -> RunOutcome:
     """Run runbook ``name`` (a name or a YAML path) and archive it; raises RunbookError before
-    anything runs when the runbook, a parameter or the kernel is unusable."""
+    anything runs when the runbook, a parameter or the kernel is unusable. ``tz``: the zone of
+    timestamps printed without one, for every step and the report (``gpulib diagnose --tz``)."""
     spec, plan = prepare(name, cli, values)
     kernel_argv = check_kernel(KERNEL_NAME)
     cwd = Path(cwd or Path.cwd()).resolve()
@@ -147,7 +151,7 @@ def run_runbook(name: str, *, cli: dict[str, str] | None = None, values: dict | 
     outputs.mkdir()
     rendered: dict[str, RenderedStep] = {}
     with tempfile.TemporaryDirectory(prefix="gpulib-findings-") as scratch:
-        env = kernel_environment(plan, cwd, Path(scratch))
+        env = kernel_environment(plan, cwd, Path(scratch), tz)
         steps = execute_runbook(spec, plan, outputs, Path(scratch), cwd=cwd, jobs=jobs,
                                 cell_timeout_s=cell_timeout_s, progress=progress, env=env, on_start=on_start,
                                 after_step=lambda r: rendered.__setitem__(r.id, render_step(r.output, r.id)))

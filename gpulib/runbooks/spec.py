@@ -31,6 +31,7 @@ from pathlib import Path
 
 import yaml
 
+from gpulib import resources
 from gpulib.errors import InputError
 
 #: Parameters the runner owns: it passes ``interactive=False`` and a ``findings_path`` of its own.
@@ -74,10 +75,17 @@ class RunbookSpec:
 
 
 def runbook_dirs() -> list[Path]:
-    """Where ``gpulib run NAME`` looks: ``$GPULIB_RUNBOOKS``, ``./runbooks``, the source checkout's."""
+    """Where ``gpulib run NAME`` looks: ``$GPULIB_RUNBOOKS``, ``./runbooks``, then the shipped ones
+    (:func:`gpulib.resources.runbooks_dir`: the checkout's ``runbooks/`` or the wheel's package data)."""
     dirs = [Path(p) for p in os.environ.get("GPULIB_RUNBOOKS", "").split(os.pathsep) if p]
-    dirs += [Path.cwd() / "runbooks", Path(__file__).resolve().parents[2] / "runbooks"]
+    dirs += [Path.cwd() / "runbooks", resources.runbooks_dir()]
     return dirs
+
+
+def runbook_steps(name: str) -> list[str]:
+    """The step ids of the shipped runbook ``name`` (:func:`gpulib.resources.runbooks_dir`, never a
+    local ``./runbooks`` override), in the order it runs them."""
+    return [step.id for step in load_runbook(resources.runbooks_dir() / f"{name}.yaml").steps]
 
 
 def find_runbook(name: str) -> Path:

@@ -16,10 +16,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpulib.bundle import is_bundle
 from gpulib.collect.capture import plan
 from gpulib.collect.core import GRACE_S
 from gpulib.collect.runner import first_line, run_command
+from gpulib.evidence.bundle import is_bundle
 
 #: Seconds the child needs to start Python and write the manifest, beyond its collectors.
 OVERHEAD_S = 6.0

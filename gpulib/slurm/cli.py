@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from gpulib import exit_codes
 from gpulib.cli_args import non_negative
 from gpulib.logs import get_logger
 
@@ -37,9 +38,9 @@ def _epilog(args) -> int:
                              budget_s=args.timeout, always=args.always, copy_job_logs=not args.no_job_logs)
     except Exception as exc:  # noqa: BLE001 - an epilog that fails drains the node: never
         print(f"gpulib slurm epilog: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 5 if args.strict else 0
+        return exit_codes.RUN_FAILED if args.strict else exit_codes.OK
     record_outcome(outcome, Path(args.log) if args.log else None)
-    return outcome.exit_code if args.strict else 0
+    return outcome.exit_code if args.strict else exit_codes.OK
 
 
 def _healthcheck(args) -> int:

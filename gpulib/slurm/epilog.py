@@ -26,6 +26,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from gpulib import exit_codes
 from gpulib.logs import get_logger
 from gpulib.parsers.slurm_job import SlurmJob, ended_badly, env_ended_badly
 from gpulib.slurm import scontrol
@@ -55,8 +56,8 @@ class EpilogOutcome:
     def exit_code(self) -> int:
         """The real outcome for ``--strict``: 0 done, 2 misconfigured, 5 the capture failed."""
         if self.action != "error":
-            return 0
-        return 2 if self.bundle is None and "misconfigured" in self.why else 5
+            return exit_codes.OK
+        return exit_codes.USAGE if self.bundle is None and "misconfigured" in self.why else exit_codes.RUN_FAILED
 
     def line(self) -> str:
         return (f"gpulib slurm epilog: job {self.job_id or '?'} on {self.node}: {self.action} ({self.why})"

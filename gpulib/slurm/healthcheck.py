@@ -19,7 +19,7 @@ fabric test, which needs the whole node for minutes - on a fresh capture of this
 without one, at least one - a GPU node that shows none is a no-go). ``--gpus 0`` marks a node
 without GPUs, where only the kernel-log and driver checks apply.
 
-Exit codes (DESIGN.md): 0 go, 1 go with warnings, 2 usage error, 3 no-go (drained), 5 the check
+Exit codes (docs/ARCHITECTURE.md): 0 go, 1 go with warnings, 2 usage error, 3 no-go (drained), 5 the check
 itself failed. Slurm ignores a health check's exit code; it acts only on the drain.
 """
 
@@ -30,6 +30,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpulib import exit_codes
 from gpulib.errors import InputError
 from gpulib.readable import require_readable
 from gpulib.slurm import scontrol
@@ -41,7 +42,8 @@ QUICK_COLLECTORS = ["nvml", "nvidia-smi-q-xml", "kernel-log", "gpu-device-users"
 #: Default seconds for the whole check (slurmd kills a HealthCheckProgram after 60 s).
 DEFAULT_BUDGET_S = 45.0
 
-EXIT_GO, EXIT_WARN, EXIT_USAGE, EXIT_NO_GO, EXIT_FAILED = 0, 1, 2, 3, 5
+EXIT_GO, EXIT_WARN, EXIT_USAGE, EXIT_NO_GO, EXIT_FAILED = (exit_codes.OK, exit_codes.SOFT, exit_codes.USAGE, exit_codes.HARD,
+                                                         exit_codes.RUN_FAILED)
 
 
 @dataclass
@@ -63,49 +65,38 @@ def _short(host: str) -> str:
     return host.split(".")[0].lower()
 
 
-def judge_only(ev, node: str) -> None:
+def judge_only(files, evidence: Path, node: str) -> None:
     """Refuse evidence that cannot be this node's: the drain acts on ``node``, so a bundle of
     another host (its manifest, or host-prefixed lines) would drain this node for that host's
     fault; and evidence of which nothing could be read says nothing about any node (a no-go on
     it would drain a healthy node). Files that name no host (a replayed ``nvidia-smi -q``) are
     taken as this node's: that is what replaying recorded outputs means."""
-    files = ev.gathered.files
-    if not any(f.kind not in ("unreadable", "empty", "unknown") for f in files):
+    if not any(f.kind not in ("unreadable", "empty", "unknown") for f in files.files):
         raise InputError("nothing in the evidence could be read: no verdict on this node is possible",
-                         path=str(ev.path), hint="give a bundle or the node's recorded tool outputs (nvidia-smi -q, "
-                                                 "the kernel log)")
-    others = sorted({f.host for f in files if f.host and f.host_basis in ("bundle", "content")
+                         path=str(evidence), hint="give a bundle or the node's recorded tool outputs (nvidia-smi -q, "
+                                                  "the kernel log)")
+    others = sorted({f.host for f in files.files if f.host and f.host_basis in ("bundle", "content")
                      and _short(f.host) != _short(node)})
     if others:
         raise InputError(f"the evidence is of {', '.join(others)}, not of this node ({node}): a health check judges "
                          f"only the node it runs on, and would drain {node} for another host's fault",
-                         path=str(ev.path), hint="run it on that node, or give --node NAME of the node the evidence "
-                                                 "is of")
+                         path=str(evidence), hint="run it on that node, or give --node NAME of the node the evidence "
+                                                  "is of")
 
 
 def self_check(evidence: Path, expected_gpus: int | None, node: str | None = None) -> CheckResult:
-    """Preflight's single-node checks (the same functions notebook 08 calls) on ``evidence``.
-    ``expected_gpus``: None = at least one; 0 = a node without GPUs; N = exactly N visible.
+    """Preflight's single-node checks (:func:`gpulib.preflight.gate.self_check`, the same notebook 08
+    runs) on ``evidence``. ``expected_gpus``: None = at least one; 0 = a node without GPUs; N = N visible.
     ``node``: the evidence must be of this node (:func:`judge_only`)."""
-    from gpulib.notebook import steps as checks  # pandas: only when a check actually runs
-    from gpulib.notebook.tables import open_evidence
+    from gpulib.diagnose.cache import checked_evidence, read_once  # the diagnosis: only when a check runs
+    from gpulib.preflight import gate
 
-    ev = open_evidence(evidence)
+    files, diagnosis = read_once(checked_evidence(evidence))
     if node is not None:
-        judge_only(ev, node)
-    states = ev.gpu_states()
-    seen = len(states.drop_duplicates(subset=["host", "gpu"])) if not states.empty else 0
-    if expected_gpus is None:
-        presence = checks.presence_findings(states)
-    elif seen < expected_gpus:
-        presence = [checks.finding(
-            "gpu-count", "critical", "gpu_fell_off_bus", f"{seen} of {expected_gpus} GPUs visible",
-            actions=["Check `nvidia-smi -L` and `lspci | grep -i nvidia`: a GPU missing from both fell off the bus "
-                     "(reboot or reseat); one in lspci only has a driver problem"])]
-    else:
-        presence = []
-    findings = checks.self_check(ev.diagnosis, states, presence)  # the preflight's own list (notebook 08)
-    verdict = checks.go_no_go(findings)
+        judge_only(files, evidence, node)
+    seen = gate.gpus_seen(files.snapshots())
+    findings = gate.self_check(diagnosis, seen, expected_gpus)  # the preflight's own list (notebook 08)
+    verdict = gate.go_no_go(findings)
     blocking = [f for f in findings if f["severity"] in ("critical", "error")]
     return CheckResult(verdict["verdict"], findings, blocking[0]["title"] if blocking else None, seen)
 

@@ -7,7 +7,7 @@ random read, so it must serve ``ranks x batch / step_seconds`` reads/s: compared
 measured random-read IOPS. Headroom: below 1x the need is a no-go (the GPUs will wait on I/O),
 1x to 1.5x is a warning (caches and other jobs on the same storage eat that margin).
 
-Exit codes (DESIGN.md): 0 enough, 1 marginal or many small files, 3 not enough.
+Exit codes (docs/ARCHITECTURE.md): 0 enough, 1 marginal or many small files, 3 not enough.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ import pytest
 from playwright.sync_api import expect
 
 from gpulib.notebook.tables import open_evidence
+from gpulib.resources import step_names
 from tests.browser.chromium import screenshot_check
 from tests.browser.conftest import EXAMPLE, EXAMPLE_ANSWER, set_parameters
 from tests.browser.lab import NotebookPage
@@ -263,10 +264,9 @@ def test_triage_drill_offers_every_host_and_writes_no_answer_before_the_commit(l
 
 #: The other steps, opened as they ship (default evidence: the bundled example); the preflight's
 #: torchrun fabric test is tested in tests/nccl, not started from a browser test.
-OTHER_STEPS = [("01_kernel_xid.ipynb", {}), ("02_gpu_memory_oom.ipynb", {}), ("03_nccl_network.ipynb", {}),
-               ("04_thermal_power.ipynb", {}), ("05_data_loading.ipynb", {}),
-               ("06_driver_cuda_ecc_topology.ipynb", {}), ("08_preflight.ipynb", {"run_fabric_test": False}),
-               ("09_health_report.ipynb", {})]
+#: Triage (00) and checkpoint (07) have tests of their own above.
+OTHER_STEPS = [(f"{step}.ipynb", {"08_preflight": {"run_fabric_test": False}}.get(step, {}))
+               for step in step_names() if step not in ("00_triage", "07_checkpoint_resume")]
 
 
 @pytest.mark.parametrize(("name", "params"), OTHER_STEPS, ids=[n[:2] for n, _ in OTHER_STEPS])

@@ -10,10 +10,10 @@ import stat
 import subprocess
 import sys
 
-from gpulib.bundle import Bundle, BundleWriter, verify
 from gpulib.collect import bmc, bugreport
 from gpulib.collect.core import run_collectors
 from gpulib.collect.filesystems import filesystems_collector
+from gpulib.evidence.bundle import Bundle, BundleWriter, verify
 from gpulib.parsers import df, ipmi_sel, statfs
 from tests.processes import process_gone
 

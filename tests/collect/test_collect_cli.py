@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from gpulib.bundle import Bundle, verify
 from gpulib.collect.capture import bundle_path
 from gpulib.errors import BundleError
+from gpulib.evidence.bundle import Bundle, verify
 from tests.processes import process_gone
 
 HAS_NVIDIA_DRIVER = Path("/dev/nvidiactl").exists()
@@ -130,7 +130,7 @@ def test_two_writers_racing_for_one_host_exactly_one_wins(tmp_path):
 
 
 def test_collect_digest_writes_the_nodes_digest_and_the_bundle_still_verifies(tmp_path):
-    from gpulib.diagnose import digest  # noqa: PLC0415
+    from gpulib.evidence import digest  # noqa: PLC0415
 
     out = tmp_path / "b"
     done = gpulib("collect", "--out", str(out), "--digest", timeout=180)

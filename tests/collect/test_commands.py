@@ -7,10 +7,10 @@ import os
 import stat
 import time
 
-from gpulib.bundle import Bundle, BundleWriter
 from gpulib.collect import files
 from gpulib.collect.core import run_collectors
 from gpulib.collect.runner import run_command
+from gpulib.evidence.bundle import Bundle, BundleWriter
 from tests.processes import process_gone
 
 
@@ -90,7 +90,7 @@ def test_unreadable_log_is_named_and_the_rest_copied(tmp_path, run_without_root_
     code = (
         "import json; from pathlib import Path; from gpulib.collect import files;"
         "from gpulib.collect.core import run_collectors;"
-        "from gpulib.bundle import Bundle, BundleWriter;"
+        "from gpulib.evidence.bundle import Bundle, BundleWriter;"
         f"w = BundleWriter({str(tmp_path / 'bundle')!r}, host='node-a', command_line=['test']);"
         f"run_collectors(w, [files.logs_collector([Path({str(secret)!r}), Path({str(fine)!r})])]);"
         "c = Bundle.open(w.finish()).collectors[0]; print(json.dumps({'reason': c.reason, 'files': c.files}))"

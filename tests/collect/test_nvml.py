@@ -9,9 +9,9 @@ import threading
 import pynvml
 import pytest
 
-from gpulib.bundle import Bundle, BundleWriter, verify
 from gpulib.collect import nvml
 from gpulib.collect.core import Collector, Outcome, run_collectors
+from gpulib.evidence.bundle import Bundle, BundleWriter, verify
 
 
 def _capture(tmp_path, *collectors):

@@ -11,7 +11,6 @@ import time
 
 import pytest
 
-from gpulib.bundle import Bundle, BundleWriter, verify
 from gpulib.collect.core import run_collectors
 from gpulib.collect.prometheus import (
     DCGM_METRICS,
@@ -21,6 +20,7 @@ from gpulib.collect.prometheus import (
     step_for,
 )
 from gpulib.errors import InputError
+from gpulib.evidence.bundle import Bundle, BundleWriter, verify
 from tests.prometheus_server import free_port, query, running_prometheus, serve_text
 
 GPUS = [("0", "GPU-5f5b7f9e-0000-0000-0000-000000000000", "00000000:19:00.0"),

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 
-from gpulib.bundle import BundleWriter, CollectorRecord
 from gpulib.collect import collect
 from gpulib.diagnose import diagnose
+from gpulib.evidence.bundle import BundleWriter, CollectorRecord
 from gpulib.parsers import nvml_samples
 from gpulib.parsers.gpu_records import encode_throttle_reasons
 

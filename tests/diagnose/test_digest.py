@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from gpulib.bundle import verify
-from gpulib.diagnose import diagnose, digest, inputs, node_digest
-from gpulib.diagnose.thresholds import Thresholds
+from gpulib.diagnose import diagnose, node_digest
+from gpulib.evidence import digest, gather
+from gpulib.evidence.bundle import verify
+from gpulib.evidence.thresholds import Thresholds
 from gpulib.fleet.simulate import simulate_incident
 
 
@@ -53,8 +54,8 @@ def test_digested_bundles_give_the_raw_answer_and_still_verify(tmp_path, monkeyp
         node_digest.write(b)
     assert verify(bundles[0]).ok  # the digest is derived, not an unexpected file
     examined = []
-    real_examine = inputs._examine
-    monkeypatch.setattr(inputs, "_examine", lambda f, *a: examined.append(f.path) or real_examine(f, *a))
+    real_examine = gather._examine
+    monkeypatch.setattr(gather, "_examine", lambda f, *a: examined.append(f.path) or real_examine(f, *a))
     with_digests = _answer(tmp_path / "inc")
     assert with_digests == raw
     assert examined and not any(b in p.parents for p in examined for b in bundles)  # only the job log is read raw
@@ -118,7 +119,7 @@ def test_a_node_captured_twice_is_read_raw_where_its_hosts_meet(tmp_path):
     shutil.copytree(tmp_path / "inc" / quiet_host, later)  # a second capture of the same node (same host)
     raw = _answer(tmp_path / "inc")
     _digests(tmp_path / "inc")
-    gathered = inputs.gather([tmp_path / "inc"])
+    gathered = gather.gather([tmp_path / "inc"])
     both = [f for f in gathered.files if f.kind == "kernel_log" and f.host == quiet_host]
     assert len(both) == 2 and all(not f.summary_only and f.records for f in both)  # read raw: their events meet
     assert _answer(tmp_path / "inc") == raw

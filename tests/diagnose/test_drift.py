@@ -6,7 +6,7 @@ import pytest
 
 from gpulib.diagnose.drift import config_drift, diff_table, odd_nodes, text_report
 from gpulib.diagnose.node_facts import NodeConfig, configs_from_paths
-from gpulib.diagnose.record_summary import summarize_values
+from gpulib.evidence.record_summary import summarize_values
 from gpulib.fleet.simulate import BASELINE, simulate_incident
 
 

@@ -61,10 +61,10 @@ def test_nodes_text_lists_the_nodes_that_matter():
 def test_attach_leaves_version_skew_to_the_diagnosis_rule_and_adds_the_other_fields(tmp_path):
     """diagnose() judges driver/CUDA/NCCL/torch skew itself (``version-skew-*``); attach() adds
     config-drift findings only for the fields it did not judge (here: the kernel)."""
-    from gpulib.bundle import BundleWriter
     from gpulib.diagnose import diagnose
-    from gpulib.diagnose.inputs import gather
     from gpulib.diagnose.nodes import attach
+    from gpulib.evidence.bundle import BundleWriter
+    from gpulib.evidence.gather import gather
 
     for host, torch_v, kernel in (("kx-1", "2.4.0", "6.8.0-45"), ("kx-2", "2.4.0", "6.8.0-45"),
                                   ("kx-3", "2.5.1", "6.8.0-31")):

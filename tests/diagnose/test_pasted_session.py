@@ -7,7 +7,7 @@ hosts, PIDs, bus ids and readings are ours.
 from __future__ import annotations
 
 from gpulib.diagnose import diagnose
-from gpulib.diagnose.inputs import gather
+from gpulib.evidence.gather import gather
 from tests.parsers.test_session import SESSION
 
 KERNEL = ("[ops@gpu-b07 ~]$ sudo dmesg -T | grep -i xid\n"

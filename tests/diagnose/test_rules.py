@@ -236,7 +236,7 @@ def test_rendezvous_failure_before_any_step_is_the_cause(tmp_path):
 def test_bundle_gives_host_and_boot_time_to_raw_dmesg(tmp_path):
     """An evidence bundle (gpulib-evidence/1): its manifest names the host and the boot time that turns
     raw dmesg seconds into UTC; its bookkeeping files are known, not flagged."""
-    from gpulib.bundle import BundleWriter
+    from gpulib.evidence.bundle import BundleWriter
 
     with BundleWriter(tmp_path / "evidence" / "pod-17", host="pod-17") as bundle:
         bundle.write_text("kernel/dmesg.txt", "[    5.000000] Linux version 6.8.0 (buildd@lcy02)\n"
@@ -336,7 +336,7 @@ def test_nccl_skew_is_the_cause_when_the_nccl_errors_involve_only_the_odd_node(t
 def test_bundle_versions_and_nvml_driver_feed_the_skew(tmp_path):
     """Two bundles whose versions/python-stack.json name different torch builds and whose NVML
     snapshots name different drivers: both skews are reported, from the bundle files."""
-    from gpulib.bundle import BundleWriter
+    from gpulib.evidence.bundle import BundleWriter
 
     for host, torch_v, driver in (("bx-1", "2.4.0+cu124", "550.90.07"), ("bx-2", "2.4.0+cu121", "535.161.08")):
         with BundleWriter(tmp_path / host, host=host) as bundle:
@@ -442,7 +442,7 @@ def test_a_nic_pci_id_is_never_taken_for_a_gpu(tmp_path):
 
 @pytest.mark.parametrize("limit, hot", [(85.0, False), (70.0, True)])
 def test_the_temperature_limit_is_a_threshold_of_the_diagnosis(tmp_path, limit, hot):
-    from gpulib.diagnose.thresholds import Thresholds
+    from gpulib.evidence.thresholds import Thresholds
 
     (tmp_path / "ws-7").mkdir()
     (tmp_path / "ws-7" / "nvidia-smi.txt").write_text(
@@ -457,7 +457,7 @@ def test_the_temperature_limit_is_a_threshold_of_the_diagnosis(tmp_path, limit, 
 
 @pytest.mark.parametrize("gib, flagged", [(2.0, True), (5.0, False)])
 def test_the_memory_imbalance_is_a_threshold_of_the_diagnosis(tmp_path, gib, flagged):
-    from gpulib.diagnose.thresholds import Thresholds
+    from gpulib.evidence.thresholds import Thresholds
 
     (tmp_path / "ws-7").mkdir()
     table = _TABLE.format(fan=" 31%", temp="57C", power="181W", util="97%").replace(

@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from gpulib.bundle import BundleWriter
 from gpulib.diagnose import diagnose, rules_sel, rules_shm
+from gpulib.evidence.bundle import BundleWriter
 from gpulib.parsers import ipmi_sel
 from tests.diagnose.test_rules import job_log, timeouts
 

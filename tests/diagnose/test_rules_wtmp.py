@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from gpulib.bundle import BundleWriter
 from gpulib.diagnose import diagnose, rules_wtmp
+from gpulib.evidence.bundle import BundleWriter
 from gpulib.parsers import wtmp
 from gpulib.parsers.wtmp import WtmpRecord
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from gpulib.diagnose import diagnose
-from gpulib.diagnose.inputs import gather
+from gpulib.evidence.gather import gather
 from gpulib.parsers import gpu_series
 from gpulib.parsers.gpu_records import GpuSample
 from gpulib.parsers.gpu_series import MAX_POINTS, GpuSeries

@@ -36,7 +36,7 @@ def _job(tmp_path, nccl: dict[str, str], end: str = "hang", field: str = "nccl")
                              "2.00 GiB (GPU 0; 79.11 GiB total capacity; 77.02 GiB already allocated)")
         (tmp_path / f"{host}.log").write_text("\n".join(lines) + "\n")
         if field == "driver":
-            from gpulib.bundle import BundleWriter
+            from gpulib.evidence.bundle import BundleWriter
 
             with BundleWriter(tmp_path / f"bundle-{host}", host=host) as bundle:
                 bundle.write_json("nvml/snapshot.json", {"schema": "gpulib.nvml-snapshot/1", "driver_version": version,

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from gpulib.cli import main
-from gpulib.diagnose.inputs import gather
+from gpulib.evidence.gather import gather
 from gpulib.fleet.ledger import build_ledger
 from gpulib.fleet.simulate import simulate_incident
 from gpulib.notebook import figures_fleet as views

@@ -16,9 +16,9 @@ import sys
 
 import pytest
 
-from gpulib.bundle import Bundle, verify
 from gpulib.diagnose.drift import config_drift
 from gpulib.diagnose.node_facts import configs_from_paths
+from gpulib.evidence.bundle import Bundle, verify
 
 NODES = [f"node{i:02d}" for i in range(1, 5)]
 

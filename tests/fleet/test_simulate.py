@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+from datetime import datetime, timezone
 
 import pytest
 
-from gpulib.bundle import verify
 from gpulib.diagnose import diagnose
+from gpulib.evidence.bundle import verify
 from gpulib.fleet.simulate import KINDS, host_name, simulate_incident
 
 
@@ -63,3 +65,35 @@ def test_diagnosis_of_many_nodes_names_culprit_and_odd_nodes(tmp_path):
     assert "NODES: 12 (1 culprit, 2 odd config" in text
     for host in incident.drift:
         assert f"{host} 5.15.0-119-generic" in text
+
+
+def _answer(incident) -> tuple:
+    result = diagnose([incident.root]).to_dict()
+    rc = result["root_cause"] or {}
+    return result["verdict"]["interruption"], rc.get("category"), rc.get("host"), rc.get("gpu_pci"), rc.get("rank")
+
+
+@pytest.mark.parametrize(("nodes", "digits"), [(8, 9), (8, 6), (768, 9), (1024, 6), (1024, 9), (4096, 6)])
+def test_the_answer_does_not_depend_on_the_node_count(tmp_path, nodes, digits):
+    """Raw ``dmesg -T`` per node, one Xid 79, and a bare console whose first dated line comes after
+    one NCCL init line per rank (~1.4 MB in at 1,024 nodes): the watchdog lines' year-less glog
+    stamps must still be read, not replaced by the last progress line's time (minutes before the
+    Xid, which would then come "after" the time-outs). The console's file is dated years later than
+    its lines, so only the log's own dates can give the glog stamps their year."""
+    incident = simulate_incident(tmp_path, nodes, "xid79", seed=5, layout="raw", glog_digits=digits,
+                                 noise_lines=2, progress_every_s=300.0)
+    console = tmp_path / "slurm-771234.out"
+    head = console.read_bytes()[:1 << 20]
+    assert (b"2026-" in head) == (nodes < 768)  # the first date is past the first MB from 768 nodes on
+    later = datetime(2031, 6, 1, tzinfo=timezone.utc).timestamp()
+    os.utime(console, (later, later))
+    assert _answer(incident) == ("hard", "gpu_fell_off_bus", incident.host, incident.gpu_pci, incident.rank)
+
+
+def test_first_year_finds_a_date_past_the_first_block_and_none_in_a_dateless_file(tmp_path):
+    from gpulib.parsers.logtime import first_year
+    log = tmp_path / "console.out"
+    log.write_bytes(b"x" * (8 * 1024 * 1024 - 10) + b"[2027-01-02 03:04:05] step 1\n")  # cut by the 8 MiB block edge
+    assert first_year(log) == 2027
+    log.write_bytes(b"[E0102 03:04:05.123456 ProcessGroupNCCL.cpp:616] no year here\n")
+    assert first_year(log) is None

@@ -214,3 +214,53 @@ def test_headers_without_hash_na_error_column_and_avg_line_of_2020():
     assert run.columns[3] == "root" and run.rows[1].root == 0 and run.rows[1].oop_max_error is None
     assert run.rows[1].oop_busbw_gbps == 2.33 and run.nranks == 2 and run.collective == "broadcast"
     assert run.avg_busbw_gbps == 1.1651 and run.oob_count == 0 and run.wrong_total == 0
+
+
+def test_2017_layout_bytes_op_res_columns_times_in_ms_and_rank_lines_without_pid():
+    (run,) = parse_fixture("legacy_2017_bytes_op_res_dgx1_healthy.txt").records
+    assert run.columns[:4] == ["size", "count", "type", "redop"] and run.devices[0].pid is None
+    assert run.nranks == 8 and run.devices[7].name == "Tesla V100-SXM2-16GB" and run.params["ngpus"] == 8
+    last = run.rows[-1]
+    assert last.size_bytes == 1 << 30 and last.redop == "sum" and last.oop_max_error == 0.0
+    # 14.878 ms printed; algbw = size / time holds in microseconds
+    assert last.oop_time_us == pytest.approx(14878.0) and last.oop_algbw_gbps == pytest.approx(
+        last.size_bytes / last.oop_time_us / 1e3, rel=0.01)
+    assert run.oob_count == 0 and run.wrong_total == 0 and run.avg_busbw_gbps is not None
+
+
+def test_rank_lines_cut_at_the_terminal_edge_still_count():
+    text = ("#  Rank  0 Group  0 Pid  90110 on    gpu-k21 device  0 [0000:18:00] NVIDIA H1\n"
+            "#  Rank  1 Group  0 Pid  90111 on    gpu-k21 device  1 [0000:2a:\n"
+            "#  Rank  2 Group  0 Pid  90112 on    gpu-k21 device  2\n"
+            "#  size  count  type  redop  root  time  algbw  busbw #wrong  time  algbw  busbw #wrong\n"
+            "   268435456      67108864     float     sum      -1   1201.3  223.45  391.04      0   1199.8  223.73  391.53  0\n")
+    (run,) = nccl_tests.parse(text, source="pasted.txt").records
+    assert [d.rank for d in run.devices] == [0, 1, 2] and run.devices[2].name == "unknown GPU"
+    assert run.devices[0].pci_bus_id == "0000:18:00.0" and run.devices[1].pci_bus_id is None
+
+
+def test_program_names_and_the_command_line_that_started_the_run():
+    build = "".join(f"Linking  build/{c}.o > build/{c}_perf\n" for c in ("all_reduce", "all_gather", "sendrecv"))
+    row = "   268435456      67108864     float     sum      -1   1201.3  223.45  391.04      0   1199.8  223.73  391.53      0\n"
+    (run,) = nccl_tests.parse(build + "$ ./build/all_gather_perf -b 256M -e 256M -g 8\n" + row, source="x.txt").records
+    assert run.collective == "all_gather" and run.collective_clue == "command line all_gather_perf (line 4)"
+    (run,) = nccl_tests.parse("srun -N2 all_reduce_perf_mpi -b 1G\n" + row, source="x.txt").records
+    assert run.collective == "all_reduce" and "all_reduce_perf_mpi" in run.collective_clue
+    (run,) = nccl_tests.parse(build + row, source="x.txt").records
+    assert run.collective is None  # three programs named, none started this run: the table must tell
+
+
+def test_intel_mpi_prepend_rank_tags_inside_rows():
+    """``mpirun -prepend-rank`` (Intel MPI) tags each write of a row, not only the start of the line."""
+    text = ("[0] # nThread 1 nGpus 1 minBytes 1048576 maxBytes 2097152 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 "
+            "validation: 1 graph: 0\n"
+            "[0] #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw "
+            "#wrong\n"
+            "[0]      1048576        262144     float     sum      -1[0]    1650.2    0.64    1.21      0[0]    2290.4    0.46"
+            "    0.87      0\n"
+            "[0]      2097152        524288     float     sum      -1[0]    2301.8    0.91    1.73      0[0]     420.3    4.99"
+            "    9.36      0\n"
+            "[0] # Avg bus bandwidth    : 3.2925\n")
+    (run,) = nccl_tests.parse(text, source="pasted.txt").records
+    assert len(run.rows) == 2 and run.rows[1].ip_busbw_gbps == 9.36 and run.rows[0].root == -1
+    assert run.avg_busbw_gbps == 3.2925

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpulib.bundle import Bundle, verify
+from gpulib.evidence.bundle import Bundle, verify
 from gpulib.nccl.bandwidth import bus_factor
 from gpulib.parsers import nccl_tests
 from tests.prometheus_server import free_port

@@ -40,6 +40,30 @@ EXPECTED = {
     "allreduce_2x8_h100_socket_fallback.txt": ("FAIL", "net-socket"),
     "allreduce_2x8_crash_before_first_size.txt": ("FAIL", "socketFinalizeAccept: wrong type 4 != 3"),
     "allreduce_2x8_h100_hang.txt": ("FAIL", "hung"),
+    # issue 31: outputs as people paste them - no banner, no rank lines, old layouts, a header and nothing
+    # (file names hold no collective: the output alone must say it). Each rule has a healthy and a broken case.
+    "paste_8xh100_mpi_binary_no_banner_healthy.txt": ("PASS", "from program name all_reduce_perf_mpi"),
+    "paste_2x8_h100_srun_mpi_binary_healthy.txt": ("PASS", "8 x 400 Gb/s NICs (NCCL_DEBUG topology lines)"),
+    "paste_2x4_a100_cross_socket_mpirun_no_banner.txt": ("FAIL", "gpu-nic-locality"),
+    "paste_2x8_h200_vm_no_topology_srun_no_banner.txt": ("FAIL", "vm-topology"),
+    "paste_8xa100_root_column_current_layout.txt": ("PASS", "broadcast from columns redop none, root 0"),
+    "paste_8xh100_split_count_ratio.txt": ("PASS", "reduce_scatter from columns redop sum, root -1 and size = 8 x"),
+    "paste_build_log_then_command.txt": ("PASS", "all_gather from command line all_gather_perf"),
+    "legacy_2017_bytes_op_res_dgx1_healthy.txt": ("PASS", "azure-nd40rs-v2"),
+    "legacy_2019_4rank_no_redop_root_cut_healthy.txt": ("PASS", "judged on the 9 rows it has"),
+    # no GPU model: the interconnect's bounds
+    "paste_below_devices_8rank_healthy.txt": ("PASS", "interconnect bounds"),
+    "paste_1node_8rank_ring_in_between.txt": ("WARN", "neither clearly healthy nor clearly broken"),
+    "paste_1node_8rank_p2p_off_broken.txt": ("FAIL", "a PCIe gen3 x16 ring inside a node"),
+    "paste_1node_nvls_slow_broken.txt": ("FAIL", "the output shows NVLS in use"),
+    "paste_below_devices_2node_socket_broken.txt": ("FAIL", "net-socket"),
+    # correctness, communicators, completion
+    "paste_wrong_values_no_banner.txt": ("FAIL", "2 wrong elements"),
+    "paste_single_gpu_zero_busbw.txt": ("WARN", "one rank: nothing crosses a link"),
+    "paste_zero_busbw_table_only_mpirun.txt": ("FAIL", "one-rank communicator"),
+    "paste_header_then_nothing_hang.txt": ("WARN", "no result: hung or cut"),
+    "paste_error_before_first_size.txt": ("FAIL", "error before the first size"),
+    "paste_2node_table_stops_ctrl_c_hang.txt": ("FAIL", "Sending Ctrl-C"),
 }
 
 
@@ -150,3 +174,87 @@ def test_ibstat_in_a_bundle_folder(tmp_path, capsys):
     nics = summary["runs"][0]["verdict"]["expected"]["nics"]
     assert (nics["count"], nics["rate_gbit"]) == (2, 200) and rc == 0
     assert main(["nccl-parse", "--ibstat", str(tmp_path / "missing"), str(FIXTURES / "allreduce_2x8_h100_hang.txt")]) == 2
+
+
+@pytest.mark.parametrize("name,collective,clue,nranks", [
+    ("paste_8xh100_mpi_binary_no_banner_healthy.txt", "all_reduce", "program name all_reduce_perf_mpi", 8),
+    ("paste_build_log_then_command.txt", "all_gather", "command line all_gather_perf (line 12)", 8),
+    ("paste_8xa100_root_column_current_layout.txt", "broadcast", "columns redop none, root 0", 8),
+    ("paste_8xh100_split_count_ratio.txt", "reduce_scatter", "size = 8 x count x type size", 8),
+    ("paste_below_devices_8rank_healthy.txt", "all_reduce", "busbw/algbw = 1.75", 8),
+    ("paste_below_devices_2node_socket_broken.txt", "all_reduce", "busbw/algbw = 1.87", 16),
+    ("legacy_2019_4rank_no_redop_root_cut_healthy.txt", "all_reduce", "nothing tells all_gather, alltoall apart", 4),
+    ("allreduce_8xh100_current_layout_healthy.txt", "all_reduce", "banner '# Collective test starting", 8),
+])
+def test_the_collective_and_the_clue_that_decided(name, collective, clue, nranks):
+    (run,) = summarize_file(FIXTURES / name)["runs"]
+    assert (run["collective"], run["nranks"]) == (collective, nranks) and clue in run["collective_clue"], run
+    assert clue in run["verdict"]["reason"] or run["verdict"]["status"] != "PASS"
+
+
+def test_collective_and_gpu_flags_override_the_output(capsys):
+    from gpulib.cli import main
+
+    rc = main(["nccl-parse", "--format", "json", "--collective", "all_gather",
+               str(FIXTURES / "paste_8xh100_split_count_ratio.txt")])
+    (summary,) = json.loads(capsys.readouterr().out)
+    assert rc == 0 and summary["runs"][0]["collective"] == "all_gather"
+    assert summary["runs"][0]["collective_clue"] == "--collective"
+    # the same paste judged with the GPU's own model instead of the interconnect's bounds
+    rc = main(["nccl-parse", "--format", "json", "--gpu", "NVIDIA A100-SXM4-80GB",
+               str(FIXTURES / "paste_1node_8rank_ring_in_between.txt")])
+    (summary,) = json.loads(capsys.readouterr().out)
+    verdict = summary["runs"][0]["verdict"]
+    assert rc == 0 and verdict["status"] == "PASS" and "8×A100 NVLS" not in verdict["reason"]
+    assert "azure-nd96amsr-a100-v4" in verdict["reason"] and verdict["expected"]["gpu_model"] == "a100"
+    assert main(["nccl-parse", "--gpu", "NVIDIA Quantum Widget", str(FIXTURES / "paste_1node_8rank_ring_in_between.txt")]) == 2
+    assert "--gpu" in capsys.readouterr().err
+
+
+def test_a_header_and_then_nothing_is_no_result_not_none(capsys):
+    """The thread's hang: rank lines, then nothing. WARN (exit 1) asking for -T and NCCL_DEBUG=INFO - never
+    "not nccl-tests output" (exit 2), never a silent none."""
+    from gpulib.cli import main
+
+    assert main(["nccl-parse", str(FIXTURES / "paste_header_then_nothing_hang.txt")]) == 1
+    out = capsys.readouterr().out
+    assert "no result: hung or cut" in out and "-T SECONDS" in out and "NCCL_DEBUG=INFO" in out
+
+
+def test_a_cut_table_is_judged_on_its_rows_and_a_stopped_one_fails():
+    cut = verdict_of("legacy_2019_4rank_no_redop_root_cut_healthy.txt")
+    assert cut["status"] == "PASS" and "the paste was cut" in cut["reason"]
+    stopped = verdict_of("paste_2node_table_stops_ctrl_c_hang.txt")
+    assert stopped["status"] == "FAIL" and "hung" in stopped["reason"] and "line 30" in stopped["reason"]
+
+
+def test_busbw_zero_fails_unless_one_process_on_one_gpu():
+    table_only = verdict_of("paste_zero_busbw_table_only_mpirun.txt")
+    assert table_only["status"] == "FAIL" and "no rank lines in the output" in table_only["reason"]
+    assert verdict_of("paste_single_gpu_zero_busbw.txt")["status"] == "WARN"
+
+
+def test_verdict_lines_name_the_rule_and_the_numbers():
+    v = verdict_of("paste_8xh100_split_count_ratio.txt")
+    assert v["reason"].startswith("busbw (bandwidth model): 357.0 GB/s at 4 GiB = 1.03 of the 8×H100 NVLink curve at "
+                                  "that size"), v["reason"]
+    bounds = verdict_of("paste_below_devices_8rank_healthy.txt")
+    assert bounds["reason"].startswith("busbw (interconnect bounds): 489.0 GB/s at 16 GiB = 1.15 of the 8×H100 NVLS "
+                                       "reference curve"), bounds["reason"]
+
+
+def test_verdicts_do_not_need_the_banner_or_a_telling_file_name(tmp_path):
+    """Every fixture, pasted without its '# Collective test' lines under a name that says nothing: same status."""
+    for i, (name, (status, _mark)) in enumerate(sorted(EXPECTED.items())):
+        text = (FIXTURES / name).read_text()
+        path = tmp_path / f"paste-{i}.txt"
+        path.write_text("\n".join(line for line in text.splitlines() if "Collective test" not in line) + "\n")
+        (run,) = summarize_file(path)["runs"]
+        assert run["verdict"]["status"] == status, (name, run["verdict"]["reason"])
+
+
+def test_an_undecided_collective_is_judged_as_all_reduce_and_says_so():
+    (run,) = summarize_file(FIXTURES / "legacy_2019_4rank_no_redop_root_cut_healthy.txt")["runs"]
+    assert run["collective_ambiguous"] and "judged with the all_reduce curve" in run["verdict"]["reason"]
+    (decided,) = summarize_file(FIXTURES / "paste_8xh100_split_count_ratio.txt")["runs"]
+    assert not decided["collective_ambiguous"]

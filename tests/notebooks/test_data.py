@@ -6,6 +6,7 @@ import pytest
 
 from gpulib.notebook import steps as checks
 from gpulib.notebook import tables as data
+from gpulib import resources
 from gpulib.errors import InputError
 from tests.conftest import locked_folder
 
@@ -36,7 +37,7 @@ def test_topology_matrix_and_missing_nvlink_pair(tmp_path):
 
 def test_evidence_resolves_relative_to_the_repo_from_any_working_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert data.resolve_evidence(data.DEFAULT_EVIDENCE) == data.repo_root() / data.DEFAULT_EVIDENCE
+    assert data.resolve_evidence(data.DEFAULT_EVIDENCE) == resources.data_root() / data.DEFAULT_EVIDENCE
     with pytest.raises(InputError, match="no evidence given"):
         data.resolve_evidence("  ")
 

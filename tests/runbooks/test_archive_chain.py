@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import os
 
-from gpulib.bundle import MANIFEST, sha256_file
 from gpulib.cli import main
+from gpulib.evidence.bundle import MANIFEST, sha256_file
 from gpulib.runbooks.archive import ArchivedRun
 from tests.runbooks.test_archive_cli import archived, xid
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpulib.bundle import Bundle
+from gpulib.evidence.bundle import Bundle
 from gpulib.runbooks import run_runbook
 from gpulib.runbooks.run import prepare
 from tests.conftest import REPO

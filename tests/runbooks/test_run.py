@@ -12,8 +12,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from gpulib.bundle import sha256_file
 from gpulib.cli import main
+from gpulib.evidence.bundle import sha256_file
 from gpulib.runbooks import RunbookError, run_runbook
 from gpulib.runbooks.archive import ArchivedRun, list_runs
 from gpulib.runbooks.execute import check_kernel

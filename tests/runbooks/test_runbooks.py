@@ -14,6 +14,7 @@ import pytest
 from gpulib.cli import main
 from gpulib.runbooks import run_runbook
 from gpulib.runbooks.archive import ArchivedRun
+from gpulib.runbooks.spec import runbook_steps
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.notebook
@@ -30,9 +31,7 @@ def incident_run(tmp_path_factory):
 def test_incident_runs_every_step_and_names_the_culprit(incident_run):
     failed = {s.id: s.error for s in incident_run.steps if s.status != "ok"}
     assert failed == {}
-    assert [s.id for s in incident_run.steps] == [
-        "00_triage", "01_kernel_xid", "02_gpu_memory_oom", "03_nccl_network", "04_thermal_power",
-        "05_data_loading", "06_driver_cuda_ecc_topology", "07_checkpoint_resume"]
+    assert [s.id for s in incident_run.steps] == runbook_steps("incident")  # tests/test_steps.py: which those are
     fell_off = [f for f in incident_run.findings
                 if f["category"] == "gpu_fell_off_bus" and f["severity"] == "critical"]
     assert {f.get("host") for f in fell_off} == {"gx-a800-102"}

@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from gpulib.bundle import Bundle, verify
+from gpulib.evidence.bundle import Bundle, verify
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(400)]
 

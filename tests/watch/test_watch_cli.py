@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from gpulib.bundle import Bundle, verify
+from gpulib.evidence.bundle import Bundle, verify
 from tests.prometheus_server import sample_value, stop_process
 
 OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 2 has a total capacity of "

@@ -10,6 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+#: The default "about to throttle" temperature: written once here; the notebooks' and the health
+#: report runbook's parameters repeat it as literals (papermill parameters must be), and
+#: ``tests/test_thresholds_defaults.py`` keeps them equal to this.
+TEMP_LIMIT_C = 85.0
+IMBALANCE_GIB = 2.0
+
 
 @dataclass(frozen=True)
 class Thresholds:
@@ -17,8 +23,8 @@ class Thresholds:
     ranks hold the same model) is an outlier worth a look. ``temp_limit_c``: a GPU at or above this
     temperature without a slowdown reason yet is about to throttle."""
 
-    imbalance_gib: float = 2.0
-    temp_limit_c: float = 85.0
+    imbalance_gib: float = IMBALANCE_GIB
+    temp_limit_c: float = TEMP_LIMIT_C
 
     @classmethod
     def of(cls, **values: float) -> Thresholds:

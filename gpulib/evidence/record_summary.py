@@ -3,10 +3,10 @@
 Why: a 10,000-node incident holds ~80,000 GPU snapshots, ~80,000 GPU time series and ~150,000
 kernel-log events, and on a healthy node none of them says anything a rule acts on. Three steps
 still read every file, whatever it says: the identity join (which nvidia-smi index and UUID a PCI
-bus id has on a host, :mod:`.joins`), the incident's year (:mod:`.inputs`) and the configuration
+bus id has on a host, :mod:`.joins`), the incident's year (:mod:`gpulib.evidence.gather`) and the configuration
 facts of each node (:mod:`.node_facts`). This module is what those steps read - one
 :class:`FileSummary` per file, made from its records by :func:`summarize` - so a per-node digest
-(:mod:`.digest`) can carry the summary of a quiet file instead of its records, and the central
+(:mod:`gpulib.evidence.digest`) can carry the summary of a quiet file instead of its records, and the central
 diagnosis joins 10,000 nodes in memory that does not hold their GPU records. The same function
 serves a diagnosis of the raw files (:func:`summary_of`), so both read the same facts.
 
@@ -20,21 +20,22 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 
+from gpulib.evidence import kinds
+
 #: Records a file's year is counted from (a job log of a million lines says its year in its first).
 YEAR_RECORDS = 2000
 #: Kinds of file whose records a rule reads together when they name one host: kernel events (the
 #: Xid burst, the reboot, the OOM killer's context) and GPU records (the snapshot of a host, the
 #: series of one GPU), each with the dcgm-exporter scrape that reports the same. A file a digest
 #: carries as its summary is one of these (or ``ibstat``), and stays summarised only while no file
-#: outside its node names the same host in its family (:mod:`gpulib.diagnose.inputs`).
+#: outside its node names the same host in its family (:mod:`gpulib.evidence.gather`).
 JOINED_BY_HOST = {
-    "kernel": ("kernel_log", "dcgm_exporter"),
-    "gpu": ("nvidia_smi_q", "nvidia_smi_xml", "nvidia_smi_table", "nvml_snapshot", "nvidia_smi_csv",
-            "nvidia_smi_dmon", "nvml_samples", "dcgm_exporter"),
+    "kernel": (*kinds.KERNEL, kinds.DCGM_EXPORTER),
+    "gpu": kinds.GPU_STATE,
     "ib": ("ibstat", "ibstatus"),
 }
 #: Kinds whose quiet files a digest may carry as a summary instead of their records.
-SUMMARISED_KINDS = frozenset(k for kinds in JOINED_BY_HOST.values() for k in kinds) - {"dcgm_exporter"}
+SUMMARISED_KINDS = frozenset(k for members in JOINED_BY_HOST.values() for k in members) - {kinds.DCGM_EXPORTER}
 
 
 @dataclass(slots=True)
@@ -181,7 +182,7 @@ def summarize(records: list) -> FileSummary:
 
 def summary_of(f) -> FileSummary:
     """``f``'s summary: the one its digest carried, else made from its records (and kept, for
-    files that have a ``summary`` field: :class:`~gpulib.diagnose.inputs.InputFile`)."""
+    files that have a ``summary`` field: :class:`~gpulib.evidence.gather.InputFile`)."""
     found = getattr(f, "summary", None)
     if found is None:
         found = _shared_if_plain(summarize(f.records))

@@ -5,10 +5,10 @@ A 10,000-node incident is 10,000 bundles of ~9 files each. Parsing them all on o
 costs ~10 ms a node - minutes - while every node could have parsed its own at capture time. So
 ``gpulib diagnose BUNDLE --write-digest`` (:mod:`gpulib.diagnose.node_digest`; run by ``gpulib
 collect --digest`` on the node, inside the ``srun``/``pdsh``/Kubernetes fan-out) writes
-``digest.json`` into the bundle: what :func:`gpulib.diagnose.inputs.gather` made of each of its
+``digest.json`` into the bundle: what :func:`gpulib.evidence.gather.gather` made of each of its
 files (kind, host, signature matches, problems, the configuration facts of its raw text) and,
 for the files the node's own rules found something in, their parsed records; a quiet file
-carries only its :class:`~gpulib.diagnose.record_summary.FileSummary` (GPU names, config facts,
+carries only its :class:`~gpulib.evidence.record_summary.FileSummary` (GPU names, config facts,
 the year of its stamps), so a digest is a few KiB and the central diagnosis holds no GPU record
 of a healthy node. The central ``gpulib diagnose`` (the reduce step) loads a digest instead of
 reading the bundle's files and runs only what joins nodes - host assignment, the incident's
@@ -32,9 +32,9 @@ import sys
 from functools import cache
 from pathlib import Path
 
-from gpulib.bundle import DIGEST
-from gpulib.diagnose.record_summary import FileSummary, summary_of
-from gpulib.diagnose.thresholds import Thresholds
+from gpulib.evidence.bundle import DIGEST
+from gpulib.evidence.record_summary import FileSummary, summary_of
+from gpulib.evidence.thresholds import Thresholds
 from gpulib.parsers.fold import Members
 
 SCHEMA = "gpulib.digest/3"  # 3: a monitoring CSV's summary names its GPUs (index <-> PCI id)
@@ -186,7 +186,7 @@ def current(folder: Path, seen: dict) -> bool:
 # ---------------------------------------------------------------- map: the document
 def document(folder: Path, files: list, inputs, year: int | None, tz: str | None, seen: dict, keep: set[int],
              thresholds: Thresholds) -> dict:
-    """The digest of ``folder``: its gathered files (:class:`~gpulib.diagnose.inputs.InputFile`),
+    """The digest of ``folder``: its gathered files (:class:`~gpulib.evidence.gather.InputFile`),
     with their records where ``keep`` holds their ``id()``, else their summary; the folder-level
     problems, notes and checkpoint folders of ``inputs``, the year its kernel logs were read with,
     ``seen`` (its :func:`listing` before it was read) and the ``thresholds`` that judged it quiet."""
@@ -220,7 +220,7 @@ def save(folder: Path, doc: dict) -> Path:
 # ---------------------------------------------------------------- reduce: read
 @dataclasses.dataclass
 class Loaded:
-    """A digest read back: each file's :class:`~gpulib.diagnose.inputs.InputFile` fields, the
+    """A digest read back: each file's :class:`~gpulib.evidence.gather.InputFile` fields, the
     folder-level problems, notes and checkpoint folders, and the year its kernel logs were read
     with (the central diagnosis re-reads them when the incident's year differs)."""
 
@@ -235,7 +235,7 @@ class Loaded:
 #: One empty host set for every file whose lines name no host.
 NO_HOSTS: frozenset[str] = frozenset()
 #: The records, signals and problems of a digested file that has none (most of 80,000 files): read
-#: only - a file read again from its raw text gets lists of its own (:mod:`gpulib.diagnose.inputs`).
+#: only - a file read again from its raw text gets lists of its own (:mod:`gpulib.evidence.gather`).
 NOTHING: tuple = ()
 #: Values read from digests that every node states alike (its configuration facts), one copy each.
 _SHARED: dict[tuple, tuple] = {}

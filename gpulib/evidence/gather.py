@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from gpulib.bundle import DIGEST, Bundle, is_bundle
-from gpulib.diagnose import digest
-from gpulib.diagnose.record_summary import JOINED_BY_HOST, FileSummary, count_years, summary_of
-from gpulib.diagnose.thresholds import Thresholds
+from gpulib.evidence import digest, kinds
+from gpulib.evidence.bundle import DIGEST, Bundle, is_bundle
+from gpulib.evidence.record_summary import JOINED_BY_HOST, FileSummary, count_years, summary_of
+from gpulib.evidence.thresholds import Thresholds
 from gpulib.logs import get_logger
 from gpulib.parsers import detect, gpu_series, registry, session, signatures, unwrap
 from gpulib.parsers.base import Problem, looks_binary, read_text
@@ -41,7 +41,9 @@ METADATA_SUFFIXES = (".json", ".yaml", ".tmp", ".metadata", ".txt")
 #: Folder names that never name a host (so the folder fallback skips them).
 GENERIC_DIRS = re.compile(
     r"^(?:logs?|inputs?|outputs?|data|tmp|var|kernel|nvidia-smi|monitoring|metrics|checkpoints?|ckpts?|pod-logs|"
-    r"job[-_]?\d*|slurm[-_]?\d*|run[-_]?\w*|incident\S*|evidence|bundles?|nodes?|hosts?|gpu\w*|case-\S+|\.+)$", re.I)
+    r"job[-_]?\d*|slurm[-_]?\d*|run[-_]?\w*|incident\S*|evidence|bundles?|nodes?|hosts?|gpu\w*|case-\S+|\.+|"
+    # torchelastic's log folders: <log_dir>/<run id, "none_<random>" by default>/attempt_<n>/<local rank>/
+    r"attempt_\d+|torchelastic_\w+|none_\w+)$", re.I)
 _HOSTLIKE = re.compile(r"^[A-Za-z][\w.-]*$")
 #: A bundle's own bookkeeping (what was run, copied, listed, queried): read by the tools that
 #: wrote it, never evidence of a fault, so neither parsed nor flagged.
@@ -50,7 +52,7 @@ BUNDLE_METADATA = ("commands.json", "logs/index.json", "checkpoints/listing.json
 #: at its end, beyond the head that content detection sees).
 BUNDLE_KINDS = {"nvml/snapshot.json": "nvml_snapshot", "nvml/samples.csv": "nvml_samples"}
 #: Kinds whose records are GPU time series (:class:`GpuSample` rows), reduced per GPU by :func:`gather`.
-SERIES_KINDS = ("nvidia_smi_csv", "nvidia_smi_dmon", "nvml_samples")
+SERIES_KINDS = kinds.GPU_SERIES
 #: Copies of the operator's files (``gpulib collect --logs``): raw evidence, read like a raw folder.
 BUNDLE_COPIES = "logs/"
 #: Notes for people (an incident's README): expected beside evidence, not an unknown input. Other
@@ -130,7 +132,7 @@ def _walk(root: Path, problems: list[Problem], notes: list[Problem], digests: Th
     Hidden folders below ``root`` are skipped with a note: a ``.node-a.partial-1234`` folder is a
     capture that lost the rename race (or died mid-way) - a duplicate or a fragment of a bundle.
     ``digests`` (the caller's thresholds; None: read no digest): a folder with a current digest
-    (:mod:`gpulib.diagnose.digest`) is one entry ``(folder, {"digest": loaded})`` in the walk's
+    (:mod:`gpulib.evidence.digest`) is one entry ``(folder, {"digest": loaded})`` in the walk's
     order, instead of its files; its files are made :class:`InputFile` (named from ``base``) as
     soon as it is read, so 10,000 digests' decoded JSON never lives at once."""
     out: list[tuple[Path, dict]] = []
@@ -440,14 +442,14 @@ def _read_shared_quiet_files(inputs: Inputs, tz: str | None, year: int | None) -
     A node's digest leaves behind the records of a file no rule of that node made anything of
     (:mod:`gpulib.diagnose.node_digest`), which is the whole story only while nothing outside the
     node is read together with them: the rules join kernel events and GPU records by host
-    (:data:`~gpulib.diagnose.record_summary.JOINED_BY_HOST`). Where a file outside the node names
+    (:data:`~gpulib.evidence.record_summary.JOINED_BY_HOST`). Where a file outside the node names
     the same host in the same family - two captures of one node, a cluster-wide syslog, a
     dcgm-exporter scrape - that node's quiet files are parsed from their raw files after all."""
     if not any(f.summary_only for f in inputs.files):
         return
     nodes: dict[tuple[str, str | None], set] = defaultdict(set)  # (family, host) -> folders whose files name it
-    for family, kinds in JOINED_BY_HOST.items():
-        for f in inputs.of_kind(*kinds):
+    for family, members in JOINED_BY_HOST.items():
+        for f in inputs.of_kind(*members):
             for host in {f.host, *summary_of(f).hosts}:
                 nodes[(family, host)].add(f.digest_folder)
     shared = {folder for folders in nodes.values() if len(folders) > 1 for folder in folders}

@@ -1,0 +1,189 @@
+"""The culprit's names from the root cause's neighbourhood: its own line, its file, its folder.
+
+The rules place a finding from the line they read (an NCCL prefix, an Xid's PCI id, the identity
+map's joins). Often the culprit's other names are printed nearby, not on that line: the rank in the
+watchdog line under the traceback (``[Rank 1] NCCL watchdog thread terminated``), the GPU in the
+Xid's own text (``RPC response from GPU3 GSP``), the GPU under the failing PCIe root port (``nvidia
+0000:03:00.0: AER: can't recover``), the node in the shell prompt of the pasted session
+(``root@node-7:~#``). Once the root cause is chosen, every name it lacks is looked for here, nearest
+first, and taken only when the place names exactly one value (two ranks in a file name neither).
+Each name taken says where it came from (``identified_by`` in the root cause's JSON), so an
+operator can check it before draining a node on its word.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from gpulib.diagnose.context import Context, place
+from gpulib.evidence.gather import InputFile
+from gpulib.findings import Finding
+from gpulib.identity import normalize_pci
+from gpulib.parsers.logtime import seconds_between, stamp_in, zone_of
+
+#: Files larger than this are not re-read for names (a job console's names come from its parser).
+MAX_BYTES = 1 << 20
+#: More files than this beside the root cause's: the folder holds many nodes, not one node's evidence.
+MAX_NEIGHBOURS = 32
+#: Categories whose culprit is one GPU: a GPU named nearby is that GPU.
+GPU_CATEGORIES = frozenset({"cuda_oom", "gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error",
+                            "thermal_throttling", "power_fault", "nvlink_error"})
+
+_RANK = re.compile(r"\[Rank (?P<a>\d+)\]|\[rank(?P<b>\d+)\]|\bGLOBAL_RANK:? ?(?P<c>\d+)\b|\brank[ =](?P<d>\d+)\b")
+#: srun --label prefixes (``10: ``), also when a paste joined the lines: a value repeated several times.
+_SRUN_LABEL = re.compile(r"(?:^|(?<=\s))(?P<n>\d{1,5}): (?=\S)", re.M)
+_SRUN_LABELS_NEEDED = 3
+_GPU_INDEX = re.compile(r"\bGPU ?(?P<a>\d{1,2})\b(?![:.]\w)|\bcuda:(?P<b>\d{1,2})\b"
+                        r"|\bCUDA_VISIBLE_DEVICES=(?P<c>\d{1,2})(?![,\d])")
+#: A GPU's PCI id where the GPU's own driver, or an Xid, prints it (a root port's or a NIC's id is not a GPU's).
+_GPU_PCI = re.compile(r"(?:\bnvidia |NVRM: GPU (?:at )?|\bXid \(|\bXID \d+.*?detected on |PCI:)(?:PCI:)?"
+                      r"(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)")
+#: ``lspci``'s line of an NVIDIA GPU (``4c:00.0 3D controller: NVIDIA Corporation ...``).
+_LSPCI = re.compile(r"^(?P<pci>(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]) (?:3D|VGA compatible|Display) "
+                    r"controller: NVIDIA", re.M)
+_PROMPT = re.compile(r"^[\w.-]+@(?P<host>[A-Za-z][\w.-]*):[~/][^\n]*?[#$] ", re.M)
+_HOST_ECHO = re.compile(r"^\s*(?:SLURMD_NODENAME|SLURM_NODELIST|SLURM_JOB_NODELIST|NodeList|HOSTNAME|Running on(?: host| node)?"
+                        r"|Hostname|Node ?name)\s*[:=]?\s*(?P<host>[A-Za-z][\w-]*(?:\.[\w-]+)*)\s*$", re.M)
+_NCCL_HOST = re.compile(r"^(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\]", re.M)
+
+
+def _one(values: list) -> object | None:
+    distinct = set(values)
+    return distinct.pop() if len(distinct) == 1 else None
+
+
+def _ranks(text: str) -> int | None:
+    rank = _one([int(next(g for g in m.groups() if g is not None)) for m in _RANK.finditer(text)])
+    if rank is not None:
+        return rank
+    labels = [int(m["n"]) for m in _SRUN_LABEL.finditer(text)]
+    return _one(labels) if len(labels) >= _SRUN_LABELS_NEEDED else None
+
+
+def _gpu_index(text: str) -> int | None:
+    return _one([int(next(g for g in m.groups() if g is not None)) for m in _GPU_INDEX.finditer(text)])
+
+
+def _gpu_pci(text: str) -> str | None:
+    named = [normalize_pci(m["pci"]) for m in _GPU_PCI.finditer(text)]
+    return _one(named) if named else _inventory_pci(text)
+
+
+def _host(text: str) -> str | None:
+    for pattern in (_PROMPT, _HOST_ECHO, _NCCL_HOST):
+        host = _one([m["host"] for m in pattern.finditer(text)])
+        if host:
+            return str(host)
+    return None
+
+
+#: name -> (reader of a text, whether it names a GPU only for GPU causes)
+READERS: dict[str, tuple[Callable[[str], object | None], bool]] = {
+    "rank": (_ranks, False), "gpu_index": (_gpu_index, True), "gpu_pci": (_gpu_pci, True), "host": (_host, False)}
+
+
+def _inventory_pci(text: str) -> str | None:
+    """The one GPU an inventory of the node (``lspci``) lists: a node with one GPU has no other."""
+    return _one([normalize_pci(m["pci"]) for m in _LSPCI.finditer(text)] or [None])
+
+
+#: Names a file beside the root cause's may give: they belong to the node, not to one process.
+NODE_WIDE: dict[str, Callable[[str], object | None]] = {"host": _host, "gpu_pci": _inventory_pci}
+
+
+def fill(ctx: Context, root: Finding) -> None:
+    """Give ``root`` the names it lacks from its lines, their files and the files beside them."""
+    missing = [name for name in READERS if getattr(root, name) is None
+               and (root.category in GPU_CATEGORIES or not READERS[name][1])]
+    if not missing or not root.evidence:
+        return
+    files = {f.display: f for f in ctx.inputs.files}
+    own = {e.file: files[e.file] for e in root.evidence if e.file in files}
+    places: list[tuple[str, str, bool | str]] = [(f"{e.file}:{e.line}", e.text, True) for e in root.evidence]
+    texts = {name: _text(f) for name, f in own.items()}
+    places += [(f"{e.file}:{e.line} (its table column)", _table_column(texts.get(e.file, ""), e.line), True)
+               for e in root.evidence if e.line and e.text.lstrip().startswith("|")]
+    for name, text in texts.items():  # the lines around the root cause's, at its time: not the whole file's past
+        near = _near(text, [e.line for e in root.evidence if e.file == name and e.line], root.time, ctx)
+        places.append((f"{name} (lines near it)", near, True))
+        places.append((name, text, "host"))  # the node a file names holds all of it
+    folders = {f.path.parent for f in own.values()}
+    beside = [f for f in ctx.inputs.files if f.path.parent in folders and f.display not in own]
+    if len(beside) <= MAX_NEIGHBOURS:  # a folder of a thousand nodes' files is not one node's neighbourhood
+        places += [(f.display, _text(f), False) for f in beside]
+    found: dict[str, object] = {}
+    sources = root.extra.setdefault("identified_by", {})
+    for name in missing:
+        read, _gpu_only = READERS[name]
+        for where, text, mine in places:
+            if mine == "host" and name != "host":
+                continue  # a rank or GPU named hours before the fault in the same log is not its
+            if not mine and name not in NODE_WIDE:
+                continue  # a neighbour file names the node; its ranks and GPUs may be another process's
+            value = (NODE_WIDE[name] if not mine else read)(text) if text else None
+            if value is not None:
+                found[name] = value
+                sources[name] = where
+                break
+    if not found:
+        if not sources:
+            root.extra.pop("identified_by", None)
+        return
+    for name, value in found.items():
+        setattr(root, name, value)
+    place(ctx, root, host=root.host, rank=root.rank, pci=root.gpu_pci)
+
+
+_CELL_WORDS = re.compile(r"[A-Za-z]{3,}")
+_UNITS = re.compile(r"°C|MHz|GHz|MiB|GiB|\b[WCs]\b|%")
+
+
+def _table_column(text: str, line: int) -> str:
+    """In a pasted table (markdown ``| a | b |``) whose columns are GPUs (``| GPU0 | GPU1 |``), the GPU
+    whose cell on ``line`` *says* something (``**thermal slowdown active**``) where the others hold
+    readings (``87 °C``): returned as ``GPU n`` for the GPU reader, or "" when not exactly one."""
+    lines = text.splitlines()
+    if not 0 < line <= len(lines):
+        return ""
+    row = _cells(lines[line - 1])
+    header = next((_cells(lines[k]) for k in range(line - 2, -1, -1)
+                   if lines[k].lstrip().startswith("|") and not set(lines[k]) <= set("|-: ")
+                   and (k == 0 or not lines[k - 1].lstrip().startswith("|"))), [])
+    if len(header) != len(row):
+        return ""
+    said = [m[0] for head, cell in zip(header, row, strict=True) if (m := _GPU_INDEX.search(head))
+            and _CELL_WORDS.search(_UNITS.sub("", cell))]
+    return said[0] if len(said) == 1 else ""
+
+
+def _cells(row: str) -> list[str]:
+    return [c.strip() for c in row.strip().strip("|").split("|")]
+
+
+#: Lines this far from the root cause's, or stamped this far from its time, are another event's.
+NEAR_LINES = 20
+NEAR_S = 60
+
+
+def _near(text: str, lines: list[int], when: str | None, ctx: Context) -> str:
+    """The lines of ``text`` within NEAR_LINES of ``lines`` whose own stamp (if any) is within NEAR_S of
+    ``when``: a GPU named by an Xid half an hour before a hang is not the hang's GPU."""
+    rows = text.splitlines()
+    keep = sorted({k for n in lines for k in range(max(1, n - NEAR_LINES), min(len(rows), n + NEAR_LINES) + 1)})
+    zone = zone_of(ctx.tz)
+    out = []
+    for k in keep:
+        stamp = stamp_in(rows[k - 1], year=int(when[:4]), tz=zone) if when else None
+        if stamp is None or abs(seconds_between(stamp, when)) <= NEAR_S:
+            out.append(rows[k - 1])
+    return "\n".join(out)
+
+
+def _text(f: InputFile) -> str:
+    try:
+        path = Path(f.path)
+        return path.read_text(encoding="utf-8", errors="replace") if path.stat().st_size <= MAX_BYTES else ""
+    except OSError:
+        return ""
