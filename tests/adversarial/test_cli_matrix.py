@@ -32,8 +32,9 @@ NON_UTF8 = b"node-\xff\xfe.log"
 
 #: input kind -> what it is (the test ids)
 KINDS = ("missing", "empty_dir", "file", "fifo", "dev_zero", "loop", "unreadable_dir", "unreadable_file",
-         "zero_bytes", "binary", "line_50mb", "non_utf8_name", "fifo_inside", "json_like_log")
-UNREADABLE = ("unreadable_dir", "unreadable_file")
+         "zero_bytes", "binary", "line_50mb", "non_utf8_name", "fifo_inside", "json_like_log",
+         "locked_inside")
+UNREADABLE = ("unreadable_dir", "unreadable_file", "locked_inside")
 
 
 #: kind -> the file name of its input (what the message must name)
@@ -41,7 +42,8 @@ NAMES = {"missing": "no-such-incident", "empty_dir": "empty-dir", "file": "notes
          "dev_zero": "zero.log", "loop": "loop-a", "unreadable_dir": "locked", "unreadable_file": "locked.log",
          "zero_bytes": "empty.log", "binary": "blob.log", "line_50mb": "one-line.log",
          "non_utf8_name": "node-\\udcff\\udcfe.log", "fifo_inside": "with-fifo",  # as printed: escaped bytes
-         "json_like_log": "last.pt"}  # a console log saved under a checkpoint name: "[rank0]: ..." is not JSON-valid
+         "json_like_log": "last.pt",  # a console log saved under a checkpoint name: "[rank0]: ..." is no JSON
+         "locked_inside": "node-c"}  # node-c/ holds a log and a subfolder that cannot be listed
 
 
 def _build(root: Path) -> dict[str, str | bytes]:
@@ -67,8 +69,12 @@ def _build(root: Path) -> dict[str, str | bytes]:
     (root / NAMES["fifo_inside"]).mkdir()
     os.mkfifo(root / NAMES["fifo_inside"] / "rank0.log")
     (root / NAMES["json_like_log"]).write_text("[rank0]: epoch 3 step 120 loss 2.31\n[rank1]: epoch 3 step 120\n")
+    (root / NAMES["locked_inside"] / "nvsmi").mkdir(parents=True)
+    (root / NAMES["locked_inside"] / "train.log").write_text("epoch 3 step 120 loss 2.31\n")
+    (root / NAMES["locked_inside"] / "nvsmi" / "q.txt").write_text("==============NVSMI LOG==============\n")
     (root / NAMES["unreadable_file"]).chmod(0)
     (root / NAMES["unreadable_dir"]).chmod(0)
+    (root / NAMES["locked_inside"] / "nvsmi").chmod(0)
     return paths
 
 
@@ -102,7 +108,8 @@ COMMANDS = {
 #: kinds every command refuses up front, exit 2, naming the path (a FIFO or device is never opened)
 REFUSED = ("missing", "fifo", "dev_zero", "loop", "unreadable_dir", "unreadable_file")
 #: the readable kinds: whatever each command makes of them (below)
-READ = ("empty_dir", "file", "zero_bytes", "binary", "line_50mb", "non_utf8_name", "fifo_inside", "json_like_log")
+READ = ("empty_dir", "file", "zero_bytes", "binary", "line_50mb", "non_utf8_name", "fifo_inside", "json_like_log",
+        "locked_inside")
 #: readable text with no failure line in it: "none" when nothing says a job failed or stopped
 #: mid-run, else "unknown" (the diagnosis's own rule, gpulib/diagnose): either is the table's
 PLAIN_TEXT = {0, 4}
@@ -122,14 +129,15 @@ def _table(refused, **read) -> dict[str, set[int]]:
 EXPECTED: dict[str, dict[str, set[int]]] = {
     # nothing readable (0 bytes, binary, only a FIFO, empty folder) is unknown: 4, never "none"
     "diagnose": _table(2, other=4, file=PLAIN_TEXT, line_50mb=PLAIN_TEXT, non_utf8_name=PLAIN_TEXT,
-                       json_like_log=PLAIN_TEXT),
+                       json_like_log=PLAIN_TEXT, locked_inside=PLAIN_TEXT),
     "diagnose-json": _table(2, other=4, file=PLAIN_TEXT, line_50mb=PLAIN_TEXT, non_utf8_name=PLAIN_TEXT,
-                            json_like_log=PLAIN_TEXT),
+                            json_like_log=PLAIN_TEXT, locked_inside=PLAIN_TEXT),
     # a path that is no checkpoint is INVALID (1), a FIFO or device named as such, never opened; a log
     # whose first byte is "[" is no JSON checkpoint either (neither torch.load nor safetensors opens it)
     "ckpt-inspect": {**_table(2, other=1), "fifo": {1}, "dev_zero": {1}},
     "ckpt-verify": {**_table(2, other=1), "fifo": {1}, "dev_zero": {1}},
-    "ckpt-latest": _table(2, other=2, empty_dir=1, fifo_inside=1),  # a folder without checkpoints: none resumable
+    # a folder without checkpoints: none resumable (1)
+    "ckpt-latest": _table(2, other=2, empty_dir=1, fifo_inside=1, locked_inside=1),
     "verify": _table(2, other=2),
     # collect freezes the scene first: an unusable --logs path is recorded in the bundle, named, exit 0
     "collect-logs": _table(0, other=0),
@@ -137,16 +145,18 @@ EXPECTED: dict[str, dict[str, set[int]]] = {
     "fleet-ledger": _table(2, other=2),
     "nccl-parse": _table(2, other=2),
     "archive-show": _table(2, other=2),
-    "archive-list": _table(2, other=2, empty_dir=0, fifo_inside=0),  # an archive root with no run yet
+    "archive-list": _table(2, other=2, empty_dir=0, fifo_inside=0, locked_inside=0),  # an archive root with no run yet
     "archive-diff": _table(2, other=2),
-    "storage-probe": _table(2, other=0, empty_dir=2, zero_bytes=2, fifo_inside=2),
+    "storage-probe": _table(2, other=0, empty_dir=2, zero_bytes=2, fifo_inside=2),  # measures what it can read
     # a --log not written yet is waited for (--help); a folder is not a log
-    "watch": {**_table(2, other=0, empty_dir=2, fifo_inside=2), "missing": {0}},
-    "drill": _table(2, other=0, non_utf8_name=2),  # the notebook holds the path as text
+    "watch": {**_table(2, other=0, empty_dir=2, fifo_inside=2, locked_inside=2), "missing": {0}},
+    "drill": _table(2, other=0, non_utf8_name=2, locked_inside=2),  # the notebook holds the path as text
     # no GPU snapshot in readable evidence: "no GPU visible", no-go (3, a dry run drains nothing)
     "healthcheck": _table(2, other=2, file=3, line_50mb=3, non_utf8_name=3, json_like_log=3),
-    "run-evidence": _table(2),  # readable evidence runs the whole runbook: tests/runbooks
+    "run-evidence": {kind: {2} for kind in REFUSED},  # readable evidence runs the whole runbook: tests/runbooks
 }
+#: commands that read inside a folder: the subfolder they could not list is named, never skipped silently
+NAMES_LOCKED_SUBFOLDER = {"diagnose", "collect-logs", "fleet-ledger", "drill", "healthcheck"}
 E = {(command, kind): codes for command, table in EXPECTED.items() for kind, codes in table.items()}
 
 
@@ -201,8 +211,8 @@ def matrix(tmp_path_factory):
     try:
         yield run_matrix(root)
     finally:
-        for kind in UNREADABLE:
-            (root / "in" / NAMES[kind]).chmod(0o755)
+        for path in (NAMES["unreadable_dir"], NAMES["unreadable_file"], f"{NAMES['locked_inside']}/nvsmi"):
+            (root / "in" / path).chmod(0o755)
 
 
 @pytest.mark.parametrize(("command", "kind"), sorted(E), ids=[f"{c}-{k}" for c, k in sorted(E)])
@@ -216,6 +226,8 @@ def test_cell(matrix, command, kind):
     assert cell["code"] in E[(command, kind)], f"exit {cell['code']}, the table says {E[(command, kind)]}: {text[-1500:]}"
     if kind in REFUSED and not (command == "watch" and kind == "missing") or cell["code"] == 2:
         assert NAMES[kind] in text, f"the message does not name the path ({NAMES[kind]}): {text[-1500:]}"
+    if kind == "locked_inside" and command in NAMES_LOCKED_SUBFOLDER:
+        assert f"{NAMES[kind]}/nvsmi" in text, f"the unlistable subfolder is not named: {text[-1500:]}"
 
 
 BAD_OPTIONS = [
