@@ -116,9 +116,9 @@ def _flushed(code: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; everything it prints on stdout passes :func:`gpulib.terminal.safe` (no
-    control sequence from the evidence reaches the terminal raw; JSON stays the same JSON)."""
-    with terminal.escaped_stdout():
+    """Run one command; everything it prints on stdout and stderr passes :func:`gpulib.terminal.safe`
+    (no control sequence from the evidence reaches the terminal raw; JSON stays the same JSON)."""
+    with terminal.escaped_output():
         return _main(argv)
 
 
@@ -146,7 +146,7 @@ def _main(argv: list[str] | None) -> int:
         _quiet_stdout()
         return exit_codes.PIPE_CLOSED
     except GpulibError as exc:
-        print(terminal.safe(f"gpulib {args.command}: error: {exc}"), file=sys.stderr)
+        print(f"gpulib {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return exit_codes.INTERRUPTED

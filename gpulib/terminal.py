@@ -16,34 +16,41 @@ only their C1 part is escaped. The escape is JSON's own spelling, so the same
 filter leaves JSON output valid and meaning the same (``json.dumps`` already escapes C0 controls,
 but not DEL, C1, bidi or surrogates when ``ensure_ascii=False``).
 
-:func:`escaped_stdout` puts the filter on ``sys.stdout`` for one command (``gpulib.cli.main``
-does, for every command); stderr stays raw for the progress bar's own cursor moves, and error
-messages written there pass through :func:`safe` themselves.
+:func:`escaped_output` puts the filter on ``sys.stdout`` and ``sys.stderr`` for one command
+(``gpulib.cli.main`` does, for every command: results, errors, warnings, ``-v`` logging). On
+stderr a carriage return is kept: the progress bar redraws its line with it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import re
 import sys
 from collections.abc import Iterator
 
-_CONTROLS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
-_UNSAFE = re.compile(f"[{_CONTROLS}\ud800-\udfff]")
-#: the same, keeping the surrogates of the bytes 0xA0-0xFF (for a stream that writes them back)
-_UNSAFE_BUT_BYTES = re.compile(f"[{_CONTROLS}\ud800-\udc9f]")
+
+@functools.cache
+def _unsafe(keep_bytes: bool, keep_cr: bool) -> re.Pattern:
+    """The characters to escape: C0 but newline and tab (and carriage return with ``keep_cr``),
+    DEL, C1, the bidi marks, overrides and isolates, and the surrogates (but those of the bytes
+    0xA0-0xFF with ``keep_bytes``, for a stream that writes them back as bytes)."""
+    c0 = "\x00-\x08\x0b\x0c\x0e-\x1f" if keep_cr else "\x00-\x08\x0b-\x1f"
+    surrogates = "\ud800-\udc9f" if keep_bytes else "\ud800-\udfff"
+    return re.compile(f"[{c0}\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069{surrogates}]")
 
 
 def _escape(match: re.Match) -> str:
     return f"\\u{ord(match.group()):04x}"
 
 
-def safe(text: str, *, keep_bytes: bool = False) -> str:
+def safe(text: str, *, keep_bytes: bool = False, keep_cr: bool = False) -> str:
     """``text`` with every character that could drive a terminal written as ``\\uXXXX``
     (newline and tab kept); text without one is returned as is. ``keep_bytes``: leave the
-    surrogates of the bytes 0xA0-0xFF (a ``surrogateescape`` stream writes them back as bytes)."""
-    pattern = _UNSAFE_BUT_BYTES if keep_bytes else _UNSAFE
+    surrogates of the bytes 0xA0-0xFF (a ``surrogateescape`` stream writes them back as bytes);
+    ``keep_cr``: leave carriage returns (a progress bar's redraw)."""
+    pattern = _unsafe(keep_bytes, keep_cr)
     return pattern.sub(_escape, text) if pattern.search(text) else text
 
 
@@ -51,13 +58,14 @@ class SafeStream(io.TextIOBase):
     """A text stream that writes :func:`safe` text to the one it wraps (everything else is the
     wrapped stream's: ``fileno``, ``isatty``, ``flush``, ``encoding``)."""
 
-    def __init__(self, raw) -> None:
+    def __init__(self, raw, *, keep_cr: bool = False) -> None:
         super().__init__()
         self.raw = raw
         self.keep_bytes = getattr(raw, "errors", None) == "surrogateescape"
+        self.keep_cr = keep_cr
 
     def write(self, text: str) -> int:
-        self.raw.write(safe(text, keep_bytes=self.keep_bytes))
+        self.raw.write(safe(text, keep_bytes=self.keep_bytes, keep_cr=self.keep_cr))
         return len(text)
 
     def flush(self) -> None:
@@ -78,11 +86,12 @@ class SafeStream(io.TextIOBase):
 
 
 @contextlib.contextmanager
-def escaped_stdout() -> Iterator[None]:
-    """``sys.stdout`` writes :func:`safe` text while the block runs, and is put back after."""
-    before = sys.stdout
-    sys.stdout = SafeStream(before)
+def escaped_output() -> Iterator[None]:
+    """``sys.stdout`` and ``sys.stderr`` write :func:`safe` text while the block runs (stderr
+    keeps carriage returns), and are put back after."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = SafeStream(out), SafeStream(err, keep_cr=True)
     try:
         yield
     finally:
-        sys.stdout = before
+        sys.stdout, sys.stderr = out, err

@@ -156,3 +156,17 @@ def test_a_latin1_file_name_stays_its_bytes_on_a_surrogateescape_stdout_its_c1_b
     SafeStream(strict).write(os.fsdecode(b"ckpt_\xff.pt"))
     strict.flush()
     assert strict.buffer.getvalue() == b"ckpt_\\udcff.pt"
+
+
+def test_stderr_keeps_the_progress_bars_carriage_return_and_nothing_else(capsys):
+    import sys
+
+    from gpulib.terminal import escaped_output
+
+    with escaped_output():
+        print(f"\rreading evidence: 3/8 files{TITLE}", file=sys.stderr, end="")
+        print(f"step{CLEAR}")
+    captured = capsys.readouterr()
+    assert captured.err.startswith("\rreading evidence: 3/8 files\\u001b]0;") and "\x1b" not in captured.err
+    assert captured.out == "step\\u001b[2J\\u001b[H\n"
+    assert sys.stdout is not None and not hasattr(sys.stdout, "keep_cr")  # put back after the block

@@ -7,14 +7,14 @@ import argparse
 import sys
 
 from gpulib.checkpoints.cli import register
-from gpulib.terminal import escaped_stdout
+from gpulib.terminal import escaped_output
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gpulib.checkpoints")
     register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["ckpt", *(sys.argv[1:] if argv is None else argv)])
-    with escaped_stdout():  # tensor names and pickle keys are free text: printed safe
+    with escaped_output():  # tensor names and pickle keys are free text: printed safe
         return args.func(args)
 
 
