@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 
 from gpulib.checkpoints.latest import find_latest
-from gpulib.diagnose import neighbourhood, nodes, rules_gpu, rules_job, rules_slurm, verdict
+from gpulib.diagnose import neighbourhood, nodes, rules_gpu, rules_job, rules_slurm, unread, verdict
 from gpulib.diagnose.context import Context
 from gpulib.diagnose.joins import IdentityMap
 from gpulib.diagnose.model import TimelineEntry
@@ -75,7 +75,7 @@ def _diagnose(paths: list[str | Path], tz: str | None, inputs: Inputs | None, th
     rules_gpu.zombies(ctx, rules_job.last_failure_time(ctx))
     verdict.fold(ctx)
     verdict.promote_stall(ctx)
-    diagnosis = _decide(ctx, failed, completed)
+    diagnosis = unread.unless_unread(ctx, _decide(ctx, failed, completed))  # no "none" over unread files
     verdict.drop_restatements(ctx, diagnosis.root_cause)
     kept = {id(f) for f in ctx.findings}
     diagnosis.findings = [f for f in diagnosis.findings if id(f) in kept]

@@ -128,10 +128,11 @@ def _table(refused, **read) -> dict[str, set[int]]:
 
 EXPECTED: dict[str, dict[str, set[int]]] = {
     # nothing readable (0 bytes, binary, only a FIFO, empty folder) is unknown: 4, never "none"
+    # ... and a subfolder it could not list makes any "none" unknown (4): the cause may be in it
     "diagnose": _table(2, other=4, file=PLAIN_TEXT, line_50mb=PLAIN_TEXT, non_utf8_name=PLAIN_TEXT,
-                       json_like_log=PLAIN_TEXT, locked_inside=PLAIN_TEXT),
+                       json_like_log=PLAIN_TEXT),
     "diagnose-json": _table(2, other=4, file=PLAIN_TEXT, line_50mb=PLAIN_TEXT, non_utf8_name=PLAIN_TEXT,
-                            json_like_log=PLAIN_TEXT, locked_inside=PLAIN_TEXT),
+                            json_like_log=PLAIN_TEXT),
     # a path that is no checkpoint is INVALID (1), a FIFO or device named as such, never opened; a log
     # whose first byte is "[" is no JSON checkpoint either (neither torch.load nor safetensors opens it)
     "ckpt-inspect": {**_table(2, other=1), "fifo": {1}, "dev_zero": {1}},
