@@ -145,7 +145,8 @@ def inspect_zip(report: FileReport, fd: int, size: int, deep: bool, start: int =
     members, problems = zipreader.locate_data(fd, index)
     pkls = [m.name for m in index.members if m.name.endswith("/data.pkl") and m.name.count("/") == 1]
     root = pkls[0][: -len("data.pkl")] if pkls else None
-    main_pkl = {m.name: m for m in members}.get(f"{root}data.pkl")  # the one read below (the last of duplicates)
+    # the one read below (the last of duplicates); with two roots or duplicates torch may read any: all are judged
+    main_pkl = {m.name: m for m in members}.get(f"{root}data.pkl") if len(pkls) == 1 and not index.duplicates else None
     _other_pickles(report, fd, [m for m in members if m.name.endswith(".pkl") and m is not main_pkl], budget)
     if len(pkls) != 1:
         report.add("corrupt", f"expected exactly one <root>/data.pkl, found {len(pkls)}: not a torch.save archive")
