@@ -22,9 +22,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
 CLASSES = ("legacy_magic", "legacy_protocol", "legacy_sys_info", "legacy_object", "legacy_keys", "tar_polyglot",
-           "dcp_item_under_any_name", "zip_duplicate_data_pkl", "zip_nested", "hf_training_args", "accelerate_random_states", "deepspeed_",
-           "json_as_pt", "safetensors_offsets_strings", "safetensors_offsets_null", "safetensors_offsets_5000_digits",
-           "safetensors_deep_json", "bomb_")
+           "dcp_item_under_any_name", "zip_duplicate_data_pkl", "zip_nested", "hf_training_args",
+           "accelerate_random_states", "deepspeed_", "json_as_pt", "safetensors_offsets_strings",
+           "safetensors_offsets_null", "safetensors_offsets_5000_digits", "safetensors_deep_json", "bomb_")
 
 
 @pytest.fixture(scope="module")
