@@ -13,7 +13,7 @@ say *why* a file is dangerous, or which ``torch.serialization.add_safe_globals``
 
 Memory: a few bytes of pickle can ask for hundreds (an empty dict is 1 byte of pickle and ~80 bytes
 of Python; a 10 MB pickle of them took 837 MB). Every unpickling runs under a :class:`Budget`
-(:func:`memory_budget`: 4x the file, at least 32 MiB, at most 512 MiB): the opcode scan charges
+(:func:`memory_budget`: 4x the file, at least 64 MiB, at most 512 MiB): the opcode scan charges
 what the C unpickler will allocate for each opcode (an upper bound, calibrated with tracemalloc)
 and refuses the pickle before unpickling when the sum is over; the stand-ins charge what they copy
 (``set(list)``, ``bytearray(bytes)``, ...) while it runs; the walk of the result charges its entries.
@@ -32,14 +32,14 @@ from gpulib.pickle_ops import OPCODES, walk
 
 MAX_PICKLE_BYTES = 256 << 20
 MEMORY_FACTOR = 4
-MEMORY_FLOOR = 32 << 20
+MEMORY_FLOOR = 64 << 20
 MEMORY_CAP = 512 << 20
 
 
 def memory_budget(file_bytes: int) -> int:
     """Bytes the stub may allocate for the pickles of one file of ``file_bytes``: 4x the file, at
-    least 32 MiB (the noise of any Python process), at most 512 MiB (a GB checkpoint's pickle is
-    a few MB of objects)."""
+    least 64 MiB (a small file of many tiny tensors is mostly pickle, and the scan's bound is
+    cautious), at most 512 MiB (a GB checkpoint's pickle is a few MB of objects)."""
     return min(MEMORY_CAP, max(MEMORY_FLOOR, MEMORY_FACTOR * max(0, file_bytes)))
 
 

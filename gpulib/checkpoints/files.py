@@ -30,13 +30,19 @@ NO_CHECKSUM_FORMATS = {
     "torch_legacy": "pre-1.6 torch.save: stacked pickles and raw storages, no CRC",
     "pickle": "a pickle has no CRC",
 }
-PICKLE_V0_STARTS = frozenset(bytes([c]) for c in b"(c}])ISVNFLJKMGTiU")
+#: First opcodes of a pickle without a PROTO opcode (every protocol-0/1 pickle, and any other that
+#: leaves it out - ``pickle.load`` does not require it): those that can start a valid stream.
+PICKLE_STARTS = frozenset(bytes([c]) for c in b"(c}])ISVNFLJKMGTUXBC") | frozenset(
+    bytes([c]) for c in (0x88, 0x89, 0x8A, 0x8B, 0x8C, 0x8D, 0x8E, 0x8F, 0x95, 0x96))
 
 
 def _is_pickle(fh) -> bool:
-    """Protocol 0/1 pickles carry no magic: they are pickles if they unpickle (with stand-ins)."""
+    """Protocol 0/1 pickles carry no magic: they are pickles if they unpickle (with stand-ins), or
+    if they name a global at all - a payload the stand-ins trip over (``getattr(...)(...)``: a
+    stand-in is not callable) still runs under ``torch.load``, so it must be judged, not called junk."""
     fh.seek(0)
-    return stub_load(fh).error is None
+    result = stub_load(fh)
+    return result.error is None or bool(result.globals)
 
 
 TAR_BLOCK = 512
@@ -168,7 +174,7 @@ def _inspect(path: str, deep: bool) -> FileReport:
                 if head.lstrip()[:1] in (b"{", b"["):
                     report.format = "json"
                     report.add(severity, message)
-                elif head[:1] in PICKLE_V0_STARTS and size <= MAX_PICKLE_BYTES and _is_pickle(fh):
+                elif head[:1] in PICKLE_STARTS and size <= MAX_PICKLE_BYTES and _is_pickle(fh):
                     fh.seek(0)
                     _reader("torch").inspect_legacy(report, fh, size)  # protocol 0/1 pickle (no PROTO opcode)
                 else:

@@ -224,6 +224,8 @@ def eval_hf_trainer(c: Candidate, deep: bool) -> None:
         sub = Candidate("deepspeed", c.series, ds[0], [d / ds[0] for d in f.names[ds[0]]])
         eval_deepspeed(sub, deep)
         c.reasons += [f"{ds[0]}/: {r}" for r in sub.reasons]
+        c.reasons += [r for r in sub.reasons if r.startswith(("UNSAFE", "needs review"))]  # untrusted, as such
+        c.reports += sub.reports
         c.categories |= sub.categories
     if not weights:
         odd = [f"{n} is {_kind(f.get(n))}" for n in WEIGHT_NAMES if f.get(n) and not _isfile(f.get(n))]

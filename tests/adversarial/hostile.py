@@ -187,6 +187,11 @@ def build(root: Path, torch) -> list[Case]:
     add("protocol0_text_pickle", "torch_load", file(lambda s: (
         b"c__builtin__\neval\n(V" + f"exec({f'open({str(s)!r}, {chr(39)}w{chr(39)}).write({chr(39)}ran{chr(39)})'!r}) or 0"
         .encode() + b"\ntR.")))
+    add("protocol0_getattr_chain", "torch_load", file(lambda s: (  # the stand-in of getattr(...) is not callable
+        b"c__builtin__\ngetattr\n(c__builtin__\n__import__\n(Vbuiltins\ntRVexec\ntR(V"
+        + f"open({str(s)!r}, 'w').write('ran')".encode() + b"\ntR.")))
+    add("pickle_framed_without_proto", "torch_load", file(lambda s: (  # no PROTO: starts with FRAME, not 0x80
+        b"\x95" + struct.pack("<Q", 0) + _payload_pickle(s, 0, protocol=4)[2:])))
     # tar format
     add("tar_payload_in_pickle", "torch_load", file(lambda s: _tar_checkpoint(s, "pickle")))
     add("tar_payload_in_tensors", "torch_load", file(lambda s: _tar_checkpoint(s, "tensors")))
