@@ -223,8 +223,9 @@ def eval_hf_trainer(c: Candidate, deep: bool) -> None:
         weights += ds
         sub = Candidate("deepspeed", c.series, ds[0], [d / ds[0] for d in f.names[ds[0]]])
         eval_deepspeed(sub, deep)
-        c.reasons += [f"{ds[0]}/: {r}" for r in sub.reasons]
-        c.reasons += [r for r in sub.reasons if r.startswith(("UNSAFE", "needs review"))]  # untrusted, as such
+        for r in sub.reasons:  # an UNSAFE / needs review reason keeps its tag in front (Candidate.untrusted)
+            tag, sep, rest = r.partition(": ")
+            c.reasons.append(f"{tag}: {ds[0]}/{rest}" if sep and tag in ("UNSAFE", "needs review") else f"{ds[0]}/: {r}")
         c.reports += sub.reports
         c.categories |= sub.categories
     if not weights:
