@@ -318,6 +318,10 @@ def _check_index(c: Candidate, f: Files, index_name: str, deep: bool, blocking: 
         out.append(f"{index_name} unreadable: {exc}{note}")
         return
     for shard in shards:
+        if not isinstance(shard, str) or os.path.basename(shard) != shard or shard in ("", ".", ".."):
+            c.reasons.append(f"UNSAFE: {index_name} names the shard {str(shard)[:200]!r}, outside the checkpoint folder: "
+                             "the loader would open (and torch.load) whatever is there - not opened")
+            continue
         p = f.get(shard)
         if p is None:
             out.append(f"shard {shard} named in {index_name} is missing{note or ' (loading the sharded weights raises)'}")

@@ -239,6 +239,11 @@ def build(root: Path, torch) -> list[Case]:
     for name in ("mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt"):
         add(f"deepspeed_{name.split('.')[0]}", "torch_load", _folder_file(name, torch), layout="deepspeed",
             file_name=name)
+    def index_outside(folder: Path, sentinel: Path) -> None:
+        """The sharded-weights index names ../shard.bin: transformers torch.loads whatever is there."""
+        (folder / "pytorch_model.bin.index.json").write_text(json.dumps({"weight_map": {"w": "../shard.bin"}}))
+        _folder_file("shard.bin", torch)(folder.parent, sentinel)
+    add("hf_index_names_a_shard_outside", "torch_load", index_outside, layout="hf_weights", file_name="../shard.bin")
     # not a checkpoint at all
     add("json_as_pt", "refused", file(lambda s: json.dumps({"error": "403 Forbidden", "step": 300}).encode()),
         payload=False)
