@@ -92,7 +92,12 @@ for path in sys.argv[1:]:
     with contextlib.redirect_stdout(io.StringIO()):
         rc = main(["ckpt", "verify", path])
     out.append(rc)
-print(json.dumps({"rc": out, "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+# VmHWM: the peak of this process's own memory (ru_maxrss would also keep the parent's, from before exec)
+try:
+    peak_kib = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+except (OSError, StopIteration):
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"rc": out, "rss_mib": peak_kib / 1024}))
 """
 
 
