@@ -636,6 +636,7 @@ _POPS_MARK = [bool(op and op.pops_mark) for op in map(OPCODES.get, range(256))]
 _FIXED = [_cost(op.name)[0] if (op := OPCODES.get(code)) else 0 for code in range(256)]
 _PER_BYTE = [_cost(op.name)[1] if (op := OPCODES.get(code)) else 0 for code in range(256)]
 _PER_ITEM = [_cost(op.name)[2] if (op := OPCODES.get(code)) else 0 for code in range(256)]
+_SIZED = [bool(_PER_BYTE[code] or _PER_ITEM[code]) for code in range(256)]
 
 
 def _arg_bytes(arg) -> int:
@@ -651,18 +652,17 @@ def scan_ops(data_or_file, room: int | None = None) -> OpScan:
     limit = room if room is not None else 1 << 62
     last = prev = None  # the last two values pushed (strings or None), for STACK_GLOBAL
     memo: dict = {}  # as big as the unpickler's (each PUT is charged): the scan stops at the budget too
-    depth, marks, max_stack, max_memo, ops, cost, at = 0, [], 0, -1, 0, 0, None
+    depth, marks, max_stack, max_memo, ops, cost = 0, [], 0, -1, 0, 0
+    at = 0 if isinstance(data_or_file, (bytes, bytearray, memoryview)) else data_or_file.tell()
     globals_, seen = scan.globals, set()
     try:
         for code, arg, pos in walk(data_or_file):
             ops += 1
             seen.add(code)
-            cost += _FIXED[code] + (pos - at if at is not None else 0)  # the bytes read, then what they build
+            cost += _FIXED[code] + pos - at  # the bytes read up to this opcode, then what it builds
             at = pos
-            if _PER_BYTE[code]:
-                cost += _PER_BYTE[code] * _arg_bytes(arg)
-            if _PER_ITEM[code]:
-                cost += _PER_ITEM[code] * (depth - (marks[-1] if marks else 0))
+            if _SIZED[code]:  # strings, bytes, longs; the opcodes that take the values back to a MARK
+                cost += _PER_BYTE[code] * _arg_bytes(arg) + _PER_ITEM[code] * (depth - (marks[-1] if marks else 0))
             if cost > limit:
                 break  # over the budget (see OpScan.refusal): stop before the scan's own memo grows any further
             role = _ROLE[code]
