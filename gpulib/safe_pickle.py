@@ -636,7 +636,8 @@ _POPS_MARK = [bool(op and op.pops_mark) for op in map(OPCODES.get, range(256))]
 _FIXED = [_cost(op.name)[0] if (op := OPCODES.get(code)) else 0 for code in range(256)]
 _PER_BYTE = [_cost(op.name)[1] if (op := OPCODES.get(code)) else 0 for code in range(256)]
 _PER_ITEM = [_cost(op.name)[2] if (op := OPCODES.get(code)) else 0 for code in range(256)]
-_SIZED = [bool(_PER_BYTE[code] or _PER_ITEM[code]) for code in range(256)]
+STRING_BYTE_COST = _COSTS["BINUNICODE"][1]  # charged in the scan's string branch (the most common sized opcode)
+_SIZED = [bool(_PER_BYTE[code] or _PER_ITEM[code]) and _ROLE[code] != _STRING for code in range(256)]
 
 
 def _arg_bytes(arg) -> int:
@@ -653,17 +654,17 @@ def scan_ops(data_or_file, room: int | None = None) -> OpScan:
     last = prev = None  # the last two values pushed (strings or None), for STACK_GLOBAL
     memo: dict = {}  # as big as the unpickler's (each PUT is charged): the scan stops at the budget too
     depth, marks, max_stack, max_memo, ops, cost = 0, [], 0, -1, 0, 0
-    at = 0 if isinstance(data_or_file, (bytes, bytearray, memoryview)) else data_or_file.tell()
-    globals_, seen = scan.globals, set()
+    start = 0 if isinstance(data_or_file, (bytes, bytearray, memoryview)) else data_or_file.tell()
+    limit += start  # compared with cost + pos: what the opcodes build, plus the bytes read so far
+    globals_, seen, pos = scan.globals, set(), start
     try:
         for code, arg, pos in walk(data_or_file):
             ops += 1
             seen.add(code)
-            cost += _FIXED[code] + pos - at  # the bytes read up to this opcode, then what it builds
-            at = pos
-            if _SIZED[code]:  # strings, bytes, longs; the opcodes that take the values back to a MARK
+            cost += _FIXED[code]
+            if _SIZED[code]:  # bytes, longs; the opcodes that take the values back to a MARK (strings: below)
                 cost += _PER_BYTE[code] * _arg_bytes(arg) + _PER_ITEM[code] * (depth - (marks[-1] if marks else 0))
-            if cost > limit:
+            if cost + pos > limit:
                 break  # over the budget (see OpScan.refusal): stop before the scan's own memo grows any further
             role = _ROLE[code]
             if role == _PLAIN:  # most opcodes: values pushed or popped, no names (tested first: fastest)
@@ -676,6 +677,7 @@ def scan_ops(data_or_file, room: int | None = None) -> OpScan:
                         break  # forged (see OpScan.refusal): stop before the memo grows any further
                 continue  # PUTs leave the stack and the last values alone
             elif role == _STRING:
+                cost += STRING_BYTE_COST * len(arg)
                 prev, last = last, arg
             elif role == _GET:
                 prev, last = last, memo.get(arg)
@@ -711,7 +713,7 @@ def scan_ops(data_or_file, room: int | None = None) -> OpScan:
     except Exception as exc:  # noqa: BLE001 - a broken stream just ends the scan
         scan.error = f"{type(exc).__name__}: {exc}"
     scan.ops, scan.max_stack, scan.max_memo = ops, max_stack, max_memo
-    scan.cost = cost + 16 * max(0, max_memo)  # the C unpickler's memo is an array up to the highest slot
+    scan.cost = cost + pos - start + 16 * max(0, max_memo)  # + the pickle's bytes + the C unpickler's memo array
     scan.unsupported_by_weights_only.update({OPCODES[code].name for code in seen} - WEIGHTS_ONLY_OPS)
     return scan
 

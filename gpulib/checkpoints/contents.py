@@ -95,7 +95,9 @@ def walk(obj, budget: Budget | None = None) -> Walk:
         elif isinstance(value, str) and len(value) > MAX_VALUE_CHARS:
             value = value[:MAX_VALUE_CHARS] + f"... ({len(value):,} characters)"
         if budget is not None:
-            budget.charge(ENTRY_BYTES + len(path), f"listing the entries ({len(out.entries):,} so far)")
+            budget.used += ENTRY_BYTES + len(path)
+            if budget.used > budget.limit:
+                budget.charge(0, f"listing the entries ({len(out.entries):,} so far)")  # raises BudgetExceeded
         out.entries.append(Entry(path, value))
 
     def visit(value, path: str, depth: int, nested: int) -> None:
