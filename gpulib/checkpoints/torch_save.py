@@ -303,7 +303,7 @@ def inspect_legacy(report: FileReport, fh, size: int) -> None:
 
 def _shown(value) -> str:
     """A value from a pickle, short enough for a message (a 5,000-digit int cannot even be printed)."""
-    return key_text(value) if isinstance(value, (int, str)) else f"a {type(value).__name__}"
+    return key_text(value) if isinstance(value, (int, str)) else f"<{type(value).__name__}>"
 
 
 MAX_TAR_RECORDS = 1_000_000
