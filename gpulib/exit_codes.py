@@ -26,7 +26,7 @@ TABLE = {
     OK: "healthy / no interruption / nothing found",
     SOFT: "soft or warnings: the process failed and the hardware is fine, or findings to look at",
     USAGE: "usage or input error: a missing or unreadable path, a bad flag or parameter",
-    HARD: "hard / no-go: a GPU or node failed, or a check says do not relaunch",
+    HARD: "hard / no-go: a GPU or node failed, a check says do not relaunch, or a checkpoint is unsafe to load",
     UNKNOWN: "unknown: errors without an explained cause, or nothing readable (collect more)",
     RUN_FAILED: "the run itself failed (gpulib run: a notebook raised, hung or recorded nothing; "
                 "any command: an internal error, its traceback above)",

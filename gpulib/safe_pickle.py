@@ -10,18 +10,67 @@ persistent ids become :class:`StorageRef` descriptors - no tensor byte is ever r
 Every global the pickle names is recorded and classified (``classify_global``) so the report can
 say *why* a file is dangerous, or which ``torch.serialization.add_safe_globals`` entries a
 ``weights_only=True`` load would need.
+
+Memory: a few bytes of pickle can ask for hundreds (an empty dict is 1 byte of pickle and ~80 bytes
+of Python; a 10 MB pickle of them took 837 MB). Every unpickling runs under a :class:`Budget`
+(:func:`memory_budget`: 4x the file, at least 64 MiB, at most 512 MiB): the opcode scan charges
+what the C unpickler will allocate for each opcode (an upper bound, calibrated with tracemalloc)
+and refuses the pickle before unpickling when the sum is over; the stand-ins charge what they copy
+(``set(list)``, ``bytearray(bytes)``, ...) while it runs; the walk of the result charges its entries.
+docs/CHECKPOINT_THREAT_MODEL.md says what each format unpickles and how each pickle is judged.
 """
 
 from __future__ import annotations
 
 import collections
 import io
+import os
 import pickle
 import struct
 
 from gpulib.pickle_ops import OPCODES, walk
 
 MAX_PICKLE_BYTES = 256 << 20
+MEMORY_FACTOR = 4
+MEMORY_FLOOR = 64 << 20
+MEMORY_CAP = 512 << 20
+
+
+def memory_budget(file_bytes: int) -> int:
+    """Bytes the stub may allocate for the pickles of one file of ``file_bytes``: 4x the file, at
+    least 64 MiB (a small file of many tiny tensors is mostly pickle, and the scan's bound is
+    cautious), at most 512 MiB (a GB checkpoint's pickle is a few MB of objects)."""
+    return min(MEMORY_CAP, max(MEMORY_FLOOR, MEMORY_FACTOR * max(0, file_bytes)))
+
+
+class BudgetExceeded(pickle.UnpicklingError):
+    """The pickle needs more memory than its :class:`Budget` allows (a memory bomb, or a pickle far
+    larger than any checkpoint's)."""
+
+
+class Budget:
+    """What unpickling one file may allocate, and what it has been charged so far (bytes). Shared by
+    every pickle of the file (the objects of all of them stay alive together)."""
+
+    __slots__ = ("limit", "used")
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.used = limit, 0
+
+    def charge(self, nbytes: int, what: str) -> None:
+        self.used += nbytes
+        if self.used > self.limit:
+            raise BudgetExceeded(f"{what} would take the memory used past the budget of {self.limit >> 20} MiB "
+                                 "(a memory bomb, or a pickle far larger than a checkpoint's)")
+
+
+#: The budget of the unpickling in progress (stub_load sets it: the stand-ins charge their copies to it).
+_ACTIVE: list[Budget] = []
+
+
+def _charge(nbytes: int, what: str) -> None:
+    if _ACTIVE:
+        _ACTIVE[-1].charge(nbytes, what)
 
 # torch storage classes -> (dtype, bytes per element); UntypedStorage counts bytes.
 STORAGE_TYPES = {
@@ -299,10 +348,13 @@ def _int(v) -> int:
     return v if isinstance(v, int) else 0
 
 
+MAX_DIMS = 64  # torch and numpy allow fewer; a longer "shape" is a forged one (a copy per tensor: a memory bomb)
+
+
 def _shape(v) -> tuple:
     if isinstance(v, Opaque) and v._name == "Size" and v.args:
         v = v.args[0]
-    return tuple(v) if isinstance(v, (tuple, list)) else ()
+    return tuple(v) if isinstance(v, (tuple, list)) and len(v) <= MAX_DIMS else ()
 
 
 def _rebuild_v3(storage, offset, size, stride, requires_grad, hooks, dtype=None, *_):
@@ -338,6 +390,7 @@ def _rebuild_qtensor(storage, offset, size, stride, _qparams, requires_grad=Fals
 
 def _codecs_encode(text, encoding="utf-8", *_):
     if isinstance(text, str) and encoding in ("latin1", "latin-1", "utf-8", "utf8", "ascii"):
+        _charge(64 + 4 * len(text), "_codecs.encode")
         return text.encode(encoding)
     raise pickle.UnpicklingError(f"_codecs.encode with {encoding!r} refused")
 
@@ -359,15 +412,17 @@ class _NDArray(Opaque):
     def __setstate__(self, state):
         if isinstance(state, tuple) and len(state) >= 3:
             dtype = state[2]
-            self.state = NDArrayInfo(tuple(state[1]) if isinstance(state[1], tuple) else (),
+            self.state = NDArrayInfo(_shape(state[1]),
                                      dtype.args[0] if isinstance(dtype, Opaque) and dtype.args else "?")
 
 
 def _bytearray(data=b"", encoding="latin1", *_):
     """Only from given bytes/str: ``bytearray(2**40)`` would be a memory bomb."""
     if isinstance(data, (bytes, bytearray)):
+        _charge(64 + len(data), "bytearray(<bytes>)")
         return bytearray(data)
     if isinstance(data, str) and encoding in ("latin1", "latin-1", "utf-8", "utf8", "ascii"):
+        _charge(64 + 5 * len(data), "bytearray(<str>)")
         return bytearray(data.encode(encoding))
     raise pickle.UnpicklingError("bytearray(<size>) refused: only bytearray(<bytes>) is data")
 
@@ -395,10 +450,23 @@ def _numpy_scalar(dtype, raw=b"", *_):
     return NDArrayInfo((), str(code))
 
 
+def _charged(build: type, per_item: int):
+    """``build(items)`` (a real set, frozenset or OrderedDict), charged before it is built: one
+    REDUCE of ``set`` on a memoised million-item list is 4 bytes of pickle and ~100 MB of set."""
+    def make(items=(), *rest):
+        try:
+            n = len(items)
+        except TypeError:
+            raise pickle.UnpicklingError(f"{build.__name__}() of a {type(items).__name__} refused (not a container)") from None
+        _charge(256 + per_item * n, f"{build.__name__} of {n:,} items")
+        return build(items, *rest)
+    return make
+
+
 _SAFE_REAL = {
-    ("collections", "OrderedDict"): collections.OrderedDict, ("builtins", "set"): set,
-    ("builtins", "frozenset"): frozenset, ("builtins", "complex"): complex, ("builtins", "slice"): slice,
-    ("__builtin__", "set"): set, ("__builtin__", "frozenset"): frozenset,
+    ("collections", "OrderedDict"): _charged(collections.OrderedDict, 160), ("builtins", "set"): _charged(set, 128),
+    ("builtins", "frozenset"): _charged(frozenset, 128), ("builtins", "complex"): complex, ("builtins", "slice"): slice,
+    ("__builtin__", "set"): _charged(set, 128), ("__builtin__", "frozenset"): _charged(frozenset, 128),
 }
 _FUNCTIONS = {
     ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
@@ -429,6 +497,7 @@ class StubResult:
         self.numpy_dtypes: set[str] = set()  # codes passed to numpy.dtype(...)
         self.scan: OpScan | None = None
         self.error: str | None = None
+        self.budget: Budget | None = None
 
 
 class StubUnpickler(pickle.Unpickler):
@@ -495,7 +564,7 @@ MAX_STACK_ITEMS = 4_000_000  # values alive at once (a 600-tensor optimizer stat
 class OpScan:
     """One static pass over the opcodes, before anything is unpickled."""
 
-    def __init__(self) -> None:
+    def __init__(self, room: int | None = None) -> None:
         self.globals: dict[tuple[str, str], int] = {}
         self.protocol = 0
         self.ops = 0
@@ -504,6 +573,9 @@ class OpScan:
         self.unsupported_by_weights_only: set[str] = set()
         self.end: int | None = None  # stream offset just past STOP
         self.error: str | None = None
+        #: an upper bound of the bytes the unpickler allocates for what the scanned opcodes build
+        self.cost = 0
+        self.room = room  # bytes of the budget left for this pickle (None: no limit)
 
     def refusal(self) -> str | None:
         """Why the stub must not load it (memory bombs), else None."""
@@ -512,6 +584,10 @@ class OpScan:
                     f"(forged: would allocate {self.max_memo * 8:,}+ bytes)")
         if self.max_stack > MAX_STACK_ITEMS:
             return f"more than {MAX_STACK_ITEMS:,} values on the unpickling stack at once (memory bomb)"
+        if self.room is not None and self.cost > self.room:
+            return (f"unpickling it would take more than {self.cost >> 20:,} MiB after {self.ops:,} opcodes, over "
+                    f"the {self.room >> 20:,} MiB left of its memory budget (4x the file, at most "
+                    f"{MEMORY_CAP >> 20} MiB: a memory bomb)")
         return None
 
 
@@ -530,24 +606,66 @@ def _role(name: str) -> int:
         name, _NO_PUSH if name in _NO_PUSH_OPS else _PLAIN)
 
 
+# Bytes the C unpickler (and the stand-ins) allocate per opcode: (fixed, per byte of its argument,
+# per value taken back to the MARK), on top of the pickle's own bytes (the scan holds them). Upper
+# bounds measured with tracemalloc on pickles of a million of each (an empty dict: 81 bytes; a
+# stand-in called by REDUCE: 313; a new global's stand-in class: 2,600); every pushed value also
+# holds a 16-byte stack or container slot.
+_COSTS = {
+    "INT": 48, "BININT": 48, "BININT1": 48, "BININT2": 48, "FLOAT": 48, "BINFLOAT": 48,
+    "LONG": (48, 1, 0), "LONG1": (48, 1, 0), "LONG4": (48, 1, 0),
+    **{n: (96, 5, 0) for n in _STRING_OPS},
+    **{n: (64, 2, 0) for n in ("BINBYTES", "SHORT_BINBYTES", "BINBYTES8", "BYTEARRAY8")},
+    "EMPTY_DICT": 96, "EMPTY_LIST": 80, "EMPTY_SET": 240, "APPEND": 16, "SETITEM": 128, "MARK": 8,
+    "TUPLE1": 56, "TUPLE2": 64, "TUPLE3": 72, "TUPLE": (56, 0, 8), "LIST": (80, 0, 16), "DICT": (96, 0, 64),
+    "APPENDS": (0, 0, 16), "SETITEMS": (0, 0, 64), "ADDITEMS": (0, 0, 128), "FROZENSET": (240, 0, 128),
+    "OBJ": (400, 0, 8), "INST": (400, 0, 8), "PUT": 112, "BINPUT": 112, "LONG_BINPUT": 112, "MEMOIZE": 112,
+    "REDUCE": 400, "NEWOBJ": 400, "NEWOBJ_EX": 400, "BUILD": 400, "PERSID": 400, "BINPERSID": 400,
+}
+NEW_GLOBAL_BYTES = 2_800  # a stand-in class per distinct global (cached: only the first use costs)
+
+
+def _cost(name: str) -> tuple[int, int, int]:
+    c = _COSTS.get(name, 16)  # the rest push one value (NONE, GET, DUP, ...)
+    return c if isinstance(c, tuple) else (c, 0, 0)
+
+
 _ROLE = [_role(op.name) if (op := OPCODES.get(code)) else _PLAIN for code in range(256)]
 _DELTA = [op.delta if (op := OPCODES.get(code)) else 0 for code in range(256)]
 _POPS_MARK = [bool(op and op.pops_mark) for op in map(OPCODES.get, range(256))]
+_FIXED = [_cost(op.name)[0] if (op := OPCODES.get(code)) else 0 for code in range(256)]
+_PER_BYTE = [_cost(op.name)[1] if (op := OPCODES.get(code)) else 0 for code in range(256)]
+_PER_ITEM = [_cost(op.name)[2] if (op := OPCODES.get(code)) else 0 for code in range(256)]
+STRING_BYTE_COST = _COSTS["BINUNICODE"][1]  # charged in the scan's string branch (the most common sized opcode)
+_SIZED = [bool(_PER_BYTE[code] or _PER_ITEM[code]) and _ROLE[code] != _STRING for code in range(256)]
 
 
-def scan_ops(data_or_file) -> OpScan:
+def _arg_bytes(arg) -> int:
+    return (arg.bit_length() + 7) // 8 if isinstance(arg, int) else len(arg) if arg is not None else 0
+
+
+def scan_ops(data_or_file, room: int | None = None) -> OpScan:
     """Static opcode walk: every GLOBAL/INST/STACK_GLOBAL (STACK_GLOBAL strings resolved through
     the memo, so names hidden behind memo tricks are still seen), the highest memo slot, the
-    stack high-water mark and the opcodes ``weights_only`` lacks. Reads up to STOP only."""
-    scan = OpScan()
+    stack high-water mark, the opcodes ``weights_only`` lacks and what unpickling would allocate
+    (``cost``; the scan stops once it passes ``room``). Reads up to STOP only."""
+    scan = OpScan(room)
+    limit = room if room is not None else 1 << 62
     last = prev = None  # the last two values pushed (strings or None), for STACK_GLOBAL
-    memo: dict = {}
-    depth, marks, max_stack, max_memo, ops = 0, [], 0, -1, 0
-    globals_, seen = scan.globals, set()
+    memo: dict = {}  # as big as the unpickler's (each PUT is charged): the scan stops at the budget too
+    depth, marks, max_stack, max_memo, ops, cost = 0, [], 0, -1, 0, 0
+    start = 0 if isinstance(data_or_file, (bytes, bytearray, memoryview)) else data_or_file.tell()
+    limit += start  # compared with cost + pos: what the opcodes build, plus the bytes read so far
+    globals_, seen, pos = scan.globals, set(), start
     try:
         for code, arg, pos in walk(data_or_file):
             ops += 1
             seen.add(code)
+            cost += _FIXED[code]
+            if _SIZED[code]:  # bytes, longs; the opcodes that take the values back to a MARK (strings: below)
+                cost += _PER_BYTE[code] * _arg_bytes(arg) + _PER_ITEM[code] * (depth - (marks[-1] if marks else 0))
+            if cost + pos > limit:
+                break  # over the budget (see OpScan.refusal): stop before the scan's own memo grows any further
             role = _ROLE[code]
             if role == _PLAIN:  # most opcodes: values pushed or popped, no names (tested first: fastest)
                 prev, last = last, None
@@ -559,6 +677,7 @@ def scan_ops(data_or_file) -> OpScan:
                         break  # forged (see OpScan.refusal): stop before the memo grows any further
                 continue  # PUTs leave the stack and the last values alone
             elif role == _STRING:
+                cost += STRING_BYTE_COST * len(arg)
                 prev, last = last, arg
             elif role == _GET:
                 prev, last = last, memo.get(arg)
@@ -569,10 +688,14 @@ def scan_ops(data_or_file) -> OpScan:
                 memo[len(memo)] = last
             elif role == _GLOBAL:
                 module, _, attr = str(arg).partition(" ")
+                if (module, attr) not in globals_:
+                    cost += NEW_GLOBAL_BYTES
                 globals_[(module, attr)] = globals_.get((module, attr), 0) + 1
                 prev, last = last, None
             elif role == _STACK_GLOBAL:
                 key = (prev, last) if isinstance(prev, str) and isinstance(last, str) else ("?", "<computed name>")
+                if key not in globals_:
+                    cost += NEW_GLOBAL_BYTES
                 globals_[key] = globals_.get(key, 0) + 1
                 prev, last = last, None
             elif role == _PROTO:
@@ -590,37 +713,55 @@ def scan_ops(data_or_file) -> OpScan:
     except Exception as exc:  # noqa: BLE001 - a broken stream just ends the scan
         scan.error = f"{type(exc).__name__}: {exc}"
     scan.ops, scan.max_stack, scan.max_memo = ops, max_stack, max_memo
+    scan.cost = cost + pos - start + 16 * max(0, max_memo)  # + the pickle's bytes + the C unpickler's memo array
     scan.unsupported_by_weights_only.update({OPCODES[code].name for code in seen} - WEIGHTS_ONLY_OPS)
     return scan
 
 
-def stub_load(data_or_file, limit: int = MAX_PICKLE_BYTES) -> StubResult:
+def stub_load(data_or_file, limit: int = MAX_PICKLE_BYTES, budget: Budget | None = None) -> StubResult:
     """Unpickle one pickle with stand-ins. Never raises: failures land in ``result.error``.
 
-    The opcodes are scanned first (memo and stack limits: a tiny forged pickle must not take
-    gigabytes), then the C unpickler runs on the same bytes with stand-ins."""
+    The opcodes are scanned first (memo and stack limits, and what unpickling would allocate: a
+    tiny forged pickle must not take gigabytes), then the C unpickler runs on the same bytes with
+    stand-ins. ``budget``: shared by every pickle of one file (default: :func:`memory_budget` of
+    this pickle's size, or of the file's when a file is given)."""
     result = StubResult()
     if isinstance(data_or_file, (bytes, bytearray)):
         if len(data_or_file) > limit:
             result.error = f"pickle is {len(data_or_file):,} bytes (limit {limit:,})"
             return result
+        size = len(data_or_file)
         data_or_file = io.BytesIO(data_or_file)
+    else:
+        try:
+            size = os.fstat(data_or_file.fileno()).st_size
+        except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+            size = 0
+    if budget is None:
+        budget = Budget(memory_budget(size))
+    result.budget = budget
     start = data_or_file.tell()
-    result.scan = scan_ops(data_or_file)
+    result.scan = scan_ops(data_or_file, max(0, budget.limit - budget.used))
     data_or_file.seek(start)
     refusal = result.scan.refusal()
     if refusal:
         result.error = f"refused before unpickling: {refusal}"
         result.globals.update(result.scan.globals)
         return result
+    budget.used += result.scan.cost
+    _ACTIVE.append(budget)
     try:
         result.obj = StubUnpickler(data_or_file, result).load()
+    except BudgetExceeded as exc:
+        result.error = f"refused while unpickling: {exc}"
     except RecursionError:
         result.error = "pickle nests too deeply"
     except MemoryError:
         result.error = "pickle needs too much memory"
     except Exception as exc:  # noqa: BLE001 - any malformed pickle must become a reason
         result.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    finally:
+        _ACTIVE.pop()
     if result.error:
         for key, n in result.scan.globals.items():
             result.globals.setdefault(key, n)

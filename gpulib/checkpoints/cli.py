@@ -1,10 +1,13 @@
 """``gpulib ckpt inspect|verify|latest``.
 
 inspect  lists tensors and state without reading tensor data or executing anything (exit 0 when
-         the file is structurally valid, 1 when not).
-verify   exit 0 valid / 1 invalid, with reasons; ``--deep`` adds the CRC-32 of every zip member.
+         the file is structurally valid and safe, 1 when damaged, 3 when UNSAFE or needs review).
+verify   the same exit codes, with reasons; ``--deep`` adds the CRC-32 of every zip member.
+         3 beats 1: ``gpulib ckpt verify f && torch.load(f, weights_only=False)`` never loads a
+         file whose pickles name code gpulib does not know as safe.
 latest   the newest complete checkpoint across one directory per node, what it lacks, and the
-         resume command (exit 0 when one was found, 1 when none).
+         resume command (exit 0 when one was found, 1 when none, 3 when none and some were refused
+         as UNSAFE / needs review).
 seal     a sidecar manifest of each file's size and CRC-32/sha256; verify and latest then call a
          file that differs from it corrupt, by name (exit 0 sealed, 2 a path that cannot be).
 Imports stay light: ``gpulib ckpt`` loads this module (and ``gpulib --help`` every command's),
@@ -18,12 +21,15 @@ import sys
 from gpulib import exit_codes
 from gpulib.readable import require_readable
 
-FILES_EXIT = """0 every checkpoint is valid (structure; with --deep also every CRC-32)
+FILES_EXIT = """0 every checkpoint is valid (structure; with --deep also every CRC-32) and safe to load
 1 at least one is invalid or incomplete (the reasons are printed)
-2 a path that does not exist or cannot be read"""
+2 a path that does not exist or cannot be read
+3 no-go: at least one is UNSAFE or NEEDS REVIEW - a pickle in it names code that loading would run
+  (dangerous, or not known to gpulib as safe); never torch.load(weights_only=False) it"""
 LATEST_EXIT = """0 a resumable checkpoint was found (its resume command is printed)
 1 none is resumable (why, and every candidate's reasons, are printed)
-2 a folder that does not exist or cannot be listed"""
+2 a folder that does not exist or cannot be listed
+3 none is resumable and at least one was refused as UNSAFE / NEEDS REVIEW (never load those)"""
 
 
 def register(subparsers) -> None:
@@ -96,7 +102,12 @@ def _print_report(r, limit: int | None) -> None:
             print(f"    ... {len(values) - len(shown_values):,} more")
     for f in r.findings:
         print(f"  {f.severity.upper()}: {f.message}")
-    print(f"  => {'VALID' if r.valid else 'INVALID'}" + (" but UNSAFE to torch.load" if r.unsafe else ""))
+    if r.untrusted:
+        verdict = "UNSAFE" if r.unsafe else "NEEDS REVIEW"
+        print(f"  => {verdict}: never torch.load(weights_only=False) it - it would run code named in its pickles "
+              f"(structure {'valid' if r.valid else 'invalid'})")
+    else:
+        print(f"  => {'VALID' if r.valid else 'INVALID'}")
 
 
 def _run_files(args, deep: bool, limit: int | None) -> int:
@@ -119,7 +130,14 @@ def _run_files(args, deep: bool, limit: int | None) -> int:
             _print_report(r, limit)
         if deep:
             print(_deep_line(reports))
-    return 0 if all(r.valid for r in reports) else 1
+    return files_exit(reports)
+
+
+def files_exit(reports) -> int:
+    """3 (no-go) when any file is UNSAFE or needs review, else 1 when any is invalid, else 0."""
+    if any(r.untrusted for r in reports):
+        return exit_codes.HARD
+    return exit_codes.OK if all(r.valid for r in reports) else exit_codes.SOFT
 
 
 def _deep_line(reports) -> str:
@@ -170,4 +188,6 @@ def cmd_latest(args) -> int:
         print()
     else:
         print(report.to_text())
-    return 0 if report.resume_from else 1
+    if report.resume_from:
+        return exit_codes.OK
+    return exit_codes.HARD if any(c.untrusted for c in report.candidates) else exit_codes.SOFT

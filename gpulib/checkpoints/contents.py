@@ -13,6 +13,8 @@ import re
 
 from gpulib.safe_pickle import (
     NESTED_PICKLE_LOADERS,
+    Budget,
+    BudgetExceeded,
     NDArrayInfo,
     Opaque,
     StubResult,
@@ -24,6 +26,9 @@ from gpulib.safe_pickle import (
 MAX_DEPTH = 64
 MAX_ENTRIES = 500_000
 MAX_NESTED = 3
+MAX_KEY_CHARS = 200  # of one key in a dotted path: a path repeats its parents' keys, so long keys multiply
+MAX_VALUE_CHARS = 1_000  # of a string value kept for the report
+ENTRY_BYTES = 160  # an Entry, its list slot and a path string's header (the path's characters are added)
 PREFIXES = ("module.", "_orig_mod.")
 
 # category -> substrings of a lower-cased key that mark it (checked in this order)
@@ -61,18 +66,39 @@ class Walk:
         self.state_dicts: list[tuple[str, list[str]]] = []  # dicts of tensors
         self.nested_globals: dict[tuple[str, str], int] = {}
         self.problems: list[str] = []
+        self.over_budget: str | None = None  # why the walk stopped early (memory budget), else None
+
+
+def key_text(key) -> str:
+    """A key as a path component: at most MAX_KEY_CHARS (an int too long for ``str`` is described)."""
+    if isinstance(key, int) and not isinstance(key, bool) and key.bit_length() > 64:
+        return f"<int of {key.bit_length()} bits>"
+    text = key if isinstance(key, str) else str(key)
+    return text if len(text) <= MAX_KEY_CHARS else text[:MAX_KEY_CHARS] + "..."
 
 
 def _join(prefix: str, key) -> str:
-    key = str(key)
+    key = key_text(key)
     return f"{prefix}.{key}" if prefix else key
 
 
-def walk(obj) -> Walk:
+def walk(obj, budget: Budget | None = None) -> Walk:
     """Flatten a stand-in object tree into dotted paths (``optimizer.state.12.exp_avg``,
-    ``optimizer.param_groups[0].lr``), bounded in depth and entry count, shared refs once."""
+    ``optimizer.param_groups[0].lr``), bounded in depth and entry count, shared refs once, and
+    in memory: each entry is charged to ``budget`` (the file's), and the walk stops when it is spent."""
     out = Walk()
     seen: set[int] = set()
+
+    def add(path: str, value) -> None:
+        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+            value = f"<int of {value.bit_length()} bits>"  # str() of a 5,000-digit int raises; nobody needs its digits
+        elif isinstance(value, str) and len(value) > MAX_VALUE_CHARS:
+            value = value[:MAX_VALUE_CHARS] + f"... ({len(value):,} characters)"
+        if budget is not None:
+            budget.used += ENTRY_BYTES + len(path)
+            if budget.used > budget.limit:
+                budget.charge(0, f"listing the entries ({len(out.entries):,} so far)")  # raises BudgetExceeded
+        out.entries.append(Entry(path, value))
 
     def visit(value, path: str, depth: int, nested: int) -> None:
         if len(out.entries) >= MAX_ENTRIES:
@@ -82,7 +108,7 @@ def walk(obj) -> Walk:
             return
         if isinstance(value, (dict, list, tuple, set, frozenset, Opaque)) and not isinstance(value, _NDArray):
             if id(value) in seen:
-                out.entries.append(Entry(path, "<shared reference>"))
+                add(path, "<shared reference>")
                 return
             seen.add(id(value))
         if isinstance(value, dict):
@@ -90,28 +116,28 @@ def walk(obj) -> Walk:
             if tensor_keys and len(tensor_keys) == len(value):
                 out.state_dicts.append((path, tensor_keys))
             if not value:
-                out.entries.append(Entry(path, {}))
+                add(path, {})
             for k, v in value.items():
                 visit(v, _join(path, k), depth + 1, nested)
         elif isinstance(value, (list, tuple)):
             if not value or (len(value) > 64 and all(isinstance(v, (int, float, bool, type(None))) for v in value[:64])) \
                     or (len(value) > 8 and all(type(v) is int for v in value)):  # e.g. param_groups[i].params
-                out.entries.append(Entry(path, f"<{type(value).__name__} of {len(value)}>"))
+                add(path, f"<{type(value).__name__} of {len(value)}>")
                 return
             for i, v in enumerate(value):
                 visit(v, f"{path}[{i}]", depth + 1, nested)
         elif isinstance(value, (set, frozenset)):
-            out.entries.append(Entry(path, f"<set of {len(value)}>"))
+            add(path, f"<set of {len(value)}>")
         elif isinstance(value, _NDArray):
-            out.entries.append(Entry(path, value.state if isinstance(value.state, NDArrayInfo) else NDArrayInfo()))
+            add(path, value.state if isinstance(value.state, NDArrayInfo) else NDArrayInfo())
         elif isinstance(value, Opaque):
             visit_opaque(value, path, depth, nested)
         elif isinstance(value, (bytes, bytearray)):
-            out.entries.append(Entry(path, f"<{len(value)} bytes>"))
+            add(path, f"<{len(value)} bytes>")
         elif isinstance(value, complex):
-            out.entries.append(Entry(path, str(value)))
+            add(path, str(value))
         else:
-            out.entries.append(Entry(path, value))
+            add(path, value)
 
     def visit_opaque(value: Opaque, path: str, depth: int, nested: int) -> None:
         key = (value._module, value._name)
@@ -119,7 +145,7 @@ def walk(obj) -> Walk:
             if nested >= MAX_NESTED:
                 out.problems.append(f"pickle nested more than {MAX_NESTED} deep at {path}: not opened")
                 return
-            inner: StubResult = stub_load(bytes(value.args[0]))
+            inner: StubResult = stub_load(bytes(value.args[0]), budget=budget)
             for g, n in inner.globals.items():
                 out.nested_globals[g] = out.nested_globals.get(g, 0) + n
             if inner.error:
@@ -127,13 +153,15 @@ def walk(obj) -> Walk:
             visit(inner.obj, path, depth + 1, nested + 1)
             return
         if value._name == "Size" and value.args:
-            dims = list(value.args[0]) if isinstance(value.args[0], (list, tuple)) else "?"
-            out.entries.append(Entry(path, f"torch.Size({dims})"))
+            dims = value.args[0]
+            dims = (list(dims) if len(dims) <= 64 else f"<{len(dims):,} dims>") if isinstance(dims, (list, tuple)) else "?"
+            add(path, f"torch.Size({dims})")
             return
         attrs = value.attrs()
         if not attrs and not value.items and not value.list:
-            shown = ", ".join(repr(a)[:40] for a in value.args[:3] if isinstance(a, (str, int, float, bool)))
-            out.entries.append(Entry(path, f"<{value.qualname}({shown})>"))
+            shown = ", ".join(repr(a[:40] if isinstance(a, str) else key_text(a))[:40]
+                              for a in value.args[:3] if isinstance(a, (str, int, float, bool)))
+            add(path, f"<{value.qualname}({shown})>")
             return
         for k, v in attrs.items():
             visit(v, _join(path, k), depth + 1, nested)
@@ -142,7 +170,10 @@ def walk(obj) -> Walk:
         for i, v in enumerate(value.list):
             visit(v, f"{path}[{i}]", depth + 1, nested)
 
-    visit(obj, "", 0, 0)
+    try:
+        visit(obj, "", 0, 0)
+    except BudgetExceeded as exc:
+        out.over_budget = str(exc)
     return out
 
 

@@ -14,18 +14,17 @@ shard; the step counters among them are read (stub unpickler again) to get the s
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from pathlib import Path
 
 from gpulib.checkpoints import zipreader
-from gpulib.checkpoints.contents import STEP_KEYS, ContentSummary, category_of
+from gpulib.checkpoints.contents import STEP_KEYS, ContentSummary, category_of, key_text
 from gpulib.checkpoints.records import FileReport, TensorRecord
-from gpulib.checkpoints.torch_save import fill_from_pickle, record_globals
+from gpulib.checkpoints.torch_save import inspect_legacy, inspect_zip, record_globals
 from gpulib.safe_pickle import MAX_PICKLE_BYTES, DType, Opaque, stub_load
 
-MAX_STEP_ITEMS = 16
-MAX_STEP_ITEM_BYTES = 1 << 20
 MAX_BYTES_ITEMS = 100_000
 
 
@@ -132,8 +131,12 @@ def inspect_dcp(path: str | Path, deep: bool = False, other_dirs: list[Path] | N
     for idx, info in storage.items():
         ia = _attrs(info)
         rel, off, length = ia.get("relative_path"), ia.get("offset"), ia.get("length")
-        if not isinstance(rel, str) or not isinstance(off, int) or not isinstance(length, int):
-            report.add("corrupt", f"storage entry for {_attrs(idx).get('fqn')} is malformed")
+        if not isinstance(rel, str) or not isinstance(off, int) or not isinstance(length, int) or off < 0 or length < 0:
+            report.add("corrupt", f"storage entry for {key_text(_attrs(idx).get('fqn'))} is malformed")
+            continue
+        if os.path.basename(rel) != rel or rel in ("", ".", "..") or "\\" in rel or "\0" in rel:
+            report.add("corrupt", f"storage entry for {key_text(_attrs(idx).get('fqn'))} names {key_text(rel)!r}, a path "
+                                  "outside the checkpoint folder (dcp.load would read it): not opened")
             continue
         need[rel] = max(need.get(rel, 0), off + length)
         items_of.setdefault(rel, []).append((str(_attrs(idx).get("fqn")), off, length))
@@ -162,7 +165,7 @@ def inspect_dcp(path: str | Path, deep: bool = False, other_dirs: list[Path] | N
     if extra:
         report.add("warning", f"{len(extra)} .distcp files are not referenced by .metadata (e.g. {extra[0]})")
     located = {rel: next((d for d in dirs if (d / rel).exists()), path) for rel in need}
-    step_values = _read_step_items(located, bytes_items, items_of, report)
+    step_values = _read_items(located, bytes_items, items_of, storage, report)
     for key in STEP_KEYS:
         if key in step_values:
             summary.step, summary.step_key = step_values[key], key
@@ -251,38 +254,70 @@ def _item_zip(fd: int, off: int, length: int) -> tuple[list, list[str]]:
     return zipreader.locate_data(fd, index)
 
 
-def _read_step_items(located: dict[str, Path], bytes_items: list[str], items_of: dict, report: FileReport) -> dict:
-    """Step counters from small BYTE_IO items (torch.save bytes inside a shard)."""
-    wanted = [f for f in bytes_items if f.rsplit(".", 1)[-1] in STEP_KEYS or "train_state" in f][:MAX_STEP_ITEMS]
+def _read_items(located: dict[str, Path], bytes_items: list[str], items_of: dict, storage: dict,
+                report: FileReport) -> dict:
+    """Judge every non-tensor item (``dcp.load`` hands each to ``torch.load(weights_only=False)``,
+    whatever its name) with the same allowlist as a checkpoint file, and read the step counters
+    among them. An item that cannot be judged (stored through a transform, past MAX_BYTES_ITEMS)
+    is a reason for review, never a pass."""
     where = {fqn: (rel, off, length) for rel, items in items_of.items() for fqn, off, length in items}
+    transformed = {key_text(_attrs(idx).get("fqn")) for idx, info in storage.items()
+                   if _attrs(info).get("transform_descriptors")}
     found: dict = {}
-    for fqn in wanted:
-        if fqn not in where or where[fqn][2] > MAX_STEP_ITEM_BYTES:
-            continue
-        rel, off, length = where[fqn]
-        try:
-            fd = os.open(located[rel] / rel, os.O_RDONLY)
-        except OSError:
-            continue
-        try:
-            members, _problems = _item_zip(fd, off, length)
-            pkl = next((m for m in members if m.name.endswith("/data.pkl")), None)
-            if pkl is None:
+    fds: dict[str, int] = {}
+    try:
+        for n, fqn in enumerate(bytes_items):
+            if n >= MAX_BYTES_ITEMS:
+                report.add("needs_review", f"{len(bytes_items):,} non-tensor items: only the first {MAX_BYTES_ITEMS:,} "
+                                           "were judged (dcp.load unpickles every one it loads)")
+                break
+            if fqn not in where or where[fqn][0] not in located:
+                continue  # its shard is missing: reported with the shard checks
+            if fqn in transformed:
+                report.add("needs_review", f"item {fqn} is stored through a transform (compression, ...): its pickle "
+                                           "could not be judged, and dcp.load unpickles it")
                 continue
-            sub = FileReport(f"{rel}@{fqn}", "torch_zip")
-            fill_from_pickle(sub, stub_load(zipreader.read_member(fd, pkl, MAX_STEP_ITEM_BYTES)), fqn)
-            report.findings.extend(f for f in sub.findings if f.severity in ("unsafe", "needs_review"))
+            rel, off, length = where[fqn]
+            if rel not in fds:
+                try:
+                    fds[rel] = os.open(located[rel] / rel, os.O_RDONLY)
+                except OSError:
+                    continue  # unreadable: reported with the shard checks
+            sub = _judge_item(fds[rel], rel, fqn, off, length)
+            report.findings.extend(f for f in sub.findings if f.severity in ("unsafe", "needs_review", "incomplete",
+                                                                            "corrupt"))
             leaf = fqn.rsplit(".", 1)[-1]
             for k, v in sub.values.items():
                 name = (k or leaf).rsplit(".", 1)[-1]
                 if isinstance(v, int) and not isinstance(v, bool) and name in STEP_KEYS:
                     found.setdefault(name, v)
-        except zipreader.ZipFormatError as exc:
-            sev, msg = zipreader.split_reason(exc.reason)
-            report.add(sev, f"item {fqn} in {rel}: {msg}")
-        finally:
+    finally:
+        for fd in fds.values():
             os.close(fd)
     return found
+
+
+def _judge_item(fd: int, rel: str, fqn: str, off: int, length: int) -> FileReport:
+    """What ``torch.load`` of one item's bytes would unpickle: a torch.save zip's pickles, else the
+    stacked pickles of the legacy reader (torch.load of bytes never tries the tar format)."""
+    sub = FileReport(f"{rel}@{fqn}", "torch_zip")
+    if os.pread(fd, 4, off) == zipreader.LOCAL_SIG:
+        try:
+            inspect_zip(sub, fd, off + length, False, start=off, end=off + length)
+        except zipreader.ZipFormatError as exc:
+            sub.add(*zipreader.split_reason(exc.reason))
+        for f in sub.findings:
+            f.message = f"item {fqn}: {f.message}"
+        return sub
+    if length > MAX_PICKLE_BYTES:
+        sub.add("needs_review", f"item {fqn} in {rel} is {length:,} bytes and not a torch.save zip: its pickles were not "
+                                "judged, and dcp.load unpickles them")
+        return sub
+    data = os.pread(fd, length, off)
+    inspect_legacy(sub, io.BytesIO(data), len(data))
+    for f in sub.findings:
+        f.message = f"item {fqn} (not a torch.save zip: torch.load reads it as stacked pickles): {f.message}"
+    return sub
 
 
 def _deep_check(located: dict[str, Path], items_of: dict, report: FileReport) -> None:

@@ -20,6 +20,7 @@ from gpulib.checkpoints.layouts import (
     MAX_SCAN_DEPTH,
     Candidate,
     discover,
+    judge_other_files,
     natural_key,
     read_pointers,
     require_series_files,
@@ -80,7 +81,7 @@ class LatestReport:
             return None
         if not self.candidates:
             return "no checkpoint found under " + ", ".join(str(r) for r in self.roots)
-        untrusted = [c for c in self.candidates if any(r.startswith(("UNSAFE", "needs review")) for r in c.reasons)]
+        untrusted = [c for c in self.candidates if c.untrusted]
         why = f"none of {len(self.candidates)} checkpoints is resumable"
         newest = self.candidates[-1]
         if newest.reasons and newest not in untrusted:
@@ -154,6 +155,7 @@ def _verify_hard(c: Candidate, deep: bool, checked: list[str] | None = None) -> 
                 c.reasons.append(f"cannot check {p.name} against its seal: {exc.strerror or exc}")
                 continue
             c.reasons += [f"differs from its seal {sealed.seal_name}: {x}" for x in sealed.problems]
+            c.warnings += [f"its seal {sealed.seal_name}: {x}" for x in sealed.warnings if x not in c.warnings]
             if sealed.sealed and checked is not None:
                 checked.append(f"{c.name}: {len(sealed.checked)} file(s) checked against its seal "
                                f"{sealed.seal_name} ({sealed.algorithm})" + (" - FAILED" if sealed.problems else " - passed"))
@@ -206,6 +208,16 @@ def _search_notes(root: Path, found: list[Candidate]) -> list[str]:
     return [text]
 
 
+def _evaluate(c: Candidate) -> None:
+    """Judge one candidate; whatever a hostile file in it makes a reader trip over is a reason on
+    that candidate (never a crash: one bad file in checkpoint-200 must not hide checkpoint-100)."""
+    try:
+        EVALUATORS[c.layout](c, False)
+        judge_other_files(c)
+    except Exception as exc:  # noqa: BLE001 - the candidate is refused, by name, and the others are still judged
+        c.reasons.append(f"gpulib could not read it: {type(exc).__name__}: {str(exc)[:200]}")
+
+
 def find_latest(roots: list[str | Path], deep: bool = False) -> LatestReport:
     """Scan one directory per node; never raises on bad input (problems are reported)."""
     roots = [Path(r) for r in roots]
@@ -232,7 +244,7 @@ def find_latest(roots: list[str | Path], deep: bool = False) -> LatestReport:
                 report.pointers[str(root / series)] = ptrs
                 report.pointer_sources.append((root, series, ptrs))
     for c in merged.values():
-        EVALUATORS[c.layout](c, False)
+        _evaluate(c)
     require_series_files(list(merged.values()))
     for c in merged.values():
         c.complete = not c.reasons
@@ -244,7 +256,11 @@ def find_latest(roots: list[str | Path], deep: bool = False) -> LatestReport:
     targets = _pointer_checks(report)
     for c in reversed(report.candidates):
         if c.complete:
-            _verify_hard(c, deep, report.checked)
+            try:
+                _verify_hard(c, deep, report.checked)
+            except Exception as exc:  # noqa: BLE001 - see _evaluate
+                c.reasons.append(f"gpulib could not check it: {type(exc).__name__}: {str(exc)[:200]}")
+                c.complete = False
             if c.complete:
                 report.chosen = c
                 break

@@ -80,6 +80,11 @@ class Candidate:
     def path(self) -> Path:
         return self.paths[0]
 
+    @property
+    def untrusted(self) -> bool:
+        """Refused because resuming (or loading a file in it) would unpickle code: UNSAFE / needs review."""
+        return any(r.startswith(("UNSAFE", "needs review")) for r in self.reasons)
+
     def distrust(self, report: FileReport, what: str) -> None:
         for f in report.findings:
             if f.severity == "unsafe":
@@ -175,8 +180,10 @@ def _json_object(p: Path) -> tuple[dict | None, str | None]:
         if st.st_size > MAX_JSON_BYTES:
             return None, f"{st.st_size:,} bytes (more than {MAX_JSON_BYTES:,})"
         data = json.loads(p.read_bytes().decode("utf-8"))
+    except RecursionError:
+        return None, "JSON nested too deeply to read (the loader's json.load fails the same way)"
     except (OSError, ValueError, UnicodeDecodeError) as exc:
-        return None, str(exc.strerror if isinstance(exc, OSError) and exc.strerror else exc)
+        return None, str(exc.strerror if isinstance(exc, OSError) and exc.strerror else exc)[:300]
     if not isinstance(data, dict):
         return None, f"a JSON {type(data).__name__}, not an object"
     return data, None
@@ -216,7 +223,10 @@ def eval_hf_trainer(c: Candidate, deep: bool) -> None:
         weights += ds
         sub = Candidate("deepspeed", c.series, ds[0], [d / ds[0] for d in f.names[ds[0]]])
         eval_deepspeed(sub, deep)
-        c.reasons += [f"{ds[0]}/: {r}" for r in sub.reasons]
+        for r in sub.reasons:  # an UNSAFE / needs review reason keeps its tag in front (Candidate.untrusted)
+            tag, sep, rest = r.partition(": ")
+            c.reasons.append(f"{tag}: {ds[0]}/{rest}" if sep and tag in ("UNSAFE", "needs review") else f"{ds[0]}/: {r}")
+        c.reports += sub.reports
         c.categories |= sub.categories
     if not weights:
         odd = [f"{n} is {_kind(f.get(n))}" for n in WEIGHT_NAMES if f.get(n) and not _isfile(f.get(n))]
@@ -308,6 +318,10 @@ def _check_index(c: Candidate, f: Files, index_name: str, deep: bool, blocking: 
         out.append(f"{index_name} unreadable: {exc}{note}")
         return
     for shard in shards:
+        if not isinstance(shard, str) or os.path.basename(shard) != shard or shard in ("", ".", ".."):
+            c.reasons.append(f"UNSAFE: {index_name} names the shard {str(shard)[:200]!r}, outside the checkpoint folder: "
+                             "the loader would open (and torch.load) whatever is there - not opened")
+            continue
         p = f.get(shard)
         if p is None:
             out.append(f"shard {shard} named in {index_name} is missing{note or ' (loading the sharded weights raises)'}")
@@ -487,15 +501,15 @@ def _check_sidecars(c: Candidate) -> None:
             continue
         try:
             meta = json.loads(side.read_text())
-        except (OSError, ValueError, UnicodeDecodeError) as exc:
-            c.warnings.append(f"{side.name} unreadable: {exc}")
+        except (OSError, ValueError, UnicodeDecodeError, RecursionError) as exc:
+            c.warnings.append(f"{side.name} unreadable: {type(exc).__name__}: {str(exc)[:200]}")
             continue
         if not isinstance(meta, dict):
             continue
         c.sidecar = meta
         status = meta.get("status")
         if status not in (None, "complete", "completed", "done", "ok"):
-            c.reasons.append(f"{side.name} says status {status!r}")
+            c.reasons.append(f"{side.name} says status {repr(status)[:80]}")
         size = p.stat().st_size
         if _int(meta.get("bytes")) is not None and meta["bytes"] != size:
             c.reasons.append(f"{p.name} has {size:,} bytes, {side.name} says {meta['bytes']:,}")
@@ -618,6 +632,50 @@ def eval_dcp(c: Candidate, deep: bool) -> None:
             c.warnings.append(f"{c.name} is named like torchtitan's step-N folders but holds no train_state item: "
                               "read as a plain torch.distributed.checkpoint save (resumed with dcp.load)")
     _node_spread(c, f, [n for n in f.names if n.endswith(".distcp")])
+
+
+PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".pkl", ".pickle", ".ckpt", ".tar")
+NOT_PICKLES = (".distcp", ".safetensors", ".json", ".txt", ".md", ".yaml", ".yml")
+MAX_OTHER_FILES = 1_000
+
+
+def judge_other_files(c: Candidate) -> None:
+    """Every pickle-like file in a checkpoint folder that the layout's loader does not open
+    (``training_args.bin``, a stray ``extra_state.pt``, a ``rng_state`` under an odd name): someone
+    or something will ``torch.load`` it, so a dangerous global in it makes the whole checkpoint
+    UNSAFE; an unknown one (``TrainingArguments``) is only a warning, as nothing on resume reads it.
+    Damage in such a file never blocks (no loader opens it)."""
+    judged = {os.path.realpath(r.path) for r in c.reports}
+    seen = 0
+    for top in c.paths:
+        if not os.path.isdir(top):
+            return
+        for folder, dirs, names in os.walk(top):
+            dirs[:] = [d for d in sorted(dirs) if len(Path(folder, d).relative_to(top).parts) < 2]
+            for name in sorted(names):
+                p = os.path.join(folder, name)
+                if os.path.realpath(p) in judged or name.endswith(NOT_PICKLES) or not os.path.isfile(p):
+                    continue
+                try:
+                    with open(p, "rb") as fh:
+                        head = fh.read(4)
+                except OSError:
+                    continue
+                if not (name.endswith(PICKLE_SUFFIXES) or head == b"PK\x03\x04" or (head[:1] == b"\x80" and head[1:2]
+                                                                                   in (b"\x02", b"\x03", b"\x04", b"\x05"))):
+                    continue
+                seen += 1
+                if seen > MAX_OTHER_FILES:
+                    c.warnings.append(f"more than {MAX_OTHER_FILES} other files: the rest were not judged")
+                    return
+                rel = os.path.relpath(p, top)
+                report = inspect_path(p)
+                for f in report.findings:
+                    if f.severity == "unsafe":
+                        c.reasons.append(f"UNSAFE: {rel} (not opened by the resume, but unpickled by whoever loads it): "
+                                         f"{f.message}")
+                    elif f.severity == "needs_review":
+                        c.warnings.append(f"{rel} (not opened by the resume): {f.message}")
 
 
 EVALUATORS = {

@@ -120,6 +120,26 @@ def write_atomic(target: str, data: bytes) -> None:
         os.close(fd)
 
 
+def inside_folder(rel: str) -> bool:
+    """Whether a seal entry names a file below the sealed folder, as ``seal`` writes them: relative,
+    '/'-separated, no '..', '.', empty or NUL part (``../../x`` or ``/etc/hostname`` are refused)."""
+    if not rel or rel.startswith("/") or "\\" in rel or "\0" in rel or (len(rel) > 1 and rel[1] == ":"):
+        return False
+    return all(part not in ("", ".", "..") for part in rel.split("/"))
+
+
+def _malformed(entry, algorithm: str) -> str | None:
+    """Why an entry is not ``{"bytes": <int>, "<algorithm>": <hex>}``, else None."""
+    if not isinstance(entry, dict):
+        return f"a JSON {type(entry).__name__}, not an object"
+    size = entry.get("bytes")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        return f"'bytes' is {str(size)[:40]!r}, not a byte count"
+    if not isinstance(entry.get(algorithm), str):
+        return f"no {algorithm} text"
+    return None
+
+
 class SealCheck:
     """A path against its seal. ``sealed``: a seal was found; ``problems``: one line per file that
     differs (missing, other size, other checksum), naming it; ``checked``: files whose checksum
@@ -129,6 +149,7 @@ class SealCheck:
     def __init__(self, seal: str | None, sealed: bool = False) -> None:
         self.seal, self.sealed = seal, sealed  # the seal file's path
         self.problems: list[str] = []
+        self.warnings: list[str] = []  # entries refused without being opened (paths outside the sealed folder)
         self.checked: list[str] = []
         self.algorithm: str | None = None
 
@@ -176,8 +197,13 @@ def check(path: str | os.PathLike, checksums: bool) -> SealCheck:
         files, algorithm = doc["files"], doc["algorithm"]
         if doc.get("schema") != SCHEMA or algorithm not in ALGORITHMS or not isinstance(files, dict):
             raise ValueError(f"not a {SCHEMA} manifest")
+    except RecursionError:
+        result.problems.append(f"seal {seal_file} unreadable (JSON nested too deeply): the checkpoint cannot be checked "
+                               "against it")
+        return result
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        result.problems.append(f"seal {seal_file} unreadable ({exc}): the checkpoint cannot be checked against it")
+        result.problems.append(f"seal {seal_file} unreadable ({type(exc).__name__}: {str(exc)[:200]}): the checkpoint "
+                               "cannot be checked against it")
         return result
     result.algorithm = algorithm
     base = os.path.dirname(seal_file)
@@ -185,6 +211,14 @@ def check(path: str | os.PathLike, checksums: bool) -> SealCheck:
     if name and not wanted:
         return SealCheck(None)  # a file added to a sealed folder later: the seal says nothing about it
     for rel, entry in sorted(wanted.items()):
+        if not inside_folder(rel):
+            result.warnings.append(f"lists {rel[:200]!r}, a path outside the sealed folder: refused, not opened (a seal "
+                                   "only vouches for the files below it; this entry was not written by `gpulib ckpt seal`)")
+            continue
+        malformed = _malformed(entry, algorithm)
+        if malformed:
+            result.problems.append(f"{rel}: its seal entry is malformed ({malformed}): the file cannot be checked")
+            continue
         p = os.path.join(base, rel)
         if not os.path.isfile(p):
             result.problems.append(f"{rel}: sealed but missing")

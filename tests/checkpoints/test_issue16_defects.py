@@ -124,7 +124,7 @@ def test_unsafe_newest_not_recommended(tmp_path, capsys):
 
     marker = tmp_path / "PWNED"
     _malicious(tmp_path / "ckpt_step_200.pt", marker)
-    assert main(["ckpt", "latest", str(tmp_path)]) == 1
+    assert main(["ckpt", "latest", str(tmp_path)]) == 3  # none resumable, one refused as UNSAFE: no-go
     out = capsys.readouterr().out
     assert "resume from" not in out and "UNSAFE" in out and "never recommended" in out
     _save(training_state(100), tmp_path / "ckpt_step_100.pt")
