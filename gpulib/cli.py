@@ -41,6 +41,8 @@ COMMANDS = {
     "slurm": ("gpulib.slurm.cli", "Slurm hooks: Epilog capture and HealthCheckProgram drain/resume"),
     "drill": ("gpulib.notebook.cli",
               "set up a triage drill on an incident folder (the answer hidden until the trainee commits)"),
+    "lab": ("gpulib.notebook.cli",
+            "open a runbook notebook in JupyterLab (also as root, as on GPU nodes and in containers)"),
 }
 
 

@@ -97,7 +97,9 @@ def test_license_is_an_spdx_string_with_a_setuptools_that_reads_it():
 
 def test_readme_first_screen_says_what_to_open_next():
     first_screen = "\n".join((REPO / "README.md").read_text().splitlines()[:40])
-    assert "make demo" in first_screen and "jupyter lab notebooks/00_triage.ipynb" in first_screen
+    # `gpulib lab`, not `jupyter lab`: the latter refuses to start as root (GPU nodes, containers)
+    assert "make demo" in first_screen and ".venv/bin/gpulib lab" in first_screen
+    assert "jupyter lab notebooks/00_triage.ipynb" not in first_screen
 
 
 def test_the_demo_install_resolves_without_torch(tmp_path):

@@ -13,22 +13,23 @@ This command prepares one so that nothing around the notebook gives the answer a
 - without EVIDENCE, a bundled example picked at random and not named;
 - the next steps' notebooks (01-07) beside it, on the same evidence, for "What next".
 
-It prints the ``jupyter lab`` command to open the drill (``--lab`` runs it).
+It prints the ``jupyter lab`` command to open the drill (``--lab`` runs it, with ``--allow-root``
+as root: :mod:`gpulib.notebook.lab`). ``gpulib lab [NOTEBOOK]`` opens any runbook notebook the same way.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import shutil
-import sys
 import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
+from gpulib import exit_codes
 from gpulib.diagnose.cache import repo_root, resolve_evidence
 from gpulib.errors import InputError
+from gpulib.notebook import lab
 
 #: File and folder names that hold an incident's answer rather than its evidence: answer keys,
 #: findings of earlier runs, and the incident's write-up (a README tells the story: the bundled
@@ -153,13 +154,22 @@ def run(args: argparse.Namespace) -> int:
             print(f"  WARNING: answer files inside it, visible to the trainee: {', '.join(done['answers_in_place'])}")
     print(f"  the answer (findings-00.json) is written into {done['folder']} only when the trainee commits")
     print(f"  after the reveal, the next steps' notebooks are beside it ({len(done['notebooks']) - 1} on the same evidence)")
-    argv = [sys.executable, "-m", "jupyter", "lab", str(done["notebook"])]
+    argv = lab.lab_argv(done["notebook"])
     print("Open it with:")
-    print(f"  jupyter lab {done['notebook']}")
+    print(f"  {lab.shown(argv)}")
     if args.lab:
-        sys.stdout.flush()
-        os.execv(argv[0], argv)  # never returns: JupyterLab takes over this terminal
-    return 0
+        return lab.start(argv)  # JupyterLab takes over this terminal until it is shut down
+    return exit_codes.OK
+
+
+def run_lab(args: argparse.Namespace) -> int:
+    target = lab.require_target(args.notebook) if args.notebook else repo_root() / "notebooks" / "00_triage.ipynb"
+    if not target.exists():
+        raise InputError("the runbook notebooks are not installed here", path=str(target),
+                         hint="give a notebook: gpulib lab path/to/notebook.ipynb")
+    argv = lab.lab_argv(target)
+    print(f"gpulib lab: {lab.shown(argv)}")
+    return lab.start(argv)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -169,11 +179,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "evidence under a neutral name, answer files left out, and print the `jupyter lab` command that opens it. "
         "The trainee commits to a category, hard or soft, and a culprit host / GPU / rank; each is scored with "
         "why, with hints and up to three attempts; the findings file and the next step appear only after that.",
-        epilog="exit status: 0 drill ready, 2 evidence not found or the folder exists already")
+        epilog=exit_codes.epilog("0 drill ready (with --lab: JupyterLab was then shut down normally)\n"
+                                 "2 evidence not found, or the folder exists already\n"
+                                 "5 with --lab: JupyterLab failed to start or crashed (its message above)"))
     p.add_argument("evidence", nargs="?", default="",
                    help="incident folder, evidence bundle or log file (default: a bundled example, at random)")
     p.add_argument("--out", default="", help="the new drill folder (default: ./gpulib-drill-<UTC time>)")
     p.add_argument("--copy-limit-mib", type=float, default=512,
                    help="copy the evidence up to this size (MiB), else read it in place (default 512)")
-    p.add_argument("--lab", action="store_true", help="start `jupyter lab` on the drill notebook")
+    p.add_argument("--lab", action="store_true",
+                   help="start `jupyter lab` on the drill notebook (with --allow-root when run as root)")
     p.set_defaults(func=run)
+
+    p = subparsers.add_parser(
+        "lab", help="open a runbook notebook in JupyterLab (also as root, as on GPU nodes and in containers)",
+        description="Start `jupyter lab` on NOTEBOOK (default: notebooks/00_triage.ipynb of this gpulib), "
+        "serving its folder. As root (GPU nodes, containers) it adds --allow-root, which jupyter lab otherwise "
+        "demands before it starts. Ctrl-C twice (or File > Shut Down) ends it.",
+        epilog=exit_codes.epilog(lab.LAB_EXIT))
+    p.add_argument("notebook", nargs="?", default="", help="a notebook (.ipynb) or a folder of notebooks")
+    p.set_defaults(func=run_lab)
