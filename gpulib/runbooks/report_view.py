@@ -96,7 +96,11 @@ def banner(code: int, meaning: str, steps: list[dict], facts: list[Fact]) -> Ban
 
 def headline(diagnosis: dict | None, facts: list[Fact]) -> dict:
     """The diagnosis headline (the first block of ``gpulib diagnose``), or, for a runbook that
-    diagnosed no incident (preflight, health report of a live capture), its most severe fact."""
+    diagnosed no incident (preflight, health report of a live capture), its most severe fact.
+
+    One function, two renderers: the report's template shows ``lines`` as HTML, and ``gpulib
+    run`` / ``gpulib archive show`` print the same ``lines`` (recorded in the run's manifest as
+    ``headline``) in the terminal, where an engineer on SSH at 03:00 has no browser."""
     if diagnosis:
         return {"kind": "diagnosis", **headline_fields(diagnosis)}
     lead = next(iter(sorted(facts, key=lambda f: severity_rank(f.severity))), None)
@@ -104,6 +108,26 @@ def headline(diagnosis: dict | None, facts: list[Fact]) -> dict:
     if lead is not None:
         lines.append(f"  [{lead.severity}] {lead.title}")
     return {"kind": "check", "lines": lines}
+
+
+def run_headline(diagnosis: dict | None, findings: Iterable[dict]) -> dict:
+    """:func:`headline` of a run's findings (merged one row per fact, as the report lists them)."""
+    root_id = ((diagnosis or {}).get("root_cause") or {}).get("finding")
+    return headline(diagnosis, merge_facts(findings, root_id))
+
+
+def fact_lines(facts: list[Fact], *, with_info: bool = False) -> list[str]:
+    """One terminal line per fact (``gpulib archive show``): the report's Facts table, in its order,
+    so an Xid 79 that steps 00, 01 and 06 each recorded is one line naming the three steps."""
+    lines = []
+    for fact in facts:
+        if fact.severity == "info" and not with_info:
+            continue
+        where = f" ({fact.where})" if fact.where else ""
+        tag = "" if fact.role == "other" else f" [{fact.role}]"
+        lines.append(f"  [{fact.severity.upper()}] {fact.category}{tag}: {fact.title}{where}  - step(s) "
+                     f"{', '.join(fact.steps) or '-'}")
+    return lines
 
 
 def step_parameters(parameters: dict) -> list[str]:
