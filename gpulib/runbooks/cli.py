@@ -14,8 +14,8 @@ from gpulib.readable import require_readable
 from gpulib.runbooks import textfile
 from gpulib.runbooks.archive import REPORT, default_archive_root, list_runs, require_archive_root, resolve_run
 from gpulib.runbooks.compare import diff_runs
-from gpulib.runbooks.report_view import fact_lines, merge_facts
 from gpulib.runbooks.execute import skip_slow_imports
+from gpulib.runbooks.report_view import fact_lines, merge_facts
 from gpulib.runbooks.run import EXIT_MEANINGS, run_runbook, severity_counts
 from gpulib.runbooks.spec import (
     RUNNER_PARAMETERS,
