@@ -529,12 +529,14 @@ def nccl_findings(ranks: pd.DataFrame, diagnosis: dict) -> list[dict]:
             actions=["Check ibstat on the socket-fallback hosts (State Active, LinkUp); pin NCCL_IB_HCA and "
                      "NCCL_SOCKET_IFNAME; never run a job with mixed IB/socket transports."],
         ))
-    timeouts = ranks[ranks["first_problem"].fillna("").str.startswith("watchdog")]
+    # a watchdog *timeout* (the rank waited for a peer); "watchdog stuck" is the rank that hung itself,
+    # counted with the ranks that did not time out, as the diagnosis's timeout finding counts them
+    timeouts = ranks[ranks["first_problem"].fillna("").str.startswith("watchdog_timeout")]
     if len(timeouts):
-        root = (diagnosis.get("root_cause") or {})
         silent = sorted(set(ranks["rank"]) - set(timeouts["rank"]))
         out.append(finding(
-            "nccl-timeout-cascade", "info", root.get("category") or "none",
+            # a cascade row carries its own category (ranks that waited: the job's, not the GPU's)
+            "nccl-timeout-cascade", "info", "application_error",
             f"{len(timeouts)} of {len(ranks)} ranks first reported a watchdog timeout (cascade: they were waiting)"
             + (f"; ranks that did not: {', '.join(map(str, silent))}" if silent else ""),
             caused_by=(diagnosis.get("root_cause") or {}).get("finding"),

@@ -144,6 +144,21 @@ def test_nccl_findings_leave_version_skew_to_the_diagnosis():
     assert checks.nccl_findings(ranks, {}) == []
 
 
+def test_the_timeout_cascade_counts_as_the_diagnosis_does_and_keeps_its_own_category():
+    """A rank whose watchdog got *stuck* (its own GPU hung) did not time out waiting for a peer: it
+    is among the ranks that did not, as the diagnosis's "timeout on N rank(s); rank R never
+    arrived" counts it, and the waiting ranks' row is the job's category, not the GPU's."""
+    ranks = pd.DataFrame({"rank": [0, 1, 2, 3], "host": ["a", "a", "b", "b"], "transport": ["IB"] * 4,
+                          "first_problem": ["watchdog_timeout: [Rank 0] Watchdog caught collective operation timeout",
+                                            "watchdog_timeout: [Rank 1] Watchdog caught collective operation timeout",
+                                            "watchdog_stuck: [Rank 2] ProcessGroupNCCL's watchdog got stuck",
+                                            "watchdog_timeout: [Rank 3] Watchdog caught collective operation timeout"]})
+    diagnosis = {"root_cause": {"category": "gpu_fell_off_bus", "finding": "xid79-b"}}
+    [cascade] = checks.nccl_findings(ranks, diagnosis)
+    assert cascade["title"].startswith("3 of 4 ranks first reported a watchdog timeout") and "did not: 2" in cascade["title"]
+    assert cascade["category"] == "application_error" and cascade["caused_by"] == "xid79-b"
+
+
 def test_timeline_table_names_the_source_kind_and_puts_hostless_events_on_their_files_host():
     timeline = pd.DataFrame({"time": pd.to_datetime(["2026-01-17T04:51:12Z", "2026-01-17T05:01:13Z",
                                                      "2026-01-17T05:01:20Z", "2026-01-17T05:02:00Z"]),
