@@ -393,9 +393,21 @@ def _num(value: Any) -> float:
 
 
 def _columns(frame: pd.DataFrame | None, columns: Sequence[str]) -> pd.DataFrame:
+    """``columns`` of ``frame`` (those it has). A GPU is one column, ``gpu``: its one name
+    (``0000:54:00.0 (GPU 2 at capture, 3 in the job)``, the ``gpu_name`` the evidence tables
+    carry) in place of a bare index and a PCI column that could disagree with the figures."""
     if frame is None or frame.empty:
-        return pd.DataFrame(columns=list(columns))
+        return pd.DataFrame(columns=[c for c in columns if c not in ("pci_bus_id", "gpu_index")])
+    if "gpu_name" in frame.columns and frame["gpu_name"].notna().any():
+        frame = frame.assign(gpu=frame["gpu_name"].where(frame["gpu_name"].notna(), frame.get("gpu")))
+        columns = [c for c in columns if c not in ("pci_bus_id", "gpu_index")]
     return frame.reindex(columns=[c for c in columns if c in frame.columns])
+
+
+def rank_table(ranks: pd.DataFrame) -> pd.DataFrame:
+    """One row per rank with its GPU named as in every figure of the runbook."""
+    return _columns(ranks, ["rank", "host", "gpu", "pci_bus_id", "gpu_index", "transport", "nccl_version",
+                            "first_problem", "first_problem_time"])
 
 
 def xid_table(events: pd.DataFrame) -> pd.DataFrame:

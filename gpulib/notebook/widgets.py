@@ -73,7 +73,7 @@ class FigurePanel:
                 times = pd.to_datetime(frame["time"], utc=True, errors="coerce")
                 frame = frame[(times >= pd.Timestamp(start)) & (times <= pd.Timestamp(end))]
             elif control.value != ALL:
-                frame = frame[frame[name].astype(str) == str(control.value)]
+                frame = frame[frame[self._column(name)].astype(str) == str(control.value)]
         return frame
 
     def _build(self) -> go.Figure:
@@ -103,6 +103,11 @@ class FigurePanel:
         controls = widgets.HBox(list(self.controls.values()), layout=widgets.Layout(flex_flow="row wrap"))
         return widgets.VBox([controls, self._output])
 
+    def _column(self, name: str) -> str:
+        """The column a picker filters: a GPU by its one name (``gpu_name``, as in the legend and
+        the tables) where the table has it, not by a bare index that two GPUs can share."""
+        return "gpu_name" if name == "gpu" and "gpu_name" in self.frame.columns else name
+
     def _picker(self, name: str) -> widgets.Widget | None:
         frame = self.frame
         if frame is None or frame.empty or name not in frame.columns:
@@ -124,10 +129,26 @@ class FigurePanel:
                 options=labels, index=(lo, max(lo, hi)), description="window", continuous_update=False,
                 layout=widgets.Layout(width="560px", min_width="420px"), style={"description_width": "initial"},
             )
-        values = sorted({str(v) for v in frame[name].dropna()}, key=natural_key)
-        initial = self.initial.get(name)
-        value = str(initial) if initial is not None and str(initial) in values else ALL
+        values = sorted({str(v) for v in frame[self._column(name)].dropna()}, key=natural_key)
+        value = _initial_value(self.initial.get(name), values)
         return widgets.Dropdown(options=[ALL, *values], value=value, description=name)
+
+
+def _initial_value(initial: Any, values: list[str]) -> str:
+    """The option a parameter names: itself, or the GPU name it is the index or PCI id of
+    (``gpu = "2"`` or ``"0000:54:00.0"`` picks ``0000:54:00.0 (GPU 2 at capture, 3 in the job)``:
+    the index as seen at capture first); else every value."""
+    if initial is None or str(initial).strip() in ("", ALL):
+        return ALL
+    text = str(initial).strip()
+    if text in values:
+        return text
+    for wanted in (f"(GPU {text})", f"(GPU {text} at capture", f"(GPU {text},"):
+        match = [v for v in values if wanted in v]
+        if len(match) == 1:
+            return match[0]
+    match = [v for v in values if v.startswith(text.lower()) or v.startswith(f"{text.lower()} ")]
+    return match[0] if len(match) == 1 else ALL
 
 
 def _threshold_slider(name: str, spec: Any) -> widgets.Widget:
