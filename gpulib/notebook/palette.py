@@ -221,6 +221,13 @@ class GpuPalette:
         return pd.Series([self.short.get(k) if k is not None else None for k in self.keys(frame)],
                          index=frame.index, dtype=object)
 
+    def names_for(self, keys: Iterable[str]) -> dict[str, str]:
+        """Names of ``keys`` as one figure shows them: without the host when they are all on one
+        host (a chart of one node's GPUs need not repeat it in every label), with it otherwise."""
+        keys = list(keys)
+        one_host = len({str(k).partition("|")[0] for k in keys}) <= 1
+        return {k: (self.short.get(k) or self.name(k)) if one_host else self.name(k) for k in keys}
+
     def lost_label(self, key: str | None) -> str | None:
         """``lost at 2026-01-17T04:51:12Z`` for a GPU that fell off or was reported lost."""
         if key not in self.lost:

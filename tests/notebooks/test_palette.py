@@ -55,7 +55,7 @@ def test_one_gpu_has_one_colour_in_every_panel_and_the_lost_gpu_is_in_the_memory
     assert colours[LOST] == {palette.color(LOST)}
     [lost_bar] = [t for t in memory.data if (t.meta or {}).get("gpu") == LOST]
     assert list(lost_bar.text) == ["lost at 2026-01-17T04:51:12Z"] and "lost at" in lost_bar.name
-    assert list(lost_bar.x) == [palette.name(LOST)]
+    assert list(lost_bar.x) == [palette.short[LOST]]  # one host in the chart: the host is not repeated
 
 
 def test_a_picker_keeps_each_gpus_colour_even_without_the_evidence_palette():
@@ -104,4 +104,4 @@ def test_the_job_index_is_named_beside_the_index_at_capture_and_tables_and_picke
     panel = widgets_mod.FigurePanel(plots.gpu_memory, states, pickers=("gpu",), initial={"gpu": "2"},
                                     palette=ev.gpu_palette())
     assert panel.controls["gpu"].value == "0000:54:00.0 (GPU 2 at capture, 3 in the job)"  # the index as captured
-    assert [t.name for t in panel.figure.data if (t.meta or {}).get("gpu")] == [ev.gpu_palette().name(SURVIVOR)]
+    assert [t.name for t in panel.figure.data if (t.meta or {}).get("gpu")] == [ev.gpu_palette().short[SURVIVOR]]
