@@ -42,6 +42,7 @@ from IPython.display import Markdown, display
 from gpulib.collect import collect
 from gpulib.errors import GpulibError
 from gpulib.findings import Finding
+from gpulib.notebook import display as display_mod
 from gpulib.notebook import steps, tables
 from gpulib.notebook.checkpoint_picker import CheckpointPicker
 from gpulib.notebook.display import PLOTLY_RENDERER, figure_bundle, figures_as_json, say, table
@@ -91,12 +92,16 @@ class NotebookStop(GpulibError):
         return lines
 
 
-def open_evidence(evidence: str) -> EvidenceTables:
-    """Open the evidence folder named by the ``evidence`` parameter, or stop with a clear message."""
+def open_evidence(evidence: str, *, mark_culprit: bool = True) -> EvidenceTables:
+    """Open the evidence folder named by the ``evidence`` parameter, or stop with a clear message.
+
+    The diagnosis's culprit is then highlighted in every table of the notebook; a drill passes
+    ``mark_culprit=False`` (the highlight would be the answer)."""
     try:
         ev = tables.open_evidence(evidence)
     except GpulibError as exc:
         raise NotebookStop(exc.message, path=exc.path, hint=exc.hint) from None
+    display_mod.mark_culprit(ev.diagnosis.get("root_cause") if mark_culprit else None)
     display(Markdown(ev.describe_markdown()))
     return ev
 

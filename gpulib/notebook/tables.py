@@ -255,7 +255,7 @@ class EvidenceTables:
         versions = {e["host"]: e["details"].get("version") for _, e in events[events["kind"] == "nccl_version"].iterrows()}
         first: dict[int, tuple] = {}
         for e in _problems(events).sort_values("time", kind="stable").itertuples():
-            first.setdefault(int(e.rank), (f"{e.kind}: {e.text[:120]}", e.time))
+            first.setdefault(int(e.rank), (f"{e.kind}: {e.text[:500]}", e.time))  # tables cut at a word, not here
         for rank, row in rows.items():
             row["transport"] = transport.get((row["host"], row["pid"]))
             row["nccl_version"] = versions.get(row["host"])
