@@ -16,6 +16,7 @@ from IPython.display import Markdown, display
 
 from gpulib import formats, kernel_env
 from gpulib.notebook.table_html import culprit_rows, table_html
+from gpulib.runbooks import report_prepare
 
 #: The renderer that survives every consumer: JupyterLab uses the mime part, nbconvert HTML
 #: reports the embedded-JS part (plotly >= 6.1 defaults to the mime part only, and nbconvert
@@ -32,6 +33,14 @@ def figure_bundle(figure: go.Figure) -> dict:
     """The figure as plotly's JSON mime part (what JupyterLab and the offline report draw)."""
     return {"application/vnd.plotly.v1+json": json.loads(pio.to_json(figure, validate=False)),
             "text/plain": f"<figure: {figure.layout.title.text or ''}>"}
+
+
+def empty_figure_line(figure: go.Figure) -> str | None:
+    """What an empty figure says, as one line (``title: message``), or None when it has data.
+
+    A figure without data points still takes ~450 px in JupyterLab and reads like a rendering
+    bug; its title and note (``no GPU time series in this evidence``) say everything."""
+    return report_prepare.empty_figure_line(figure.to_plotly_json())  # the report's own rule
 
 
 def readable(frame: pd.DataFrame) -> pd.DataFrame:

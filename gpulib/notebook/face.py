@@ -45,7 +45,7 @@ from gpulib.findings import Finding
 from gpulib.notebook import display as display_mod
 from gpulib.notebook import steps, tables
 from gpulib.notebook.checkpoint_picker import CheckpointPicker
-from gpulib.notebook.display import PLOTLY_RENDERER, figure_bundle, figures_as_json, say, table
+from gpulib.notebook.display import PLOTLY_RENDERER, empty_figure_line, figure_bundle, figures_as_json, say, table
 from gpulib.notebook.drill import Drill, show_in
 from gpulib.notebook.drill_grading import drill_choices
 from gpulib.notebook.remediation import Remediation, remediation_commands
@@ -234,7 +234,10 @@ def show(item: Any, interactive: bool) -> None:
         display(item.widget())
         return
     item = item.figure if isinstance(item, FigurePanel) else item
-    if isinstance(item, go.Figure) and figures_as_json():
+    line = empty_figure_line(item) if isinstance(item, go.Figure) else None
+    if line is not None:  # an empty figure is one line, not a blank box (the report does the same)
+        display(Markdown(f"*{line}*"))
+    elif isinstance(item, go.Figure) and figures_as_json():
         display(figure_bundle(item), raw=True)
     else:
         display(item)

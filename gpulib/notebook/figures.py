@@ -39,11 +39,18 @@ def _has(frame: pd.DataFrame | None, *columns: str) -> bool:
 
 
 def _time_axis(fig: go.Figure, times: pd.Series) -> None:
-    """Give a time axis whose points all share one instant a readable window around it."""
+    """Fit every time axis to the data on the first draw: from the first to the last event, with a
+    margin (a readable window around events that all share one instant).
+
+    Left to autorange, a figure redrawn inside a widget could open on a stale or padded range
+    (the data squeezed into a quarter of the axis until a control was touched); shapes and
+    labels outside the data (a shaded period's text) must not widen it either."""
     stamps = pd.to_datetime(pd.Series(times), utc=True, errors="coerce").dropna()
-    if len(stamps) and stamps.min() == stamps.max():
-        moment = stamps.iloc[0].tz_localize(None)  # plotly.js draws data times as naive UTC: match them
-        fig.update_xaxes(range=[(moment - ONE_INSTANT_PAD).isoformat(), (moment + ONE_INSTANT_PAD).isoformat()])
+    if not len(stamps):
+        return
+    lo, hi = (t.tz_localize(None) for t in (stamps.min(), stamps.max()))  # plotly.js draws naive UTC
+    pad = ONE_INSTANT_PAD if lo == hi else (hi - lo) * 0.02
+    fig.update_xaxes(range=[(lo - pad).isoformat(), (hi + pad).isoformat()], autorange=False)
 
 
 def xid_events(frame: pd.DataFrame, palette: GpuPalette | None = None) -> go.Figure:
@@ -157,7 +164,8 @@ def thermal_power(frame: pd.DataFrame, temp_limit_c: float = 85.0, palette: GpuP
     """
     title = "Temperature, SM clock and power per GPU"
     if not _has(frame, "time", "gpu"):
-        return _empty(title, "no GPU time series in this evidence (collect with --sample-seconds)")
+        return _empty(title, "no GPU time series in this evidence (collect with --sample-seconds; "
+                             "examples/incident-thermal-straggler has one)")
     data = frame[frame["time"].notna()].sort_values("time")
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
                         subplot_titles=("temperature (C)", "SM clock (MHz)", "power (W)"))

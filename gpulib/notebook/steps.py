@@ -566,17 +566,18 @@ def _report_dict(report: Any) -> dict:
 
 
 def checkpoint_table(report: Any) -> pd.DataFrame:
-    """The chosen checkpoint and every rejected one with its reason."""
-    data = _report_dict(report)
+    """Every checkpoint the picker offers (:func:`checkpoint_candidates`), in its order: the
+    recommended one, the older complete ones, the rejected ones with why - one table and one
+    picker over the same list, so nothing the picker lists is missing from the table (the
+    picker adds the steps lost, which need the training log)."""
+    verdicts = {"recommended": "RESUME FROM THIS", "complete": "complete, older", "rejected": "rejected"}
     rows = []
-    if data.get("resume_from"):
-        rows.append({"checkpoint": data["resume_from"], "verdict": "RESUME FROM THIS",
-                     "reason": "newest complete checkpoint" + (f"; lacks {', '.join(data['lacks'])}"
-                                                               if data.get("lacks") else "")})
-    for item in data.get("rejected") or []:
-        path, reason = (item.get("path"), item.get("reason")) if isinstance(item, dict) else item
-        rows.append({"checkpoint": str(path), "verdict": "rejected", "reason": reason})
-    return pd.DataFrame(rows, columns=["checkpoint", "verdict", "reason"])
+    for c in checkpoint_candidates(report):
+        reason = c["why"] or ""
+        if c["verdict"] != "rejected" and c["lacks"]:
+            reason += f"; lacks {', '.join(c['lacks'])}"
+        rows.append({"checkpoint": c["path"], "verdict": verdicts[c["verdict"]], "step": c["step"], "reason": reason})
+    return pd.DataFrame(rows, columns=["checkpoint", "verdict", "step", "reason"])
 
 
 def checkpoint_step(report: Any) -> int | None:

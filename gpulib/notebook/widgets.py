@@ -14,9 +14,9 @@ from typing import Any
 import ipywidgets as widgets
 import pandas as pd
 import plotly.graph_objects as go
-from IPython.display import display
+from IPython.display import Markdown, display
 
-from gpulib.notebook.display import figure_bundle
+from gpulib.notebook.display import empty_figure_line, figure_bundle
 from gpulib.notebook.palette import GpuPalette
 
 ALL = "(all)"
@@ -80,7 +80,29 @@ class FigurePanel:
         kwargs = {name: self.controls[name].value for name in self.thresholds}
         if self._takes_palette:
             kwargs["palette"] = self.palette
-        return self.build(self.selection(), **kwargs)
+        selection = self.selection()
+        figure = self.build(selection, **kwargs)
+        if self.frame is not None and not self.frame.empty and (selection is None or selection.empty):
+            # the evidence has rows, the pickers hid them all: say so (an empty figure's own words,
+            # "no Xid events in this evidence (a healthy reading)", would be false here)
+            figure.layout.annotations = ()
+            figure.add_annotation(text=f"{len(self.frame)} row(s) in this evidence, all filtered out by "
+                                       f"{self._filters()}: widen the pickers to see them",
+                                  showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font={"size": 14})
+        return figure
+
+    def _filters(self) -> str:
+        """The pickers that filter, as ``host=gx-a800-101, window 04:51:12-05:01:13``."""
+        parts = []
+        for name, control in self.controls.items():
+            if name in self.thresholds:
+                continue
+            if name == "time":
+                start, end = control.value
+                parts.append(f"window {pd.Timestamp(start):%H:%M:%S}-{pd.Timestamp(end):%H:%M:%S}")
+            elif control.value != ALL:
+                parts.append(f"{name}={control.value}")
+        return ", ".join(parts) or "the pickers"
 
     def _changed(self, _change: dict) -> None:
         self.figure = self._build()
@@ -92,7 +114,11 @@ class FigurePanel:
         # Inside a widget only a live frontend shows the figure, so the plotly mime part is enough;
         # the embedded-JS part (~5 MB) would stall nbclient's Output emulation (papermill P1).
         with self._output:
-            display(figure_bundle(self.figure), raw=True)
+            line = empty_figure_line(self.figure)
+            if line is not None:  # one line, not a 450 px blank box
+                display(Markdown(f"*{line}*"))
+            else:
+                display(figure_bundle(self.figure), raw=True)
 
     def widget(self) -> widgets.Widget:
         """Controls above an output area that always shows the current figure."""

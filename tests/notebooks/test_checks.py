@@ -245,3 +245,15 @@ def test_torch_built_for_newer_cuda_than_the_driver_is_a_mismatch():
     found = {f["host"]: f for f in checks.version_findings(versions)}
     assert found["n1"]["severity"] == "error" and "CUDA 12.4" in found["n1"]["title"]
     assert found["n2"]["severity"] == "warning" and "nvcc" in found["n2"]["title"]
+
+
+def test_the_checkpoint_table_lists_every_checkpoint_the_picker_offers():
+    from gpulib.notebook.tables import open_evidence
+
+    ev = open_evidence("examples/incident-ecc-truncated-checkpoint")
+    report = ev.checkpoints("")
+    table = checks.checkpoint_table(report)
+    picker = checks.checkpoint_candidates(report, ev.training_steps())
+    assert list(table["checkpoint"]) == [c["path"] for c in picker]
+    assert list(table["verdict"]) == ["RESUME FROM THIS", "complete, older", "rejected"]
+    assert "truncated" in table["reason"].iloc[2]

@@ -202,3 +202,26 @@ def test_fabric_test_with_a_cut_result_file_is_a_fail_naming_the_file(monkeypatc
     assert summary["verdict"] == "FAIL" and summary["returncode"] == -9
     assert summary["summary"].startswith(summary["results_path"] + " is unreadable (")
     assert "killed while writing" in summary["summary"]
+
+
+
+def test_a_picker_that_hides_every_row_says_filtered_out_not_healthy():
+    events = pd.DataFrame({"time": pd.to_datetime(["2026-01-17T04:51:12Z", "2026-01-17T04:52:00Z"]),
+                           "host": ["gx-102", "gx-101"], "gpu": ["2", "5"], "xid": [79, 13],
+                           "name": ["fell off", "SM exception"], "interruption": ["hard", "soft"], "text": ["a", "b"]})
+    panel = nbk.FigurePanel(plots.xid_events, events, pickers=("host", "gpu"))
+    panel.controls["host"].value = "gx-101"
+    panel.controls["gpu"].value = "2"
+    assert panel.selection().empty
+    [note] = [a.text for a in panel.figure.layout.annotations]
+    assert "2 row(s) in this evidence, all filtered out by host=gx-101, gpu=2" in note and "healthy" not in note
+    panel.controls["gpu"].value = "5"
+    assert not panel.figure.layout.annotations and len(panel.figure.data) == 1
+
+
+def test_an_empty_figure_is_one_line(monkeypatch):
+    shown = []
+    monkeypatch.setattr(nbk, "display", lambda obj, **kw: shown.append(obj))
+    nbk.show(plots.thermal_power(pd.DataFrame()), interactive=False)
+    [line] = shown
+    assert "no GPU time series in this evidence" in line.data and line.data.startswith("*Temperature")
