@@ -138,8 +138,9 @@ def show_diagnosis(diagnosis: dict, *, interactive: bool, drill: bool = False,
         display(Markdown("*Drill mode: the diagnosis is hidden (run interactively to answer the drill).*"))
         return True
     choices = drill_choices(diagnosis, evidence.ranks() if evidence is not None else None,
-                            evidence.gpu_states() if evidence is not None else None)
-    challenge = Drill(diagnosis, CATEGORIES, choices)
+                            evidence.gpu_states() if evidence is not None else None,
+                            evidence.gpu_palette().short if evidence is not None else None)
+    challenge = Drill(diagnosis, CATEGORIES, choices, folder=Path.cwd())  # the drill notebook's folder
     display(challenge.widget())
     return challenge
 
