@@ -25,6 +25,7 @@ from pathlib import Path
 
 import ipywidgets as widgets
 
+from gpulib.notebook.drill_files import NEXT_STEPS_DIR, SCORE_FILE
 from gpulib.notebook.drill_grading import (
     INTERRUPTIONS,
     NOBODY,
@@ -40,13 +41,6 @@ from gpulib.notebook.drill_grading import (
 
 __all__ = ["Drill"]
 
-#: The score of every attempt, written beside the drill notebook after each commit (a trainer
-#: collects these files); the answer key is added only at the reveal.
-SCORE_FILE = "drill-score.json"
-#: Where ``gpulib drill`` keeps the next steps' notebooks until the reveal: a hidden folder
-#: (JupyterLab does not serve it), moved beside the drill notebook when the answer is shown,
-#: because running them before would print the findings, i.e. the answer.
-NEXT_STEPS_DIR = ".gpulib-drill-next-steps"
 
 _STYLE = {"description_width": "initial"}
 #: Wide enough for the longest label of each picker (a GPU is "host dddd:bb:dd.f (GPU i)").

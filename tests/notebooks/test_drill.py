@@ -241,3 +241,17 @@ def test_a_one_host_incident_does_not_ask_the_host(tmp_path):
     drill.show_answer.click()
     score = json.loads((tmp_path / "drill-score.json").read_text())
     assert score["revealed"] and score["answer"]["rank"] == "rank 1"
+
+
+def test_the_next_steps_appear_beside_the_drill_only_at_the_reveal(ev, tmp_path):
+    held = tmp_path / ".gpulib-drill-next-steps"
+    held.mkdir()
+    (held / "01_kernel_xid.ipynb").write_text("{}")
+    drill = Drill(ev.diagnosis, CATEGORIES, grading.drill_choices(ev.diagnosis, ev.ranks(), ev.gpu_states()),
+                  folder=tmp_path)
+    answer(drill, rank=9)
+    drill.commit.click()
+    assert not drill.revealed and not (tmp_path / "01_kernel_xid.ipynb").exists()
+    drill.show_answer.click()
+    assert (tmp_path / "01_kernel_xid.ipynb").is_file() and not held.exists()
+    assert "01_kernel_xid.ipynb" in drill.result_text
