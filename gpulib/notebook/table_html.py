@@ -5,7 +5,8 @@ anywhere - a pid read "602/12", a host "gx-/a800-/101", a header "ra/nk" - and a
 cut at a fixed length lost the number that mattered ("WorkNCCL(SeqNu"). An engineer copies
 these values into commands. So:
 
-- a cell that is one token (a host, pid, PCI id, time, path, number) does not wrap at all;
+- a cell that is one token (a host, pid, PCI id, time, number) does not wrap at all; a path
+  wraps only after a ``/`` (a folder name stays whole);
 - a cell of words wraps only between words and keeps a readable width (never one word a line);
 - a very long text is cut at a word boundary, never inside a token, with the whole text in the
   cell's tooltip (hover);
@@ -31,6 +32,7 @@ CELL_CHARS = 180
 WRAP = "overflow-x:auto;max-width:100%"
 NOWRAP = "white-space:nowrap"
 PROSE = "white-space:normal;overflow-wrap:normal;word-break:normal;min-width:14em"
+PATH = "white-space:normal;overflow-wrap:normal;word-break:normal"
 CULPRIT = "background:#fde7e9;box-shadow:inset 4px 0 0 #b3261e"
 _SPACE = re.compile(r"\s")
 
@@ -38,6 +40,8 @@ _SPACE = re.compile(r"\s")
 def cell(text: str) -> str:
     """One ``<td>``: a token unbroken, words wrapped between words, long text cut with a tooltip."""
     if not _SPACE.search(text):
+        if "/" in text.strip("/"):  # a path: a break opportunity after each "/", none inside a name
+            return f'<td style="{PATH}">{"/<wbr>".join(html.escape(part) for part in text.split("/"))}</td>'
         return f'<td style="{NOWRAP}">{html.escape(text)}</td>'
     shown = text
     if len(text) > CELL_CHARS:

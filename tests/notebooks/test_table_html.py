@@ -54,3 +54,8 @@ def test_the_culprits_rows_are_highlighted_by_gpu_else_rank_else_host():
     assert list(culprit_rows(inputs, root)) == [False, False]  # a GPU's culprit does not mark a whole host
     page = table_html(readable(ranks), culprit_rows(ranks, root))
     assert page.count('class="gpulib-culprit"') == 1
+
+
+def test_a_path_breaks_only_after_a_slash():
+    [(style, _, text)] = _cells(table_html(readable(pd.DataFrame({"file": ["gx-a800-102/journal-kernel.txt"]}))))
+    assert text == "gx-a800-102/<wbr>journal-kernel.txt" and "nowrap" not in style and "word-break:normal" in style
