@@ -27,9 +27,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(300), pytest.mark.usefixt
 
 PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 #: Per drawn graph: legend names, x data (as plotly drew it), the x-axis range and type, and the
-#: boxes of every text label (annotations, legend entries, axis ticks) for the overlap check.
+#: boxes of its annotations (the "lost at" label, threshold lines' labels) for the overlap check.
 GRAPHS = f"""() => [...document.querySelectorAll('{PANEL} .js-plotly-plot')].filter(g => g._fullLayout).map(g => {{
-  const box = e => {{ const r = e.getBoundingClientRect(); return {{text: e.textContent, x: r.x, y: r.y, w: r.width, h: r.height}}; }};
+  const box = e => {{ const r = e.getBoundingClientRect();
+                     return {{text: e.textContent, x: r.x, y: r.y, w: r.width, h: r.height}}; }};
   return {{title: (g._fullLayout.title || {{}}).text || '',
           names: g._fullData.filter(t => t.meta && t.meta.gpu).map(t => t.name),
           xs: g._fullData.filter(t => t.visible !== false).map(t => Array.from(t.x || [], String)),
