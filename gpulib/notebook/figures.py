@@ -132,17 +132,26 @@ def gpu_memory(frame: pd.DataFrame, imbalance_gib: float = 2.0, palette: GpuPale
         fig.add_trace(go.Bar(x=[names[key]], y=list(used), name=names[key] + (f" ({mark})" if mark else ""),
                              marker_color=palette.color(key), meta={"gpu": key}, legendgroup=key,
                              text=[mark] if mark else None, textposition="none"))
-        if mark:  # written upright in its empty slot, clear of the imbalance line and its label
-            fig.add_annotation(x=names[key], y=_clear_of(line, top), yref="y", text=mark, textangle=-90,
-                               showarrow=False, yanchor="middle", font={"color": palette.color(key), "size": 12})
+        if mark:  # in its empty slot, clear of the imbalance line and its label; the date is in the name
+            fig.add_annotation(x=names[key], y=_clear_of(line, top), yref="y", text=_short_mark(mark),
+                               hovertext=mark, showarrow=False, yanchor="middle",
+                               font={"color": palette.color(key), "size": 12})
     if line is not None:
         fig.add_hline(y=line, line_dash="dash", line_color="#d9480f", annotation_text=f"lowest + {imbalance_gib:g} GiB",
                       annotation_position="top left")
     # bars in the palette's order (a lost GPU in its own slot, not after the others), the axis fitted
     fig.update_xaxes(categoryorder="array", categoryarray=[names[k] for k in shown])
     fig.update_yaxes(range=[0, top * 1.05])
-    fig.update_layout(title=title, barmode="overlay", template="plotly_white", yaxis_title="GiB", showlegend=True)
+    # no legend: the x axis names every bar (a legend of eight long names left the bars ~100 px tall)
+    fig.update_layout(title=title, barmode="overlay", template="plotly_white", yaxis_title="GiB (grey: total)",
+                      showlegend=False, height=480)
     return fig
+
+
+def _short_mark(mark: str) -> str:
+    """``lost at<br>04:51:12Z``: the time of day of a "lost at <ISO time>" label, on two short lines."""
+    head, _, when = mark.partition(" at ")
+    return f"{head} at<br>{when.split('T', 1)[-1]}" if when else mark
 
 
 def _clear_of(line: float | None, top: float) -> float:
