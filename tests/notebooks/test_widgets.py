@@ -77,7 +77,7 @@ def test_tables_show_missing_values_as_empty_cells_and_numbers_as_people_read_th
                           "took": [pd.Timedelta("0.27s"), pd.Timedelta(minutes=3)]})
     nbk.table(frame)
     html = shown[0]["text/html"]
-    assert "NaN" not in html and "None" not in html and "n1/dmesg.txt" in html and "truncated" in html
+    assert "NaN" not in html and "None" not in html and "n1/<wbr>dmesg.txt" in html and "truncated" in html
     cells = re.findall(r"<td[^>]*>(.*?)</td>", html)
     assert {"79", "2", "35 °C", "88.5 °C", "2025-04-22T12:51:30.27Z", "0.27 s", "3 min"} <= set(cells), cells
     assert not any(c.endswith(".0") or "000000" in c or "days" in c for c in cells), cells
