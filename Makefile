@@ -36,7 +36,7 @@ demo: $(DEMO_STAMP)
 	@$(BIN)/gpulib run incident --evidence $(DEMO_EVIDENCE); code=$$?; \
 	case $$code in 0|1|3|4) ;; *) exit $$code;; esac; \
 	echo "demo: exit $$code is the incident's verdict (0 healthy, 1 warnings, 3 no-go, 4 unknown); open the report above in a browser,"; \
-	echo "demo: then walk the steps yourself: $(BIN)/jupyter lab notebooks/00_triage.ipynb"
+	echo "demo: then walk the steps yourself: $(BIN)/gpulib lab   (JupyterLab on notebooks/00_triage.ipynb; --allow-root added as root)"
 
 # Style and the layers of docs/ARCHITECTURE.md (import-linter contracts in pyproject.toml).
 lint: $(TEST_STAMP)

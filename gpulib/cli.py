@@ -42,6 +42,8 @@ COMMANDS = {
     "drill": ("gpulib.notebook.cli",
               "set up a triage drill on an incident folder (the answer hidden until the trainee commits)"),
     "notebooks": ("gpulib.notebook.cli", "copy the runbook's notebooks into a folder to open them in JupyterLab"),
+    "lab": ("gpulib.notebook.cli",
+            "open a runbook notebook in JupyterLab (also as root, as on GPU nodes and in containers)"),
 }
 
 

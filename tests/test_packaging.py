@@ -12,21 +12,41 @@ def _name(requirement: str) -> str:
     return re.split(r"[<>=!~\[; ]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
 
 
+def _minimum(requirement: str) -> str | None:
+    found = re.search(r">=\s*([\w.]+)", requirement)
+    return found[1] if found else None
+
+
 def test_environment_yml_matches_pyproject():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     env = yaml.safe_load((REPO / "environment.yml").read_text())
     deps = env["dependencies"]
-    conda = {_name(d.split("=")[0]) for d in deps if isinstance(d, str)}
+    conda = {_name(d.split("=")[0]): _minimum(d) for d in deps if isinstance(d, str)}
     pip_sections = [d["pip"] for d in deps if isinstance(d, dict) and "pip" in d]
     assert "pip" in conda, "environment.yml must list pip itself"
     make_extras = re.search(r'-e "\.(\[[\w,]+\])"', (REPO / "Makefile").read_text())[1]
-    assert pip_sections == [[f"-e .{make_extras}"]], \
+    [pip] = pip_sections
+    assert pip[-1] == f"-e .{make_extras}", \
         "pip section must install the package from pyproject with the extras `make test` installs"
-    runtime = {_name(r) for r in project["dependencies"]}
-    conda_pkgs = conda - {"python", "pip"}
-    assert conda_pkgs == runtime, (
-        f"only in environment.yml: {sorted(conda_pkgs - runtime)}; only in pyproject: {sorted(runtime - conda_pkgs)}"
+    runtime = {_name(r): _minimum(r) for r in project["dependencies"]}
+    conda_pkgs = {k: v for k, v in conda.items() if k not in ("python", "pip")}
+    assert conda_pkgs.keys() == runtime.keys(), (
+        f"only in environment.yml: {sorted(conda_pkgs.keys() - runtime.keys())}; "
+        f"only in pyproject: {sorted(runtime.keys() - conda_pkgs.keys())}"
     )
+    assert conda_pkgs == runtime, "environment.yml's minimum versions must be pyproject.toml's"
+
+
+def test_environment_yml_installs_the_cpu_torch():
+    """A fresh machine without a GPU: torch from PyTorch's CPU index (a bare `torch` from PyPI pulls
+    ~3 GB of CUDA wheels), at pyproject's minimum, before the extras that need it."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    env = yaml.safe_load((REPO / "environment.yml").read_text())
+    [pip] = [d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d]
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in pip
+    [torch] = [line for line in pip if _name(line) == "torch"]
+    assert _minimum(torch) == _minimum(project["optional-dependencies"]["torch"][0])
+    assert pip.index(torch) < len(pip) - 1
 
 
 def test_nvml_binding_is_the_official_one():
@@ -97,7 +117,9 @@ def test_license_is_an_spdx_string_with_a_setuptools_that_reads_it():
 
 def test_readme_first_screen_says_what_to_open_next():
     first_screen = "\n".join((REPO / "README.md").read_text().splitlines()[:40])
-    assert "make demo" in first_screen and "jupyter lab notebooks/00_triage.ipynb" in first_screen
+    # `gpulib lab`, not `jupyter lab`: the latter refuses to start as root (GPU nodes, containers)
+    assert "make demo" in first_screen and ".venv/bin/gpulib lab" in first_screen
+    assert "jupyter lab notebooks/00_triage.ipynb" not in first_screen
 
 
 def test_the_demo_install_resolves_without_torch(tmp_path):

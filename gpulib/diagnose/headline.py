@@ -27,14 +27,32 @@ def root_finding(diagnosis: dict) -> dict | None:
     return next((f for f in diagnosis.get("findings") or [] if f.get("id") == wanted), None)
 
 
+def hca_port(diagnosis: dict) -> str | None:
+    """The InfiniBand port of a fabric root cause (``mlx5_2 port 1``): on the root's finding, else on
+    a finding it caused on the same host (the kernel says "link down", ``ibstat`` names the port).
+    The engineer reseats a cable of one port: "host pz-h100-03" alone sends them to eight."""
+    root = root_finding(diagnosis)
+    if not root:
+        return None
+    if root.get("hca_port"):
+        return str(root["hca_port"])
+    return next((str(f["hca_port"]) for f in diagnosis.get("findings") or []
+                 if f.get("hca_port") and f.get("caused_by") == root.get("id") and f.get("host") == root.get("host")),
+                None)
+
+
 def culprit(diagnosis: dict) -> str | None:
-    """``host gx-a800-102, 0000:4f:00.0 (GPU 2), rank 10, at 2026-...Z`` (known parts only)."""
+    """``host gx-a800-102, 0000:4f:00.0 (GPU 2), rank 10, at 2026-...Z`` (known parts only; a
+    fabric cause names its port: ``host pz-h100-03, mlx5_2 port 1, at ...``)."""
     root = diagnosis.get("root_cause") or {}
     if not root:
         return None
     f = Finding.from_dict({"id": root.get("finding") or "root", **root})
     if not (f.host or f.gpu_label() or f.rank is not None):
         return None  # a site-wide or job-wide cause: no single culprit to name
+    port = hca_port(diagnosis)
+    if port and f.host:
+        return f.where().replace(f"host {f.host}", f"host {f.host}, {port}", 1)
     return f.where()
 
 

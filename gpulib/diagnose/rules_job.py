@@ -97,6 +97,8 @@ def _timeouts(ctx: Context, events) -> None:
             f.title = f.title.split("; ")[0] + "; the ranks were in different collectives (see the cause)"
         elif pointers.ranks == {0} and not any(e.rank == 0 and e.kind in _FATAL_KINDS | {"exception"} for _, e in events):
             _rank0_busy(ctx, first_file, first)
+        if f.pointers.ranks:  # in the JSON too: the ranks the others waited for
+            f.extra["never_arrived"] = sorted(f.pointers.ranks)
     elif stuck:
         fl, e = stuck[0]
         ctx.add("watchdog-stuck", severity="error", category="application_error", role="symptom",

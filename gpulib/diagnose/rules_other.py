@@ -306,7 +306,8 @@ def ib_ports(ctx: Context) -> None:
                 evidence=[evidence(file, getattr(rec, "line", None), f"{ca} port {port}: State "
                                                                     f"{getattr(rec, 'state', '?')}, Physical state "
                                                                     f"{getattr(rec, 'physical_state', '?')}")],
-                actions=["Reseat/replace the cable or transceiver; the port must be Active/LinkUp before relaunch"])
+                actions=["Reseat/replace the cable or transceiver; the port must be Active/LinkUp before relaunch"],
+                extra={"hca_port": f"{ca} port {port}"})  # the headline names the port to reseat
 
 
 def _fuser(ctx: Context) -> None:

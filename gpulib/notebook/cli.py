@@ -13,30 +13,39 @@ This command prepares one so that nothing around the notebook gives the answer a
   JupyterLab's file browser;
 - the evidence **copied under a neutral name** (``evidence/``): an incident folder is often
   named after its answer (``incident-cuda-oom``). Files that hold an answer (``expected.json``,
-  an ``answers/`` folder, findings sidecars, the incident's README) are left out. Evidence larger than
-  ``--copy-limit-mib`` is read in place, and the command says that its path is visible;
+  ``*.answer.json``, an ``answers/`` folder, findings sidecars, the incident's README) are left
+  out, and a folder holding the answer keys of several incidents (``examples/``) is refused:
+  its sub-folders are named after their answers. Evidence larger than ``--copy-limit-mib`` is
+  read in place, and the command says that its path is visible;
+- EVIDENCE read as given, relative to the current folder, as ``gpulib run`` and ``gpulib
+  diagnose`` read it (never silently another folder of the same name elsewhere);
 - without EVIDENCE, a bundled example picked at random and not named;
-- the next steps' notebooks (01-07) beside it, on the same evidence, for "What next".
+- every notebook's ``evidence`` parameter set to the drill's evidence in its parameters cell
+  (no default pointing at another incident);
+- the next steps' notebooks (01-07) held back in a hidden folder that JupyterLab does not serve,
+  and moved beside notebook 00 at the reveal: run before it, they would print the findings.
 
-It prints the ``jupyter lab`` command to open the drill (``--lab`` runs it).
+It prints the ``jupyter lab`` command to open the drill (``--lab`` runs it, with ``--allow-root``
+as root: :mod:`gpulib.notebook.lab`). ``gpulib lab [NOTEBOOK]`` opens any runbook notebook the same way.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
+import re
 import shutil
 import stat
-import sys
-import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
-from gpulib import resources
+from gpulib import exit_codes, resources
 from gpulib.cli_args import non_negative
-from gpulib.diagnose.cache import resolve_evidence
 from gpulib.errors import InputError
+from gpulib.notebook import lab
+from gpulib.notebook.drill_files import NEXT_STEPS_DIR, SCORE_FILE
 from gpulib.readable import require_readable
 from gpulib.runbooks.spec import runbook_steps
 
@@ -47,6 +56,7 @@ ANSWER_NAMES = ("expected.json", "answers", "answer.json", "findings.json")
 ANSWER_PREFIXES = ("findings-", "README", "readme")
 #: The step a drill is set on; its notebook's copy is named :data:`DRILL_NOTEBOOK`.
 TRIAGE = "00_triage"
+ANSWER_SUFFIXES = (".answer.json",)
 DRILL_NOTEBOOK = f"{TRIAGE}-drill.ipynb"
 
 
@@ -57,7 +67,16 @@ def next_steps() -> list[str]:
 
 
 def is_answer(name: str) -> bool:
-    return name in ANSWER_NAMES or name.startswith(ANSWER_PREFIXES)
+    return name in ANSWER_NAMES or name.startswith(ANSWER_PREFIXES) or name.endswith(ANSWER_SUFFIXES)
+
+
+def _answer_keys_of_incidents(path: Path) -> list[str]:
+    """``<incident>.answer.json`` files beside the incident folders they answer: a folder of
+    several incidents (``examples/``), not one incident."""
+    if not path.is_dir():
+        return []
+    return sorted(p.name for p in path.iterdir() if p.name.endswith(ANSWER_SUFFIXES)
+                  and (path / p.name[:-len(ANSWER_SUFFIXES[0])]).is_dir())
 
 
 def bundled_examples() -> list[Path]:
@@ -123,6 +142,13 @@ def prepare(evidence: Path, out: Path, *, copy_limit_mib: float = 512) -> dict:
     if out.exists():
         raise InputError("the drill folder exists already (a drill starts in a new folder, so no earlier "
                          "answer lies in it)", path=str(out), hint="give a new --out, or leave it out")
+    keys = _answer_keys_of_incidents(evidence)
+    if keys:
+        incidents = [k[:-len(ANSWER_SUFFIXES[0])] for k in keys]
+        raise InputError(f"this folder holds {len(keys)} incidents with their answer keys ({', '.join(keys[:3])}"
+                         f"{', ...' if len(keys) > 3 else ''}): their folder names and keys would give the answer away",
+                         path=str(evidence), hint=f"drill one incident: gpulib drill {evidence / incidents[0]}, or "
+                                                  "leave EVIDENCE out for a bundled example at random")
     out.mkdir(parents=True)
     try:
         return _fill(evidence, out, notebooks, copy_limit_mib)
@@ -133,9 +159,6 @@ def prepare(evidence: Path, out: Path, *, copy_limit_mib: float = 512) -> dict:
 
 def _fill(evidence: Path, out: Path, notebooks: Path, copy_limit_mib: float) -> dict:
     import nbformat  # here: `gpulib --help` and the other commands start without them
-    from nbformat.warnings import MissingIDFieldWarning
-    from papermill.iorw import load_notebook_node
-    from papermill.parameterize import parameterize_notebook
 
     copied = _size(evidence) <= copy_limit_mib * (1 << 20)
     left_out: list[str] = []
@@ -146,20 +169,16 @@ def _fill(evidence: Path, out: Path, notebooks: Path, copy_limit_mib: float) -> 
     else:
         path = evidence
     written = []
+    held = out / NEXT_STEPS_DIR  # released beside notebook 00 at the reveal (gpulib.notebook.drill)
     for name, drill in [(TRIAGE, True), *((n, False) for n in next_steps())]:
         source = notebooks / f"{name}.ipynb"
         if not source.is_file():
             continue
-        params = {"evidence": str(path.resolve()), "interactive": True}
-        if drill:
-            params["drill"] = True
-        with warnings.catch_warnings():  # papermill validates its injected cell before it has an id
-            warnings.simplefilter("ignore", MissingIDFieldWarning)
-            nb = parameterize_notebook(load_notebook_node(str(source)), params,
-                                       comment="Parameters set by gpulib drill")
-        for n, cell in enumerate(nb.cells):
-            cell.setdefault("id", f"drill-{n:02d}")  # papermill's injected cell has none (nbformat >= 4.5 wants one)
-        dest = out / (DRILL_NOTEBOOK if drill else source.name)
+        params = {"evidence": str(path.resolve()), "interactive": True, **({"drill": True} if drill else {})}
+        nb = nbformat.read(source, as_version=4)
+        _set_defaults(nb, params)
+        dest = out / DRILL_NOTEBOOK if drill else held / source.name
+        dest.parent.mkdir(exist_ok=True)
         nbformat.write(nb, dest)
         written.append(dest)
     return {"folder": out, "notebook": out / DRILL_NOTEBOOK, "evidence": path, "copied": copied,
@@ -190,11 +209,32 @@ def run_notebooks(args: argparse.Namespace) -> int:
     return 0
 
 
+def _set_defaults(nb, params: dict) -> None:
+    """Write ``params`` as the defaults of the notebook's ``parameters`` cell (``name: type = value``
+    lines), so the cell a trainee reads names the drill's evidence, not the example the source
+    notebook defaults to; papermill still overrides them as usual."""
+    cell = next((c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])), None)
+    if cell is None:
+        raise InputError("a runbook notebook has no parameters cell", hint="reinstall gpulib: its notebooks are damaged")
+    lines = cell.source.splitlines()
+    for name, value in params.items():
+        pattern = re.compile(rf"^({re.escape(name)}\s*(?::[^=]*)?=\s*)([^#]*?)(\s*#.*)?$")
+        for n, line in enumerate(lines):
+            match = pattern.match(line)
+            if match:
+                comment = match.group(3) or ""
+                literal = json.dumps(value) if isinstance(value, str) else repr(value)
+                lines[n] = f"{match.group(1)}{literal}{comment}"
+                break
+        else:
+            raise InputError(f"the parameters cell has no {name!r} line", hint="reinstall gpulib")
+    cell.source = "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.evidence:
-        if os.path.lexists(args.evidence):  # as typed: say what is wrong with it (a loop, a FIFO, no permission)
-            require_readable([args.evidence], what="evidence", special=False)
-        evidence = resolve_evidence(args.evidence)
+    if args.evidence:  # as given, relative to here, as `gpulib run` and `gpulib diagnose` read it
+        require_readable([args.evidence], what="evidence", special=False)
+        evidence = Path(args.evidence).expanduser().resolve()
         try:
             str(evidence).encode("utf-8")
         except UnicodeEncodeError:
@@ -221,15 +261,25 @@ def run(args: argparse.Namespace) -> int:
               "this path")
         if done["answers_in_place"]:
             print(f"  WARNING: answer files inside it, visible to the trainee: {', '.join(done['answers_in_place'])}")
-    print(f"  the answer (findings-00.json) is written into {done['folder']} only when the trainee commits")
-    print(f"  after the reveal, the next steps' notebooks are beside it ({len(done['notebooks']) - 1} on the same evidence)")
-    argv = [sys.executable, "-m", "jupyter", "lab", str(done["notebook"])]
+    print(f"  the answer (findings-00.json) is written into {done['folder']} only when the trainee commits;")
+    print(f"  the score of each attempt goes to {done['folder'] / SCORE_FILE} (for the trainer)")
+    print(f"  the next steps' notebooks ({len(done['notebooks']) - 1}, same evidence) appear beside it at the reveal")
+    argv = lab.lab_argv(done["notebook"])
     print("Open it with:")
-    print(f"  jupyter lab {done['notebook']}")
+    print(f"  {lab.shown(argv)}")
     if args.lab:
-        sys.stdout.flush()
-        os.execv(argv[0], argv)  # never returns: JupyterLab takes over this terminal
-    return 0
+        return lab.start(argv)  # JupyterLab takes over this terminal until it is shut down
+    return exit_codes.OK
+
+
+def run_lab(args: argparse.Namespace) -> int:
+    target = lab.require_target(args.notebook) if args.notebook else resources.notebooks_dir() / f"{TRIAGE}.ipynb"
+    if not target.exists():
+        raise InputError("the runbook notebooks are not installed here", path=str(target),
+                         hint="give a notebook: gpulib lab path/to/notebook.ipynb")
+    argv = lab.lab_argv(target)
+    print(f"gpulib lab: {lab.shown(argv)}")
+    return lab.start(argv)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -239,13 +289,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "evidence under a neutral name, answer files left out, and print the `jupyter lab` command that opens it. "
         "The trainee commits to a category, hard or soft, and a culprit host / GPU / rank; each is scored with "
         "why, with hints and up to three attempts; the findings file and the next step appear only after that.",
-        epilog="exit status: 0 drill ready, 2 evidence not found or the folder exists already")
+        epilog=exit_codes.epilog("0 drill ready (with --lab: JupyterLab was then shut down normally)\n"
+                                 "2 evidence not found, or the folder exists already\n"
+                                 "5 with --lab: JupyterLab failed to start or crashed (its message above)"))
     p.add_argument("evidence", nargs="?", default="",
                    help="incident folder, evidence bundle or log file (default: a bundled example, at random)")
     p.add_argument("--out", default="", help="the new drill folder (default: ./gpulib-drill-<UTC time>)")
     p.add_argument("--copy-limit-mib", type=non_negative(float), default=512,
                    help="copy the evidence up to this size (MiB), else read it in place (default 512)")
-    p.add_argument("--lab", action="store_true", help="start `jupyter lab` on the drill notebook")
+    p.add_argument("--lab", action="store_true",
+                   help="start `jupyter lab` on the drill notebook (with --allow-root when run as root)")
     p.set_defaults(func=run)
     n = subparsers.add_parser(
         "notebooks", help="copy the runbook's notebooks into a folder to open them in JupyterLab",
@@ -255,3 +308,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog="exit status: 0 copied, 2 a notebook of that name exists in DIR already")
     n.add_argument("dir", help="the folder to copy the notebooks into (made if missing)")
     n.set_defaults(func=run_notebooks)
+
+    p = subparsers.add_parser(
+        "lab", help="open a runbook notebook in JupyterLab (also as root, as on GPU nodes and in containers)",
+        description="Start `jupyter lab` on NOTEBOOK (default: notebooks/00_triage.ipynb of this gpulib), "
+        "serving its folder. As root (GPU nodes, containers) it adds --allow-root, which jupyter lab otherwise "
+        "demands before it starts. Ctrl-C twice (or File > Shut Down) ends it.",
+        epilog=exit_codes.epilog(lab.LAB_EXIT))
+    p.add_argument("notebook", nargs="?", default="", help="a notebook (.ipynb) or a folder of notebooks")
+    p.set_defaults(func=run_lab)

@@ -15,6 +15,8 @@ import plotly.io as pio
 from IPython.display import Markdown, display
 
 from gpulib import formats, kernel_env
+from gpulib.notebook.table_html import culprit_rows, table_html
+from gpulib.runbooks import report_prepare
 from gpulib.terminal import safe
 
 #: The renderer that survives every consumer: JupyterLab uses the mime part, nbconvert HTML
@@ -34,6 +36,14 @@ def figure_bundle(figure: go.Figure) -> dict:
             "text/plain": f"<figure: {figure.layout.title.text or ''}>"}
 
 
+def empty_figure_line(figure: go.Figure) -> str | None:
+    """What an empty figure says, as one line (``title: message``), or None when it has data.
+
+    A figure without data points still takes ~450 px in JupyterLab and reads like a rendering
+    bug; its title and note (``no GPU time series in this evidence``) say everything."""
+    return report_prepare.empty_figure_line(figure.to_plotly_json())  # the report's own rule
+
+
 def readable(frame: pd.DataFrame) -> pd.DataFrame:
     """Every cell as the text people read (:func:`gpulib.formats.text`): ``79`` not ``79.0``,
     ``35 °C`` for a ``temp_c`` column, ``0.27 s`` not ``0 days 00:00:00.270000``, times in UTC
@@ -43,17 +53,30 @@ def readable(frame: pd.DataFrame) -> pd.DataFrame:
                         index=frame.index, columns=frame.columns)
 
 
+#: The root cause whose rows :func:`table` highlights (set by :func:`mark_culprit` when a
+#: notebook opens its evidence; None in a drill, where it would give the answer away).
+_culprit: dict | None = None
+
+
+def mark_culprit(root: dict | None) -> None:
+    """Highlight the rows about ``root`` (the diagnosis's ``root_cause``) in every later table."""
+    global _culprit
+    _culprit = dict(root) if root else None
+
+
 def table(frame: pd.DataFrame, empty: str = "nothing found") -> None:
     """Show a table, or one line saying it is empty (an empty table reads like a rendering bug).
 
-    Shown without pandas' row numbers (they name nothing) and with readable cells; the HTML part
-    is what JupyterLab and the archived report show, the text part what a terminal shows."""
+    Shown without pandas' row numbers (they name nothing) and with readable cells, each designed
+    for what it holds (:mod:`gpulib.notebook.table_html`: identifiers unbroken, prose wrapped at
+    words, the culprit's rows highlighted, a sideways scroll instead of running off the page);
+    the HTML part is what JupyterLab and the archived report show, the text part what a terminal shows."""
     if frame is None or frame.empty:
         display(Markdown(f"*{empty}*"))
         return
     shown = readable(frame)
-    display({"text/html": shown.to_html(index=False, border=0, classes="dataframe gpulib-table"),
-             "text/plain": shown.to_string(index=False)}, raw=True)
+    marked = culprit_rows(frame, _culprit)
+    display({"text/html": table_html(shown, marked), "text/plain": shown.to_string(index=False)}, raw=True)
 
 
 def say(text: str) -> None:

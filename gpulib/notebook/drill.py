@@ -15,11 +15,17 @@ The flow, and why each part exists:
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import textwrap
 from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
 
 import ipywidgets as widgets
 
+from gpulib.notebook.drill_files import NEXT_STEPS_DIR, SCORE_FILE
 from gpulib.notebook.drill_grading import (
     INTERRUPTIONS,
     NOBODY,
@@ -27,6 +33,8 @@ from gpulib.notebook.drill_grading import (
     AnswerKey,
     Choices,
     Mark,
+    asked_facets,
+    category_label,
     grade,
     score,
 )
@@ -34,9 +42,10 @@ from gpulib.terminal import safe
 
 __all__ = ["Drill"]
 
+
 _STYLE = {"description_width": "initial"}
 #: Wide enough for the longest label of each picker (a GPU is "host dddd:bb:dd.f (GPU i)").
-_WIDTHS = {"category": "330px", "interruption": "440px", "host": "300px", "gpu": "420px", "rank": "220px"}
+_WIDTHS = {"category": "520px", "interruption": "440px", "host": "300px", "gpu": "420px", "rank": "220px"}
 _TEXT_WIDTH = 100  # the output area's width in characters: longer lines wrap mid-word in JupyterLab
 
 
@@ -54,9 +63,15 @@ class Drill:
     ``revealed``, ``result_text``) so tests and the notebook read it without a browser.
     """
 
-    def __init__(self, diagnosis: dict, categories: Sequence[str], choices: Choices, *, max_attempts: int = 3):
+    def __init__(self, diagnosis: dict, categories: Sequence[str], choices: Choices, *, max_attempts: int = 3,
+                 folder: str | os.PathLike | None = None):
         self.key = AnswerKey.from_diagnosis(diagnosis, choices)
         self.choices = choices
+        self.facets = [facet for facet, _ in asked_facets(choices)]
+        #: the drill folder (the notebook's, the kernel's working directory): where the score file is
+        #: written and the held-back next steps are released; None: neither (a drill in a test)
+        self.folder = Path(folder) if folder is not None else None
+        self.started = _now()
         self.max_attempts = max_attempts
         self.attempts: list[list[Mark]] = []
         self.revealed = False
@@ -64,7 +79,7 @@ class Drill:
         self._waiting: list[Callable[[], None]] = []
         prompt = [("(pick one)", UNANSWERED)]
         self.pickers: dict[str, widgets.Dropdown] = {
-            "category": widgets.Dropdown(options=prompt + [(c, c) for c in categories], value=UNANSWERED,
+            "category": widgets.Dropdown(options=prompt + [(category_label(c), c) for c in categories], value=UNANSWERED,
                                          description="category", style=_STYLE),
             "interruption": widgets.Dropdown(options=prompt + list(INTERRUPTIONS), value=UNANSWERED,
                                              description="hard or soft", style=_STYLE),
@@ -88,7 +103,7 @@ class Drill:
 
     # ---------------------------------------------------------------- the flow
     def picked(self) -> dict:
-        return {facet: picker.value for facet, picker in self.pickers.items()}
+        return {facet: picker.value for facet, picker in self.pickers.items() if facet in self.facets}
 
     def submit(self) -> list[Mark]:
         """Grade the current picks as one attempt; reveal when all right or out of attempts."""
@@ -97,6 +112,7 @@ class Drill:
         marks = grade(self.picked(), self.key, self.choices)
         self.attempts.append(marks)
         self._lock(True)
+        self._record_score()
         points, total = score(marks)
         if points == total or len(self.attempts) >= self.max_attempts:
             self.reveal()
@@ -129,6 +145,11 @@ class Drill:
         self._lock(True)
         self.retry.disabled = self.show_answer.disabled = True
         self.result_text = self.report()
+        self._record_score()
+        moved = self._release_next_steps()
+        if moved:
+            self.result_text += ("\nThe next steps' notebooks are now beside this one (same evidence): "
+                                 + ", ".join(moved))
         self._print(self.result_text)
         for callback in self._waiting:
             callback()
@@ -164,12 +185,52 @@ class Drill:
                                    break_on_hyphens=False)
         return "\n".join(lines)
 
+    def score_summary(self) -> dict:
+        """What a trainer collects: each attempt's picks, right or wrong per question, and points;
+        the answer key only once it has been revealed."""
+        attempts = [{"attempt": n, "points": score(marks)[0], "out_of": score(marks)[1],
+                     "answers": {m.facet: {"picked": m.picked, "right": m.right} for m in marks}}
+                    for n, marks in enumerate(self.attempts, 1)]
+        out = {"format": "gpulib.drill-score/1", "started_at": self.started, "updated_at": _now(),
+               "questions": [q for f, q in asked_facets(self.choices)], "max_attempts": self.max_attempts,
+               "attempts": attempts, "revealed": self.revealed}
+        if self.revealed:
+            out["answer"] = {m.facet: m.answer for m in self.attempts[-1]}
+        return out
+
+    def _record_score(self) -> None:
+        if self.folder is None:
+            return
+        try:
+            (self.folder / SCORE_FILE).write_text(json.dumps(self.score_summary(), indent=2) + "\n", encoding="utf-8")
+        except OSError:
+            pass  # a read-only folder: the score is still on screen
+
+    def _release_next_steps(self) -> list[str]:
+        """Move the next steps' notebooks that ``gpulib drill`` held back next to this one."""
+        held = self.folder / NEXT_STEPS_DIR if self.folder is not None else None
+        if held is None or not held.is_dir():
+            return []
+        moved = []
+        for notebook in sorted(held.glob("*.ipynb")):
+            target = self.folder / notebook.name
+            if not target.exists():
+                shutil.move(str(notebook), target)
+                moved.append(notebook.name)
+        shutil.rmtree(held, ignore_errors=True)
+        return moved
+
     def widget(self) -> widgets.Widget:
-        p = self.pickers
-        intro = widgets.HTML("<b>Drill:</b> name the root cause from the evidence below, then commit. "
-                             "Each of the five answers is scored on its own.")
-        return widgets.VBox([intro, widgets.HBox([p["category"], p["interruption"]]),
-                             widgets.HBox([p["host"], p["gpu"], p["rank"]]),
+        p = {facet: picker for facet, picker in self.pickers.items() if facet in self.facets}
+        left_out = [q for f, q in (("host", "culprit host"), ("gpu", "culprit GPU"), ("rank", "culprit rank"))
+                    if f not in self.facets]
+        intro = widgets.HTML(f"<b>Drill:</b> name the root cause from the evidence below, then commit. "
+                             f"Each of the {len(self.facets)} answers is scored on its own."
+                             + (f" Not asked (the evidence has only one candidate): {', '.join(left_out)}."
+                                if left_out else ""))
+        first = [p[f] for f in ("category", "interruption") if f in p]
+        culprit = [p[f] for f in ("host", "gpu", "rank") if f in p]
+        return widgets.VBox([intro, widgets.HBox(first), widgets.HBox(culprit),
                              widgets.HBox([self.commit, self.retry, self.show_answer]), self.out])
 
     def _lock(self, locked: bool) -> None:
@@ -179,6 +240,10 @@ class Drill:
 
     def _print(self, text: str) -> None:
         show_in(self.out, {"text/plain": safe(text)}, replace=True)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def show_in(out: widgets.Output, bundle: dict, *, replace: bool = False, metadata: dict | None = None) -> None:

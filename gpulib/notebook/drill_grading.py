@@ -35,6 +35,24 @@ INTERRUPTIONS = (("hard: a GPU, node or its power failed", "hard"),
                  ("soft: the process failed, the hardware is fine", "soft"),
                  ("none: the job ended normally", "none"),
                  ("unknown: the evidence cannot tell", "unknown"))
+#: Each category in words (the picker shows these; the raw id follows in brackets, as the
+#: diagnosis and the report name it).
+CATEGORY_WORDS = {
+    "gpu_fell_off_bus": "a GPU fell off the bus (PCIe link lost, Xid 79)",
+    "gpu_memory_error": "GPU memory error (ECC double-bit, row remap failure)",
+    "gpu_firmware_error": "GPU firmware / GSP error",
+    "nvlink_error": "NVLink error between GPUs",
+    "thermal_throttling": "a GPU overheated and throttled",
+    "power_fault": "power fault (PSU, power brake)",
+    "cuda_oom": "CUDA out of memory (one process)",
+    "host_oom": "host out of memory (kernel OOM killer)",
+    "network_fabric": "network fabric (InfiniBand / RoCE link, NIC)",
+    "driver_mismatch": "driver / CUDA / NCCL version mismatch",
+    "application_error": "the training code failed (exception, assert)",
+    "data_pipeline_stall": "data loading stalled (storage, dataloader)",
+    "node_lost": "a whole node was lost (reboot, crash, hang)",
+    "none": "nothing failed: the job ended normally",
+}
 #: A facet not answered (the picker left at its prompt): scored wrong, "not answered".
 UNANSWERED = "?"
 #: "No single host / GPU / rank": the right answer when the cause is job-wide (an OOM of the
@@ -65,9 +83,11 @@ class GpuChoice:
     host: str
     pci: str | None
     index: int | None
+    #: the GPU's name in every figure and table of the evidence (its palette), when known
+    name: str | None = field(default=None, compare=False)
 
     def label(self) -> str:
-        return f"{self.host} {gpu_name(self.pci, self.index) or 'GPU ?'}"
+        return f"{self.host} {self.name or gpu_name(self.pci, self.index) or 'GPU ?'}"
 
     def matches(self, host: str | None, pci: str | None, index: int | None) -> bool:
         """Same board: same host and PCI id, or (no PCI id known on one side) same index."""
@@ -98,9 +118,11 @@ def _rows(frame: pd.DataFrame | None) -> list[dict]:
 
 
 def drill_choices(diagnosis: dict, ranks: pd.DataFrame | None = None,
-                  gpu_states: pd.DataFrame | None = None) -> Choices:
+                  gpu_states: pd.DataFrame | None = None, gpu_names: dict[str, str] | None = None) -> Choices:
     """Every host, GPU and rank in the diagnosis (its inputs, findings, timeline and root cause),
-    the NCCL rank map (``EvidenceTables.ranks()``) and the GPU snapshots (``gpu_states()``)."""
+    the NCCL rank map (``EvidenceTables.ranks()``) and the GPU snapshots (``gpu_states()``).
+    ``gpu_names`` (``"host|pci"`` -> name, the evidence palette's ``short``) names each GPU as the
+    figures and tables do."""
     root = diagnosis.get("root_cause") or {}
     findings = [*(diagnosis.get("findings") or []), root]
     hosts = {i.get("host") for i in diagnosis.get("inputs") or []}
@@ -113,7 +135,7 @@ def drill_choices(diagnosis: dict, ranks: pd.DataFrame | None = None,
     seen += [(f.get("host"), f.get("gpu_pci"), _int(f.get("gpu_index"))) for f in findings
              if not _nic_only(f)]
     seen += [(s.get("host"), s.get("pci_bus_id"), _int(s.get("gpu_index"))) for s in state_rows]
-    gpus = _merge_gpus(seen)
+    gpus = [GpuChoice(g.host, g.pci, g.index, (gpu_names or {}).get(f"{g.host}|{g.pci}")) for g in _merge_gpus(seen)]
     rank_set = {_int(r.get("rank")) for r in rank_rows} | {_int(f.get("rank")) for f in findings}
     placement = {}
     for r in rank_rows:
@@ -156,9 +178,17 @@ def _merge_gpus(seen: Iterable[tuple]) -> list[GpuChoice]:
     return gpus
 
 
+def asked_facets(choices: Choices) -> tuple[tuple[str, str], ...]:
+    """The facets worth asking: a culprit question with a single candidate (one host in the
+    evidence) is a free point, not a question, so it is left out."""
+    only_one = {"host": len(choices.hosts) <= 1, "gpu": len(choices.gpus) <= 1, "rank": len(choices.ranks) <= 1}
+    return tuple((facet, question) for facet, question in FACETS if not only_one.get(facet, False))
+
+
 @dataclass(frozen=True)
 class AnswerKey:
-    """The diagnosis's answer to each facet (``None``: no single host / GPU / rank)."""
+    """The diagnosis's answer to each facet (``None``: no single host / GPU / rank), and the
+    other answers the evidence supports (``also``: facet -> values also scored right)."""
 
     category: str
     interruption: str
@@ -168,6 +198,8 @@ class AnswerKey:
     summary: str
     evidence: tuple[dict, ...]
     cascade: int  # findings the diagnosis lists as caused by the root cause
+    also: dict = field(default_factory=dict, compare=False)
+    why_also: dict = field(default_factory=dict, compare=False)
 
     @classmethod
     def from_diagnosis(cls, diagnosis: dict, choices: Choices) -> AnswerKey:
@@ -178,14 +210,48 @@ class AnswerKey:
         gpu = None
         if host and (pci or index is not None):
             gpu = next((g for g in choices.gpus if g.matches(host, pci, index)), GpuChoice(host, pci, index))
+        interruption = verdict.get("interruption") or "unknown"
+        also, why_also = _supported_alternatives(diagnosis, interruption, host, _int(root.get("rank")), choices)
         return cls(category=verdict.get("category") or root.get("category") or "none",
-                   interruption=verdict.get("interruption") or "unknown", host=host, gpu=gpu,
+                   interruption=interruption, host=host, gpu=gpu,
                    rank=_int(root.get("rank")), summary=verdict.get("summary") or "",
                    evidence=tuple(root.get("evidence") or ()),
-                   cascade=sum(1 for f in diagnosis.get("findings") or [] if f.get("caused_by")))
+                   cascade=sum(1 for f in diagnosis.get("findings") or [] if f.get("caused_by")),
+                   also=also, why_also=why_also)
 
     def value(self, facet: str):
         return getattr(self, facet)
+
+
+def _supported_alternatives(diagnosis: dict, interruption: str, host: str | None, rank: int | None,
+                            choices: Choices) -> tuple[dict, dict]:
+    """Answers the evidence supports besides the key's, and why each is accepted.
+
+    - **rank**: when the cause names no single rank, the ranks the others waited for ("rank(s)
+      2, 3 never arrived": the timeout findings it caused name them) are right too - on the
+      culprit's host where the rank map places them;
+    - **hard or soft**: when the diagnosis calls the cause soft but its own root fact is
+      *critical* (a cable or port that must be replaced, "drain the node"), reading it as hard
+      is what the same output teaches, and is accepted."""
+    also: dict[str, set] = {}
+    why: dict[str, str] = {}
+    root_id = (diagnosis.get("root_cause") or {}).get("finding")
+    findings = diagnosis.get("findings") or []
+    if rank is None and root_id:
+        waited_for = {int(r) for f in findings if f.get("caused_by") == root_id for r in f.get("never_arrived") or []}
+        if host:
+            placed = {r for r in waited_for if str(choices.placement.get(r, "")).startswith(f"{host} ")}
+            waited_for = placed or waited_for
+        if waited_for:
+            also["rank"] = waited_for
+            why["rank"] = (f"the cause is not one process, but rank(s) {', '.join(map(str, sorted(waited_for)))} "
+                           "never arrived at the collective the others waited in: naming one of them is right too")
+    root = next((f for f in findings if f.get("id") == root_id), None)
+    if interruption == "soft" and root and root.get("severity") == "critical":
+        also["interruption"] = {"hard"}
+        why["interruption"] = ("the diagnosis calls it soft (no GPU failed), but its root fact is critical "
+                               "(a part to replace before relaunch): hard is accepted")
+    return also, why
 
 
 @dataclass(frozen=True)
@@ -215,23 +281,35 @@ def label(facet: str, value) -> str:
         return value.label()
     if facet == "rank":
         return f"rank {value}"
+    if facet == "category" and value in CATEGORY_WORDS:
+        return category_label(value)
     return str(value)
+
+
+def category_label(category: str) -> str:
+    """``a GPU fell off the bus (PCIe link lost, Xid 79) [gpu_fell_off_bus]``: words first."""
+    return f"{CATEGORY_WORDS.get(category, category)} [{category}]"
 
 
 def grade(picked: dict, key: AnswerKey, choices: Choices) -> list[Mark]:
     """Score each facet of ``picked`` (facet -> value from the pickers) against ``key``."""
     marks = []
-    for facet, question in FACETS:
+    for facet, question in asked_facets(choices):
         value = picked.get(facet, UNANSWERED)
         expected = key.value(facet)
         if value == UNANSWERED:
             right = False
+        elif value in key.also.get(facet, ()):
+            right = True
         elif facet in ("host", "gpu", "rank") and expected is None:
             right = value == NOBODY
         else:
             right = value == expected
-        marks.append(Mark(facet, question, label(facet, value), right, label(facet, expected),
-                          _why(facet, value, key, choices), _hint(facet, value, key)))
+        why = _why(facet, value, key, choices)
+        if facet in key.why_also:
+            why += f"; {key.why_also[facet]}"
+        marks.append(Mark(facet, question, label(facet, value), right, label(facet, expected), why,
+                          _hint(facet, value, key)))
     return marks
 
 

@@ -42,9 +42,10 @@ from IPython.display import Markdown, display
 from gpulib.collect import collect
 from gpulib.errors import GpulibError
 from gpulib.findings import Finding
+from gpulib.notebook import display as display_mod
 from gpulib.notebook import steps, tables
 from gpulib.notebook.checkpoint_picker import CheckpointPicker
-from gpulib.notebook.display import PLOTLY_RENDERER, figure_bundle, figures_as_json, say, table
+from gpulib.notebook.display import PLOTLY_RENDERER, empty_figure_line, figure_bundle, figures_as_json, say, table
 from gpulib.notebook.drill import Drill, show_in
 from gpulib.notebook.drill_grading import drill_choices
 from gpulib.notebook.remediation import Remediation, remediation_commands
@@ -92,13 +93,17 @@ class NotebookStop(GpulibError):
         return lines
 
 
-def open_evidence(evidence: str, tz: str | None = None) -> EvidenceTables:
+def open_evidence(evidence: str, tz: str | None = None, *, mark_culprit: bool = True) -> EvidenceTables:
     """Open the evidence folder named by the ``evidence`` parameter, or stop with a clear message
-    (``tz``: :func:`gpulib.notebook.tables.open_evidence`)."""
+    (``tz``: :func:`gpulib.notebook.tables.open_evidence`).
+
+    The diagnosis's culprit is then highlighted in every table of the notebook; a drill passes
+    ``mark_culprit=False`` (the highlight would be the answer)."""
     try:
         ev = tables.open_evidence(evidence, tz)
     except GpulibError as exc:
         raise NotebookStop(exc.message, path=exc.path, hint=exc.hint) from None
+    display_mod.mark_culprit(ev.diagnosis.get("root_cause") if mark_culprit else None)
     display(Markdown(ev.describe_markdown()))
     return ev
 
@@ -135,8 +140,9 @@ def show_diagnosis(diagnosis: dict, *, interactive: bool, drill: bool = False,
         display(Markdown("*Drill mode: the diagnosis is hidden (run interactively to answer the drill).*"))
         return True
     choices = drill_choices(diagnosis, evidence.ranks() if evidence is not None else None,
-                            evidence.gpu_states() if evidence is not None else None)
-    challenge = Drill(diagnosis, CATEGORIES, choices)
+                            evidence.gpu_states() if evidence is not None else None,
+                            evidence.gpu_palette().short if evidence is not None else None)
+    challenge = Drill(diagnosis, CATEGORIES, choices, folder=Path.cwd())  # the drill notebook's folder
     display(challenge.widget())
     return challenge
 
@@ -231,7 +237,10 @@ def show(item: Any, interactive: bool) -> None:
         display(item.widget())
         return
     item = item.figure if isinstance(item, FigurePanel) else item
-    if isinstance(item, go.Figure) and figures_as_json():
+    line = empty_figure_line(item) if isinstance(item, go.Figure) else None
+    if line is not None:  # an empty figure is one line, not a blank box (the report does the same)
+        display(Markdown(f"*{line}*"))
+    elif isinstance(item, go.Figure) and figures_as_json():
         display(figure_bundle(item), raw=True)
     else:
         display(item)

@@ -40,11 +40,18 @@ def _has(frame: pd.DataFrame | None, *columns: str) -> bool:
 
 
 def _time_axis(fig: go.Figure, times: pd.Series) -> None:
-    """Give a time axis whose points all share one instant a readable window around it."""
+    """Fit every time axis to the data on the first draw: from the first to the last event, with a
+    margin (a readable window around events that all share one instant).
+
+    Left to autorange, a figure redrawn inside a widget could open on a stale or padded range
+    (the data squeezed into a quarter of the axis until a control was touched); shapes and
+    labels outside the data (a shaded period's text) must not widen it either."""
     stamps = pd.to_datetime(pd.Series(times), utc=True, errors="coerce").dropna()
-    if len(stamps) and stamps.min() == stamps.max():
-        moment = stamps.iloc[0].tz_localize(None)  # plotly.js draws data times as naive UTC: match them
-        fig.update_xaxes(range=[(moment - ONE_INSTANT_PAD).isoformat(), (moment + ONE_INSTANT_PAD).isoformat()])
+    if not len(stamps):
+        return
+    lo, hi = (t.tz_localize(None) for t in (stamps.min(), stamps.max()))  # plotly.js draws naive UTC
+    pad = ONE_INSTANT_PAD if lo == hi else (hi - lo) * 0.02
+    fig.update_xaxes(range=[(lo - pad).isoformat(), (hi + pad).isoformat()], autorange=False)
 
 
 def xid_events(frame: pd.DataFrame, palette: GpuPalette | None = None) -> go.Figure:
@@ -64,6 +71,7 @@ def xid_events(frame: pd.DataFrame, palette: GpuPalette | None = None) -> go.Fig
     palette = palette or GpuPalette.from_frames(frame)
     keys = palette.keys(timed)
     fig = go.Figure()
+    names = palette.names_for(palette.order(keys.dropna()))
     for key in palette.order(keys.dropna()):
         rows = timed[keys == key]
         what = [f"Xid {int(x)} {n if isinstance(n, str) else ''}".strip() if pd.notna(x) else "kernel event"
@@ -71,7 +79,7 @@ def xid_events(frame: pd.DataFrame, palette: GpuPalette | None = None) -> go.Fig
                                 strict=True)]
         hard = rows["interruption"].eq("hard") if "interruption" in rows.columns else pd.Series(False, index=rows.index)
         fig.add_trace(go.Scatter(
-            x=rows["time"], y=[palette.name(key)] * len(rows), mode="markers", name=palette.name(key),
+            x=rows["time"], y=[names[key]] * len(rows), mode="markers", name=names[key],
             marker={"size": 12, "color": palette.color(key), "symbol": ["x" if h else "circle" for h in hard]},
             text=what, hovertext=rows["text"] if "text" in rows.columns else None, meta={"gpu": key},
             legendgroup=key, hovertemplate="%{x}<br>%{text}<br>%{hovertext}<extra>%{fullData.name}</extra>",
@@ -110,25 +118,50 @@ def gpu_memory(frame: pd.DataFrame, imbalance_gib: float = 2.0, palette: GpuPale
     fig = go.Figure()
     peak = read.loc[read.groupby(keys[read.index])["mem_used_mib"].idxmax()] if len(read) else read
     peak_keys = keys[peak.index]
+    shown = palette.order(set(peak_keys) | set(lost))
+    names = palette.names_for(shown)
     if "mem_total_mib" in peak.columns and len(peak):
-        fig.add_trace(go.Bar(x=[palette.name(k) for k in peak_keys], y=peak["mem_total_mib"] / 1024, name="total GiB",
+        fig.add_trace(go.Bar(x=[names[k] for k in peak_keys], y=peak["mem_total_mib"] / 1024, name="total GiB",
                              marker_color="#dee2e6", hoverinfo="skip"))
-    for key in palette.order(set(peak_keys) | set(lost)):
+    top = max([float(peak["mem_total_mib"].max()) / 1024 if "mem_total_mib" in peak.columns and len(peak) else 0.0,
+               float(read["mem_used_mib"].max()) / 1024 if len(read) else 0.0, 1.0])
+    line = (read["mem_used_mib"].min() / 1024 + imbalance_gib) if len(read) else None
+    for key in shown:
         rows = peak[peak_keys == key]
         used = rows["mem_used_mib"] / 1024 if len(rows) else [0]
         mark = palette.lost_label(key)
-        fig.add_trace(go.Bar(x=[palette.name(key)], y=list(used), name=palette.name(key) + (f" ({mark})" if mark else ""),
+        fig.add_trace(go.Bar(x=[names[key]], y=list(used), name=names[key] + (f" ({mark})" if mark else ""),
                              marker_color=palette.color(key), meta={"gpu": key}, legendgroup=key,
                              text=[mark] if mark else None, textposition="none"))
-        if mark:  # written above its empty slot, readable (bar text would shrink to fit a zero-height bar)
-            fig.add_annotation(x=palette.name(key), y=max(list(used)), text=mark.replace(" at ", " at<br>"),
-                               showarrow=False, yanchor="bottom", font={"color": palette.color(key), "size": 12})
-    if len(read):
-        floor = read["mem_used_mib"].min() / 1024
-        fig.add_hline(y=floor + imbalance_gib, line_dash="dash", line_color="#d9480f",
-                      annotation_text=f"lowest + {imbalance_gib:g} GiB")
-    fig.update_layout(title=title, barmode="overlay", template="plotly_white", yaxis_title="GiB", showlegend=True)
+        if mark:  # in its empty slot, clear of the imbalance line and its label; the date is in the name
+            fig.add_annotation(x=names[key], y=_clear_of(line, top), yref="y", text=_short_mark(mark),
+                               hovertext=mark, showarrow=False, yanchor="middle",
+                               font={"color": palette.color(key), "size": 12})
+    if line is not None:
+        fig.add_hline(y=line, line_dash="dash", line_color="#d9480f", annotation_text=f"lowest + {imbalance_gib:g} GiB",
+                      annotation_position="top left")
+    # bars in the palette's order (a lost GPU in its own slot, not after the others), the axis fitted
+    fig.update_xaxes(categoryorder="array", categoryarray=[names[k] for k in shown])
+    fig.update_yaxes(range=[0, top * 1.05])
+    # no legend: the x axis names every bar (a legend of eight long names left the bars ~100 px tall)
+    fig.update_layout(title=title, barmode="overlay", template="plotly_white", yaxis_title="GiB (grey: total)",
+                      showlegend=False, height=480)
     return fig
+
+
+def _short_mark(mark: str) -> str:
+    """``lost at<br>04:51:12Z``: the time of day of a "lost at <ISO time>" label, on two short lines."""
+    head, _, when = mark.partition(" at ")
+    return f"{head} at<br>{when.split('T', 1)[-1]}" if when else mark
+
+
+def _clear_of(line: float | None, top: float) -> float:
+    """Where an upright label in an empty bar slot sits: the middle of the free part of the axis
+    above or below the dashed line (the line's own label lies just above it)."""
+    if line is None:
+        return top / 2
+    above = top - line
+    return line + above * 0.55 if above >= line else line * 0.45
 
 
 def thermal_power(frame: pd.DataFrame, temp_limit_c: float = TEMP_LIMIT_C, palette: GpuPalette | None = None) -> go.Figure:
@@ -141,15 +174,17 @@ def thermal_power(frame: pd.DataFrame, temp_limit_c: float = TEMP_LIMIT_C, palet
     """
     title = "Temperature, SM clock and power per GPU"
     if not _has(frame, "time", "gpu"):
-        return _empty(title, "no GPU time series in this evidence (collect with --sample-seconds)")
+        return _empty(title, "no GPU time series in this evidence (collect with --sample-seconds; "
+                             "examples/incident-thermal-straggler has one)")
     data = frame[frame["time"].notna()].sort_values("time")
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
                         subplot_titles=("temperature (C)", "SM clock (MHz)", "power (W)"))
     palette = palette or GpuPalette.from_frames(frame)
     keys = palette.keys(data)
+    names = palette.names_for(palette.order(keys.dropna()))
     for key in palette.order(keys.dropna()):
         rows = data[keys == key]
-        name, mark = palette.name(key), palette.lost_label(key)
+        name, mark = names[key], palette.lost_label(key)
         for row, column in ((1, "temp_c"), (2, "sm_clock_mhz"), (3, "power_draw_w")):
             if column in rows.columns and rows[column].notna().any():
                 fig.add_trace(go.Scatter(x=rows["time"], y=rows[column], mode="lines",

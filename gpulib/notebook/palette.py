@@ -95,7 +95,8 @@ class GpuPalette:
     """GPU key -> colour, name and (for lost GPUs) the time it was lost."""
 
     colors: dict[str, str] = field(default_factory=dict)
-    names: dict[str, str] = field(default_factory=dict)
+    names: dict[str, str] = field(default_factory=dict)  # with the host when the evidence has several
+    short: dict[str, str] = field(default_factory=dict)  # without the host (tables have a host column)
     lost: dict[str, pd.Timestamp | None] = field(default_factory=dict)
     #: (host, index as captured) -> key, for rows that carry no PCI id
     by_index: dict[tuple[str, int], str] = field(default_factory=dict)
@@ -113,9 +114,13 @@ class GpuPalette:
         return f"{_text(host) or ''}|{ident}"
 
     @classmethod
-    def from_frames(cls, *frames: pd.DataFrame | None) -> GpuPalette:
+    def from_frames(cls, *frames: pd.DataFrame | None, job: pd.DataFrame | None = None) -> GpuPalette:
         """The palette of every GPU in ``frames`` (GPU states, samples, kernel events: any table
-        with ``host`` and ``pci_bus_id`` / ``uuid`` / ``gpu_index`` columns, and ``lost``)."""
+        with ``host`` and ``pci_bus_id`` / ``uuid`` / ``gpu_index`` columns, and ``lost``).
+
+        ``job`` is a table of the indices the *job* used (NCCL's ``cudaDev`` per rank): after an
+        Xid 79 nvidia-smi renumbers the survivors, so the index seen at capture and the one in
+        the job's logs differ, and a label must say which is which (see :meth:`_name`)."""
         seen: dict[str, dict] = {}
         by_index: dict[tuple[str, int], str] = {}
         for frame in frames:
@@ -127,9 +132,7 @@ class GpuPalette:
                 key = cls.row_key(row.get("host"), row.get("pci_bus_id"), row.get("uuid"), row.get("gpu_index"))
                 if key is None:
                     continue
-                entry = seen.setdefault(key, {"pci": normalize_pci(_text(row.get("pci_bus_id")) or "")
-                                              or _text(row.get("uuid")), "indices": [], "lost": None,
-                                              "lost_seen": False})
+                entry = seen.setdefault(key, cls._entry(row))
                 idx = _index(row.get("gpu_index"))
                 if idx is not None and idx not in entry["indices"]:
                     entry["indices"].append(idx)
@@ -142,25 +145,48 @@ class GpuPalette:
                         entry["lost"] = time
                 if _index(row.get("xid")) in (79,) and time is not None and not pd.isna(time):
                     entry["fell_off"] = min(time, entry.get("fell_off", time))
+        for row in ([] if job is None or job.empty else job.to_dict("records")):
+            key = cls.row_key(row.get("host"), row.get("pci_bus_id"), row.get("uuid"), None)
+            if key is not None and _index(row.get("gpu_index")) is not None:
+                seen.setdefault(key, cls._entry(row)).setdefault("job", _index(row.get("gpu_index")))
         keys = sorted(seen, key=lambda k: (k.split("|", 1)[0], k.split("|", 1)[1]))
         hosts = len({k.split("|", 1)[0] for k in keys})
         palette = cls(hosts=max(1, hosts), by_index=by_index)
+        renumbered = {(k.split("|", 1)[0], seen[k]["indices"][0]) for k in keys
+                      if seen[k]["indices"] and seen[k].get("job") not in (None, seen[k]["indices"][0])}
         for n, key in enumerate(keys):
             entry = seen[key]
             palette.colors[key] = GPU_COLORS[n % len(GPU_COLORS)]
-            palette.names[key] = cls._name(key, entry, hosts)
+            palette.short[key] = cls._name(key, entry, renumbered)
+            host = key.split("|", 1)[0]
+            palette.names[key] = f"{host} {palette.short[key]}" if host and hosts > 1 else palette.short[key]
             if entry["lost_seen"] or "fell_off" in entry:
                 palette.lost[key] = entry.get("fell_off") or entry["lost"]
         return palette
 
     @staticmethod
-    def _name(key: str, entry: dict, hosts: int) -> str:
+    def _entry(row: dict) -> dict:
+        return {"pci": normalize_pci(_text(row.get("pci_bus_id")) or "") or _text(row.get("uuid")), "indices": [],
+                "lost": None, "lost_seen": False}
+
+    @staticmethod
+    def _name(key: str, entry: dict, renumbered: set[tuple[str, int]]) -> str:
+        """``0000:54:00.0 (GPU 2)``: the PCI id and the index as seen at capture. Where the job knew
+        the GPU by another index (renumbered after a loss) both are named: ``0000:54:00.0 (GPU 2 at
+        capture, 3 in the job)``; a GPU whose index another GPU took at capture (the one that fell
+        off) is ``0000:4f:00.0 (GPU 2 in the job)``. So no two GPUs of a host read "GPU 2"."""
         host = key.split("|", 1)[0]
-        indices = entry["indices"]
-        name = gpu_name(entry["pci"], indices[0] if indices else None) or key.split("|", 1)[1]
-        if len(indices) > 1:  # renumbered between captures: say so, the index alone is ambiguous
-            name = name[:-1] + ", later " + ", ".join(str(i) for i in indices[1:]) + ")"
-        return f"{host} {name}" if host and hosts > 1 else name
+        indices, job = entry["indices"], entry.get("job")
+        if not entry["pci"]:
+            return gpu_name(None, indices[0] if indices else job) or key.split("|", 1)[1]
+        if indices and job is not None and job != indices[0]:
+            return f"{entry['pci']} (GPU {indices[0]} at capture, {job} in the job)"
+        if indices and len(indices) > 1:  # renumbered between captures: the index alone is ambiguous
+            return f"{entry['pci']} (GPU {indices[0]}, later {', '.join(str(i) for i in indices[1:])})"
+        index = indices[0] if indices else job
+        if index is not None and (host, index) in renumbered:
+            return f"{entry['pci']} (GPU {index} in the job)"
+        return gpu_name(entry["pci"], index) or key.split("|", 1)[1]
 
     # ---------------------------------------------------------------- per row / per key
     def keys(self, frame: pd.DataFrame) -> pd.Series:
@@ -188,6 +214,19 @@ class GpuPalette:
         host, _, ident = str(key).partition("|")
         ident = f"GPU {ident[1:]}" if ident.startswith("#") else ident
         return f"{host} {ident}".strip() if self.hosts > 1 else ident
+
+    def gpu_names(self, frame: pd.DataFrame) -> pd.Series:
+        """The GPU's name (without host) for each row of ``frame``, None for rows about no GPU: the
+        ``gpu_name`` column of every table, the options of every GPU picker."""
+        return pd.Series([self.short.get(k) if k is not None else None for k in self.keys(frame)],
+                         index=frame.index, dtype=object)
+
+    def names_for(self, keys: Iterable[str]) -> dict[str, str]:
+        """Names of ``keys`` as one figure shows them: without the host when they are all on one
+        host (a chart of one node's GPUs need not repeat it in every label), with it otherwise."""
+        keys = list(keys)
+        one_host = len({str(k).partition("|")[0] for k in keys}) <= 1
+        return {k: (self.short.get(k) or self.name(k)) if one_host else self.name(k) for k in keys}
 
     def lost_label(self, key: str | None) -> str | None:
         """``lost at 2026-01-17T04:51:12Z`` for a GPU that fell off or was reported lost."""

@@ -21,7 +21,6 @@ import pandas as pd
 from gpulib.checkpoints import candidates
 from gpulib.checkpoints.candidates import checkpoint_findings as checkpoint_findings
 from gpulib.checkpoints.candidates import checkpoint_step as checkpoint_step
-from gpulib.checkpoints.candidates import report_dict
 from gpulib.checkpoints.candidates import steps_lost_text as steps_lost_text
 from gpulib.findings import Finding, event_id, finding_dict, ordered, summarize
 from gpulib.identity import normalize_pci, to_utc_iso
@@ -306,9 +305,21 @@ def _num(value: Any) -> float:
 
 
 def _columns(frame: pd.DataFrame | None, columns: Sequence[str]) -> pd.DataFrame:
+    """``columns`` of ``frame`` (those it has). A GPU is one column, ``gpu``: its one name
+    (``0000:54:00.0 (GPU 2 at capture, 3 in the job)``, the ``gpu_name`` the evidence tables
+    carry) in place of a bare index and a PCI column that could disagree with the figures."""
     if frame is None or frame.empty:
-        return pd.DataFrame(columns=list(columns))
+        return pd.DataFrame(columns=[c for c in columns if c not in ("pci_bus_id", "gpu_index")])
+    if "gpu_name" in frame.columns and frame["gpu_name"].notna().any():
+        frame = frame.assign(gpu=frame["gpu_name"].where(frame["gpu_name"].notna(), frame.get("gpu")))
+        columns = [c for c in columns if c not in ("pci_bus_id", "gpu_index")]
     return frame.reindex(columns=[c for c in columns if c in frame.columns])
+
+
+def rank_table(ranks: pd.DataFrame) -> pd.DataFrame:
+    """One row per rank with its GPU named as in every figure of the runbook."""
+    return _columns(ranks, ["rank", "host", "gpu", "pci_bus_id", "gpu_index", "transport", "nccl_version",
+                            "first_problem", "first_problem_time"])
 
 
 def xid_table(events: pd.DataFrame) -> pd.DataFrame:
@@ -442,12 +453,14 @@ def nccl_findings(ranks: pd.DataFrame, diagnosis: dict) -> list[dict]:
             actions=["Check ibstat on the socket-fallback hosts (State Active, LinkUp); pin NCCL_IB_HCA and "
                      "NCCL_SOCKET_IFNAME; never run a job with mixed IB/socket transports."],
         ))
-    timeouts = ranks[ranks["first_problem"].fillna("").str.startswith("watchdog")]
+    # a watchdog *timeout* (the rank waited for a peer); "watchdog stuck" is the rank that hung itself,
+    # counted with the ranks that did not time out, as the diagnosis's timeout finding counts them
+    timeouts = ranks[ranks["first_problem"].fillna("").str.startswith("watchdog_timeout")]
     if len(timeouts):
-        root = (diagnosis.get("root_cause") or {})
         silent = sorted(set(ranks["rank"]) - set(timeouts["rank"]))
         out.append(finding(
-            "nccl-timeout-cascade", "info", root.get("category") or "none",
+            # a cascade row carries its own category (ranks that waited: the job's, not the GPU's)
+            "nccl-timeout-cascade", "info", "application_error",
             f"{len(timeouts)} of {len(ranks)} ranks first reported a watchdog timeout (cascade: they were waiting)"
             + (f"; ranks that did not: {', '.join(map(str, silent))}" if silent else ""),
             caused_by=(diagnosis.get("root_cause") or {}).get("finding"),
@@ -461,17 +474,18 @@ def nccl_findings(ranks: pd.DataFrame, diagnosis: dict) -> list[dict]:
 
 
 def checkpoint_table(report: Any) -> pd.DataFrame:
-    """The chosen checkpoint and every rejected one with its reason."""
-    data = report_dict(report)
+    """Every checkpoint the picker offers (:func:`checkpoint_candidates`), in its order: the
+    recommended one, the older complete ones, the rejected ones with why - one table and one
+    picker over the same list, so nothing the picker lists is missing from the table (the
+    picker adds the steps lost, which need the training log)."""
+    verdicts = {"recommended": "RESUME FROM THIS", "complete": "complete, older", "rejected": "rejected"}
     rows = []
-    if data.get("resume_from"):
-        rows.append({"checkpoint": data["resume_from"], "verdict": "RESUME FROM THIS",
-                     "reason": "newest complete checkpoint" + (f"; lacks {', '.join(data['lacks'])}"
-                                                               if data.get("lacks") else "")})
-    for item in data.get("rejected") or []:
-        path, reason = (item.get("path"), item.get("reason")) if isinstance(item, dict) else item
-        rows.append({"checkpoint": str(path), "verdict": "rejected", "reason": reason})
-    return pd.DataFrame(rows, columns=["checkpoint", "verdict", "reason"])
+    for c in checkpoint_candidates(report):
+        reason = c["why"] or ""
+        if c["verdict"] != "rejected" and c["lacks"]:
+            reason += f"; lacks {', '.join(c['lacks'])}"
+        rows.append({"checkpoint": c["path"], "verdict": verdicts[c["verdict"]], "step": c["step"], "reason": reason})
+    return pd.DataFrame(rows, columns=["checkpoint", "verdict", "step", "reason"])
 
 
 def last_logged_step(steps: pd.DataFrame | None) -> dict | None:

@@ -138,6 +138,15 @@ class EvidenceTables:
     # ---------------------------------------------------------------- tables
     def kernel_events(self) -> pd.DataFrame:
         """Kernel events with the Xid catalog's meaning, interruption class and action."""
+        return self._named(self._kernel_events())
+
+    def _named(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """``frame`` with a ``gpu_name`` column: the GPU's one name in every table, figure and picker
+        (:meth:`gpu_palette`: PCI id and the index as seen at capture, the job's index where it differs)."""
+        frame["gpu_name"] = self._palette.gpu_names(frame) if len(frame) else pd.Series(dtype=object)
+        return frame
+
+    def _kernel_events(self) -> pd.DataFrame:
         rows = self._rows("kernel_log")
         for row in rows:
             info = xid_info(row["xid"]) if row.get("xid") is not None else None
@@ -156,7 +165,7 @@ class EvidenceTables:
 
     def _gpu_index_for(self, frame: pd.DataFrame) -> pd.Series:
         """Kernel lines name GPUs by PCI id; snapshots map (host, PCI) to the nvidia-smi index."""
-        states = self.gpu_states()
+        states = self._states
         mapping = {}
         if not states.empty:
             for _, s in states.dropna(subset=["pci_bus_id", "gpu_index"]).iterrows():
@@ -181,10 +190,13 @@ class EvidenceTables:
 
     def gpu_states(self) -> pd.DataFrame:
         """One row per GPU per snapshot (nvidia-smi -q / -q -x / table / CSV snapshot)."""
-        return self._states.copy()
+        return self._named(self._states.copy())
 
     def gpu_samples(self) -> pd.DataFrame:
         """GPU time series (CSV sampling, dmon, NVML sampling), one row per GPU per sample."""
+        return self._named(self._gpu_samples())
+
+    def _gpu_samples(self) -> pd.DataFrame:
         rows = [row for kind in ("nvidia_smi_csv", "nvidia_smi_dmon") for row in self._rows(kind) if "lost" not in row]
         if not rows:
             return pd.DataFrame(columns=["time", "host", "gpu", "gpu_index", "pci_bus_id", "temp_c", "sm_clock_mhz",
@@ -211,6 +223,9 @@ class EvidenceTables:
 
     def ranks(self) -> pd.DataFrame:
         """One row per rank: host, GPU, transport, NCCL version, first problem it reported."""
+        return self._named(self._ranks())
+
+    def _ranks(self) -> pd.DataFrame:
         events = self.job_events()
         init = events[events["kind"] == "nccl_init"] if not events.empty else events
         if init.empty:  # no NCCL init lines (NCCL_DEBUG was off): ranks cannot be placed
@@ -230,7 +245,7 @@ class EvidenceTables:
         versions = {e["host"]: e["details"].get("version") for _, e in events[events["kind"] == "nccl_version"].iterrows()}
         first: dict[int, tuple] = {}
         for e in _problems(events).sort_values("time", kind="stable").itertuples():
-            first.setdefault(int(e.rank), (f"{e.kind}: {e.text[:120]}", e.time))
+            first.setdefault(int(e.rank), (f"{e.kind}: {e.text[:500]}", e.time))  # tables cut at a word, not here
         for rank, row in rows.items():
             row["transport"] = transport.get((row["host"], row["pid"]))
             row["nccl_version"] = versions.get(row["host"])
@@ -318,14 +333,19 @@ class EvidenceTables:
         return find_latest(roots)
 
     def gpu_palette(self) -> GpuPalette:
-        """One colour and name per GPU of this evidence (snapshots, samples, kernel events), and
-        which were lost when: pass it to every figure so a GPU looks the same in each."""
-        kernel = self.kernel_events()
+        """One colour and name per GPU of this evidence (snapshots, samples, kernel events, and the
+        job's own indices from NCCL's rank lines), and which were lost when: pass it to every figure
+        so a GPU looks the same in each."""
+        return self._palette
+
+    @cached_property
+    def _palette(self) -> GpuPalette:
+        kernel = self._kernel_events()
         kernel = kernel[kernel["xid"].notna()]  # an AER line names the PCIe port above a GPU, not a GPU
         named = pd.DataFrame([{"host": f.get("host"), "pci_bus_id": f.get("gpu_pci"), "gpu_index": f.get("gpu_index")}
                               for f in self.diagnosis.get("findings") or [] if f.get("gpu_pci")],
                              columns=["host", "pci_bus_id", "gpu_index"])  # the index at failure (NCCL, nvidia-smi)
-        return GpuPalette.from_frames(self.gpu_states(), self.gpu_samples(), kernel, named)
+        return GpuPalette.from_frames(self._states, self._gpu_samples(), kernel, named, job=self._ranks())
 
     def timeline(self) -> pd.DataFrame:
         """The diagnosis timeline as a table (time, host, source, event, ``root_cause``: the

@@ -14,9 +14,9 @@ from typing import Any
 import ipywidgets as widgets
 import pandas as pd
 import plotly.graph_objects as go
-from IPython.display import display
+from IPython.display import Markdown, display
 
-from gpulib.notebook.display import figure_bundle
+from gpulib.notebook.display import empty_figure_line, figure_bundle
 from gpulib.notebook.palette import GpuPalette
 
 ALL = "(all)"
@@ -73,14 +73,36 @@ class FigurePanel:
                 times = pd.to_datetime(frame["time"], utc=True, errors="coerce")
                 frame = frame[(times >= pd.Timestamp(start)) & (times <= pd.Timestamp(end))]
             elif control.value != ALL:
-                frame = frame[frame[name].astype(str) == str(control.value)]
+                frame = frame[frame[self._column(name)].astype(str) == str(control.value)]
         return frame
 
     def _build(self) -> go.Figure:
         kwargs = {name: self.controls[name].value for name in self.thresholds}
         if self._takes_palette:
             kwargs["palette"] = self.palette
-        return self.build(self.selection(), **kwargs)
+        selection = self.selection()
+        figure = self.build(selection, **kwargs)
+        if self.frame is not None and not self.frame.empty and (selection is None or selection.empty):
+            # the evidence has rows, the pickers hid them all: say so (an empty figure's own words,
+            # "no Xid events in this evidence (a healthy reading)", would be false here)
+            figure.layout.annotations = ()
+            figure.add_annotation(text=f"{len(self.frame)} row(s) in this evidence, all filtered out by "
+                                       f"{self._filters()}: widen the pickers to see them",
+                                  showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font={"size": 14})
+        return figure
+
+    def _filters(self) -> str:
+        """The pickers that filter, as ``host=gx-a800-101, window 04:51:12-05:01:13``."""
+        parts = []
+        for name, control in self.controls.items():
+            if name in self.thresholds:
+                continue
+            if name == "time":
+                start, end = control.value
+                parts.append(f"window {pd.Timestamp(start):%H:%M:%S}-{pd.Timestamp(end):%H:%M:%S}")
+            elif control.value != ALL:
+                parts.append(f"{name}={control.value}")
+        return ", ".join(parts) or "the pickers"
 
     def _changed(self, _change: dict) -> None:
         self.figure = self._build()
@@ -92,7 +114,11 @@ class FigurePanel:
         # Inside a widget only a live frontend shows the figure, so the plotly mime part is enough;
         # the embedded-JS part (~5 MB) would stall nbclient's Output emulation (papermill P1).
         with self._output:
-            display(figure_bundle(self.figure), raw=True)
+            line = empty_figure_line(self.figure)
+            if line is not None:  # one line, not a 450 px blank box
+                display(Markdown(f"*{line}*"))
+            else:
+                display(figure_bundle(self.figure), raw=True)
 
     def widget(self) -> widgets.Widget:
         """Controls above an output area that always shows the current figure."""
@@ -102,6 +128,11 @@ class FigurePanel:
         # The controls wrap onto a second line rather than squeeze a slider (and its readout) to 20 px.
         controls = widgets.HBox(list(self.controls.values()), layout=widgets.Layout(flex_flow="row wrap"))
         return widgets.VBox([controls, self._output])
+
+    def _column(self, name: str) -> str:
+        """The column a picker filters: a GPU by its one name (``gpu_name``, as in the legend and
+        the tables) where the table has it, not by a bare index that two GPUs can share."""
+        return "gpu_name" if name == "gpu" and "gpu_name" in self.frame.columns else name
 
     def _picker(self, name: str) -> widgets.Widget | None:
         frame = self.frame
@@ -124,10 +155,26 @@ class FigurePanel:
                 options=labels, index=(lo, max(lo, hi)), description="window", continuous_update=False,
                 layout=widgets.Layout(width="560px", min_width="420px"), style={"description_width": "initial"},
             )
-        values = sorted({str(v) for v in frame[name].dropna()}, key=natural_key)
-        initial = self.initial.get(name)
-        value = str(initial) if initial is not None and str(initial) in values else ALL
+        values = sorted({str(v) for v in frame[self._column(name)].dropna()}, key=natural_key)
+        value = _initial_value(self.initial.get(name), values)
         return widgets.Dropdown(options=[ALL, *values], value=value, description=name)
+
+
+def _initial_value(initial: Any, values: list[str]) -> str:
+    """The option a parameter names: itself, or the GPU name it is the index or PCI id of
+    (``gpu = "2"`` or ``"0000:54:00.0"`` picks ``0000:54:00.0 (GPU 2 at capture, 3 in the job)``:
+    the index as seen at capture first); else every value."""
+    if initial is None or str(initial).strip() in ("", ALL):
+        return ALL
+    text = str(initial).strip()
+    if text in values:
+        return text
+    for wanted in (f"(GPU {text})", f"(GPU {text} at capture", f"(GPU {text},"):
+        match = [v for v in values if wanted in v]
+        if len(match) == 1:
+            return match[0]
+    match = [v for v in values if v.startswith(text.lower()) or v.startswith(f"{text.lower()} ")]
+    return match[0] if len(match) == 1 else ALL
 
 
 def _threshold_slider(name: str, spec: Any) -> widgets.Widget:

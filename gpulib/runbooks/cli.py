@@ -17,6 +17,7 @@ from gpulib.runbooks import textfile
 from gpulib.runbooks.archive import REPORT, default_archive_root, list_runs, require_archive_root, resolve_run
 from gpulib.runbooks.compare import diff_runs
 from gpulib.runbooks.execute import skip_slow_imports
+from gpulib.runbooks.report_view import fact_lines, merge_facts
 from gpulib.runbooks.run import EXIT_MEANINGS, run_runbook, severity_counts
 from gpulib.runbooks.spec import (
     RUNNER_PARAMETERS,
@@ -90,11 +91,14 @@ def _run(args) -> int:
         signal.signal(signal.SIGTERM, previous)
     _textfile(args, outcome.findings, outcome.exit_code, sum(s.status != "ok" for s in outcome.steps))
     ok = sum(step.status == "ok" for step in outcome.steps)
+    print("\n".join(outcome.headline))  # the report's headline, for a terminal without a browser
     print(f"runbook {args.runbook}: {ok}/{len(outcome.steps)} steps completed")
     for step in outcome.steps:
         if step.error:
             print(f"  FAILED {step.id}: {step.error['type']}: {step.error['message']}")
-    print("findings: " + ", ".join(f"{n} {s}" for s, n in severity_counts(outcome.findings).items()))
+    facts = [{"severity": f.severity} for f in merge_facts(outcome.findings)]  # one per event, as the report counts
+    print("facts:    " + ", ".join(f"{n} {s}" for s, n in severity_counts(facts).items())
+          + f" (one per event; {len(outcome.findings)} finding(s) recorded by the steps)")
     print(f"archive:  {outcome.path}")
     print(f"report:   {outcome.report}")
     print(f"exit {outcome.exit_code}: {EXIT_MEANINGS[outcome.exit_code]}")
@@ -143,6 +147,7 @@ def _list(args) -> int:
 def _show(args) -> int:
     run = resolve_run(args.run, Path(args.archive))
     m = run.manifest
+    print("\n".join(m.get("headline") or ["(no headline recorded: a run of an older gpulib; its report has one)"]))
     print(f"run:      {run.path}")
     tampered = run.tampered()
     if tampered:  # forged findings are not repeated as if they were the run's
@@ -155,9 +160,11 @@ def _show(args) -> int:
     for step in m.get("steps", []):
         error = f"  {step['error']['type']}: {step['error']['message']}" if step.get("error") else ""
         print(f"  {step['id']:<28} {step['status']:<6} {step['duration_s']:7.1f} s  {step['findings']} finding(s){error}")
-    for f in run.findings:
-        if f.get("severity") != "info" or args.all:
-            print(f"  [{f.get('severity', '?').upper()}] {f.get('step')}: {f.get('title')}")
+    facts = merge_facts(run.findings, m.get("root_finding"))
+    lines = fact_lines(facts, with_info=args.all)
+    hidden = "" if len(lines) == len(facts) else f"; {len(facts) - len(lines)} info fact(s) shown with --all"
+    print(f"facts: {len(facts)}, one line per event with the steps that recorded it{hidden}")
+    print("\n".join(lines))
     print(f"report:   {run.path / REPORT}")
     print("\n".join(run.verify().lines()))
     print("\n".join(run.chain().lines))

@@ -32,8 +32,8 @@ from gpulib.runbooks.report_view import (
     banner,
     facts_by_role,
     facts_per_step,
-    headline,
     merge_facts,
+    run_headline,
     step_parameters,
 )
 
@@ -130,7 +130,7 @@ def build_report(manifest: dict, steps: list[dict], findings: list[dict], render
                  "facts": per_step.get(s["id"], 0)} for s in steps]
     figures = sum(r.figures for r in rendered.values())
     page = _environment().get_template("report.html.j2").render(
-        manifest=manifest, headline=headline(diagnosis, facts),
+        manifest=manifest, headline=run_headline(diagnosis, findings),
         banner=banner(manifest["exit_code"], manifest["exit_meaning"], steps, facts),
         groups=facts_by_role(facts), fact_count=len(facts), finding_count=len(findings), steps=sections,
         failed=[s for s in sections if s["status"] != "ok"],

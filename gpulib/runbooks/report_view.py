@@ -6,10 +6,10 @@ id. Listed per step, it read as four critical rows and sent the engineer countin
 that were one. Here each id is one row that names the steps which raised it, with its own
 category and severity, sorted into the root cause, the cascade (``caused_by``) and the rest.
 
-Why the banner is derived from the same facts as the exit code (not from its number): the
-table of exit codes is being renumbered (3 no-go, 5 run failed); the banner's colour and words
-follow what happened (a step failed, a blocking finding, a warning, nothing), and the number
-shown is the one the run returned.
+Why the banner's colour follows the run's exit code: one verdict per incident. The headline
+says hard or soft, the exit code says what a scheduler does; a banner coloured by its own
+reading of the facts (red whenever one is "critical") contradicted a soft headline with exit 1.
+Its words name the fact that decided it.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from gpulib import exit_codes
 from gpulib.diagnose.headline import headline_fields
 from gpulib.findings import Finding, severity_rank
 from gpulib.formats import parameter_lines
@@ -78,25 +79,38 @@ class Banner:
     reason: str
 
 
+#: The banner's colour for each exit code of the run (anything else: the run failed).
+BANNER_STATES = {exit_codes.OK: "ok", exit_codes.SOFT: "warn", exit_codes.HARD: "nogo"}
+
+
 def banner(code: int, meaning: str, steps: list[dict], facts: list[Fact]) -> Banner:
-    """Why this run exits as it does, in the words a scheduler's reader needs."""
+    """Why this run exits as it does, in the words a scheduler's reader needs.
+
+    The colour follows the exit code the run returned (one verdict per incident: a soft root
+    cause that the run exits 1 for is not painted as a red no-go because one of its facts is
+    called critical); the reason names the fact that decided it."""
     failed = [s["id"] for s in steps if s.get("status") != "ok"]
+    state = "failed" if failed else BANNER_STATES.get(code, "failed")
     blocking = [f for f in facts if f.severity in ("critical", "error")]
     warnings = [f for f in facts if f.severity == "warning"]
     if failed:
-        return Banner("failed", code, meaning, f"step(s) {', '.join(failed)} did not complete: their findings are "
-                                               "missing, so this run cannot vouch for anything")
+        return Banner(state, code, meaning, f"step(s) {', '.join(failed)} did not complete: their findings are "
+                                            "missing, so this run cannot vouch for anything")
     if blocking:
         lead = next((f for f in blocking if f.role == "root cause"), blocking[0])
-        return Banner("nogo", code, meaning, f"{len(blocking)} blocking fact(s); first: {lead.title}")
+        return Banner(state, code, meaning, f"{len(blocking)} fact(s) to act on; first: {lead.title}")
     if warnings:
-        return Banner("warn", code, meaning, f"{len(warnings)} warning(s); first: {warnings[0].title}")
-    return Banner("ok", code, meaning, "no finding above info")
+        return Banner(state, code, meaning, f"{len(warnings)} warning(s); first: {warnings[0].title}")
+    return Banner(state, code, meaning, "no finding above info")
 
 
 def headline(diagnosis: dict | None, facts: list[Fact]) -> dict:
     """The diagnosis headline (the first block of ``gpulib diagnose``), or, for a runbook that
-    diagnosed no incident (preflight, health report of a live capture), its most severe fact."""
+    diagnosed no incident (preflight, health report of a live capture), its most severe fact.
+
+    One function, two renderers: the report's template shows ``lines`` as HTML, and ``gpulib
+    run`` / ``gpulib archive show`` print the same ``lines`` (recorded in the run's manifest as
+    ``headline``) in the terminal, where an engineer on SSH at 03:00 has no browser."""
     if diagnosis:
         return {"kind": "diagnosis", **headline_fields(diagnosis)}
     lead = next(iter(sorted(facts, key=lambda f: severity_rank(f.severity))), None)
@@ -104,6 +118,26 @@ def headline(diagnosis: dict | None, facts: list[Fact]) -> dict:
     if lead is not None:
         lines.append(f"  [{lead.severity}] {lead.title}")
     return {"kind": "check", "lines": lines}
+
+
+def run_headline(diagnosis: dict | None, findings: Iterable[dict]) -> dict:
+    """:func:`headline` of a run's findings (merged one row per fact, as the report lists them)."""
+    root_id = ((diagnosis or {}).get("root_cause") or {}).get("finding")
+    return headline(diagnosis, merge_facts(findings, root_id))
+
+
+def fact_lines(facts: list[Fact], *, with_info: bool = False) -> list[str]:
+    """One terminal line per fact (``gpulib archive show``): the report's Facts table, in its order,
+    so an Xid 79 that steps 00, 01 and 06 each recorded is one line naming the three steps."""
+    lines = []
+    for fact in facts:
+        if fact.severity == "info" and not with_info:
+            continue
+        where = f" ({fact.where})" if fact.where else ""
+        tag = "" if fact.role == "other" else f" [{fact.role}]"
+        lines.append(f"  [{fact.severity.upper()}] {fact.category}{tag}: {fact.title}{where}  - step(s) "
+                     f"{', '.join(fact.steps) or '-'}")
+    return lines
 
 
 def step_parameters(parameters: dict) -> list[str]:

@@ -30,6 +30,7 @@ from gpulib.logs import get_logger
 from gpulib.runbooks.archive import FINDINGS, FINDINGS_FORMAT, REPORT, RUN_FORMAT, ArchiveWriter
 from gpulib.runbooks.execute import KERNEL_NAME, StepResult, check_kernel, execute_runbook
 from gpulib.runbooks.report import RenderedStep, build_report, render_step
+from gpulib.runbooks.report_view import run_headline
 from gpulib.runbooks.spec import RunbookSpec, find_runbook, load_runbook, resolve_parameters
 from gpulib.vocabulary import SEVERITIES
 
@@ -50,6 +51,7 @@ class RunOutcome:
     exit_code: int
     steps: list[StepResult]
     findings: list[dict]
+    headline: list[str]  # the report's headline lines (the first block of `gpulib diagnose` for an incident)
 
     @property
     def report(self) -> Path:
@@ -183,10 +185,12 @@ def run_runbook(name: str, *, cli: dict[str, str] | None = None, values: dict | 
         "findings": severity_counts(findings),
         "exit_code": code,
         "exit_meaning": EXIT_MEANINGS[code],
+        "headline": run_headline(diagnosis, findings)["lines"],  # what `gpulib archive show` prints on top
+        "root_finding": ((diagnosis or {}).get("root_cause") or {}).get("finding"),
         "versions": versions(),
     }
     writer.write_json(FINDINGS, {"format": FINDINGS_FORMAT, "runbook": spec.name, "run": writer.name,
                                  "host": writer.host, "started_at": manifest["started_at"], "findings": findings})
     report = build_report(manifest, manifest["steps"], findings, rendered, diagnosis)
     writer.path(REPORT).write_text(report, encoding="utf-8")
-    return RunOutcome(writer.finish(manifest), code, steps, findings)
+    return RunOutcome(writer.finish(manifest), code, steps, findings, manifest["headline"])

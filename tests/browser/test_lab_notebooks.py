@@ -18,6 +18,7 @@ from datetime import datetime
 import pytest
 from playwright.sync_api import expect
 
+from gpulib.notebook.drill_grading import category_label
 from gpulib.notebook.tables import open_evidence
 from gpulib.resources import step_names
 from tests.browser.chromium import screenshot_check
@@ -194,7 +195,7 @@ def test_triage_drill_offers_every_host_and_writes_no_answer_before_the_commit(l
     retry, and the commit reveals the scores, writes the findings and shows the next step."""
     ev = open_evidence(str(EXAMPLE))
     evidence_hosts = set(ev.inputs()["host"].dropna()) | set(ev.ranks()["host"])
-    rank_map_gpus = {f"{r.host} {r.pci_bus_id} (GPU {r.gpu_index})" for r in ev.ranks().itertuples()}
+    rank_map_gpus = {f"{r.host} {r.gpu_name}" for r in ev.ranks().itertuples()}  # named as in every figure
     answer_file = lab.root / "findings-00-drill.json"
     answer_file.write_text(json.dumps([{"id": "xid79", "category": EXAMPLE_ANSWER["category"],
                                         "title": "left by an earlier run"}]))
@@ -213,7 +214,7 @@ def test_triage_drill_offers_every_host_and_writes_no_answer_before_the_commit(l
         assert evidence_hosts <= set(options(host)), options(host)  # every host, not only the culprit's
         assert rank_map_gpus <= set(options(gpu)), options(gpu)
         assert {f"rank {r}" for r in range(16)} <= set(options(rank))
-        assert EXAMPLE_ANSWER["category"] in options(category) and len(options(category)) > 10
+        assert category_label(EXAMPLE_ANSWER["category"]) in options(category) and len(options(category)) > 10
         choices = options(interruption)
         assert any(o.startswith("hard") for o in choices) and any(o.startswith("soft") for o in choices)
         before_commit = "\n".join([*plain_outputs.all_inner_texts(), drill.locator(".widget-output").inner_text(),
@@ -221,17 +222,18 @@ def test_triage_drill_offers_every_host_and_writes_no_answer_before_the_commit(l
         assert not answer_file.exists(), "the answer lies in the file browser before the trainee committed"
 
     with screenshot_check(page, "00-drill-4-hint"):
-        right_gpu = f"{EXAMPLE_ANSWER['host']} 0000:4f:00.0 (GPU 2)"
-        pick(category, EXAMPLE_ANSWER["category"])
+        right_gpu = f"{EXAMPLE_ANSWER['host']} 0000:4f:00.0 (GPU 2 in the job)"
+        renumbered = f"{EXAMPLE_ANSWER['host']} 0000:54:00.0 (GPU 2 at capture, 3 in the job)"
+        pick(category, category_label(EXAMPLE_ANSWER["category"]))
         pick(interruption, next(o for o in options(interruption) if o.startswith("hard")))
         pick(host, EXAMPLE_ANSWER["host"])
-        pick(gpu, f"{EXAMPLE_ANSWER['host']} 0000:54:00.0 (GPU 3)")  # nvidia-smi's renumbered "GPU 2"
+        pick(gpu, renumbered)  # nvidia-smi's renumbered "GPU 2"
         pick(rank, "rank 10")
         commit.click()
         hint = drill.locator(".widget-output", has_text="Attempt 1: 4 / 5").first
         hint.wait_for(timeout=30_000)
         text = hint.inner_text()
-        assert f"culprit GPU: {EXAMPLE_ANSWER['host']} 0000:54:00.0 (GPU 3) -> WRONG" in text, text
+        assert f"culprit GPU: {renumbered} -> WRONG" in text, text
         assert "hint: Kernel lines name a GPU by PCI id" in text and "0000:4f" not in text, text
         assert wait_for_file(answer_file, present=False, timeout_s=2), "a graded attempt is not the reveal"
         assert "01_kernel_xid" not in "\n".join(next_step.all_inner_texts())
@@ -346,7 +348,7 @@ def test_a_gpu_keeps_its_colour_and_the_legend_when_the_gpu_picker_changes(lab, 
     with screenshot_check(page, "04-colours-4-gpu-picked"):
         gpu = panel.locator(".widget-dropdown select").nth(1)
         previous = json.dumps(plot_in(page, panel).evaluate(FIGURE_DATA), separators=(",", ":"))
-        pick(gpu, "3")
+        pick(gpu, next(o for o in options(gpu) if o.startswith("0000:4e:00.0 (GPU 3")))  # named as in the legend
         page.wait_for_function(
             f"""([prev]) => {{ const el = document.querySelector('.widget-vbox .js-plotly-plot');
                  return el && el._fullData && JSON.stringify(({FIGURE_DATA})(el)) !== prev; }}""",

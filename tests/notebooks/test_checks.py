@@ -149,6 +149,21 @@ def test_nccl_findings_leave_version_skew_to_the_diagnosis():
     assert checks.nccl_findings(ranks, {}) == []
 
 
+def test_the_timeout_cascade_counts_as_the_diagnosis_does_and_keeps_its_own_category():
+    """A rank whose watchdog got *stuck* (its own GPU hung) did not time out waiting for a peer: it
+    is among the ranks that did not, as the diagnosis's "timeout on N rank(s); rank R never
+    arrived" counts it, and the waiting ranks' row is the job's category, not the GPU's."""
+    ranks = pd.DataFrame({"rank": [0, 1, 2, 3], "host": ["a", "a", "b", "b"], "transport": ["IB"] * 4,
+                          "first_problem": ["watchdog_timeout: [Rank 0] Watchdog caught collective operation timeout",
+                                            "watchdog_timeout: [Rank 1] Watchdog caught collective operation timeout",
+                                            "watchdog_stuck: [Rank 2] ProcessGroupNCCL's watchdog got stuck",
+                                            "watchdog_timeout: [Rank 3] Watchdog caught collective operation timeout"]})
+    diagnosis = {"root_cause": {"category": "gpu_fell_off_bus", "finding": "xid79-b"}}
+    [cascade] = checks.nccl_findings(ranks, diagnosis)
+    assert cascade["title"].startswith("3 of 4 ranks first reported a watchdog timeout") and "did not: 2" in cascade["title"]
+    assert cascade["category"] == "application_error" and cascade["caused_by"] == "xid79-b"
+
+
 def test_timeline_table_names_the_source_kind_and_puts_hostless_events_on_their_files_host():
     timeline = pd.DataFrame({"time": pd.to_datetime(["2026-01-17T04:51:12Z", "2026-01-17T05:01:13Z",
                                                      "2026-01-17T05:01:20Z", "2026-01-17T05:02:00Z"]),
@@ -235,3 +250,15 @@ def test_torch_built_for_newer_cuda_than_the_driver_is_a_mismatch():
     found = {f["host"]: f for f in checks.version_findings(versions)}
     assert found["n1"]["severity"] == "error" and "CUDA 12.4" in found["n1"]["title"]
     assert found["n2"]["severity"] == "warning" and "nvcc" in found["n2"]["title"]
+
+
+def test_the_checkpoint_table_lists_every_checkpoint_the_picker_offers():
+    from gpulib.notebook.tables import open_evidence
+
+    ev = open_evidence("examples/incident-ecc-truncated-checkpoint")
+    report = ev.checkpoints("")
+    table = checks.checkpoint_table(report)
+    picker = checks.checkpoint_candidates(report, ev.training_steps())
+    assert list(table["checkpoint"]) == [c["path"] for c in picker]
+    assert list(table["verdict"]) == ["RESUME FROM THIS", "complete, older", "rejected"]
+    assert "truncated" in table["reason"].iloc[2]

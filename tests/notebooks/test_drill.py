@@ -30,8 +30,10 @@ def ev():
 
 
 @pytest.fixture
-def quiet(monkeypatch):
-    """Collect what face displays instead of printing it."""
+def quiet(monkeypatch, tmp_path):
+    """Collect what face displays instead of printing it; run in a folder of its own (a live drill
+    writes its score file into the notebook's folder, the kernel's working directory)."""
+    monkeypatch.chdir(tmp_path)
     shown = []
     monkeypatch.setattr(nbk, "display", lambda obj, **kw: shown.append(obj))
     return shown
@@ -62,12 +64,14 @@ def test_pickers_offer_every_host_gpu_and_rank_of_the_evidence(ev, quiet):
     gpus = labels(drill.pickers["gpu"])
     ranks = ev.ranks()
     for _, r in ranks.iterrows():  # every GPU of the rank map, named by host, index and PCI id
-        assert f"{r['host']} {r['pci_bus_id']} (GPU {r['gpu_index']})" in gpus
+        assert f"{r['host']} {r['gpu_name']}" in gpus  # named as in every figure and table
     # the lost GPU keeps the index the job saw; the renumbered survivor is not a second "GPU 2"
-    assert f"{HOST} {PCI} (GPU 2)" in gpus and f"{HOST} 0000:54:00.0 (GPU 3)" in gpus
-    assert f"{HOST} 0000:54:00.0 (GPU 2)" not in gpus
+    assert f"{HOST} {PCI} (GPU 2 in the job)" in gpus
+    assert f"{HOST} 0000:54:00.0 (GPU 2 at capture, 3 in the job)" in gpus
     assert "no single host" in labels(drill.pickers["host"]) and "(pick one)" in labels(drill.pickers["gpu"])
-    assert labels(drill.pickers["category"])[1:] == list(CATEGORIES)
+    assert [v for _, v in drill.pickers["category"].options][1:] == list(CATEGORIES)
+    # offered in words, the id after them
+    assert labels(drill.pickers["category"])[1] == "a GPU fell off the bus (PCIe link lost, Xid 79) [gpu_fell_off_bus]"
     assert [v for _, v in drill.pickers["interruption"].options][1:] == ["hard", "soft", "none", "unknown"]
 
 
@@ -133,7 +137,8 @@ def test_each_facet_is_scored_apart_with_why(ev):
     assert f"rank 10 ran on {HOST} {PCI} (GPU 2)" in marks["rank"].why
     text = drill.result_text
     assert "Drill result: 3 / 5 on the first attempt" in text
-    assert "root-cause category: network_fabric -> WRONG (answer: gpu_fell_off_bus) [0/1]" in text
+    assert ("root-cause category: network fabric (InfiniBand / RoCE link, NIC) [network_fabric] -> WRONG (answer: a GPU "
+            "fell off the bus (PCIe link lost, Xid 79) [gpu_fell_off_bus]) [0/1]") in text
     assert f"culprit GPU: {HOST} {PCI} (GPU 2) -> right [1/1]" in text
     assert "culprit rank: rank 0 -> WRONG (answer: rank 10)" in text
 
@@ -159,18 +164,20 @@ def test_retry_keeps_the_right_picks_and_reveals_when_all_are_right(ev):
 def test_the_answer_is_revealed_when_the_attempts_run_out(ev):
     drill = Drill(ev.diagnosis, CATEGORIES, grading.drill_choices(ev.diagnosis), max_attempts=2)
     drill.commit.click()  # nothing picked: every facet "not answered"
-    assert grading.score(drill.attempts[0]) == (0, 5) and not drill.revealed
+    # the diagnosis alone names one rank: that question would be a free point, it is not asked
+    assert grading.score(drill.attempts[0]) == (0, 4) and not drill.revealed
     assert "culprit host: (not answered) -> WRONG\n      hint: " in drill.out.outputs[-1]["text"]
     drill.retry.click()
     drill.commit.click()
-    assert drill.revealed and "answer: gpu_fell_off_bus" in drill.result_text
+    assert drill.revealed and "[gpu_fell_off_bus]" in drill.result_text
 
 
 def test_a_job_wide_cause_is_answered_with_no_single_gpu():
     diagnosis = {"verdict": {"interruption": "soft", "category": "host_oom", "summary": "the kernel OOM killer"},
                  "root_cause": {"category": "host_oom", "host": "n1", "gpu_index": None, "rank": None,
                                 "evidence": [{"file": "n1/kern.log", "line": 3, "text": "Out of memory: Killed process"}]},
-                 "inputs": [{"host": "n1"}, {"host": "n2"}], "findings": [{"host": "n1", "gpu_index": 0, "rank": 0}]}
+                 "inputs": [{"host": "n1"}, {"host": "n2"}],
+                 "findings": [{"host": "n1", "gpu_index": 0, "rank": 0}, {"host": "n2", "gpu_index": 0, "rank": 1}]}
     choices = grading.drill_choices(diagnosis)
     drill = Drill(diagnosis, CATEGORIES, choices)
     for facet, value in {"category": "host_oom", "interruption": "soft", "host": "n1", "gpu": grading.NOBODY,
@@ -197,3 +204,54 @@ def test_without_drill_the_verdict_and_findings_are_shown(ev, quiet, tmp_path):
     nbk.record(checks.from_diagnosis(ev.diagnosis), tmp_path / "f.json", step="00_triage", drill=False)
     assert "Verdict: HARD interruption" in quiet[0]["text/plain"]
     assert "gpu_fell_off_bus" in json.dumps(quiet[1]["application/vnd.gpulib.finding+json"])
+
+
+def test_grading_accepts_every_answer_the_evidence_supports():
+    """The IB example: the diagnosis says soft with no single rank, while its output says rank(s) 2, 3
+    never arrived and calls the port critical. "rank 2" and "hard" are what that output teaches."""
+    ev = open_evidence(REPO / "examples" / "incident-ib-port-down")
+    choices = grading.drill_choices(ev.diagnosis, ev.ranks(), ev.gpu_states(), ev.gpu_palette().short)
+    key = grading.AnswerKey.from_diagnosis(ev.diagnosis, choices)
+    assert key.interruption == "soft" and key.rank is None
+    marks = {m.facet: m for m in grading.grade({"category": "network_fabric", "interruption": "hard", "host": key.host,
+                                                 "gpu": grading.NOBODY, "rank": 2}, key, choices)}
+    assert marks["rank"].right and "never arrived" in marks["rank"].why
+    assert marks["interruption"].right and "critical" in marks["interruption"].why
+    assert not grading.grade({"rank": 5}, key, choices)[-1].right  # a rank that waited is still wrong
+    soft = grading.grade({"interruption": "soft", "rank": grading.NOBODY}, key, choices)
+    assert [m.right for m in soft if m.facet in ("interruption", "rank")] == [True, True]
+
+
+def test_a_one_host_incident_does_not_ask_the_host(tmp_path):
+    diagnosis = {"verdict": {"interruption": "soft", "category": "cuda_oom", "summary": "OOM"},
+                 "root_cause": {"category": "cuda_oom", "host": "n1", "gpu_index": 1, "gpu_pci": "0000:1b:00.0",
+                                "rank": 1, "evidence": []},
+                 "inputs": [{"host": "n1"}],
+                 "findings": [{"host": "n1", "gpu_index": 0, "gpu_pci": "0000:0a:00.0", "rank": 0},
+                              {"host": "n1", "gpu_index": 1, "gpu_pci": "0000:1b:00.0", "rank": 1}]}
+    choices = grading.drill_choices(diagnosis)
+    drill = Drill(diagnosis, CATEGORIES, choices, folder=tmp_path)
+    assert [f for f, _ in grading.asked_facets(choices)] == ["category", "interruption", "gpu", "rank"]
+    drill.pickers["category"].value = "cuda_oom"
+    drill.commit.click()
+    assert [m.facet for m in drill.attempts[0]] == ["category", "interruption", "gpu", "rank"]
+    score = json.loads((tmp_path / "drill-score.json").read_text())  # what a trainer collects, per attempt
+    assert score["attempts"][0]["points"] == 1 and score["attempts"][0]["out_of"] == 4
+    assert score["attempts"][0]["answers"]["category"]["right"] and "answer" not in score  # no key before the reveal
+    drill.show_answer.click()
+    score = json.loads((tmp_path / "drill-score.json").read_text())
+    assert score["revealed"] and score["answer"]["rank"] == "rank 1"
+
+
+def test_the_next_steps_appear_beside_the_drill_only_at_the_reveal(ev, tmp_path):
+    held = tmp_path / ".gpulib-drill-next-steps"
+    held.mkdir()
+    (held / "01_kernel_xid.ipynb").write_text("{}")
+    drill = Drill(ev.diagnosis, CATEGORIES, grading.drill_choices(ev.diagnosis, ev.ranks(), ev.gpu_states()),
+                  folder=tmp_path)
+    answer(drill, rank=9)
+    drill.commit.click()
+    assert not drill.revealed and not (tmp_path / "01_kernel_xid.ipynb").exists()
+    drill.show_answer.click()
+    assert (tmp_path / "01_kernel_xid.ipynb").is_file() and not held.exists()
+    assert "01_kernel_xid.ipynb" in drill.result_text

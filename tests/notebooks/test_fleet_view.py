@@ -39,11 +39,15 @@ def values(z) -> np.ndarray:
 
 
 def heatmaps(nb) -> dict:
-    """Title -> the heat-map trace (None when empty) of each GPU x node figure in the executed notebook
-    (decoded by plotly: z travels as a base64 typed array)."""
+    """Title -> the heat-map trace (None when empty: shown as one line) of each GPU x node figure in
+    the executed notebook (decoded by plotly: z travels as a base64 typed array)."""
     found = {}
     for cell in nb.cells:
         for output in cell.get("outputs", []):
+            line = output.get("data", {}).get("text/markdown", "")
+            if line.startswith("*GPU x node"):  # an empty figure is shown as its one line
+                found[line.strip("*").split(":")[0]] = None
+                continue
             if PLOTLY not in output.get("data", {}):
                 continue
             fig = pio.from_json(json.dumps(output["data"][PLOTLY]))

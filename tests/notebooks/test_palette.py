@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from gpulib.notebook import figures as plots
@@ -31,7 +33,13 @@ def gpu_colours(*figures) -> dict[str, set[str]]:
 def test_the_evidence_palette_names_gpus_by_pci_with_the_index_at_capture_and_knows_the_lost_one():
     ev = open_evidence(DEFAULT_EVIDENCE)
     palette = ev.gpu_palette()
-    assert palette.name(LOST) == "0000:4f:00.0 (GPU 2)" and palette.name(SURVIVOR) == "0000:54:00.0 (GPU 2)"
+    # NCCL's rank lines give the job's indices: the survivor was GPU 3 in the job, GPU 2 at capture
+    assert palette.short[LOST] == "0000:4f:00.0 (GPU 2 in the job)"
+    assert palette.short[SURVIVOR] == "0000:54:00.0 (GPU 2 at capture, 3 in the job)"
+    assert palette.name(SURVIVOR) == "gx-a800-102 " + palette.short[SURVIVOR]  # two hosts: the host leads
+    first = [re.search(r"\(GPU \d+( in the job| at capture)?", name)[0] for key, name in palette.short.items()
+             if key.startswith("gx-a800-102|")]
+    assert len(first) == len(set(first)) == 8, first  # no two GPUs of the host are just "GPU 2"
     assert palette.lost_label(LOST) == "lost at 2026-01-17T04:51:12Z"  # the Xid 79, not the later snapshot
     assert palette.lost_label(SURVIVOR) is None
     assert len(set(palette.colors.values())) == len(palette.colors)  # eight GPUs, eight colours
@@ -47,7 +55,7 @@ def test_one_gpu_has_one_colour_in_every_panel_and_the_lost_gpu_is_in_the_memory
     assert colours[LOST] == {palette.color(LOST)}
     [lost_bar] = [t for t in memory.data if (t.meta or {}).get("gpu") == LOST]
     assert list(lost_bar.text) == ["lost at 2026-01-17T04:51:12Z"] and "lost at" in lost_bar.name
-    assert list(lost_bar.x) == ["0000:4f:00.0 (GPU 2)"]
+    assert list(lost_bar.x) == [palette.short[LOST]]  # one host in the chart: the host is not repeated
 
 
 def test_a_picker_keeps_each_gpus_colour_even_without_the_evidence_palette():
@@ -85,3 +93,15 @@ def test_renumbered_indices_are_named_in_the_label():
     frame = pd.DataFrame({"time": pd.to_datetime(["2025-01-01T00:00:00Z", "2025-01-01T01:00:00Z"]),
                           "host": ["n1", "n1"], "pci_bus_id": ["0000:54:00.0", "0000:54:00.0"], "gpu_index": [3, 2]})
     assert GpuPalette.from_frames(frame).name("n1|0000:54:00.0") == "0000:54:00.0 (GPU 3, later 2)"
+
+
+def test_the_job_index_is_named_beside_the_index_at_capture_and_tables_and_pickers_use_the_name():
+    ev = open_evidence(DEFAULT_EVIDENCE)
+    ranks = ev.ranks()
+    assert ranks.set_index("rank").loc[11, "gpu_name"] == "0000:54:00.0 (GPU 2 at capture, 3 in the job)"
+    states = ev.gpu_states()
+    assert set(states["gpu_name"]) <= set(ev.gpu_palette().short.values())
+    panel = widgets_mod.FigurePanel(plots.gpu_memory, states, pickers=("gpu",), initial={"gpu": "2"},
+                                    palette=ev.gpu_palette())
+    assert panel.controls["gpu"].value == "0000:54:00.0 (GPU 2 at capture, 3 in the job)"  # the index as captured
+    assert [t.name for t in panel.figure.data if (t.meta or {}).get("gpu")] == [ev.gpu_palette().short[SURVIVOR]]

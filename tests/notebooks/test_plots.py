@@ -71,7 +71,8 @@ def test_empty_tables_give_a_figure_that_says_so():
         assert not fig.data and len(fig.layout.annotations) == 1
         said[build.__name__] = fig.layout.annotations[0].text
     assert said == {"xid_events": "no Xid events in this evidence (a healthy reading)",
-                    "thermal_power": "no GPU time series in this evidence (collect with --sample-seconds)",
+                    "thermal_power": "no GPU time series in this evidence (collect with --sample-seconds; "
+                                     "examples/incident-thermal-straggler has one)",
                     "gpu_memory": "no GPU memory readings in this evidence",
                     "step_times": "no step timings in the training logs",
                     "timeline": "no timed events in this evidence",
@@ -151,7 +152,9 @@ def test_time_plots_of_one_instant_get_a_readable_window_around_it():
     thermal = plots.thermal_power(one_sample)
     assert all(axis.range is not None for axis in (thermal.layout.xaxis, thermal.layout.xaxis2, thermal.layout.xaxis3))
     two = pd.concat([xid, xid.assign(time=moment + pd.Timedelta(minutes=2))], ignore_index=True)
-    assert plots.xid_events(two).layout.xaxis.range is None  # several instants: plotly's own range
+    low, high = (pd.Timestamp(v) for v in plots.xid_events(two).layout.xaxis.range)  # fitted on the first draw
+    assert low < moment.tz_localize(None) and high > (moment + pd.Timedelta(minutes=2)).tz_localize(None)
+    assert (high - low) < pd.Timedelta(minutes=2.2)  # a 2 % margin, not a quarter of the axis
 
 
 def test_timeline_without_source_kind_colours_by_file_not_by_line():

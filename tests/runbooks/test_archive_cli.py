@@ -25,7 +25,8 @@ def xid(host: str, code: int = 79) -> dict:
             "title": f"Xid {code} on {host}", "host": host, "xid": code, "pci_bus_id": "0000:4f:00.0"}
 
 
-def archived(root, evidence: str | None, findings: list[dict], runbook: str = "incident") -> ArchivedRun:
+def archived(root, evidence: str | None, findings: list[dict], runbook: str = "incident",
+             **manifest) -> ArchivedRun:
     writer = ArchiveWriter(root, runbook)
     writer.write_json("findings.json", {"format": "gpulib.runbook-findings/1", "findings": findings})
     steps = [{"id": "00_triage", "status": "ok", "duration_s": 1.0, "findings": len(findings),
@@ -33,7 +34,7 @@ def archived(root, evidence: str | None, findings: list[dict], runbook: str = "i
     path = writer.finish({"format": "gpulib.runbook-run/1", "runbook": runbook, "started_at": writer.started.isoformat(),
                           "started_unix_s": writer.started.timestamp(), "exit_code": 3, "steps": steps,
                           "findings": {"critical": len(findings)},
-                          "parameters": {"values": {"evidence": evidence} if evidence else {}}})
+                          "parameters": {"values": {"evidence": evidence} if evidence else {}}, **manifest})
     return ArchivedRun.open(path)
 
 
@@ -52,6 +53,30 @@ def test_show_names_the_evidence(tmp_path, capsys):
     run = archived(tmp_path, "/shared/inc-42", [xid("node-b")])
     assert main(["archive", "show", str(run.path), "--archive", str(tmp_path)]) == 0
     assert "evidence: /shared/inc-42" in capsys.readouterr().out
+
+
+def test_show_opens_with_the_headline_and_lists_each_event_once(tmp_path, capsys):
+    """The Xid 79 that steps 00, 01 and 06 each recorded is one line naming the three steps."""
+    head = ["HARD failure - gpu_fell_off_bus", "  culprit: host node-b, 0000:4f:00.0 (GPU 2), rank 10",
+            "  first action: power-cycle node-b", "  resume from: ckpt/step_900"]
+    same = [{**xid("node-b"), "step": step} for step in ("00_triage", "01_kernel_xid", "06_driver_cuda_ecc_topology")]
+    cascade = {"step": "00_triage", "id": "nccl-watchdog", "severity": "error", "category": "network_fabric",
+               "title": "NCCL watchdog timeout on 15 rank(s)", "caused_by": "xid-79-node-b"}
+    run = archived(tmp_path, "/shared/inc-42", [*same, cascade], headline=head, root_finding="xid-79-node-b")
+    assert main(["archive", "show", str(run.path), "--archive", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:4] == head
+    rows = [line for line in out if "Xid 79" in line]
+    assert rows == ["  [CRITICAL] gpu_fell_off_bus [root cause]: Xid 79 on node-b (host node-b, 0000:4f:00.0)  - step(s) "
+                    "00_triage, 01_kernel_xid, 06_driver_cuda_ecc_topology"]
+    assert any(line.startswith("  [ERROR] network_fabric [cascade]: NCCL watchdog") for line in out)
+    assert "facts: 2, one line per event" in "\n".join(out)
+
+
+def test_show_of_a_run_without_a_recorded_headline_says_so(tmp_path, capsys):
+    run = archived(tmp_path, "/shared/inc-42", [xid("node-b")])
+    assert main(["archive", "show", str(run.path), "--archive", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.startswith("(no headline recorded")
 
 
 def test_diff_of_two_incidents_on_different_hosts_is_refused_without_force(tmp_path, capsys):

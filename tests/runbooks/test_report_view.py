@@ -46,6 +46,9 @@ def test_the_banner_says_why_the_run_exits_as_it_does():
     assert banner(1, "warn", steps, merge_facts([DRIFT])).state == "warn"
     assert banner(0, "healthy", steps, []).state == "ok"
     assert banner(5, "failed", [{"id": "x", "status": "failed"}], facts).state == "failed"
+    # one verdict: a soft root cause the run exits 1 for is not a red no-go, whatever its fact is called
+    soft = banner(1, "soft", steps, facts)
+    assert soft.state == "warn" and "Xid 79" in soft.reason
 
 
 @pytest.fixture(scope="module")
