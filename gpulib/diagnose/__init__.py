@@ -18,6 +18,7 @@ from pathlib import Path
 
 from gpulib.checkpoints.latest import find_latest
 from gpulib.diagnose import (
+    generic,
     nodes,
     rules_boots,
     rules_gpu,
@@ -38,7 +39,8 @@ from gpulib.diagnose import (
     verdict,
 )
 from gpulib.diagnose import rules_slurm as rules_slurm
-from gpulib.diagnose.context import Context
+from gpulib.diagnose.context import Context, place
+from gpulib.diagnose.context import evidence as ev
 from gpulib.diagnose.inputs import Inputs, gather
 from gpulib.diagnose.joins import IdentityMap
 from gpulib.diagnose.model import TimelineEntry
@@ -137,8 +139,7 @@ def _decide(ctx: Context, failed: bool, completed: bool) -> Diagnosis:
                              "The job log stops without a normal end and no error; the hardware warnings below "
                              "are the suspects.", None, _ordered(findings), next_steps=_collect_more(ctx))
         if not failed and not alarms:
-            return Diagnosis("none", "none", "No failure found in the evidence: no job error and no hardware "
-                             "fault.", None, _ordered(findings), next_steps=_collect_more(ctx))
+            return _unexplained(ctx)
         strong, _weak = verdict.suspects(ctx)
         guess = verdict.best_guess(alarms) or _guess_category(findings)
         who = _describe_suspects(strong)
@@ -150,6 +151,44 @@ def _decide(ctx: Context, failed: bool, completed: bool) -> Diagnosis:
     verdict.quote_lines(ctx, root)
     verdict.chain(ctx, root)
     return Diagnosis(root.interruption or "unknown", root.category, _summary(root, findings), root, _ordered(findings))
+
+
+def _unexplained(ctx: Context) -> Diagnosis:
+    """No cause, no failure a rule read, no normal end: "none" only when no line says anything
+    failed and no job log stops mid-run (:mod:`.generic`); otherwise ``unknown`` with the most
+    suspicious lines quoted and what to collect next."""
+    lines, stops = generic.failure_lines(ctx), generic.stopped_logs(ctx)
+    if not lines and not stops:
+        return Diagnosis("none", "none", "No failure found in the evidence: no failure line in any log, no job log "
+                         "that stops mid-run, no hardware fault.", None, _ordered(ctx.findings),
+                         next_steps=_collect_more(ctx))
+    evidence = [ev(fl.file, fl.signal.line, fl.signal.text) for fl in lines[:generic.QUOTED]]
+    evidence += [ev(s.file, s.line, s.text) for s in stops[:1]]
+    top = lines[0].signal if lines else None
+    if lines:
+        what = (f"{len(lines)} line(s) say something failed (the most suspicious: "
+                f"{lines[0].file.display}:{top.line} `{_clip(top.text, 120)}`)")
+    else:
+        what = (f"the job log {stops[0].file.display} stops at line {stops[0].line}"
+                + (f" (step {stops[0].step})" if stops[0].step is not None else "") + " without a normal end")
+    finding = ctx.add("unexplained", severity=lines[0].severity if lines else "warning",
+                      category=generic.hint(lines) or "none", role="context",
+                      title=f"No signature explains it, but {what}", host=top.host if top else None,
+                      rank=top.rank if top else None, time=top.time_utc if top else None, evidence=evidence,
+                      actions=[a for a in (_row_action(lines),) if a])
+    place(ctx, finding, rank=finding.rank, host=finding.host)
+    steps = [f"Read {e.file}:{e.line} and the lines before it" for e in evidence[:2]]
+    return Diagnosis("unknown", finding.category, f"No known cause, and nothing shows a normal end: {what}.",
+                     None, _ordered(ctx.findings), next_steps=steps + _collect_more(ctx))
+
+
+def _row_action(lines) -> str | None:
+    return generic.action(lines[0]) if lines else None
+
+
+def _clip(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 #: Hardware whose warnings can stop a run outright (a slow GPU slows it, it does not stop it).

@@ -237,8 +237,9 @@ def _parse(f: InputFile, tz: str | None, year: int | None = None) -> bool:
         src = registry.Source(str(f.path), f.path, readers=(lines,) if lines else ())
     result = spec.parse(src, opts)
     if lines is not None:
-        f.signals = lines.result.records
-        f.problems.extend(lines.result.problems)
+        scanned = lines.finish()
+        f.signals = scanned.records
+        f.problems.extend(scanned.problems)
     f.records = list(result.records)
     f.problems.extend(result.problems)
     if f.kind == "training_log":

@@ -606,6 +606,7 @@ def _transport(ctx: Context, events) -> None:
     nets = ctx.ids.transport
     hosts = sorted(nets)
     if len(hosts) < 2:
+        _socket_fallback(ctx, events)
         return
     socket_hosts = [h for h in hosts if "Socket" in nets[h] and "IB" not in nets[h]]
     ib_hosts = [h for h in hosts if "IB" in nets[h]]
@@ -623,6 +624,29 @@ def _transport(ctx: Context, events) -> None:
                 pointers=Pointers(hosts=set(socket_hosts)),
                 actions=["Check `ibstat` on the socket node(s): the HCA named by NCCL_IB_HCA must be Active/LinkUp",
                          "Never relaunch with mixed transports; set NCCL_IB_DISABLE=0 and drain nodes without IB"])
+    f.hardware = False
+
+
+def _socket_fallback(ctx: Context, events) -> None:
+    """InfiniBand asked for (NCCL echoes ``NCCL_IB_DISABLE set by environment to 0`` or
+    ``NCCL_IB_HCA set to ...``), no IB device found, TCP sockets used and IB nowhere: the RDMA
+    device is not reachable from the job (not passed into the container, RDMA not enabled, a wrong
+    HCA name). A configuration fault on a healthy fabric: soft, and every step runs at socket speed."""
+    asked = next(((fl, e) for fl, e in events if e.kind == "nccl_ib_requested"
+                  or (e.kind == "nccl_transport" and e.details.get("ib_requested"))), None)
+    nets = {e.details.get("network") for _fl, e in events if e.kind == "nccl_transport"}
+    if asked is None or "Socket" not in nets or any(n and n.startswith("IB") for n in nets):
+        return
+    fell = next(((fl, e) for fl, e in events if e.kind == "nccl_no_ib"
+                 or (e.kind == "nccl_transport" and e.details.get("network") == "Socket")), asked)
+    lines = [asked] + ([fell] if fell is not asked else [])
+    f = ctx.add("transport", severity="error", category="network_fabric", interruption="soft", role="cause",
+                title="InfiniBand was asked for but NCCL found no IB device and runs over TCP sockets",
+                host=fell[1].host or fell[0].host, time=fell[1].time_utc, time_approx=True,
+                evidence=[evidence(fl, e.line, e.text) for fl, e in lines],
+                actions=["Make the HCA reachable from the job: pass /dev/infiniband into the container (or run "
+                         "privileged with the host network), enable RDMA, check NCCL_IB_HCA against `ibv_devinfo`",
+                         "Rerun with NCCL_DEBUG=INFO: the run is right when it prints `Using network IB`"])
     f.hardware = False
 
 

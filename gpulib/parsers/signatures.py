@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -74,6 +75,18 @@ _IDENTITY_PRINTER_FIELDS = _PRINTER_FIELDS | {"gpu", "gpu2", "local"}
 @lru_cache(maxsize=1)
 def _identity_signatures() -> frozenset[str]:
     return frozenset(sig.id for sig in load_signatures() if sig.role == "identity")
+
+
+@lru_cache(maxsize=1)
+def generic_signatures() -> frozenset[str]:
+    """The ids of the generic failure vocabulary's rows (role ``failure``)."""
+    return frozenset(sig.id for sig in load_signatures() if sig.role == GENERIC)
+
+
+#: Generic failure lines kept per file: the first and the last this many of distinct shape. A log
+#: that prints an ERROR for every bad sample must not hold a million signals; what an engineer reads
+#: first is where the failures began and what was printed just before the log stopped.
+GENERIC_KEEP = 200
 
 
 def _fold_shape(s: Signal) -> tuple:
@@ -169,7 +182,28 @@ def _matches(facts: LineFacts, raw: str, candidates: set[int] | None = None) -> 
         if sig.min_value is not None and (_number(fields.get("num")) or 0) < sig.min_value:
             continue
         out.append((sig, fields))
-    return out
+    return _one_reading(out, message) if len(out) > 1 or (out and out[0][0].role == GENERIC) else out
+
+
+#: The role of the generic failure vocabulary (``signatures.tsv``): lines that say something failed
+#: without saying what.
+GENERIC = "failure"
+_DIGITS = re.compile(r"\d+")
+
+
+def _one_reading(out: list[tuple[Signature, dict]], message: str) -> list[tuple[Signature, dict]]:
+    """A line that a signature reads needs no generic reading (the watchdog line of 80,000 ranks stays
+    one signal a line); of several generic readings the first, most severe, row's. A generic match
+    carries the line's *shape* (its message with numbers blanked): lines of one shape fold into one
+    signal, and how many there were says how rare the line is in its file."""
+    specific = [(sig, f) for sig, f in out if sig.role != GENERIC]
+    if any(sig.role != "identity" for sig, _f in specific):
+        return specific
+    generic = next(((sig, f) for sig, f in out if sig.role == GENERIC), None)
+    if generic is None:
+        return specific
+    generic[1]["shape"] = _DIGITS.sub("#", message.strip())[:160]
+    return [*specific, generic]
 
 
 #: Lines up to this long are remembered with what they matched (per reading context: year, time
@@ -207,6 +241,8 @@ class SignatureScanner:
         self._reader = LineReader(tz=zone_of(tz), year=year, glog_year=_modified_year(written))
         self._path = PathFacts.of(source)
         self._keywords: dict[int, set[int]] | None = None  # line start -> keywords it holds (this chunk)
+        self._generic_head: list[Signal] = []
+        self._generic_tail: deque[Signal] = deque(maxlen=GENERIC_KEEP)
 
     def wanted(self, buf: bytearray, limit: int, offset: int, size: int) -> list[int]:
         if self._reader.year is None:
@@ -243,8 +279,22 @@ class SignatureScanner:
             facts, matches = hit
             for sig, fields in matches:
                 signal = _signal(sig, dict(fields), facts, lineno, raw, self._path)
-                if not fold(signal):
+                if fold(signal):
+                    continue
+                if sig.role != GENERIC:
                     records.append(signal)
+                elif len(self._generic_head) < GENERIC_KEEP:
+                    self._generic_head.append(signal)
+                else:
+                    self._generic_tail.append(signal)
+
+    def finish(self) -> ParseResult[Signal]:
+        """The matches once the file was read: the generic failure lines kept (see
+        :data:`GENERIC_KEEP`) join the others."""
+        self.result.records.extend(self._generic_head)
+        self.result.records.extend(self._generic_tail)
+        self._generic_head, self._generic_tail = [], deque(maxlen=GENERIC_KEEP)
+        return self.result
 
     def failed(self, exc: Exception) -> None:
         self.result.problems.append(Problem(self.source, f"signature scan failed: {type(exc).__name__}: {exc}"))
@@ -266,7 +316,7 @@ def scan_file(path: str | Path, source: str | None = None, *, tz: str | None = N
         linescan.read_file(path, [scanner])
     except OSError as exc:
         scanner.result.problems.append(Problem(scanner.source, f"cannot read: {exc.strerror or exc}"))
-    return scanner.result
+    return scanner.finish()
 
 
-__all__ = ["PathFacts", "Signal", "SignatureScanner", "match_line", "scan_file"]
+__all__ = ["GENERIC", "PathFacts", "Signal", "SignatureScanner", "generic_signatures", "match_line", "scan_file"]

@@ -71,7 +71,8 @@ CATALOGUE_KEYWORDS: tuple[bytes, ...] = (
     b"##[error]Process completed",
     # identity and transport (NCCL_DEBUG=INFO)
     b"Init COMPLETE", b"Init START", b"Using network", b"No device found", b"NCCL version", b"Bootstrap",
-    b"NET/IB", b"NET/Socket", b"Process group destroyed", b"Succeeded", b" passed",
+    b"NET/IB", b"NET/Socket", b"Process group destroyed", b"Succeeded", b" passed", b"NCCL_IB_DISABLE set",
+    b"NCCL_IB_HCA set",
     # driver / runtime mismatch
     b"CUDA driver version is insufficient", b"NVIDIA driver on your system is too old",
 )
@@ -90,8 +91,8 @@ PROGRESS_KEYWORDS: tuple[bytes, ...] = (
 #: "No IB device" is transport identity: normal on a single node, and a socket fallback across
 #: nodes shows up as socket/NCCL errors. ``gpulib watch`` alerts on every other kind.
 INFO_KINDS = frozenset({
-    "nccl_init", "nccl_transport", "nccl_version", "nccl_address", "nccl_no_ib", "rank_device", "torch_version",
-    "benign", "completed", "checkpoint_saved", "checkpoint_save_start", "step", "eval_progress", "traceback",
+    "nccl_init", "nccl_transport", "nccl_version", "nccl_address", "nccl_no_ib", "nccl_ib_requested", "rank_device",
+    "torch_version", "benign", "completed", "checkpoint_saved", "checkpoint_save_start", "step", "eval_progress", "traceback",
     "watchdog_progress", "sigterm_sent", "store_host", "ci_step_start", "barrier_wait",
 })
 
@@ -215,6 +216,9 @@ _NCCL_VERSION = re.compile(r"NCCL version (?P<ver>\d+\.\d+\.\d+)")
 #: NCCL_DEBUG=VERSION (and rank 0 of older releases) prints the version with no host:pid:tid prefix.
 _BARE_NCCL_VERSION = re.compile(r"NCCL version (?P<ver>\d+\.\d+\.\d+)\+cuda[\d.]+\s*$")
 _USING_NETWORK = re.compile(r"Using network (?P<net>\S+)")
+#: NCCL's echo of a setting that asks for InfiniBand (``NCCL_IB_DISABLE set by environment to 0``,
+#: ``NCCL_IB_HCA set to mlx5_0:1,...``): a socket transport after it is a fallback, not a choice.
+_IB_REQUESTED = re.compile(r"NCCL_IB_DISABLE set by environment to 0|NCCL_IB_HCA set (?:by environment )?to \S")
 _BOOTSTRAP = re.compile(r"Bootstrap ?: Using (?:\[\d+\])?(?P<iface>[^:\s]+):(?P<addr>[\d.]+)")
 _OOB = re.compile(r"OOB (?P<iface>[^:\s]+):(?P<addr>[\d.]+)")
 _IB_COMPLETION = re.compile(
@@ -399,6 +403,10 @@ class _Classifier:
                     if fact in self.host_facts:
                         return REPEATED
                     self.host_facts.add(fact)
+                return ev
+        elif "NCCL INFO " in body:
+            ev = self._bare_transport(body, lineno, rank)
+            if ev is not None:
                 return ev
         m = _STORE_BARRIER.search(body) if "store based barrier" in body else None
         if m:
@@ -588,6 +596,21 @@ class _Classifier:
         return JobEvent(lineno, "cuda_oom", body, rank=rank, details=details)
 
     @staticmethod
+    def _bare_transport(body: str, lineno: int, rank: int | None) -> JobEvent | None:
+        """The transport lines of an NCCL log pasted without its ``host:pid:tid [dev]`` prefixes
+        (an issue comment, a container's stderr): which network NCCL chose, and whether InfiniBand
+        was asked for, still tell a socket fallback."""
+        net = _USING_NETWORK.search(body)
+        if net:
+            return JobEvent(lineno, "nccl_transport", body, rank=rank, details={"network": net["net"]} | (
+                {"ib_requested": True} if _IB_REQUESTED.search(body) else {}))
+        if "No device found" in body and "NET/IB" in body:
+            return JobEvent(lineno, "nccl_no_ib", body, rank=rank)
+        if _IB_REQUESTED.search(body):
+            return JobEvent(lineno, "nccl_ib_requested", body, rank=rank)
+        return None
+
+    @staticmethod
     def _nccl(m: re.Match, lineno: int, body: str) -> JobEvent | None:
         msg = m["msg"]
         base = {"host": _shared(m["host"]), "pid": int(m["pid"]), "local_device": int(m["dev"])}
@@ -613,7 +636,10 @@ class _Classifier:
                             **base)
         net = _USING_NETWORK.search(msg)
         if net:
-            return JobEvent(lineno, "nccl_transport", body, details={"network": net["net"]}, **base)
+            return JobEvent(lineno, "nccl_transport", body, details={"network": net["net"]} | (
+                {"ib_requested": True} if _IB_REQUESTED.search(msg) else {}), **base)
+        if _IB_REQUESTED.search(msg):
+            return JobEvent(lineno, "nccl_ib_requested", body, **base)
         if "NET/IB : No device found" in msg or "NET/IB: No device found" in msg:
             return JobEvent(lineno, "nccl_no_ib", body, **base)
         ver = _NCCL_VERSION.search(msg)
