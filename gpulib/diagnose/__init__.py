@@ -143,6 +143,10 @@ def _decide(ctx: Context, failed: bool, completed: bool) -> Diagnosis:
         strong, _weak = verdict.suspects(ctx)
         guess = verdict.best_guess(alarms) or _guess_category(findings)
         who = _describe_suspects(strong)
+        timeout = _unexplained_timeout(alarms)
+        if timeout is not None:
+            return Diagnosis("unknown", guess, _timeout_summary(timeout, who), None, _ordered(findings),
+                             next_steps=_suspect_steps(ctx, strong) + _collect_more(ctx, strong))
         summary = ("The job failed but the evidence does not show why" if failed else
                    "Error lines were found but none explains an interruption") + (
             f"; the symptoms point at {who}" if who else "") + "."
@@ -151,6 +155,34 @@ def _decide(ctx: Context, failed: bool, completed: bool) -> Diagnosis:
     verdict.quote_lines(ctx, root)
     verdict.chain(ctx, root)
     return Diagnosis(root.interruption or "unknown", root.category, _summary(root, findings), root, _ordered(findings))
+
+
+def _unexplained_timeout(alarms: list[Finding]) -> str | None:
+    """With no root cause: the name of the collective time-out among the failures (``NCCL timeout``,
+    ``gloo collective timeout``), or None when none timed out."""
+    for f in alarms:
+        if "timeout" in f.extra:
+            return f.extra["timeout"]
+    return "NCCL timeout" if any(f.id.startswith("sig-watchdog-timeout") for f in alarms) else None
+
+
+def _timeout_summary(timeout: str, who: str) -> str:
+    """"NCCL timeout, cause not shown": the ranks that timed out only waited, so the verdict names the
+    ones they waited for (the silent ranks), never the waiters."""
+    if who:
+        return (f"{timeout}, cause not shown: the suspects are {who}, which never arrived; the ranks that "
+                "timed out only waited for them.")
+    return f"{timeout}, cause not shown: the evidence does not say which rank the others waited for."
+
+
+def _suspect_steps(ctx: Context, ptr) -> list[str]:
+    ranks = sorted(ptr.ranks)[:8]
+    if not ranks:
+        return ["Collect every rank's full output and a stack of each (`py-spy dump --pid <pid>`) the next time "
+                "it hangs: the rank that is elsewhere than the collective is the cause"]
+    names = ", ".join(map(str, ranks))
+    return [f"Collect what rank(s) {names} did when the others waited: their last log lines, a stack "
+            f"(`py-spy dump --pid <pid>` while it hangs) and their node's kernel log"]
 
 
 def _unexplained(ctx: Context) -> Diagnosis:

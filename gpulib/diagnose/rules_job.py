@@ -57,6 +57,11 @@ def run(ctx: Context) -> None:
 
 
 # ---------------------------------------------------------------- timeouts: who did not arrive
+#: How a collective time-out is named, by the backend that raised it (NCCL's watchdog by default); the
+#: finding keeps the name in ``extra["timeout"]`` for a verdict that cannot show its cause.
+_TIMEOUT_NAME = {"gloo": "gloo collective timeout"}
+
+
 def _timeouts(ctx: Context, events) -> None:
     timeouts = [(f, e) for f, e in events if e.kind == "watchdog_timeout"]
     progress = [(f, e) for f, e in events if e.kind == "watchdog_progress"]
@@ -86,10 +91,12 @@ def _timeouts(ctx: Context, events) -> None:
         blame = (f"; rank(s) {_fmt_ranks(pointers.ranks)} never arrived" if pointers.ranks
                  else "; every rank waited on the same collective")
         f = ctx.add("nccl-timeout", severity="error", category="application_error", role="symptom",
-                    title=f"NCCL watchdog timeout on {len(timed_out)} rank(s) ({op}{seq_text}, "
+                    title=f"{_TIMEOUT_NAME.get(first.details.get('backend'), 'NCCL watchdog timeout')} on "
+                          f"{len(timed_out)} rank(s) ({op}{seq_text}, "
                           f"timeout {first.details.get('timeout_ms', 0) // 1000} s){blame}",
                     time=first.time_utc, evidence=[evidence(first_file, first.line, first.text)], pointers=pointers,
                     actions=["Do not chase the network first: these ranks waited for a peer; fix the peer's cause"])
+        f.extra["timeout"] = _TIMEOUT_NAME.get(first.details.get("backend"), "NCCL timeout")
         f.evidence += [evidence(fl, e.line, e.text) for fl, e in stuck[:2]]
         desync = _desync(ctx, timeouts, events)
         if desync is not None:  # nobody failed to arrive: the ranks were waiting in different calls

@@ -232,6 +232,9 @@ _WORK = (r"WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)(?:, NumelIn=(?
          r"NumelOut=(?P<numel_out>-?\d+))?, Timeout\(ms\)=(?P<timeout_ms>\d+)\)")
 _WATCHDOG_TIMEOUT = re.compile(r"\[Rank (?P<pg_rank>\d+)\] ?Watchdog caught collective operation timeout: " + _WORK +
                                r"(?: ran for (?P<elapsed_ms>\d+))?")
+#: gloo's collective timeout, raised on the rank that waited: ``RuntimeError: [.../unbound_buffer.cc:78]
+#: Timed out waiting 4000ms for recv operation to complete``.
+_GLOO_TIMEOUT = re.compile(r"Timed out waiting (?P<ms>\d+)ms for (?P<op>recv|send) operation")
 _BLOCKING_WAIT = re.compile(r"\[Rank (?P<pg_rank>\d+)\] Work " + _WORK + r" timed out in blocking wait")
 _PG_PREFIX = re.compile(r"\[PG (?:ID )?(?P<pg>\d+)(?: PG GUID (?P<guid>[^\s(\]]+))?(?: ?\((?P<desc>[^)]*)\))? "
                         r"Rank (?P<pg_rank>\d+)\]")
@@ -555,6 +558,10 @@ class _Classifier:
             return JobEvent(lineno, "traceback", body, rank=rank)
         m = _EXCEPTION.match(body) if "Error" in body or "Exception" in body or "Interrupt" in body else None
         if m and not body.startswith(("  ", "\t")):
+            wait = _GLOO_TIMEOUT.search(m["msg"] or "") if "Timed out waiting" in body else None
+            if wait:  # this rank waited in a collective for a peer that never sent: a watchdog timeout, not a bug
+                return JobEvent(lineno, "watchdog_timeout", body, rank=rank, details={
+                    "op": wait["op"], "timeout_ms": int(wait["ms"]), "backend": "gloo"})
             return JobEvent(lineno, "exception", body, rank=rank, details={"class": m["cls"].rsplit(".", 1)[-1],
                                                                           "message": (m["msg"] or "").strip()})
         return None
