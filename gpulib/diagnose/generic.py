@@ -63,10 +63,14 @@ def failure_lines(ctx: Context) -> list[FailureLine]:
     """Generic failure lines that no finding cites, most suspicious first."""
     catalogue = _vocabulary()
     cited = {(e.file, e.line) for f in ctx.findings for e in f.evidence if e.line is not None}
+    files = ctx.inputs.of_kind(*LOG_KINDS)
+    # a line a rule cited explains every line of its shape (the same warning printed by every rank)
+    told = {s.fields.get("shape") for f in files for s in f.signals
+            if s.signature in catalogue and (f.display, s.line) in cited}
     out: list[FailureLine] = []
-    for f in ctx.inputs.of_kind(*LOG_KINDS):
+    for f in files:
         mine = [s for s in f.signals if s.signature in catalogue and (f.display, s.line) not in cited
-                and (f.display, s.line) not in ctx.judged]
+                and (f.display, s.line) not in ctx.judged and s.fields.get("shape") not in told]
         if not mine:
             continue
         benign = {ev.line for ev in f.records if getattr(ev, "kind", None) == "benign"}

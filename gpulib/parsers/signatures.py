@@ -189,6 +189,8 @@ def _matches(facts: LineFacts, raw: str, candidates: set[int] | None = None) -> 
 #: without saying what.
 GENERIC = "failure"
 _DIGITS = re.compile(r"\d+")
+#: NCCL's ``host:pid:tid [dev] `` before its message: who printed it, not what it says.
+_PRINTER = re.compile(r"^[\w.-]+:\d+:\d+ \[\d+\] ")
 
 
 def _one_reading(out: list[tuple[Signature, dict]], message: str) -> list[tuple[Signature, dict]]:
@@ -202,7 +204,7 @@ def _one_reading(out: list[tuple[Signature, dict]], message: str) -> list[tuple[
     generic = next(((sig, f) for sig, f in out if sig.role == GENERIC), None)
     if generic is None:
         return specific
-    generic[1]["shape"] = _DIGITS.sub("#", message.strip())[:160]
+    generic[1]["shape"] = _DIGITS.sub("#", _PRINTER.sub("", message.strip()))[:160]
     return [*specific, generic]
 
 

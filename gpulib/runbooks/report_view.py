@@ -78,14 +78,24 @@ class Banner:
     reason: str
 
 
-def banner(code: int, meaning: str, steps: list[dict], facts: list[Fact]) -> Banner:
-    """Why this run exits as it does, in the words a scheduler's reader needs."""
+def banner(code: int, meaning: str, steps: list[dict], facts: list[Fact], *, basis: str = "findings",
+           blocking_ids: Iterable[str] = ()) -> Banner:
+    """Why this run exits as it does, in the words a scheduler's reader needs. ``basis``
+    ``"diagnosis"``: the exit is the diagnosis's verdict (:mod:`gpulib.runbooks.verdict`), and
+    ``blocking_ids`` the steps' own facts that made it no-go anyway (named as the reason)."""
     failed = [s["id"] for s in steps if s.get("status") != "ok"]
     blocking = [f for f in facts if f.severity in ("critical", "error")]
     warnings = [f for f in facts if f.severity == "warning"]
     if failed:
         return Banner("failed", code, meaning, f"step(s) {', '.join(failed)} did not complete: their findings are "
                                                "missing, so this run cannot vouch for anything")
+    if basis == "diagnosis":
+        own = [f for f in facts if f.id in set(blocking_ids)]
+        if own:
+            return Banner("nogo", code, meaning, f"{len(own)} blocking fact(s) of the steps' own; first: {own[0].title}")
+        lead = next((f for f in facts if f.role == "root cause"), None)
+        state = {3: "nogo", 1: "warn", 0: "ok"}.get(code, "warn")
+        return Banner(state, code, meaning, f"the diagnosis: {lead.title}" if lead else "the diagnosis of the evidence")
     if blocking:
         lead = next((f for f in blocking if f.role == "root cause"), blocking[0])
         return Banner("nogo", code, meaning, f"{len(blocking)} blocking fact(s); first: {lead.title}")
