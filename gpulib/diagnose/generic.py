@@ -88,14 +88,21 @@ def failure_lines(ctx: Context) -> list[FailureLine]:
     return out
 
 
+#: Records after the last progress line that say the process ended there: the trainer's final
+#: summary, the shell's ``time`` summary (printed only once the command exited).
+ENDS = ("completed", "process_exited")
+
+
 def stopped_logs(ctx: Context) -> list[Stop]:
-    """Job logs whose last progress line is not followed by a normal end (the caller knows none
-    reported one): the job stopped, or the log was cut, while it was running."""
+    """Job logs whose last progress line is not followed by an end (the caller knows none reported
+    a normal one): the job stopped, or the log was cut, while it was running."""
     out = []
     for f in ctx.inputs.of_kind("training_log"):
         steps = [ev for ev in f.records if getattr(ev, "kind", None) == "step"]
-        if steps and not any(getattr(ev, "kind", None) == "completed" for ev in f.records):
-            last = max(steps, key=lambda ev: ev.line)
+        if not steps:
+            continue
+        last = max(steps, key=lambda ev: ev.line)
+        if not any(getattr(ev, "kind", None) in ENDS and ev.line > last.line for ev in f.records):
             out.append(Stop(f, last.line, last.text.strip(), last.details.get("step")))
     return out
 

@@ -82,7 +82,7 @@ PROGRESS_KEYWORDS: tuple[bytes, ...] = (
     b"step", b"iteration", b"Iter", b"s/it", b"val batch", b"heckpoint", b"raining complete", b"raining finished",
     b"raining done", b"successfully finished", b"train_runtime", b"torch ", b"torch=", b"torch version",
     b"orch.__version__", b"PyTorch version", b"device=cuda:", b"local_rank=", b"distributed init (rank", b"re-looped",
-    b"srun: error", b"slurmstepd: error",
+    b"srun: error", b"slurmstepd: error", b"real\t", b"real ",
 )
 
 #: Event kinds that are not failures: identity, transport, versions, progress, and lines that only
@@ -92,7 +92,7 @@ PROGRESS_KEYWORDS: tuple[bytes, ...] = (
 #: nodes shows up as socket/NCCL errors. ``gpulib watch`` alerts on every other kind.
 INFO_KINDS = frozenset({
     "nccl_init", "nccl_transport", "nccl_version", "nccl_address", "nccl_no_ib", "nccl_ib_requested", "rank_device",
-    "torch_version", "benign", "completed", "checkpoint_saved", "checkpoint_save_start", "step", "eval_progress", "traceback",
+    "torch_version", "benign", "process_exited", "completed", "checkpoint_saved", "checkpoint_save_start", "step", "eval_progress", "traceback",
     "watchdog_progress", "sigterm_sent", "store_host", "ci_step_start", "barrier_wait",
 })
 
@@ -234,6 +234,8 @@ _WATCHDOG_TIMEOUT = re.compile(r"\[Rank (?P<pg_rank>\d+)\] ?Watchdog caught coll
                                r"(?: ran for (?P<elapsed_ms>\d+))?")
 #: gloo's collective timeout, raised on the rank that waited: ``RuntimeError: [.../unbound_buffer.cc:78]
 #: Timed out waiting 4000ms for recv operation to complete``.
+#: The shell's ``time`` summary (``real	3m29.863s``): printed only once the command it timed has exited.
+_SHELL_TIME = re.compile(r"real\s+(?:\d+m)?\d+(?:[.,]\d+)?s\s*$")
 _GLOO_TIMEOUT = re.compile(r"Timed out waiting (?P<ms>\d+)ms for (?P<op>recv|send) operation")
 _BLOCKING_WAIT = re.compile(r"\[Rank (?P<pg_rank>\d+)\] Work " + _WORK + r" timed out in blocking wait")
 _PG_PREFIX = re.compile(r"\[PG (?:ID )?(?P<pg>\d+)(?: PG GUID (?P<guid>[^\s(\]]+))?(?: ?\((?P<desc>[^)]*)\))? "
@@ -556,6 +558,8 @@ class _Classifier:
                 return JobEvent(lineno, "checkpoint_save_start", body, rank=rank)
         if _TRACEBACK.match(body):
             return JobEvent(lineno, "traceback", body, rank=rank)
+        if body.startswith("real") and _SHELL_TIME.match(body):
+            return JobEvent(lineno, "process_exited", body, rank=rank)
         m = _EXCEPTION.match(body) if "Error" in body or "Exception" in body or "Interrupt" in body else None
         if m and not body.startswith(("  ", "\t")):
             wait = _GLOO_TIMEOUT.search(m["msg"] or "") if "Timed out waiting" in body else None
