@@ -40,7 +40,7 @@ from gpulib.diagnose import (
 )
 from gpulib.diagnose import rules_slurm as rules_slurm
 from gpulib.diagnose.context import Context, place
-from gpulib.diagnose.context import evidence as ev
+from gpulib.diagnose.context import evidence as quote
 from gpulib.diagnose.inputs import Inputs, gather
 from gpulib.diagnose.joins import IdentityMap
 from gpulib.diagnose.model import TimelineEntry
@@ -150,7 +150,11 @@ def _decide(ctx: Context, failed: bool, completed: bool) -> Diagnosis:
         summary = ("The job failed but the evidence does not show why" if failed else
                    "Error lines were found but none explains an interruption") + (
             f"; the symptoms point at {who}" if who else "") + "."
-        return Diagnosis("unknown", guess, summary, None, _ordered(findings), next_steps=_collect_more(ctx, strong))
+        quoted = _quote_failures(ctx, generic.failure_lines(ctx), [])
+        if quoted is not None:
+            summary += f" Besides, {quoted[1]}."
+        return Diagnosis("unknown", guess, summary, None, _ordered(ctx.findings),
+                         next_steps=_collect_more(ctx, strong))
     verdict.adopt_rank(ctx, root)
     verdict.quote_lines(ctx, root)
     verdict.chain(ctx, root)
@@ -190,12 +194,24 @@ def _unexplained(ctx: Context) -> Diagnosis:
     failed and no job log stops mid-run (:mod:`.generic`); otherwise ``unknown`` with the most
     suspicious lines quoted and what to collect next."""
     lines, stops = generic.failure_lines(ctx), generic.stopped_logs(ctx)
-    if not lines and not stops:
+    quoted = _quote_failures(ctx, lines, stops)
+    if quoted is None:
         return Diagnosis("none", "none", "No failure found in the evidence: no failure line in any log, no job log "
                          "that stops mid-run, no hardware fault.", None, _ordered(ctx.findings),
                          next_steps=_collect_more(ctx))
-    evidence = [ev(fl.file, fl.signal.line, fl.signal.text) for fl in lines[:generic.QUOTED]]
-    evidence += [ev(s.file, s.line, s.text) for s in stops[:1]]
+    finding, what = quoted
+    steps = [f"Read {e.file}:{e.line} and the lines before it" for e in finding.evidence[:2]]
+    return Diagnosis("unknown", finding.category, f"No known cause, and nothing shows a normal end: {what}.", None,
+                     _ordered(ctx.findings), next_steps=steps + _collect_more(ctx))
+
+
+def _quote_failures(ctx: Context, lines: list, stops: list) -> tuple[Finding, str] | None:
+    """The finding that quotes the most suspicious unexplained failure lines (:mod:`.generic`) and
+    where a job log stopped, with what it says in words, or None when there are neither."""
+    if not lines and not stops:
+        return None
+    evidence = [quote(fl.file, fl.signal.line, fl.signal.text) for fl in lines[:generic.QUOTED]]
+    evidence += [quote(s.file, s.line, s.text) for s in stops[:1]]
     top = lines[0].signal if lines else None
     if lines:
         what = (f"{len(lines)} line(s) say something failed (the most suspicious: "
@@ -207,15 +223,8 @@ def _unexplained(ctx: Context) -> Diagnosis:
                       category=generic.hint(lines) or "none", role="context",
                       title=f"No signature explains it, but {what}", host=top.host if top else None,
                       rank=top.rank if top else None, time=top.time_utc if top else None, evidence=evidence,
-                      actions=[a for a in (_row_action(lines),) if a])
-    place(ctx, finding, rank=finding.rank, host=finding.host)
-    steps = [f"Read {e.file}:{e.line} and the lines before it" for e in evidence[:2]]
-    return Diagnosis("unknown", finding.category, f"No known cause, and nothing shows a normal end: {what}.",
-                     None, _ordered(ctx.findings), next_steps=steps + _collect_more(ctx))
-
-
-def _row_action(lines) -> str | None:
-    return generic.action(lines[0]) if lines else None
+                      actions=[generic.action(lines[0])] if lines else [])
+    return place(ctx, finding, rank=finding.rank, host=finding.host), what
 
 
 def _clip(text: str, width: int) -> str:

@@ -92,8 +92,8 @@ PROGRESS_KEYWORDS: tuple[bytes, ...] = (
 #: nodes shows up as socket/NCCL errors. ``gpulib watch`` alerts on every other kind.
 INFO_KINDS = frozenset({
     "nccl_init", "nccl_transport", "nccl_version", "nccl_address", "nccl_no_ib", "nccl_ib_requested", "rank_device",
-    "torch_version", "benign", "process_exited", "completed", "checkpoint_saved", "checkpoint_save_start", "step", "eval_progress", "traceback",
-    "watchdog_progress", "sigterm_sent", "store_host", "ci_step_start", "barrier_wait",
+    "torch_version", "benign", "process_exited", "completed", "checkpoint_saved", "checkpoint_save_start", "step",
+    "eval_progress", "traceback", "watchdog_progress", "sigterm_sent", "store_host", "ci_step_start", "barrier_wait",
 })
 
 # ---------------------------------------------------------------- launcher prefixes
