@@ -626,11 +626,12 @@ def _transport(ctx: Context, events) -> None:
              if ib_hosts else f"No InfiniBand on any of {len(hosts)} nodes: NCCL runs over TCP sockets")
     # NCCL's warning that it could not open the IB verbs library or device is the fallback's own reason
     why = next(((fl, e) for fl, e in events if e.kind == "nccl_warn" and e.host in socket_hosts
-                and ("ibv" in e.text or "NET/IB" in e.text)), None)
+                and ("ibv" in e.text or "NET/IB" in e.text)), (None, None))
+    first = first or (None, None)
     f = ctx.add("transport", severity="critical" if ib_hosts else "warning", category="network_fabric",
                 interruption="soft" if ib_hosts else None, role="cause" if ib_hosts else "context",
                 title=title, host=socket_hosts[0] if len(socket_hosts) == 1 else None, time=when, time_approx=True,
-                evidence=[evidence(fl, e.line, e.text) for fl, e in (why, first) if fl is not None] if first else [],
+                evidence=[evidence(fl, e.line, e.text) for fl, e in (why, first) if fl is not None],
                 pointers=Pointers(hosts=set(socket_hosts)),
                 actions=["Check `ibstat` on the socket node(s): the HCA named by NCCL_IB_HCA must be Active/LinkUp",
                          "Never relaunch with mixed transports; set NCCL_IB_DISABLE=0 and drain nodes without IB"])
