@@ -146,13 +146,13 @@ def _decide(ctx: Context, failed: bool, completed: bool) -> Diagnosis:
         timeout = _unexplained_timeout(alarms)
         if timeout is not None:
             return Diagnosis("unknown", guess, _timeout_summary(timeout, who), None, _ordered(findings),
-                             next_steps=_suspect_steps(ctx, strong) + _collect_more(ctx, strong))
+                             next_steps=_suspect_steps(strong) + _collect_more(ctx, strong))
         summary = ("The job failed but the evidence does not show why" if failed else
                    "Error lines were found but none explains an interruption") + (
             f"; the symptoms point at {who}" if who else "") + "."
         quoted = _quote_failures(ctx, generic.failure_lines(ctx), [])
         if quoted is not None:
-            summary += f" Besides, {quoted[1]}."
+            summary += f" Also unexplained: {quoted[1]}."
         return Diagnosis("unknown", guess, summary, None, _ordered(ctx.findings),
                          next_steps=_collect_more(ctx, strong))
     verdict.adopt_rank(ctx, root)
@@ -179,7 +179,8 @@ def _timeout_summary(timeout: str, who: str) -> str:
     return f"{timeout}, cause not shown: the evidence does not say which rank the others waited for."
 
 
-def _suspect_steps(ctx: Context, ptr) -> list[str]:
+def _suspect_steps(ptr) -> list[str]:
+    """What to collect about the ranks the others waited for (the first thing an engineer needs)."""
     ranks = sorted(ptr.ranks)[:8]
     if not ranks:
         return ["Collect every rank's full output and a stack of each (`py-spy dump --pid <pid>`) the next time "

@@ -56,7 +56,7 @@ class Stop:
     file: InputFile
     line: int
     text: str
-    step: object
+    step: int | None
 
 
 def failure_lines(ctx: Context) -> list[FailureLine]:
