@@ -80,7 +80,7 @@ CATALOGUE_KEYWORDS: tuple[bytes, ...] = (
 #: launcher identity, checkpoints and completion, which can be on every other line.
 PROGRESS_KEYWORDS: tuple[bytes, ...] = (
     b"step", b"iteration", b"Iter", b"s/it", b"val batch", b"heckpoint", b"raining complete", b"raining finished",
-    b"raining done", b"successfully finished", b"train_runtime", b"torch ", b"torch=", b"torch version",
+    b"raining done", b"otal training time", b"successfully finished", b"train_runtime", b"torch ", b"torch=", b"torch version",
     b"orch.__version__", b"PyTorch version", b"device=cuda:", b"local_rank=", b"distributed init (rank", b"re-looped",
     b"srun: error", b"slurmstepd: error", b"real\t", b"real ",
 )
@@ -308,7 +308,7 @@ _RANK_DEVICE = re.compile(r"distributed init \(rank (?P<r1>\d+)\): \S+, gpu (?P<
                           r"|\[rank(?P<r2>\d+)\].*?device=cuda:(?P<g2>\d+)"
                           r"|rank(?P<r3>\d+)\b.*?local_rank=(?P<l3>\d+)\b.*?cuda:(?P<g3>\d+)"
                           r"|\[rank(?P<r4>\d+)\].*?local_rank=(?P<l4>\d+)\b.*?device=cuda:(?P<g4>\d+)")
-_COMPLETED = re.compile(r"[Tt]raining (?:completed?|finished|done)\b|Process group destroyed|PyTorchJob \S+ successfully "
+_COMPLETED = re.compile(r"[Tt]raining (?:completed?|finished|done)\b|[Tt]otal training time\b|Process group destroyed|PyTorchJob \S+ successfully "
                         r"completed|worker group successfully finished|'train_runtime'|^\s*\S+\s+Succeeded\b|"
                         # pytest's summary lists failures first: a summary that starts with "passed" had none
                         r"^=*\s*\d+ passed(?:, \d+ (?:skipped|deselected|xfailed|xpassed|warnings?))* in [\d.]+s\b")
@@ -548,7 +548,8 @@ class _Classifier:
                 return JobEvent(lineno, "rank_device", body, rank=r, local_device=g)
         if ("re-looped" in body or "NOT been destroyed" in body) and _BENIGN.search(body):
             return JobEvent(lineno, "benign", body, rank=rank)
-        if any(k in body for k in ("omplete", "inished", "destroyed", "Succeeded", "done", "train_runtime", " passed")) and \
+        if any(k in body for k in ("omplete", "inished", "destroyed", "Succeeded", "done", "train_runtime", " passed",
+                                   "raining time")) and \
                 _COMPLETED.search(body):
             return JobEvent(lineno, "completed", body, rank=rank)
         if "heckpoint" in body or "save" in body:

@@ -78,8 +78,10 @@ def test_benign_lines_stay_benign(tmp_path, line):
     assert _verdict([path]) == ("none", "none")
 
 
-def test_a_run_that_reports_its_end_is_none_whatever_it_printed(tmp_path):
-    path = _write(tmp_path, "train.log", [*PROGRESS, FAILURES[0], FAILURES[6], "Training completed in 3h 12m"])
+@pytest.mark.parametrize("end", ["Training completed in 3h 12m",
+                                 "2026-05-04 05:22:10,004 INFO trainer.py:301 :: Total training time: 11520.4 seconds"])
+def test_a_run_that_reports_its_end_is_none_whatever_it_printed(tmp_path, end):
+    path = _write(tmp_path, "train.log", [*PROGRESS, FAILURES[0], FAILURES[6], end])
     assert _verdict([path])[0] == "none"
 
 
