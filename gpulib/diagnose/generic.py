@@ -29,10 +29,8 @@ from dataclasses import dataclass
 from gpulib.catalog.signatures import Signature, load_signatures
 from gpulib.diagnose.context import Context
 from gpulib.diagnose.inputs import InputFile
-from gpulib.parsers.signatures import GENERIC, Signal
+from gpulib.parsers.signatures import GENERIC, GENERIC_KINDS, Signal
 
-#: File kinds whose lines are what a process printed (the kinds with a rule for every line are not).
-LOG_KINDS = ("training_log", "text")
 _WEIGHT = {"critical": 3.0, "error": 2.0, "warning": 1.0}
 QUOTED = 5  # lines quoted in the verdict's finding
 
@@ -63,7 +61,7 @@ def failure_lines(ctx: Context) -> list[FailureLine]:
     """Generic failure lines that no finding cites, most suspicious first."""
     catalogue = _vocabulary()
     cited = {(e.file, e.line) for f in ctx.findings for e in f.evidence if e.line is not None}
-    files = ctx.inputs.of_kind(*LOG_KINDS)
+    files = ctx.inputs.of_kind(*GENERIC_KINDS)
     # a line a rule cited explains every line of its shape (the same warning printed by every rank)
     told = {s.fields.get("shape") for f in files for s in f.signals
             if s.signature in catalogue and (f.display, s.line) in cited}
@@ -122,4 +120,4 @@ def _vocabulary() -> dict[str, Signature]:
     return {sig.id: sig for sig in load_signatures() if sig.role == GENERIC}
 
 
-__all__ = ["LOG_KINDS", "FailureLine", "Stop", "action", "failure_lines", "hint", "stopped_logs"]
+__all__ = ["FailureLine", "Stop", "action", "failure_lines", "hint", "stopped_logs"]

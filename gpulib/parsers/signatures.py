@@ -127,10 +127,10 @@ class PathFacts:
         return cls(rank=int(m["rank"]) if m else None, local_rank=lrank, host=host, pid=pid)
 
 
-@lru_cache(maxsize=1)
-def _keywords() -> tuple[bytes, ...]:
-    words = {k for sig in load_signatures() for k in sig.keywords} | set(PROMPT_KEYWORDS)
-    return tuple(sorted(w.encode() for w in words))
+@lru_cache(maxsize=2)
+def _keywords(generic: bool = True) -> tuple[bytes, ...]:
+    words = {k for sig in load_signatures() if generic or sig.role != GENERIC for k in sig.keywords}
+    return tuple(sorted(w.encode() for w in words | set(PROMPT_KEYWORDS)))
 
 
 def _number(text: str | None) -> float | None:
@@ -188,6 +188,9 @@ def _matches(facts: LineFacts, raw: str, candidates: set[int] | None = None) -> 
 #: The role of the generic failure vocabulary (``signatures.tsv``): lines that say something failed
 #: without saying what.
 GENERIC = "failure"
+#: File kinds whose lines are what a process printed, read for the generic vocabulary too: the other
+#: kinds (a kernel log, nvidia-smi, a BMC table) have rules that judge every line they hold.
+GENERIC_KINDS = ("training_log", "text")
 _DIGITS = re.compile(r"\d+")
 #: NCCL's ``host:pid:tid [dev] `` before its message: who printed it, not what it says.
 _PRINTER = re.compile(r"^[\w.-]+:\d+:\d+ \[\d+\] ")
@@ -235,11 +238,14 @@ class SignatureScanner:
     :class:`~gpulib.parsers.linescan.ChunkReader` (alone, or riding along the job parser's read)."""
 
     def __init__(self, source: str, *, tz: str | None = None, year: int | None = None,
-                 written: str | Path | None = None) -> None:
+                 written: str | Path | None = None, generic: bool = True) -> None:
         self.source = source
+        #: whether the generic failure vocabulary is read in this file (:data:`GENERIC_KINDS`): a kernel
+        #: log's or a tool's "ERROR" is judged by the rules of its kind, and its lines are not searched
+        self._generic = generic
         self.result: ParseResult[Signal] = ParseResult(KIND)
         self._folder = Folder(_fold_shape, _fold_member, Signal.__slots__)
-        self._finder = KeywordLines(_keywords())
+        self._finder = KeywordLines(_keywords(generic))
         self._reader = LineReader(tz=zone_of(tz), year=year, glog_year=_modified_year(written))
         self._path = PathFacts.of(source)
         self._keywords: dict[int, set[int]] | None = None  # line start -> keywords it holds (this chunk)
@@ -266,7 +272,7 @@ class SignatureScanner:
             raw = buf[start:end if end != -1 else limit][:MAX_LINE_CHARS].decode("utf-8", "replace")
             # what a line reads as depends on the line, the year and the host of a pasted shell
             # session only; a prompt line changes that host, so it is never remembered
-            key = (raw, reader.session_host, reader.year, reader.glog_year, reader.tz)
+            key = (raw, reader.session_host, reader.year, reader.glog_year, reader.tz, self._generic)
             hit = memo.get(key)
             if hit is None:
                 facts = reader.read(raw)
@@ -280,6 +286,8 @@ class SignatureScanner:
                     memo[key] = hit
             facts, matches = hit
             for sig, fields in matches:
+                if sig.role == GENERIC and not self._generic:
+                    continue
                 signal = _signal(sig, dict(fields), facts, lineno, raw, self._path)
                 if fold(signal):
                     continue
@@ -311,9 +319,10 @@ def _modified_year(path: str | Path | None) -> int | None:
 
 
 def scan_file(path: str | Path, source: str | None = None, *, tz: str | None = None,
-              year: int | None = None) -> ParseResult[Signal]:
-    """Every catalogue match in one file, streamed (memory flat in the file size). Never raises."""
-    scanner = SignatureScanner(source or str(path), tz=tz, year=year, written=path)
+              year: int | None = None, generic: bool = True) -> ParseResult[Signal]:
+    """Every catalogue match in one file, streamed (memory flat in the file size); ``generic``: also
+    the generic failure vocabulary (see :class:`SignatureScanner`). Never raises."""
+    scanner = SignatureScanner(source or str(path), tz=tz, year=year, written=path, generic=generic)
     try:
         linescan.read_file(path, [scanner])
     except OSError as exc:
@@ -321,4 +330,4 @@ def scan_file(path: str | Path, source: str | None = None, *, tz: str | None = N
     return scanner.finish()
 
 
-__all__ = ["GENERIC", "PathFacts", "Signal", "SignatureScanner", "generic_signatures", "match_line", "scan_file"]
+__all__ = ["GENERIC", "GENERIC_KINDS", "PathFacts", "Signal", "SignatureScanner", "generic_signatures", "match_line", "scan_file"]
