@@ -309,7 +309,8 @@ _RANK_DEVICE = re.compile(r"distributed init \(rank (?P<r1>\d+)\): \S+, gpu (?P<
                           r"|rank(?P<r3>\d+)\b.*?local_rank=(?P<l3>\d+)\b.*?cuda:(?P<g3>\d+)"
                           r"|\[rank(?P<r4>\d+)\].*?local_rank=(?P<l4>\d+)\b.*?device=cuda:(?P<g4>\d+)")
 _COMPLETED = re.compile(r"[Tt]raining (?:completed?|finished|done)\b|[Tt]otal training time\b|Process group destroyed|"
-                        r"PyTorchJob \S+ successfully completed|worker group successfully finished|'train_runtime'|^\s*\S+\s+Succeeded\b|"
+                        r"PyTorchJob \S+ successfully completed|worker group successfully finished|'train_runtime'|"
+                        r"^\s*\S+\s+Succeeded\b|"
                         # pytest's summary lists failures first: a summary that starts with "passed" had none
                         r"^=*\s*\d+ passed(?:, \d+ (?:skipped|deselected|xfailed|xpassed|warnings?))* in [\d.]+s\b")
 _CKPT_START = re.compile(r"(?:[Ss]aving|[Ss]ave) (?:the )?checkpoint|async save started|checkpoint: .*save started")
