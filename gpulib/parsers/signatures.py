@@ -10,6 +10,11 @@ with the job parser), keeps only the lines holding one of the catalogue's keywor
 
 Shell prompt lines (``root@node1:~# dmesg -T | grep -i xid``) are read for the host of the pasted
 session and never matched: a ``grep 'fallen off the bus'`` is a question, not an answer.
+
+The same pass reads the logs of processes for the *generic failure vocabulary* (the catalogue's
+``failure`` rows: ERROR, a Traceback, "failed", a non-zero exit...), only where no other row read
+the line; those lines say something went wrong without saying what, and feed an ``unknown`` rather
+than a silent "none" (:mod:`gpulib.diagnose.generic`).
 """
 
 from __future__ import annotations
