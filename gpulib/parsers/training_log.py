@@ -235,6 +235,8 @@ _WATCHDOG_TIMEOUT = re.compile(r"\[Rank (?P<pg_rank>\d+)\] ?Watchdog caught coll
 #: gloo's collective timeout, raised on the rank that waited: ``RuntimeError: [.../unbound_buffer.cc:78]
 #: Timed out waiting 4000ms for recv operation to complete``.
 #: The shell's ``time`` summary (``real	3m29.863s``): printed only once the command it timed has exited.
+#: (A trainer's "Total training time" says its loop ended - not that it ended well: detectron2 prints
+#: it from a ``finally`` hook after a crash too - so it is read as the same kind of end.)
 _SHELL_TIME = re.compile(r"real\s+(?:\d+m)?\d+(?:[.,]\d+)?s\s*$")
 _GLOO_TIMEOUT = re.compile(r"Timed out waiting (?P<ms>\d+)ms for (?P<op>recv|send) operation")
 _BLOCKING_WAIT = re.compile(r"\[Rank (?P<pg_rank>\d+)\] Work " + _WORK + r" timed out in blocking wait")
@@ -308,7 +310,7 @@ _RANK_DEVICE = re.compile(r"distributed init \(rank (?P<r1>\d+)\): \S+, gpu (?P<
                           r"|\[rank(?P<r2>\d+)\].*?device=cuda:(?P<g2>\d+)"
                           r"|rank(?P<r3>\d+)\b.*?local_rank=(?P<l3>\d+)\b.*?cuda:(?P<g3>\d+)"
                           r"|\[rank(?P<r4>\d+)\].*?local_rank=(?P<l4>\d+)\b.*?device=cuda:(?P<g4>\d+)")
-_COMPLETED = re.compile(r"[Tt]raining (?:completed?|finished|done)\b|[Tt]otal training time\b|Process group destroyed|"
+_COMPLETED = re.compile(r"[Tt]raining (?:completed?|finished|done)\b|Process group destroyed|"
                         r"PyTorchJob \S+ successfully completed|worker group successfully finished|'train_runtime'|"
                         r"^\s*\S+\s+Succeeded\b|"
                         # pytest's summary lists failures first: a summary that starts with "passed" had none
@@ -549,8 +551,7 @@ class _Classifier:
                 return JobEvent(lineno, "rank_device", body, rank=r, local_device=g)
         if ("re-looped" in body or "NOT been destroyed" in body) and _BENIGN.search(body):
             return JobEvent(lineno, "benign", body, rank=rank)
-        if any(k in body for k in ("omplete", "inished", "destroyed", "Succeeded", "done", "train_runtime", " passed",
-                                   "raining time")) and \
+        if any(k in body for k in ("omplete", "inished", "destroyed", "Succeeded", "done", "train_runtime", " passed")) and \
                 _COMPLETED.search(body):
             return JobEvent(lineno, "completed", body, rank=rank)
         if "heckpoint" in body or "save" in body:
@@ -560,7 +561,7 @@ class _Classifier:
                 return JobEvent(lineno, "checkpoint_save_start", body, rank=rank)
         if _TRACEBACK.match(body):
             return JobEvent(lineno, "traceback", body, rank=rank)
-        if body.startswith("real") and _SHELL_TIME.match(body):
+        if body.startswith("real") and _SHELL_TIME.match(body) or "otal training time" in body:
             return JobEvent(lineno, "process_exited", body, rank=rank)
         m = _EXCEPTION.match(body) if "Error" in body or "Exception" in body or "Interrupt" in body else None
         if m and not body.startswith(("  ", "\t")):

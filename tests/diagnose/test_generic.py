@@ -78,10 +78,8 @@ def test_benign_lines_stay_benign(tmp_path, line):
     assert _verdict([path]) == ("none", "none")
 
 
-@pytest.mark.parametrize("end", ["Training completed in 3h 12m",
-                                 "2026-05-04 05:22:10,004 INFO trainer.py:301 :: Total training time: 11520.4 seconds"])
-def test_a_run_that_reports_its_end_is_none_whatever_it_printed(tmp_path, end):
-    path = _write(tmp_path, "train.log", [*PROGRESS, FAILURES[0], FAILURES[6], end])
+def test_a_run_that_reports_its_end_is_none_whatever_it_printed(tmp_path):
+    path = _write(tmp_path, "train.log", [*PROGRESS, FAILURES[0], FAILURES[6], "Training completed in 3h 12m"])
     assert _verdict([path])[0] == "none"
 
 
@@ -91,6 +89,11 @@ def test_a_log_that_stops_mid_run_is_unknown_but_a_process_seen_exiting_is_not(t
     assert d.interruption == "unknown" and "stops at" in d.summary
     exited = _write(tmp_path / "b", "train.log", [*PROGRESS, "", "real\t3m29.863s", "user\t10m41.203s"])
     assert _verdict([exited]) == ("none", "none")
+    # the trainer's own summary says its loop ended; it does not vouch for a good end (detectron2 prints
+    # it from a finally hook after a crash too), so a failure line beside it still counts
+    summary = "2026-05-04 05:22:10,004 INFO trainer.py:301 :: Total training time: 11520.4 seconds"
+    assert _verdict([_write(tmp_path / "c", "train.log", [*PROGRESS, summary])]) == ("none", "none")
+    assert _verdict([_write(tmp_path / "d", "train.log", [*PROGRESS, FAILURES[0], summary])])[0] == "unknown"
 
 
 def test_the_most_suspicious_line_leads(tmp_path):
