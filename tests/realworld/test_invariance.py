@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from gpulib.diagnose import diagnose
 from tests.conftest import SHARED
-from tests.realworld.scoring import CULPRIT_FIELDS, OWN_CASES, SHARED_THREADS_NAME, cases, judge
+from tests.realworld.scoring import CULPRIT_FIELDS, OWN_CASES, SHARED_THREAD_SETS, UNSEEN_CASES, cases, judge
 
-ALL = cases(SHARED.joinpath(*SHARED_THREADS_NAME)) + cases(OWN_CASES)
+ALL = [c for s in SHARED_THREAD_SETS for c in cases(SHARED.joinpath(*s))] + cases(OWN_CASES) + cases(UNSEEN_CASES)
 #: File names without the letters of words that carry identity on purpose (rank, nccl.<host>, attempt_).
 NAME = st.text(alphabet="abcdefghijklmopqsuvwxyz_-", min_size=3, max_size=12)
 SUFFIX = st.sampled_from(["", ".txt", ".log", ".out", ".md"])

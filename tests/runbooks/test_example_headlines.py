@@ -71,9 +71,6 @@ def test_the_run_prints_the_diagnosis_headline_and_archive_show_repeats_it(examp
     assert shown.returncode == 0 and shown.stdout.splitlines()[:len(head)] == head
 
 
-@pytest.mark.xfail(reason="needs diag-general's one-verdict change (the runbook exit follows the diagnosis's "
-                          "hard/soft); fails on the soft examples (OOM, IB port, thermal: run 3, diagnose 1)",
-                   strict=False)
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_the_run_exits_as_the_diagnosis_decides(example, archive):
     """One verdict per incident: a soft root cause is not a no-go (exit 1), a hard one is (3)."""
