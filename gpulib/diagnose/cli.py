@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from gpulib import exit_codes
-from gpulib.diagnose import diagnose
+from gpulib.diagnose.cache import Evidence
 from gpulib.parsers.logtime import zone_argument
 from gpulib.readable import require_readable
 
@@ -56,7 +56,7 @@ def run(args) -> int:
     require_readable(args.paths, what="evidence", special=False)
     if args.write_digest:
         return _write_digests(args)
-    result = diagnose(args.paths, tz=args.tz)
+    result = Evidence(args.paths, args.tz, full_series=False).diagnose()  # lean: a node's digest for its files
     # a reader that leaves early (`| head`) is handled once, in gpulib.cli.main
     if args.format == "json":
         write_json(result.to_dict(), sys.stdout)
