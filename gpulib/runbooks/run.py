@@ -64,10 +64,7 @@ def severity_counts(findings: list[dict]) -> dict[str, int]:
 def exit_code_for(steps: list[StepResult], findings: list[dict]) -> int:
     if any(step.status != "ok" for step in steps):
         return exit_codes.RUN_FAILED
-    severities = {f.get("severity") for f in findings}
-    if severities & {"critical", "error"}:
-        return exit_codes.HARD
-    return exit_codes.SOFT if "warning" in severities else exit_codes.OK
+    return exit_codes.for_severities(f.get("severity") for f in findings)
 
 
 def versions() -> dict[str, str]:
