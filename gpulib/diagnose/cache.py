@@ -1,6 +1,10 @@
-"""Evidence read once per runbook run: the parsed records and the diagnosis as one JSON file.
+"""Evidence read once: :class:`Evidence` for every face, and the runbook run's JSON cache of it.
 
-Why: every step of the incident runbook analyses the *same* evidence in its own kernel. Without
+:class:`Evidence` is how the CLI, the runbook report, the notebooks and the Slurm health check
+open evidence: read and parsed at most once per process, re-judged (not re-read) when a threshold
+changes. It lives here, above the rules, because judging is the rules' work (layers point down).
+
+Why a cache as well: every step of the incident runbook analyses the *same* evidence in its own kernel. Without
 a cache each kernel imports every parser and the diagnosis rules, walks the folder, parses each
 file and diagnoses the incident again: eight times the same work on the cores the kernels share.
 ``gpulib run`` therefore reads the evidence once (:func:`write_cache`) and names the file in the
