@@ -11,6 +11,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from gpulib.diagnose import diagnose
 from gpulib.diagnose.cache import Evidence, write_cache
 from gpulib.evidence.thresholds import Thresholds
@@ -69,3 +71,12 @@ def test_the_cli_reading_is_lean_and_judges_like_diagnose(tmp_path):
     path = _copy(tmp_path, "incident")
     lean = Evidence([path], full_series=False)
     assert lean.diagnose().to_dict()["findings"] == diagnose([path]).to_dict()["findings"]
+
+
+@pytest.mark.parametrize("case", sorted(p for p in EXAMPLE.parent.iterdir() if p.is_dir()), ids=lambda p: p.name)
+def test_rejudging_the_same_inputs_agrees_with_fresh_readings(case):
+    """The rules leave the gathered inputs as they found them: every re-judgement of one reading
+    is the diagnosis a fresh reading at those thresholds gives, in any order."""
+    evidence = Evidence.open(case)
+    for thresholds in (COOL, Thresholds(imbalance_gib=0.1), Thresholds()):
+        assert evidence.judge(thresholds)["findings"] == diagnose([case], thresholds=thresholds).to_dict()["findings"]
