@@ -34,7 +34,7 @@ TABLE = {
     SOFT: "soft or warnings: the process failed and the hardware is fine, or findings to look at",
     USAGE: "usage or input error: a missing or unreadable path, a bad flag or parameter",
     HARD: "hard / no-go: a GPU or node failed, a check says do not relaunch, or a checkpoint is unsafe to load",
-    UNKNOWN: "unknown: errors without an explained cause, or nothing readable (collect more)",
+    UNKNOWN: "unknown: a failure without an explained cause, or nothing readable (collect more)",
     RUN_FAILED: "the run itself failed (gpulib run: a notebook raised, hung or recorded nothing; "
                 "any command: an internal error, its traceback above)",
 }

@@ -17,8 +17,9 @@ import os
 from pathlib import Path
 
 from gpulib.checkpoints.latest import find_latest
-from gpulib.diagnose import neighbourhood, nodes, rules_gpu, rules_job, rules_slurm, unread, verdict
-from gpulib.diagnose.context import Context
+from gpulib.diagnose import generic, neighbourhood, nodes, rules_gpu, rules_job, rules_slurm, unread, verdict
+from gpulib.diagnose.context import Context, place
+from gpulib.diagnose.context import evidence as quote
 from gpulib.diagnose.joins import IdentityMap
 from gpulib.diagnose.model import TimelineEntry
 from gpulib.diagnose.registry import RULES
@@ -117,20 +118,99 @@ def _decide(ctx: Context, failed: bool, completed: bool) -> Diagnosis:
                              "The job log stops without a normal end and no error; the hardware warnings below "
                              "are the suspects.", None, _ordered(findings), next_steps=_collect_more(ctx))
         if not failed and not alarms:
-            return Diagnosis("none", "none", "No failure found in the evidence: no job error and no hardware "
-                             "fault.", None, _ordered(findings), next_steps=_collect_more(ctx))
+            return _unexplained(ctx)
         strong, _weak = verdict.suspects(ctx)
         guess = verdict.best_guess(alarms) or _guess_category(findings)
         who = _describe_suspects(strong)
+        timeout = _unexplained_timeout(alarms)
+        if timeout is not None:
+            return Diagnosis("unknown", guess, _timeout_summary(timeout, who), None, _ordered(findings),
+                             next_steps=_suspect_steps(strong) + _collect_more(ctx, strong))
         summary = ("The job failed but the evidence does not show why" if failed else
                    "Error lines were found but none explains an interruption") + (
             f"; the symptoms point at {who}" if who else "") + "."
-        return Diagnosis("unknown", guess, summary, None, _ordered(findings), next_steps=_collect_more(ctx, strong))
+        quoted = _quote_failures(ctx, generic.failure_lines(ctx), [])
+        if quoted is not None:
+            summary += f" Also unexplained: {quoted[1]}."
+        return Diagnosis("unknown", guess, summary, None, _ordered(ctx.findings),
+                         next_steps=_collect_more(ctx, strong))
     verdict.adopt_rank(ctx, root)
     neighbourhood.fill(ctx, root)
     verdict.quote_lines(ctx, root)
     verdict.chain(ctx, root)
     return Diagnosis(root.interruption or "unknown", root.category, _summary(root, findings), root, _ordered(findings))
+
+
+def _unexplained_timeout(alarms: list[Finding]) -> str | None:
+    """With no root cause: the name of the collective time-out among the failures (``NCCL timeout``,
+    ``gloo collective timeout``), or None when none timed out."""
+    for f in alarms:
+        if "timeout" in f.extra:
+            return f.extra["timeout"]
+    return "NCCL timeout" if any(f.id.startswith("sig-watchdog-timeout") for f in alarms) else None
+
+
+def _timeout_summary(timeout: str, who: str) -> str:
+    """"NCCL timeout, cause not shown": the ranks that timed out only waited, so the verdict names the
+    ones they waited for (the silent ranks), never the waiters."""
+    if who:
+        return (f"{timeout}, cause not shown: the suspects are {who}, which never arrived; the ranks that "
+                "timed out only waited for them.")
+    return f"{timeout}, cause not shown: the evidence does not say which rank the others waited for."
+
+
+def _suspect_steps(ptr) -> list[str]:
+    """What to collect about the ranks the others waited for (the first thing an engineer needs)."""
+    ranks = sorted(ptr.ranks)[:8]
+    if not ranks:
+        return ["Collect every rank's full output and a stack of each (`py-spy dump --pid <pid>`) the next time "
+                "it hangs: the rank that is elsewhere than the collective is the cause"]
+    names = ", ".join(map(str, ranks))
+    return [f"Collect what rank(s) {names} did when the others waited: their last log lines, a stack "
+            f"(`py-spy dump --pid <pid>` while it hangs) and their node's kernel log"]
+
+
+def _unexplained(ctx: Context) -> Diagnosis:
+    """No cause, no failure a rule read, no normal end: "none" only when no line says anything
+    failed and no job log stops mid-run (:mod:`.generic`); otherwise ``unknown`` with the most
+    suspicious lines quoted and what to collect next."""
+    lines, stops = generic.failure_lines(ctx), generic.stopped_logs(ctx)
+    quoted = _quote_failures(ctx, lines, stops)
+    if quoted is None:
+        return Diagnosis("none", "none", "No failure found in the evidence: no failure line in any log, no job log "
+                         "that stops mid-run, no hardware fault.", None, _ordered(ctx.findings),
+                         next_steps=_collect_more(ctx))
+    finding, what = quoted
+    steps = [f"Read {e.file}:{e.line} and the lines before it" for e in finding.evidence[:2]]
+    return Diagnosis("unknown", finding.category, f"No known cause, and nothing shows a normal end: {what}.", None,
+                     _ordered(ctx.findings), next_steps=steps + _collect_more(ctx))
+
+
+def _quote_failures(ctx: Context, lines: list, stops: list) -> tuple[Finding, str] | None:
+    """The finding that quotes the most suspicious unexplained failure lines (:mod:`.generic`) and
+    where a job log stopped, with what it says in words, or None when there are neither."""
+    if not lines and not stops:
+        return None
+    evidence = [quote(fl.file, fl.signal.line, fl.signal.text) for fl in lines[:generic.QUOTED]]
+    evidence += [quote(s.file, s.line, s.text) for s in stops[:1]]
+    top = lines[0].signal if lines else None
+    if lines:
+        what = (f"{len(lines)} line(s) say something failed (the most suspicious: "
+                f"{lines[0].file.display}:{top.line} `{_clip(top.text, 120)}`)")
+    else:
+        what = (f"the job log {stops[0].file.display} stops at line {stops[0].line}"
+                + (f" (step {stops[0].step})" if stops[0].step is not None else "") + " without a normal end")
+    finding = ctx.add("unexplained", severity=lines[0].severity if lines else "warning",
+                      category=generic.hint(lines) or "none", role="context",
+                      title=f"No signature explains it, but {what}", host=top.host if top else None,
+                      rank=top.rank if top else None, time=top.time_utc if top else None, evidence=evidence,
+                      actions=[generic.action(lines[0])] if lines else [])
+    return place(ctx, finding, rank=finding.rank, host=finding.host), what
+
+
+def _clip(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 #: Hardware whose warnings can stop a run outright (a slow GPU slows it, it does not stop it).

@@ -15,11 +15,11 @@ from gpulib.diagnose.cache import Evidence
 from gpulib.parsers.logtime import zone_argument
 from gpulib.readable import require_readable
 
-THIS_COMMAND = """0 no interruption (positive evidence of a normal end, no error line)
+THIS_COMMAND = """0 no interruption (positive evidence of a normal end, or no failure line and no log that stops mid-run)
 1 soft (the process failed, hardware fine: fix and relaunch)
 2 a path that does not exist or cannot be read, a bad flag
 3 hard (a GPU or node failed: drain it first)
-4 unknown (errors without an explained cause, or nothing readable: collect more)"""
+4 unknown (failure lines without an explained cause, or nothing readable: collect more)"""
 
 
 def register(subparsers) -> None:

@@ -57,6 +57,11 @@ def run(ctx: Context) -> None:
 
 
 # ---------------------------------------------------------------- timeouts: who did not arrive
+#: How a collective time-out is named, by the backend that raised it (NCCL's watchdog by default); the
+#: finding keeps the name in ``extra["timeout"]`` for a verdict that cannot show its cause.
+_TIMEOUT_NAME = {"gloo": "gloo collective timeout"}
+
+
 def _timeouts(ctx: Context, events) -> None:
     timeouts = [(f, e) for f, e in events if e.kind == "watchdog_timeout"]
     progress = [(f, e) for f, e in events if e.kind == "watchdog_progress"]
@@ -86,10 +91,12 @@ def _timeouts(ctx: Context, events) -> None:
         blame = (f"; rank(s) {_fmt_ranks(pointers.ranks)} never arrived" if pointers.ranks
                  else "; every rank waited on the same collective")
         f = ctx.add("nccl-timeout", severity="error", category="application_error", role="symptom",
-                    title=f"NCCL watchdog timeout on {len(timed_out)} rank(s) ({op}{seq_text}, "
+                    title=f"{_TIMEOUT_NAME.get(first.details.get('backend'), 'NCCL watchdog timeout')} on "
+                          f"{len(timed_out)} rank(s) ({op}{seq_text}, "
                           f"timeout {first.details.get('timeout_ms', 0) // 1000} s){blame}",
                     time=first.time_utc, evidence=[evidence(first_file, first.line, first.text)], pointers=pointers,
                     actions=["Do not chase the network first: these ranks waited for a peer; fix the peer's cause"])
+        f.extra["timeout"] = _TIMEOUT_NAME.get(first.details.get("backend"), "NCCL timeout")
         f.evidence += [evidence(fl, e.line, e.text) for fl, e in stuck[:2]]
         desync = _desync(ctx, timeouts, events)
         if desync is not None:  # nobody failed to arrive: the ranks were waiting in different calls
@@ -608,6 +615,7 @@ def _transport(ctx: Context, events) -> None:
     nets = ctx.ids.transport
     hosts = sorted(nets)
     if len(hosts) < 2:
+        _socket_fallback(ctx, events)
         return
     socket_hosts = [h for h in hosts if "Socket" in nets[h] and "IB" not in nets[h]]
     ib_hosts = [h for h in hosts if "IB" in nets[h]]
@@ -618,13 +626,40 @@ def _transport(ctx: Context, events) -> None:
     when = next((e.time_utc for fl, e in events if e.host in socket_hosts and e.time_utc), None)
     title = (f"NCCL uses TCP sockets on {', '.join(socket_hosts)} but InfiniBand on {', '.join(ib_hosts)}"
              if ib_hosts else f"No InfiniBand on any of {len(hosts)} nodes: NCCL runs over TCP sockets")
+    # NCCL's warning that it could not open the IB verbs library or device is the fallback's own reason
+    why = next(((fl, e) for fl, e in events if e.kind == "nccl_warn" and e.host in socket_hosts
+                and ("ibv" in e.text or "NET/IB" in e.text)), (None, None))
+    first = first or (None, None)
     f = ctx.add("transport", severity="critical" if ib_hosts else "warning", category="network_fabric",
                 interruption="soft" if ib_hosts else None, role="cause" if ib_hosts else "context",
                 title=title, host=socket_hosts[0] if len(socket_hosts) == 1 else None, time=when, time_approx=True,
-                evidence=[evidence(first[0], first[1].line, first[1].text)] if first else [],
+                evidence=[evidence(fl, e.line, e.text) for fl, e in (why, first) if fl is not None],
                 pointers=Pointers(hosts=set(socket_hosts)),
                 actions=["Check `ibstat` on the socket node(s): the HCA named by NCCL_IB_HCA must be Active/LinkUp",
                          "Never relaunch with mixed transports; set NCCL_IB_DISABLE=0 and drain nodes without IB"])
+    f.hardware = False
+
+
+def _socket_fallback(ctx: Context, events) -> None:
+    """InfiniBand asked for (NCCL echoes ``NCCL_IB_DISABLE set by environment to 0`` or
+    ``NCCL_IB_HCA set to ...``), no IB device found, TCP sockets used and IB nowhere: the RDMA
+    device is not reachable from the job (not passed into the container, RDMA not enabled, a wrong
+    HCA name). A configuration fault on a healthy fabric: soft, and every step runs at socket speed."""
+    asked = next(((fl, e) for fl, e in events if e.kind == "nccl_ib_requested"
+                  or (e.kind == "nccl_transport" and e.details.get("ib_requested"))), None)
+    nets = {e.details.get("network") for _fl, e in events if e.kind == "nccl_transport"}
+    if asked is None or "Socket" not in nets or any(n and n.startswith("IB") for n in nets):
+        return
+    fell = next(((fl, e) for fl, e in events if e.kind == "nccl_no_ib"
+                 or (e.kind == "nccl_transport" and e.details.get("network") == "Socket")), asked)
+    lines = [asked] + ([fell] if fell is not asked else [])
+    f = ctx.add("transport", severity="error", category="network_fabric", interruption="soft", role="cause",
+                title="InfiniBand was asked for but NCCL found no IB device and runs over TCP sockets",
+                host=fell[1].host or fell[0].host, time=fell[1].time_utc, time_approx=True,
+                evidence=[evidence(fl, e.line, e.text) for fl, e in lines],
+                actions=["Make the HCA reachable from the job: pass /dev/infiniband into the container (or run "
+                         "privileged with the host network), enable RDMA, check NCCL_IB_HCA against `ibv_devinfo`",
+                         "Rerun with NCCL_DEBUG=INFO: the run is right when it prints `Using network IB`"])
     f.hardware = False
 
 

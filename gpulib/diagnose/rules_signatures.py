@@ -182,7 +182,7 @@ def run(ctx: Context) -> None:
             s.rank = s.local_rank  # one node: the local rank is the global rank
         s.host = s.host or f.host
         sig = catalogue.get(s.signature)
-        if sig is None or sig.role in ("benign", "completion", "identity"):
+        if sig is None or sig.role in ("benign", "completion", "identity", "failure"):
             continue
         if (f.display, s.line) in ctx.judged:
             continue  # a kind-specific rule placed this line in time and judged it (SEL history)
@@ -198,7 +198,10 @@ def run(ctx: Context) -> None:
         # a line another rule cited explains this match only if that rule read it the same way (an
         # Xid 45 "caused by previous Xid 149" read as a bare 45 still has its NVLink cause to tell);
         # the same fact told twice is dropped once the root cause is known (verdict.drop_restatements)
-        same_reading = hit is not None and hit.category == meaning[0] and (hit.role == "cause" or meaning[3] != "cause")
+        # a bare exception class (tier 5) on a line a rule read as a wait says nothing that rule did not:
+        # gloo's "RuntimeError: Timed out waiting ... for recv operation" is the rank's wait, not its bug
+        same_reading = hit is not None and (sig.id == "python-exception" and hit.role == "symptom" or (
+            hit.category == meaning[0] and (hit.role == "cause" or meaning[3] != "cause")))
         groups[key].append((f, s, same_reading))
         meanings.setdefault(key, (sig, *meaning))
     for matches in lent.values():

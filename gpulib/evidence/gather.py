@@ -235,12 +235,14 @@ def _parse(f: InputFile, tz: str | None, year: int | None = None) -> bool:
         src = registry.Source(str(f.path), f.path, data=f.path.read_bytes())
     else:  # the parser streams the file itself: memory flat for multi-GB logs
         if spec.shares_read:
-            lines = signatures.SignatureScanner(f.display, tz=opts.tz, year=year, written=f.path)
+            lines = signatures.SignatureScanner(f.display, tz=opts.tz, year=year, written=f.path,
+                                                generic=f.kind in signatures.GENERIC_KINDS)
         src = registry.Source(str(f.path), f.path, readers=(lines,) if lines else ())
     result = spec.parse(src, opts)
     if lines is not None:
-        f.signals = lines.result.records
-        f.problems.extend(lines.result.problems)
+        scanned = lines.finish()
+        f.signals = scanned.records
+        f.problems.extend(scanned.problems)
     f.records = list(result.records)
     f.problems.extend(result.problems)
     if f.kind == "training_log":
@@ -610,7 +612,8 @@ STRUCTURED_ONLY = frozenset({"nvml_snapshot", "nvml_samples", "nvidia_smi_xml", 
 def _scan(f: InputFile, tz: str | None, year: int | None = None) -> None:
     """Every line through the signature catalogue, whatever the file's kind (never raises)."""
     try:
-        result = signatures.scan_file(f.path, f.display, tz=f.timezone or tz, year=year)
+        result = signatures.scan_file(f.path, f.display, tz=f.timezone or tz, year=year,
+                                      generic=f.kind in signatures.GENERIC_KINDS)
     except Exception as exc:  # noqa: BLE001 - a scanner bug must cost this file's signals, not the diagnosis
         log.warning("%s: signature scan failed: %s", f.path, exc)
         f.problems.append(Problem(str(f.path), f"signature scan failed: {type(exc).__name__}: {exc}"))

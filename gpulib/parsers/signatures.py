@@ -10,11 +10,17 @@ with the job parser), keeps only the lines holding one of the catalogue's keywor
 
 Shell prompt lines (``root@node1:~# dmesg -T | grep -i xid``) are read for the host of the pasted
 session and never matched: a ``grep 'fallen off the bus'`` is a question, not an answer.
+
+The same pass reads the logs of processes for the *generic failure vocabulary* (the catalogue's
+``failure`` rows: ERROR, a Traceback, "failed", a non-zero exit...), only where no other row read
+the line; those lines say something went wrong without saying what, and feed an ``unknown`` rather
+than a silent "none" (:mod:`gpulib.diagnose.generic`).
 """
 
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -74,6 +80,18 @@ def _identity_signatures() -> frozenset[str]:
     return frozenset(sig.id for sig in load_signatures() if sig.role == "identity")
 
 
+@lru_cache(maxsize=1)
+def generic_signatures() -> frozenset[str]:
+    """The ids of the generic failure vocabulary's rows (role ``failure``)."""
+    return frozenset(sig.id for sig in load_signatures() if sig.role == GENERIC)
+
+
+#: Generic failure lines kept per file: the first and the last this many of distinct shape. A log
+#: that prints an ERROR for every bad sample must not hold a million signals; what an engineer reads
+#: first is where the failures began and what was printed just before the log stopped.
+GENERIC_KEEP = 200
+
+
 def _fold_shape(s: Signal) -> tuple:
     if s.signature in _identity_signatures():
         return (s.signature, s.time_utc is None,
@@ -112,10 +130,10 @@ class PathFacts:
         return cls(rank=int(m["rank"]) if m else None, local_rank=lrank, host=host, pid=pid)
 
 
-@lru_cache(maxsize=1)
-def _keywords() -> tuple[bytes, ...]:
-    words = {k for sig in load_signatures() for k in sig.keywords} | set(PROMPT_KEYWORDS)
-    return tuple(sorted(w.encode() for w in words))
+@lru_cache(maxsize=2)
+def _keywords(generic: bool = True) -> tuple[bytes, ...]:
+    words = {k for sig in load_signatures() if generic or sig.role != GENERIC for k in sig.keywords}
+    return tuple(sorted(w.encode() for w in words | set(PROMPT_KEYWORDS)))
 
 
 def _number(text: str | None) -> float | None:
@@ -167,7 +185,33 @@ def _matches(facts: LineFacts, raw: str, candidates: set[int] | None = None) -> 
         if sig.min_value is not None and (_number(fields.get("num")) or 0) < sig.min_value:
             continue
         out.append((sig, fields))
-    return out
+    return _one_reading(out, message) if len(out) > 1 or (out and out[0][0].role == GENERIC) else out
+
+
+#: The role of the generic failure vocabulary (``signatures.tsv``): lines that say something failed
+#: without saying what.
+GENERIC = "failure"
+#: File kinds whose lines are what a process printed, read for the generic vocabulary too: the other
+#: kinds (a kernel log, nvidia-smi, a BMC table) have rules that judge every line they hold.
+GENERIC_KINDS = ("training_log", "text")
+_DIGITS = re.compile(r"\d+")
+#: NCCL's ``host:pid:tid [dev] `` before its message: who printed it, not what it says.
+_PRINTER = re.compile(r"^[\w.-]+:\d+:\d+ \[\d+\] ")
+
+
+def _one_reading(out: list[tuple[Signature, dict]], message: str) -> list[tuple[Signature, dict]]:
+    """A line that a signature reads needs no generic reading (the watchdog line of 80,000 ranks stays
+    one signal a line); of several generic readings the first, most severe, row's. A generic match
+    carries the line's *shape* (its message with numbers blanked): lines of one shape fold into one
+    signal, and how many there were says how rare the line is in its file."""
+    specific = [(sig, f) for sig, f in out if sig.role != GENERIC]
+    if any(sig.role != "identity" for sig, _f in specific):
+        return specific
+    generic = next(((sig, f) for sig, f in out if sig.role == GENERIC), None)
+    if generic is None:
+        return specific
+    generic[1]["shape"] = _DIGITS.sub("#", _PRINTER.sub("", message.strip()))[:160]
+    return [*specific, generic]
 
 
 #: Lines up to this long are remembered with what they matched (per reading context: year, time
@@ -197,14 +241,19 @@ class SignatureScanner:
     :class:`~gpulib.parsers.linescan.ChunkReader` (alone, or riding along the job parser's read)."""
 
     def __init__(self, source: str, *, tz: str | None = None, year: int | None = None,
-                 written: str | Path | None = None) -> None:
+                 written: str | Path | None = None, generic: bool = True) -> None:
         self.source = source
+        #: whether the generic failure vocabulary is read in this file (:data:`GENERIC_KINDS`): a kernel
+        #: log's or a tool's "ERROR" is judged by the rules of its kind, and its lines are not searched
+        self._generic = generic
         self.result: ParseResult[Signal] = ParseResult(KIND)
         self._folder = Folder(_fold_shape, _fold_member, Signal.__slots__)
-        self._finder = KeywordLines(_keywords())
+        self._finder = KeywordLines(_keywords(generic))
         self._reader = LineReader(tz=zone_of(tz), year=year, glog_year=modified_year(written))
         self._path = PathFacts.of(source)
         self._keywords: dict[int, set[int]] | None = None  # line start -> keywords it holds (this chunk)
+        self._generic_head: list[Signal] = []
+        self._generic_tail: deque[Signal] = deque(maxlen=GENERIC_KEEP)
 
     def wanted(self, buf: bytearray, limit: int, offset: int, size: int) -> list[int]:
         if self._reader.year is None:
@@ -226,7 +275,7 @@ class SignatureScanner:
             raw = buf[start:end if end != -1 else limit][:MAX_LINE_CHARS].decode("utf-8", "replace")
             # what a line reads as depends on the line, the year and the host of a pasted shell
             # session only; a prompt line changes that host, so it is never remembered
-            key = (raw, reader.session_host, reader.year, reader.glog_year, reader.tz)
+            key = (raw, reader.session_host, reader.year, reader.glog_year, reader.tz, self._generic)
             hit = memo.get(key)
             if hit is None:
                 facts = reader.read(raw)
@@ -240,23 +289,40 @@ class SignatureScanner:
                     memo[key] = hit
             facts, matches = hit
             for sig, fields in matches:
+                if sig.role == GENERIC and not self._generic:
+                    continue
                 signal = _signal(sig, dict(fields), facts, lineno, raw, self._path)
-                if not fold(signal):
+                if fold(signal):
+                    continue
+                if sig.role != GENERIC:
                     records.append(signal)
+                elif len(self._generic_head) < GENERIC_KEEP:
+                    self._generic_head.append(signal)
+                else:
+                    self._generic_tail.append(signal)
+
+    def finish(self) -> ParseResult[Signal]:
+        """The matches once the file was read: the generic failure lines kept (see
+        :data:`GENERIC_KEEP`) join the others."""
+        self.result.records.extend(self._generic_head)
+        self.result.records.extend(self._generic_tail)
+        self._generic_head, self._generic_tail = [], deque(maxlen=GENERIC_KEEP)
+        return self.result
 
     def failed(self, exc: Exception) -> None:
         self.result.problems.append(Problem(self.source, f"signature scan failed: {type(exc).__name__}: {exc}"))
 
 
 def scan_file(path: str | Path, source: str | None = None, *, tz: str | None = None,
-              year: int | None = None) -> ParseResult[Signal]:
-    """Every catalogue match in one file, streamed (memory flat in the file size). Never raises."""
-    scanner = SignatureScanner(source or str(path), tz=tz, year=year, written=path)
+              year: int | None = None, generic: bool = True) -> ParseResult[Signal]:
+    """Every catalogue match in one file, streamed (memory flat in the file size); ``generic``: also
+    the generic failure vocabulary (see :class:`SignatureScanner`). Never raises."""
+    scanner = SignatureScanner(source or str(path), tz=tz, year=year, written=path, generic=generic)
     try:
         linescan.read_file(path, [scanner])
     except OSError as exc:
         scanner.result.problems.append(Problem(scanner.source, f"cannot read: {exc.strerror or exc}"))
-    return scanner.result
+    return scanner.finish()
 
 
-__all__ = ["PathFacts", "Signal", "SignatureScanner", "match_line", "scan_file"]
+__all__ = ["GENERIC", "GENERIC_KINDS", "PathFacts", "Signal", "SignatureScanner", "generic_signatures", "match_line", "scan_file"]

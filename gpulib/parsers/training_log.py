@@ -71,7 +71,8 @@ CATALOGUE_KEYWORDS: tuple[bytes, ...] = (
     b"##[error]Process completed",
     # identity and transport (NCCL_DEBUG=INFO)
     b"Init COMPLETE", b"Init START", b"Using network", b"No device found", b"NCCL version", b"Bootstrap",
-    b"NET/IB", b"NET/Socket", b"Process group destroyed", b"Succeeded", b" passed",
+    b"NET/IB", b"NET/Socket", b"Process group destroyed", b"Succeeded", b" passed", b"NCCL_IB_DISABLE set",
+    b"NCCL_IB_HCA set",
     # driver / runtime mismatch
     b"CUDA driver version is insufficient", b"NVIDIA driver on your system is too old",
 )
@@ -79,9 +80,9 @@ CATALOGUE_KEYWORDS: tuple[bytes, ...] = (
 #: launcher identity, checkpoints and completion, which can be on every other line.
 PROGRESS_KEYWORDS: tuple[bytes, ...] = (
     b"step", b"iteration", b"Iter", b"s/it", b"val batch", b"heckpoint", b"raining complete", b"raining finished",
-    b"raining done", b"successfully finished", b"train_runtime", b"torch ", b"torch=", b"torch version",
+    b"raining done", b"otal training time", b"successfully finished", b"train_runtime", b"torch ", b"torch=", b"torch version",
     b"orch.__version__", b"PyTorch version", b"device=cuda:", b"local_rank=", b"distributed init (rank", b"re-looped",
-    b"srun: error", b"slurmstepd: error",
+    b"srun: error", b"slurmstepd: error", b"real\t", b"real ",
 )
 
 #: Event kinds that are not failures: identity, transport, versions, progress, and lines that only
@@ -90,9 +91,9 @@ PROGRESS_KEYWORDS: tuple[bytes, ...] = (
 #: "No IB device" is transport identity: normal on a single node, and a socket fallback across
 #: nodes shows up as socket/NCCL errors. ``gpulib watch`` alerts on every other kind.
 INFO_KINDS = frozenset({
-    "nccl_init", "nccl_transport", "nccl_version", "nccl_address", "nccl_no_ib", "rank_device", "torch_version",
-    "benign", "completed", "checkpoint_saved", "checkpoint_save_start", "step", "eval_progress", "traceback",
-    "watchdog_progress", "sigterm_sent", "store_host", "ci_step_start", "barrier_wait",
+    "nccl_init", "nccl_transport", "nccl_version", "nccl_address", "nccl_no_ib", "nccl_ib_requested", "rank_device",
+    "torch_version", "benign", "process_exited", "completed", "checkpoint_saved", "checkpoint_save_start", "step",
+    "eval_progress", "traceback", "watchdog_progress", "sigterm_sent", "store_host", "ci_step_start", "barrier_wait",
 })
 
 # ---------------------------------------------------------------- launcher prefixes
@@ -215,6 +216,9 @@ _NCCL_VERSION = re.compile(r"NCCL version (?P<ver>\d+\.\d+\.\d+)")
 #: NCCL_DEBUG=VERSION (and rank 0 of older releases) prints the version with no host:pid:tid prefix.
 _BARE_NCCL_VERSION = re.compile(r"NCCL version (?P<ver>\d+\.\d+\.\d+)\+cuda[\d.]+\s*$")
 _USING_NETWORK = re.compile(r"Using network (?P<net>\S+)")
+#: NCCL's echo of a setting that asks for InfiniBand (``NCCL_IB_DISABLE set by environment to 0``,
+#: ``NCCL_IB_HCA set to mlx5_0:1,...``): a socket transport after it is a fallback, not a choice.
+_IB_REQUESTED = re.compile(r"NCCL_IB_DISABLE set by environment to 0|NCCL_IB_HCA set (?:by environment )?to \S")
 _BOOTSTRAP = re.compile(r"Bootstrap ?: Using (?:\[\d+\])?(?P<iface>[^:\s]+):(?P<addr>[\d.]+)")
 _OOB = re.compile(r"OOB (?P<iface>[^:\s]+):(?P<addr>[\d.]+)")
 _IB_COMPLETION = re.compile(
@@ -228,6 +232,13 @@ _WORK = (r"WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)(?:, NumelIn=(?
          r"NumelOut=(?P<numel_out>-?\d+))?, Timeout\(ms\)=(?P<timeout_ms>\d+)\)")
 _WATCHDOG_TIMEOUT = re.compile(r"\[Rank (?P<pg_rank>\d+)\] ?Watchdog caught collective operation timeout: " + _WORK +
                                r"(?: ran for (?P<elapsed_ms>\d+))?")
+#: gloo's collective timeout, raised on the rank that waited: ``RuntimeError: [.../unbound_buffer.cc:78]
+#: Timed out waiting 4000ms for recv operation to complete``.
+#: The shell's ``time`` summary (``real	3m29.863s``): printed only once the command it timed has exited.
+#: (A trainer's "Total training time" says its loop ended - not that it ended well: detectron2 prints
+#: it from a ``finally`` hook after a crash too - so it is read as the same kind of end.)
+_SHELL_TIME = re.compile(r"real\s+(?:\d+m)?\d+(?:[.,]\d+)?s\s*$")
+_GLOO_TIMEOUT = re.compile(r"Timed out waiting (?P<ms>\d+)ms for (?P<op>recv|send) operation")
 _BLOCKING_WAIT = re.compile(r"\[Rank (?P<pg_rank>\d+)\] Work " + _WORK + r" timed out in blocking wait")
 _PG_PREFIX = re.compile(r"\[PG (?:ID )?(?P<pg>\d+)(?: PG GUID (?P<guid>[^\s(\]]+))?(?: ?\((?P<desc>[^)]*)\))? "
                         r"Rank (?P<pg_rank>\d+)\]")
@@ -299,8 +310,9 @@ _RANK_DEVICE = re.compile(r"distributed init \(rank (?P<r1>\d+)\): \S+, gpu (?P<
                           r"|\[rank(?P<r2>\d+)\].*?device=cuda:(?P<g2>\d+)"
                           r"|rank(?P<r3>\d+)\b.*?local_rank=(?P<l3>\d+)\b.*?cuda:(?P<g3>\d+)"
                           r"|\[rank(?P<r4>\d+)\].*?local_rank=(?P<l4>\d+)\b.*?device=cuda:(?P<g4>\d+)")
-_COMPLETED = re.compile(r"[Tt]raining (?:completed?|finished|done)\b|Process group destroyed|PyTorchJob \S+ successfully "
-                        r"completed|worker group successfully finished|'train_runtime'|^\s*\S+\s+Succeeded\b|"
+_COMPLETED = re.compile(r"[Tt]raining (?:completed?|finished|done)\b|Process group destroyed|"
+                        r"PyTorchJob \S+ successfully completed|worker group successfully finished|'train_runtime'|"
+                        r"^\s*\S+\s+Succeeded\b|"
                         # pytest's summary lists failures first: a summary that starts with "passed" had none
                         r"^=*\s*\d+ passed(?:, \d+ (?:skipped|deselected|xfailed|xpassed|warnings?))* in [\d.]+s\b")
 _CKPT_START = re.compile(r"(?:[Ss]aving|[Ss]ave) (?:the )?checkpoint|async save started|checkpoint: .*save started")
@@ -399,6 +411,10 @@ class _Classifier:
                     if fact in self.host_facts:
                         return REPEATED
                     self.host_facts.add(fact)
+                return ev
+        elif "NCCL INFO " in body:
+            ev = self._bare_transport(body, lineno, rank)
+            if ev is not None:
                 return ev
         m = _STORE_BARRIER.search(body) if "store based barrier" in body else None
         if m:
@@ -545,8 +561,14 @@ class _Classifier:
                 return JobEvent(lineno, "checkpoint_save_start", body, rank=rank)
         if _TRACEBACK.match(body):
             return JobEvent(lineno, "traceback", body, rank=rank)
+        if body.startswith("real") and _SHELL_TIME.match(body) or "otal training time" in body:
+            return JobEvent(lineno, "process_exited", body, rank=rank)
         m = _EXCEPTION.match(body) if "Error" in body or "Exception" in body or "Interrupt" in body else None
         if m and not body.startswith(("  ", "\t")):
+            wait = _GLOO_TIMEOUT.search(m["msg"] or "") if "Timed out waiting" in body else None
+            if wait:  # this rank waited in a collective for a peer that never sent: a watchdog timeout, not a bug
+                return JobEvent(lineno, "watchdog_timeout", body, rank=rank, details={
+                    "op": wait["op"], "timeout_ms": int(wait["ms"]), "backend": "gloo"})
             return JobEvent(lineno, "exception", body, rank=rank, details={"class": m["cls"].rsplit(".", 1)[-1],
                                                                           "message": (m["msg"] or "").strip()})
         return None
@@ -588,6 +610,21 @@ class _Classifier:
         return JobEvent(lineno, "cuda_oom", body, rank=rank, details=details)
 
     @staticmethod
+    def _bare_transport(body: str, lineno: int, rank: int | None) -> JobEvent | None:
+        """The transport lines of an NCCL log pasted without its ``host:pid:tid [dev]`` prefixes
+        (an issue comment, a container's stderr): which network NCCL chose, and whether InfiniBand
+        was asked for, still tell a socket fallback."""
+        net = _USING_NETWORK.search(body)
+        if net:
+            return JobEvent(lineno, "nccl_transport", body, rank=rank, details={"network": net["net"]} | (
+                {"ib_requested": True} if _IB_REQUESTED.search(body) else {}))
+        if "No device found" in body and "NET/IB" in body:
+            return JobEvent(lineno, "nccl_no_ib", body, rank=rank)
+        if _IB_REQUESTED.search(body):
+            return JobEvent(lineno, "nccl_ib_requested", body, rank=rank)
+        return None
+
+    @staticmethod
     def _nccl(m: re.Match, lineno: int, body: str) -> JobEvent | None:
         msg = m["msg"]
         base = {"host": _shared(m["host"]), "pid": int(m["pid"]), "local_device": int(m["dev"])}
@@ -613,7 +650,10 @@ class _Classifier:
                             **base)
         net = _USING_NETWORK.search(msg)
         if net:
-            return JobEvent(lineno, "nccl_transport", body, details={"network": net["net"]}, **base)
+            return JobEvent(lineno, "nccl_transport", body, details={"network": net["net"]} | (
+                {"ib_requested": True} if _IB_REQUESTED.search(msg) else {}), **base)
+        if _IB_REQUESTED.search(msg):
+            return JobEvent(lineno, "nccl_ib_requested", body, **base)
         if "NET/IB : No device found" in msg or "NET/IB: No device found" in msg:
             return JobEvent(lineno, "nccl_no_ib", body, **base)
         ver = _NCCL_VERSION.search(msg)

@@ -131,7 +131,8 @@ def build_report(manifest: dict, steps: list[dict], findings: list[dict], render
     figures = sum(r.figures for r in rendered.values())
     page = _environment().get_template("report.html.j2").render(
         manifest=manifest, headline=run_headline(diagnosis, findings),
-        banner=banner(manifest["exit_code"], manifest["exit_meaning"], steps, facts),
+        banner=banner(manifest["exit_code"], manifest["exit_meaning"], steps, facts,
+                      basis=manifest.get("exit_basis", "findings"), blocking_ids=manifest.get("blocking", ())),
         groups=facts_by_role(facts), fact_count=len(facts), finding_count=len(findings), steps=sections,
         failed=[s for s in sections if s["status"] != "ok"],
         nbconvert_styles=next((r.styles for r in rendered.values() if r.styles), []),

@@ -80,15 +80,18 @@ class Banner:
 
 
 #: The banner's colour for each exit code of the run (anything else: the run failed).
-BANNER_STATES = {exit_codes.OK: "ok", exit_codes.SOFT: "warn", exit_codes.HARD: "nogo"}
+BANNER_STATES = {exit_codes.OK: "ok", exit_codes.SOFT: "warn", exit_codes.HARD: "nogo", exit_codes.UNKNOWN: "warn"}
 
 
-def banner(code: int, meaning: str, steps: list[dict], facts: list[Fact]) -> Banner:
+def banner(code: int, meaning: str, steps: list[dict], facts: list[Fact], *, basis: str = "findings",
+           blocking_ids: Iterable[str] = ()) -> Banner:
     """Why this run exits as it does, in the words a scheduler's reader needs.
 
     The colour follows the exit code the run returned (one verdict per incident: a soft root
     cause that the run exits 1 for is not painted as a red no-go because one of its facts is
-    called critical); the reason names the fact that decided it."""
+    called critical); the reason names the fact that decided it. ``basis`` ``"diagnosis"``: the
+    exit is the diagnosis's verdict (:mod:`gpulib.runbooks.verdict`), and ``blocking_ids`` the
+    steps' own facts that made it no-go anyway (named as the reason)."""
     failed = [s["id"] for s in steps if s.get("status") != "ok"]
     state = "failed" if failed else BANNER_STATES.get(code, "failed")
     blocking = [f for f in facts if f.severity in ("critical", "error")]
@@ -96,6 +99,12 @@ def banner(code: int, meaning: str, steps: list[dict], facts: list[Fact]) -> Ban
     if failed:
         return Banner(state, code, meaning, f"step(s) {', '.join(failed)} did not complete: their findings are "
                                             "missing, so this run cannot vouch for anything")
+    if basis == "diagnosis":
+        own = [f for f in facts if f.id in set(blocking_ids)]
+        if own:
+            return Banner("nogo", code, meaning, f"{len(own)} blocking fact(s) of the steps' own; first: {own[0].title}")
+        lead = next((f for f in facts if f.role == "root cause"), None)
+        return Banner(state, code, meaning, f"the diagnosis: {lead.title}" if lead else "the diagnosis of the evidence")
     if blocking:
         lead = next((f for f in blocking if f.role == "root cause"), blocking[0])
         return Banner(state, code, meaning, f"{len(blocking)} fact(s) to act on; first: {lead.title}")

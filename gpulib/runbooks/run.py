@@ -1,10 +1,12 @@
 """``run_runbook``: validate, execute, archive, report — and the exit code a scheduler acts on.
 
-Exit codes (:data:`EXIT_MEANINGS`, a subset of the one table in :mod:`gpulib.exit_codes`):
-0 healthy (only info findings), 1 warning findings, 3 error or critical findings (no-go; a
-preflight no-go is recorded as such a finding), 5 the run itself failed (a notebook raised,
-timed out, lost its kernel or recorded no findings). 5 wins over the others because an
-incomplete run cannot vouch for anything: look at its report first. 2 (usage or input error)
+Exit codes (:data:`EXIT_MEANINGS`, a subset of the one table in :mod:`gpulib.exit_codes`): a run
+that analysed an incident exits as its diagnosis does (:mod:`.verdict`: hard 3, soft 1, unknown 4,
+none 0, or 1 with warnings), and 3 when a step adds a blocking fact of its own; a run that
+diagnosed nothing exits 0 healthy (only info findings), 1 warning findings, 3 error or critical
+findings (no-go; a preflight no-go is recorded as such a finding). 5 the run itself failed (a
+notebook raised, timed out, lost its kernel or recorded no findings) wins over the others because
+an incomplete run cannot vouch for anything: look at its report first. 2 (usage or input error)
 is the CLI's, before anything runs.
 """
 
@@ -31,14 +33,16 @@ from gpulib.runbooks.execute import KERNEL_NAME, StepResult, check_kernel, execu
 from gpulib.runbooks.report import RenderedStep, build_report, render_step
 from gpulib.runbooks.report_view import run_headline
 from gpulib.runbooks.spec import RunbookSpec, find_runbook, load_runbook, resolve_parameters
+from gpulib.runbooks.verdict import run_verdict
 from gpulib.vocabulary import SEVERITIES
 
 log = get_logger(__name__)
 
 EXIT_MEANINGS = {
     exit_codes.OK: "healthy: no finding above info",
-    exit_codes.SOFT: "warning findings: look at them when convenient",
-    exit_codes.HARD: "error or critical findings: act before relaunching (no-go)",
+    exit_codes.SOFT: "soft root cause (the process failed, the hardware is fine) or warnings",
+    exit_codes.HARD: "no-go: a hard root cause, or a blocking finding of a step (act before relaunching)",
+    exit_codes.UNKNOWN: "unknown: the evidence shows a failure it does not explain (collect more)",
     exit_codes.RUN_FAILED: "the run itself failed: a step did not complete, its findings are missing",
 }
 _VERSIONED = ("papermill", "nbclient", "nbconvert", "nbformat", "ipykernel", "jupyter_client", "plotly", "pandas")
@@ -59,12 +63,6 @@ class RunOutcome:
 
 def severity_counts(findings: list[dict]) -> dict[str, int]:
     return {sev: sum(f.get("severity") == sev for f in findings) for sev in SEVERITIES}
-
-
-def exit_code_for(steps: list[StepResult], findings: list[dict]) -> int:
-    if any(step.status != "ok" for step in steps):
-        return exit_codes.RUN_FAILED
-    return exit_codes.for_severities(f.get("severity") for f in findings)
 
 
 def versions() -> dict[str, str]:
@@ -157,7 +155,8 @@ def run_runbook(name: str, *, cli: dict[str, str] | None = None, values: dict | 
         if step.id not in rendered:
             rendered[step.id] = render_step(step.output, step.id)
     findings = [f for step in steps for f in step.findings]
-    code = exit_code_for(steps, findings)
+    verdict = run_verdict([step.status == "ok" for step in steps], findings, diagnosis)
+    code = verdict.code
     manifest = {
         "format": RUN_FORMAT,
         "runbook": spec.name,
@@ -182,6 +181,8 @@ def run_runbook(name: str, *, cli: dict[str, str] | None = None, values: dict | 
         "exit_meaning": EXIT_MEANINGS[code],
         "headline": run_headline(diagnosis, findings)["lines"],  # what `gpulib archive show` prints on top
         "root_finding": ((diagnosis or {}).get("root_cause") or {}).get("finding"),
+        "exit_basis": verdict.basis,  # diagnosis: the evidence's verdict; findings: severities; steps: one failed
+        "blocking": verdict.blocking,  # ids of the facts that made it no-go on their own
         "versions": versions(),
     }
     writer.write_json(FINDINGS, {"format": FINDINGS_FORMAT, "runbook": spec.name, "run": writer.name,

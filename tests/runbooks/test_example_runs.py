@@ -38,3 +38,18 @@ def test_ecc_example_runs_cleanly_and_shows_the_resume_step(tmp_path):
     titles = " | ".join(f["title"] for f in resume)
     assert f"resume from {EXAMPLE / answer['resume_from']}" in titles, titles
     assert "step_003000.pt" in titles and "truncated" in titles, titles
+
+
+def test_a_soft_incident_exits_as_its_diagnosis_does(tmp_path):
+    """One incident, one verdict: the CUDA OOM example is soft for `gpulib diagnose` (exit 1), so the
+    incident runbook exits 1 too, though its steps record the OOM finding as critical."""
+    oom = REPO / "examples" / "incident-cuda-oom"
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    diag = subprocess.run([sys.executable, "-m", "gpulib", "diagnose", str(oom)], capture_output=True, text=True,
+                          cwd=REPO, env=env, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "gpulib", "run", "incident", "--evidence", str(oom),
+                           "--archive", str(tmp_path)], capture_output=True, text=True, cwd=REPO, env=env, timeout=600)
+    assert diag.returncode == exit_codes.SOFT, diag.stdout[-2000:]
+    assert proc.returncode == diag.returncode, proc.stdout[-2000:] + proc.stderr[-2000:]
+    [run] = list_runs(tmp_path)
+    assert run.manifest["exit_basis"] == "diagnosis" and run.manifest["blocking"] == []
