@@ -22,6 +22,13 @@ RUN_FAILED = 5
 INTERRUPTED = 130
 PIPE_CLOSED = 141
 
+#: A diagnosis's interruption -> the exit code: the one map from a verdict to a number (``gpulib
+#: diagnose`` and every command that ends on a diagnosis). An interruption it does not know is
+#: unknown (collect more), never "healthy".
+FOR_INTERRUPTION = {"none": OK, "soft": SOFT, "hard": HARD, "unknown": UNKNOWN}
+#: A finding's severity -> the exit code; the worst finding decides (:func:`for_severities`).
+FOR_SEVERITY = {"critical": HARD, "error": HARD, "warning": SOFT, "info": OK}
+
 TABLE = {
     OK: "healthy / no interruption / nothing found",
     SOFT: "soft or warnings: the process failed and the hardware is fine, or findings to look at",
@@ -31,6 +38,16 @@ TABLE = {
     RUN_FAILED: "the run itself failed (gpulib run: a notebook raised, hung or recorded nothing; "
                 "any command: an internal error, its traceback above)",
 }
+
+
+def for_interruption(interruption: str | None) -> int:
+    """The exit code of a diagnosis's interruption (:data:`FOR_INTERRUPTION`)."""
+    return FOR_INTERRUPTION.get(interruption or "unknown", UNKNOWN)
+
+
+def for_severities(severities) -> int:
+    """The exit code of the worst of ``severities`` (:data:`FOR_SEVERITY`; none or only info: OK)."""
+    return max((FOR_SEVERITY.get(s, OK) for s in severities), default=OK)
 
 
 def table_text() -> str:

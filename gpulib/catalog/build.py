@@ -24,6 +24,8 @@ import re
 import sys
 from pathlib import Path
 
+from gpulib import exit_codes
+
 HERE = Path(__file__).resolve().parent
 DATA_FILE = HERE / "xid.tsv"
 OVERRIDES_FILE = HERE / "xid_overrides.tsv"
@@ -248,21 +250,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not (args.reference / "xid").is_dir():
         print(f"reference sources not found under {args.reference} (pass --reference DIR)", file=sys.stderr)
-        return 2
+        return exit_codes.USAGE
     text = render(build_rows(args.reference))
     if args.check:
         current = DATA_FILE.read_text(encoding="utf-8") if DATA_FILE.exists() else ""
         if current == text:
             print(f"{DATA_FILE.name} agrees with {args.reference}")
-            return 0
+            return exit_codes.OK
         old = {line.split("\t", 1)[0]: line for line in current.splitlines()}
         changed = [line.split("\t", 1)[0] for line in text.splitlines() if old.get(line.split("\t", 1)[0]) != line]
         print(f"{DATA_FILE.name} is out of date for codes: {', '.join(changed[:20])}; "
               "run python -m gpulib.catalog.build", file=sys.stderr)
-        return 1
+        return exit_codes.SOFT
     DATA_FILE.write_text(text, encoding="utf-8")
     print(f"wrote {DATA_FILE} ({text.count(chr(10)) - 3} codes)")
-    return 0
+    return exit_codes.OK
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import argparse
 import subprocess
 import sys
 
+from gpulib import exit_codes
 from gpulib.cli_args import non_negative
 from gpulib.collect.bmc import SEL_ENTRIES
 from gpulib.collect.capture import collect, summary_lines
@@ -51,7 +52,7 @@ def _collect(args) -> int:
     print("\n".join(summary_lines(root)))
     if args.digest:
         return _digest(root)
-    return 0
+    return exit_codes.OK
 
 
 #: The map step of a many-node diagnosis takes seconds on a node; minutes mean something is stuck.
@@ -67,12 +68,12 @@ def _digest(root) -> int:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=DIGEST_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         print(f"digest: not written (no answer in {DIGEST_TIMEOUT_S} s); the raw files will be read", file=sys.stderr)
-        return 1
+        return exit_codes.SOFT
     if done.returncode != 0:
         print(f"digest: not written ({done.stderr.strip()[-300:]}); the raw files will be read", file=sys.stderr)
-        return 1
+        return exit_codes.SOFT
     print(done.stdout.strip())
-    return 0
+    return exit_codes.OK
 
 
 def register(subparsers) -> None:

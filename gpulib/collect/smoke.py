@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+from gpulib import exit_codes
 from gpulib.collect.capture import summary_lines
 from gpulib.evidence.bundle import Bundle, verify
 
@@ -50,13 +51,13 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         print("usage: python -m gpulib.collect.smoke BUNDLE", file=sys.stderr)
-        return 2
+        return exit_codes.USAGE
     print("\n".join(summary_lines(args[0])))
     found = problems(args[0])
     for line in found:
         print(f"SMOKE FAIL: {line}")
     print("SMOKE OK: NVML, sampling and nvidia-smi captured every GPU" if not found else f"SMOKE: {len(found)} problem(s)")
-    return 1 if found else 0
+    return exit_codes.SOFT if found else exit_codes.OK
 
 
 if __name__ == "__main__":

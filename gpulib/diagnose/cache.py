@@ -1,6 +1,10 @@
-"""Evidence read once per runbook run: the parsed records and the diagnosis as one JSON file.
+"""Evidence read once: :class:`Evidence` for every face, and the runbook run's JSON cache of it.
 
-Why: every step of the incident runbook analyses the *same* evidence in its own kernel. Without
+:class:`Evidence` is how the CLI, the runbook report, the notebooks and the Slurm health check
+open evidence: read and parsed at most once per process, re-judged (not re-read) when a threshold
+changes. It lives here, above the rules, because judging is the rules' work (layers point down).
+
+Why a cache as well: every step of the incident runbook analyses the *same* evidence in its own kernel. Without
 a cache each kernel imports every parser and the diagnosis rules, walks the folder, parses each
 file and diagnoses the incident again: eight times the same work on the cores the kernels share.
 ``gpulib run`` therefore reads the evidence once (:func:`write_cache`) and names the file in the
@@ -16,14 +20,17 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from gpulib import kernel_env, resources
 from gpulib.diagnose import diagnose
+from gpulib.diagnose.report import Diagnosis
 from gpulib.errors import InputError
 from gpulib.evidence import kinds
-from gpulib.evidence.gather import gather
+from gpulib.evidence.gather import Inputs, gather
+from gpulib.evidence.thresholds import Thresholds
 from gpulib.logs import get_logger
 
 log = get_logger(__name__)
@@ -107,22 +114,95 @@ def checked_evidence(evidence: str | Path) -> Path:
     return path
 
 
-def read_once(path: Path, tz: str | None = None) -> tuple[EvidenceFiles, dict]:
-    """The files and diagnosis of ``path``: from the cache ``gpulib run`` names when it describes
-    ``path`` as it is now, read with the same ``tz`` (:func:`load_cached`), else read here
-    (:func:`read_evidence`)."""
-    return load_cached(path, tz=tz) or read_evidence(path, tz)
+class Evidence:
+    """The evidence of one incident, opened the same way by every face: ``gpulib diagnose``, the
+    runbook report, the notebooks and the Slurm health check.
 
+    Why one object: reading is the expensive part (walk, detect, parse every file) and judging is
+    cheap (the rules over the parsed :class:`~gpulib.evidence.gather.Inputs`). An :class:`Evidence`
+    reads its paths at most once per process and keeps what it read, so a notebook slider
+    (``temp_limit_c=80``) re-runs the rules (:meth:`judge`) without opening a file again. Under
+    ``gpulib run`` the run's JSON cache (:func:`load_cached`) stands in for the first reading: the
+    files and the default diagnosis come from it, and only a slider's other thresholds read the
+    evidence (once).
 
-def read_evidence(path: Path, tz: str | None = None) -> tuple[EvidenceFiles, dict]:
-    """Walk, detect and parse ``path`` once; return its files and its ``gpulib.diagnosis/1`` dict.
-    ``tz``: the zone of timestamps printed without one, as ``gpulib diagnose --tz`` takes it."""
-    inputs = gather([path], tz, full_series=True)  # the notebooks plot every sample
-    files = EvidenceFiles(
-        [EvidenceFile(f.path, f.display, f.kind, f.host, f.host_basis, [asdict(r) for r in f.records],
-                      [p.message for p in f.problems]) for f in inputs.files],
-        list(dict.fromkeys(folder for _root, folder in inputs.checkpoint_dirs)))
-    return files, diagnose([path], tz, inputs=inputs).to_dict()
+    ``paths``: one path (bundle, folder or file) or several (the CLI). ``tz``: the zone of
+    timestamps printed without one (``gpulib diagnose --tz``). ``thresholds``: those
+    :attr:`diagnosis` judges with (default: the runbook's). ``full_series``: keep every sample (the
+    notebooks plot them); without it a node's current digest stands for its files (memory flat in
+    the length of the monitoring logs: the CLI), which judged them with given thresholds, so other
+    thresholds read the evidence again.
+    """
+
+    def __init__(self, paths: str | Path | Sequence[str | Path], tz: str | None = None,
+                 thresholds: Thresholds | None = None, *, full_series: bool = True,
+                 cache: str | Path | None = None):
+        self.paths = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+        self.tz = tz
+        self.thresholds = thresholds or Thresholds()
+        self.full_series = full_series
+        self._inputs: Inputs | None = None
+        self._inputs_judged_at: Thresholds | None = None  # a lean reading's digests were judged with these
+        self._files: EvidenceFiles | None = None
+        self._judged: dict[Thresholds, dict] = {}
+        self._cache = cache  # the run's cache file; default the one gpulib run names (load_cached)
+        self._cache_tried: bool | None = None  # None: not looked yet; else whether the run's cache served
+
+    @classmethod
+    def open(cls, evidence: str | Path, tz: str | None = None, thresholds: Thresholds | None = None) -> Evidence:
+        """One evidence path as a notebook or a health check names it (:func:`checked_evidence`:
+        never a traceback for a typo or an empty folder)."""
+        return cls(checked_evidence(evidence), tz, thresholds)
+
+    @property
+    def files(self) -> EvidenceFiles:
+        """Every file walked, detected, parsed (records as dicts) and assigned a host."""
+        if self._files is None and not self._from_cache():
+            inputs = self.inputs()
+            self._files = EvidenceFiles(
+                [EvidenceFile(f.path, f.display, f.kind, f.host, f.host_basis, [asdict(r) for r in f.records],
+                              [p.message for p in f.problems]) for f in inputs.files],
+                list(dict.fromkeys(folder for _root, folder in inputs.checkpoint_dirs)))
+        return self._files
+
+    @property
+    def diagnosis(self) -> dict:
+        """The ``gpulib.diagnosis/1`` dict judged with :attr:`thresholds`."""
+        return self.judge(self.thresholds)
+
+    def judge(self, thresholds: Thresholds | None = None) -> dict:
+        """The ``gpulib.diagnosis/1`` dict judged with ``thresholds`` (default :attr:`thresholds`):
+        the rules run again over what was read, never the files read again (asked once per
+        thresholds)."""
+        wanted = thresholds or self.thresholds
+        if wanted not in self._judged and not (wanted == Thresholds() and self._from_cache()):
+            self._judged[wanted] = self.diagnose(wanted).to_dict()
+        return self._judged[wanted]
+
+    def diagnose(self, thresholds: Thresholds | None = None) -> Diagnosis:
+        """The :class:`~gpulib.diagnose.report.Diagnosis` judged with ``thresholds`` (the CLI's text
+        and JSON), over the evidence read once."""
+        wanted = thresholds or self.thresholds
+        return diagnose(self.paths, self.tz, inputs=self.inputs(wanted), thresholds=wanted)
+
+    def inputs(self, thresholds: Thresholds | None = None) -> Inputs:
+        """What :func:`~gpulib.evidence.gather.gather` read, once: again only for a lean reading
+        (``full_series=False``) asked for other thresholds than its digests were judged with."""
+        judged_at = None if self.full_series else (thresholds or self.thresholds)
+        if self._inputs is None or judged_at != self._inputs_judged_at:
+            self._inputs = gather(self.paths, self.tz, full_series=self.full_series, thresholds=judged_at)
+            self._inputs_judged_at = judged_at
+        return self._inputs
+
+    def _from_cache(self) -> bool:
+        """Take the files and the default diagnosis from the run's cache when it describes this
+        one path as it is now (:func:`load_cached`); False when there is none to take."""
+        if self._cache_tried is None:
+            cached = load_cached(self.paths[0], self._cache, self.tz) if len(self.paths) == 1 and self.full_series else None
+            if cached is not None:
+                self._files, self._judged[Thresholds()] = cached
+            self._cache_tried = cached is not None
+        return self._cache_tried
 
 
 def fingerprint(path: Path) -> list[list]:
@@ -149,7 +229,8 @@ def write_cache(paths: list[Path], out: Path, tz: str | None = None) -> Path:
     entries = []
     for path in dict.fromkeys(p.resolve() for p in paths):
         stamp = fingerprint(path)  # before reading: a file changed meanwhile invalidates the entry
-        files, diagnosis = read_evidence(path, tz)
+        evidence = Evidence(path, tz)
+        files, diagnosis = evidence.files, evidence.diagnosis
         entries.append({"path": str(path), "tz": tz, "fingerprint": stamp, "diagnosis": diagnosis,
                         "files": [f.to_json() for f in files.files],
                         "checkpoint_dirs": [str(d) for d in files.checkpoint_dirs]})

@@ -11,11 +11,10 @@ import sys
 from pathlib import Path
 
 from gpulib import exit_codes
-from gpulib.diagnose import diagnose
+from gpulib.diagnose.cache import Evidence
 from gpulib.parsers.logtime import zone_argument
 from gpulib.readable import require_readable
 
-EXIT_CODES = {"none": exit_codes.OK, "soft": exit_codes.SOFT, "hard": exit_codes.HARD, "unknown": exit_codes.UNKNOWN}
 THIS_COMMAND = """0 no interruption (positive evidence of a normal end, or no failure line and no log that stops mid-run)
 1 soft (the process failed, hardware fine: fix and relaunch)
 2 a path that does not exist or cannot be read, a bad flag
@@ -48,7 +47,7 @@ def _write_digests(args) -> int:
             sys.stderr.write(f"gpulib diagnose: {path}: a digest is written into a node's folder or bundle\n")
             return exit_codes.USAGE
         print(f"digest {node_digest.write(path, tz=args.tz)}")
-    return 0
+    return exit_codes.OK
 
 
 def run(args) -> int:
@@ -56,13 +55,13 @@ def run(args) -> int:
     require_readable(args.paths, what="evidence", special=False)
     if args.write_digest:
         return _write_digests(args)
-    result = diagnose(args.paths, tz=args.tz)
+    result = Evidence(args.paths, args.tz, full_series=False).diagnose()  # lean: a node's digest for its files
     # a reader that leaves early (`| head`) is handled once, in gpulib.cli.main
     if args.format == "json":
         write_json(result.to_dict(), sys.stdout)
     else:
         sys.stdout.write(result.to_text())
-    return EXIT_CODES.get(result.interruption, exit_codes.UNKNOWN)
+    return exit_codes.for_interruption(result.interruption)
 
 
 #: A list longer than this is written one compact item a line.

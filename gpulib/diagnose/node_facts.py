@@ -132,10 +132,10 @@ def text_facts(f: InputFile) -> list[tuple[str, object]]:
 
 
 def _ib_facts(cfg: NodeConfig, files: list[InputFile]) -> None:
-    ports = [p for f in files if f.kind in ("ibstat", "ibstatus") for p in summary_of(f).ib_ports]
+    ports = [p for f in files if f.kind == kinds.IBSTAT for p in summary_of(f).ib_ports]
     if not ports:
         return
-    src = next(f.display for f in files if f.kind in ("ibstat", "ibstatus"))
+    src = next(f.display for f in files if f.kind == kinds.IBSTAT)
     cfg.set("ib_ports_active", f"{sum(1 for up, _rate in ports if up)}/{len(ports)}", src)
     cfg.set("ib_rate_gbps", summarize_values([f"{rate:g}" for up, rate in ports if up and rate is not None]), src)
 

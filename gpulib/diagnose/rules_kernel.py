@@ -9,6 +9,9 @@ same GPU within a minute (48 -> 63 -> 94), is chained to it with ``caused_by``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
 from gpulib.catalog import xid_info
 from gpulib.diagnose.context import Context, evidence, place
 from gpulib.findings import Finding, Pointers
@@ -49,88 +52,157 @@ def _dcgm_xids(ctx: Context) -> list[tuple]:
     return out
 
 
+@dataclass
+class _Scan:
+    """One pass over a context's kernel events, in time order: what the handlers share."""
+
+    ctx: Context
+    events: list[tuple]
+    by_gpu: dict[tuple, list[Finding]] = field(default_factory=dict)  # Xid findings per (host, PCI id)
+    nvlink: list[tuple[Finding, str | None]] = field(default_factory=list)  # NVLink5 Xids and their severity
+
+
+#: A handler reads one kernel event (``file``, ``ev``, the event's ``host``) into findings.
+Handler = Callable[[_Scan, object, object, str | None], None]
+
+
 def run(ctx: Context) -> None:
+    """Every kernel event (the kernel logs and dcgm-exporter's Xid gauge) through its kind's handler
+    (:data:`HANDLERS`); kinds without one are read by other rules or are only context."""
     events = sorted(ctx.records("kernel_log") + _dcgm_xids(ctx), key=lambda fr: (fr[1].time_utc or "", fr[1].line))
-    by_gpu: dict[tuple, list[Finding]] = {}
-    nvlink: list[tuple[Finding, str | None]] = []
+    scan = _Scan(ctx, events)
     for file, ev in events:
-        host = ev.host or file.host
-        if ev.kind == "xid":
-            f = _xid(ctx, file, ev, host, by_gpu)
-            if ev.details.get("nvlink_unit"):
-                nvlink.append((f, ev.details.get("severity")))
-        elif ev.kind == "fell_off_bus":
-            _fell_off(ctx, file, ev, host, by_gpu)
-        elif ev.kind == "aer":
-            _aer(ctx, file, ev, host)
-        elif ev.kind == "oom_kill":
-            dump = [evidence(fl, e.line, e.text) for fl, e in events
-                    if e.kind in ("oom_invoked", "oom_constraint") and (e.host or fl.host) == host
-                    and _near(e.time_utc, ev.time_utc, 5)]
-            f = ctx.add("host-oom", severity="critical", category="host_oom", interruption="soft", hardware=True,
-                        title=f"Kernel OOM killer killed pid {ev.pid} ({ev.process}) on {host}",
-                        host=host, time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text), *dump],
-                        actions=["Host RAM ran out: lower DataLoader num_workers / prefetch, avoid copying the "
-                                 "dataset into each worker (copy-on-write growth), or request more memory",
-                                 "Check `free -g` and swap; set a memory limit per job (cgroup) so one job cannot "
-                                 "starve the node"])
-            place(ctx, f, host=host, pid=ev.pid)
-        elif ev.kind == "memory_pressure":
-            ctx.add("memory-pressure", severity="warning", category="host_oom", role="context",
-                    title=f"Host memory pressure on {host}: {ev.text.split(': ', 1)[-1][:90]}", host=host,
-                    time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)])
-        elif ev.kind == "hung_task":
-            again = next((f for f in ctx.findings if f.id.startswith("hung-task-") and f.host == host
-                          and f"{ev.process}:{ev.pid} " in f.title), None)
-            if again:
-                again.evidence.append(evidence(file, ev.line, ev.text))
-                continue
-            f = ctx.add("hung-task", severity="error", category="application_error", role="symptom",
-                        title=f"Process {ev.process}:{ev.pid} stuck in D state on {host}"
-                              + (" inside the NVIDIA driver" if ev.details.get("in_nvidia_driver") else ""),
-                        host=host, time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)],
-                        pointers=Pointers(hosts={host} if host else set()))
-            place(ctx, f, host=host, pid=ev.pid)
-            if f.rank is not None:
-                f.pointers.ranks.add(f.rank)
-        elif ev.kind in _LINK_KINDS:
-            _ib_link(ctx, file, ev, host)
-        elif ev.kind == "sxid":
-            fatal = ev.details.get("severity") == "fatal"
-            ctx.add("sxid", severity="critical" if fatal else "warning", category="nvlink_error",
-                    interruption="hard" if fatal else None, role="cause" if fatal else "context", hardware=True,
-                    title=f"NVSwitch SXid {ev.details.get('sxid')} ({ev.details.get('severity')}) on {host}",
-                    host=host, time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)],
-                    actions=["Check nv-fabricmanager logs and `nvidia-smi nvlink -s`; a fatal SXid needs a node "
-                             "reboot and often an NVSwitch tray replacement"])
-        elif ev.kind == "pcie_link_degraded":
-            f = ctx.add("pcie-degraded", severity="warning", category="gpu_fell_off_bus", role="context",
-                        title=f"PCIe link of {ev.pci_bus_id} runs below its capability on {host}", host=host,
-                        time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)],
-                        actions=["Reseat the GPU/riser; compare `nvidia-smi -q -d PCI` link width/gen with max"])
-            place(ctx, f, host=host, pci=ev.pci_bus_id)
-        elif ev.kind in ("nccl_segfault", "segfault") and "nccl" in (ev.details.get("library") or ev.text).lower():
-            f = ctx.add("segfault", severity="error", category="application_error", interruption="soft",
-                        title=f"Segfault in libnccl ({ev.process}:{ev.pid}) on {host}", host=host, time=ev.time_utc,
-                        evidence=[evidence(file, ev.line, ev.text)],
-                        actions=["Check NCCL / driver / torch version compatibility; rerun with NCCL_DEBUG=INFO"])
-            place(ctx, f, host=host, pid=ev.pid)
-        elif ev.kind == "kernel_panic":
-            ctx.add("panic", severity="critical", category="node_lost", interruption="hard", hardware=True,
-                    title=f"Kernel panic on {host}", host=host, time=ev.time_utc,
-                    evidence=[evidence(file, ev.line, ev.text)],
-                    actions=["Drain the node; collect the crash dump / BMC SEL (`ipmitool sel list`)"])
-        elif ev.kind == "driver_mismatch":
-            ctx.add("driver-mismatch", severity="critical", category="driver_mismatch", interruption="hard",
-                    hardware=True, title=f"NVIDIA kernel module and user-space driver differ on {host}",
-                    host=host, time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)],
-                    actions=["Reinstall one driver version (kernel module and libraries) and reboot the node"])
-        elif ev.kind in ("gpu_reset_required", "gpu_init_failed"):
-            f = ctx.add("gpu-reset", severity="critical", category="gpu_fell_off_bus", role="context",
-                        hardware=True, title=f"GPU {ev.pci_bus_id} on {host}: {ev.kind.replace('_', ' ')}",
-                        host=host, time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)])
-            place(ctx, f, host=host, pci=ev.pci_bus_id)
-    _link_down_echo(ctx, nvlink)
+        handler = HANDLERS.get(ev.kind)
+        if handler is not None:
+            handler(scan, file, ev, ev.host or file.host)
+    _link_down_echo(ctx, scan.nvlink)
+
+
+def _on_xid(scan: _Scan, file, ev, host: str | None) -> None:
+    f = _xid(scan.ctx, file, ev, host, scan.by_gpu)
+    if ev.details.get("nvlink_unit"):
+        scan.nvlink.append((f, ev.details.get("severity")))
+
+
+def _on_fell_off(scan: _Scan, file, ev, host: str | None) -> None:
+    _fell_off(scan.ctx, file, ev, host, scan.by_gpu)
+
+
+def _on_aer(scan: _Scan, file, ev, host: str | None) -> None:
+    _aer(scan.ctx, file, ev, host)
+
+
+def _on_ib_link(scan: _Scan, file, ev, host: str | None) -> None:
+    _ib_link(scan.ctx, file, ev, host)
+
+
+def _on_oom_kill(scan: _Scan, file, ev, host: str | None) -> None:
+    ctx = scan.ctx
+    dump = [evidence(fl, e.line, e.text) for fl, e in scan.events
+            if e.kind in ("oom_invoked", "oom_constraint") and (e.host or fl.host) == host
+            and _near(e.time_utc, ev.time_utc, 5)]
+    f = ctx.add("host-oom", severity="critical", category="host_oom", interruption="soft", hardware=True,
+                title=f"Kernel OOM killer killed pid {ev.pid} ({ev.process}) on {host}",
+                host=host, time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text), *dump],
+                actions=["Host RAM ran out: lower DataLoader num_workers / prefetch, avoid copying the "
+                         "dataset into each worker (copy-on-write growth), or request more memory",
+                         "Check `free -g` and swap; set a memory limit per job (cgroup) so one job cannot "
+                         "starve the node"])
+    place(ctx, f, host=host, pid=ev.pid)
+
+
+def _on_memory_pressure(scan: _Scan, file, ev, host: str | None) -> None:
+    scan.ctx.add("memory-pressure", severity="warning", category="host_oom", role="context",
+                 title=f"Host memory pressure on {host}: {ev.text.split(': ', 1)[-1][:90]}", host=host,
+                 time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)])
+
+
+def _on_hung_task(scan: _Scan, file, ev, host: str | None) -> None:
+    ctx = scan.ctx
+    again = next((f for f in ctx.findings if f.id.startswith("hung-task-") and f.host == host
+                  and f"{ev.process}:{ev.pid} " in f.title), None)
+    if again:
+        again.evidence.append(evidence(file, ev.line, ev.text))
+        return
+    f = ctx.add("hung-task", severity="error", category="application_error", role="symptom",
+                title=f"Process {ev.process}:{ev.pid} stuck in D state on {host}"
+                      + (" inside the NVIDIA driver" if ev.details.get("in_nvidia_driver") else ""),
+                host=host, time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)],
+                pointers=Pointers(hosts={host} if host else set()))
+    place(ctx, f, host=host, pid=ev.pid)
+    if f.rank is not None:
+        f.pointers.ranks.add(f.rank)
+
+
+def _on_sxid(scan: _Scan, file, ev, host: str | None) -> None:
+    fatal = ev.details.get("severity") == "fatal"
+    scan.ctx.add("sxid", severity="critical" if fatal else "warning", category="nvlink_error",
+                 interruption="hard" if fatal else None, role="cause" if fatal else "context", hardware=True,
+                 title=f"NVSwitch SXid {ev.details.get('sxid')} ({ev.details.get('severity')}) on {host}",
+                 host=host, time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)],
+                 actions=["Check nv-fabricmanager logs and `nvidia-smi nvlink -s`; a fatal SXid needs a node "
+                          "reboot and often an NVSwitch tray replacement"])
+
+
+def _on_pcie_degraded(scan: _Scan, file, ev, host: str | None) -> None:
+    f = scan.ctx.add("pcie-degraded", severity="warning", category="gpu_fell_off_bus", role="context",
+                     title=f"PCIe link of {ev.pci_bus_id} runs below its capability on {host}", host=host,
+                     time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)],
+                     actions=["Reseat the GPU/riser; compare `nvidia-smi -q -d PCI` link width/gen with max"])
+    place(scan.ctx, f, host=host, pci=ev.pci_bus_id)
+
+
+def _on_segfault(scan: _Scan, file, ev, host: str | None) -> None:
+    """Only a segfault in libnccl is a finding here (others are the job's own, read by the job rules)."""
+    if "nccl" not in (ev.details.get("library") or ev.text).lower():
+        return
+    f = scan.ctx.add("segfault", severity="error", category="application_error", interruption="soft",
+                     title=f"Segfault in libnccl ({ev.process}:{ev.pid}) on {host}", host=host, time=ev.time_utc,
+                     evidence=[evidence(file, ev.line, ev.text)],
+                     actions=["Check NCCL / driver / torch version compatibility; rerun with NCCL_DEBUG=INFO"])
+    place(scan.ctx, f, host=host, pid=ev.pid)
+
+
+def _on_panic(scan: _Scan, file, ev, host: str | None) -> None:
+    scan.ctx.add("panic", severity="critical", category="node_lost", interruption="hard", hardware=True,
+                 title=f"Kernel panic on {host}", host=host, time=ev.time_utc,
+                 evidence=[evidence(file, ev.line, ev.text)],
+                 actions=["Drain the node; collect the crash dump / BMC SEL (`ipmitool sel list`)"])
+
+
+def _on_driver_mismatch(scan: _Scan, file, ev, host: str | None) -> None:
+    scan.ctx.add("driver-mismatch", severity="critical", category="driver_mismatch", interruption="hard",
+                 hardware=True, title=f"NVIDIA kernel module and user-space driver differ on {host}",
+                 host=host, time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)],
+                 actions=["Reinstall one driver version (kernel module and libraries) and reboot the node"])
+
+
+def _on_gpu_reset(scan: _Scan, file, ev, host: str | None) -> None:
+    f = scan.ctx.add("gpu-reset", severity="critical", category="gpu_fell_off_bus", role="context",
+                     hardware=True, title=f"GPU {ev.pci_bus_id} on {host}: {ev.kind.replace('_', ' ')}",
+                     host=host, time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)])
+    place(scan.ctx, f, host=host, pci=ev.pci_bus_id)
+
+
+#: The kernel event kinds this module judges, each with its handler (as the parser registry lists
+#: parsers): adding a kernel event is one handler and one line here.
+HANDLERS: dict[str, Handler] = {
+    "xid": _on_xid,
+    "fell_off_bus": _on_fell_off,
+    "aer": _on_aer,
+    "oom_kill": _on_oom_kill,
+    "memory_pressure": _on_memory_pressure,
+    "hung_task": _on_hung_task,
+    **dict.fromkeys(_LINK_KINDS, _on_ib_link),
+    "sxid": _on_sxid,
+    "pcie_link_degraded": _on_pcie_degraded,
+    "nccl_segfault": _on_segfault,
+    "segfault": _on_segfault,
+    "kernel_panic": _on_panic,
+    "driver_mismatch": _on_driver_mismatch,
+    "gpu_reset_required": _on_gpu_reset,
+    "gpu_init_failed": _on_gpu_reset,
+}
 
 
 def _link_down_echo(ctx: Context, nvlink: list[tuple[Finding, str | None]]) -> None:

@@ -8,6 +8,7 @@ from collections import defaultdict
 
 from gpulib.diagnose.context import Context, evidence, place
 from gpulib.diagnose.drift import WHY, config_drift
+from gpulib.evidence import kinds
 from gpulib.findings import LAST_RESORT_TIER, EvidenceLine, Pointers
 from gpulib.parsers.slurm import NodeReason, PartitionState
 
@@ -291,7 +292,7 @@ def _flight_recorder(ctx: Context) -> None:
 
 def ib_ports(ctx: Context) -> None:
     """An InfiniBand port that is not Active/LinkUp: the node's link to the fabric (read per node)."""
-    for file, rec in ctx.records("ibstat", "ibstatus"):
+    for file, rec in ctx.records(kinds.IBSTAT):
         state = str(getattr(rec, "state", "") or "").lower()
         link = str(getattr(rec, "link_layer", "") or "InfiniBand")
         if "down" not in state and "init" not in state and "polling" not in str(getattr(rec, "physical_state", "")).lower():

@@ -13,11 +13,15 @@ suspect of an interruption that left no other trace, and the fix is a bigger sup
 from __future__ import annotations
 
 from gpulib.diagnose.context import Context, evidence
+from gpulib.evidence import kinds
 
 #: The GPUs' power limits may use at most this share of the supply's capacity: transients of 1.5-2x
 #: the limit last milliseconds, and the CPU, memory and fans draw from the same supply.
 GPU_SHARE_OF_PSU = 0.7
 _SIGNATURE = "psu-capacity"
+#: The files that carry the GPUs' power limits: a query CSV (``power.limit``), ``nvidia-smi -q``
+#: (as text or XML: ``Current Power Limit``) and gpulib's NVML snapshot.
+POWER_LIMIT_KINDS = (kinds.NVIDIA_SMI_CSV, kinds.NVIDIA_SMI_XML, kinds.NVIDIA_SMI_Q, kinds.NVML_SNAPSHOT)
 
 
 def run(ctx: Context) -> None:
@@ -29,7 +33,7 @@ def run(ctx: Context) -> None:
     if not supplies:
         return
     limits: dict[str | None, dict] = {}
-    for file, rec in ctx.records("nvidia_smi_csv", "nvidia_smi_xml", "nvidia_smi_query", "nvml_snapshot"):
+    for file, rec in ctx.records(*POWER_LIMIT_KINDS):
         watts = getattr(rec, "power_limit_w", None)
         name = getattr(rec, "pci_bus_id", None) or getattr(rec, "index", None)
         if watts and name is not None:

@@ -9,6 +9,7 @@
   carried as a digest (parsed once on the node), and the summaries of its quiet files.
 - :mod:`~gpulib.evidence.thresholds`: the numbers the rules judge with (the notebooks' sliders).
 
-The rules that read it live in :mod:`gpulib.diagnose`; the faces open it through
-:mod:`gpulib.diagnose.cache` (read once per run, with the run's ``--tz``).
+The rules that read it live in :mod:`gpulib.diagnose`; the faces open it as one
+:class:`gpulib.diagnose.cache.Evidence` (read once per process, with the run's ``--tz``, re-judged
+when a threshold changes).
 """

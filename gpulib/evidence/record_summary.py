@@ -32,7 +32,7 @@ YEAR_RECORDS = 2000
 JOINED_BY_HOST = {
     "kernel": (*kinds.KERNEL, kinds.DCGM_EXPORTER),
     "gpu": kinds.GPU_STATE,
-    "ib": ("ibstat", "ibstatus"),
+    "ib": (kinds.IBSTAT,),
 }
 #: Kinds whose quiet files a digest may carry as a summary instead of their records.
 SUMMARISED_KINDS = frozenset(k for members in JOINED_BY_HOST.values() for k in members) - {kinds.DCGM_EXPORTER}

@@ -61,7 +61,7 @@ def run_diff(args) -> int:
         sys.stdout.write("\n")
     else:
         sys.stdout.write(text_report(configs, drifts))
-    return 1 if drifts else 0
+    return exit_codes.SOFT if drifts else exit_codes.OK
 
 
 def run_ledger(args) -> int:
@@ -77,4 +77,4 @@ def run_ledger(args) -> int:
         sys.stdout.write("\n")
     else:
         sys.stdout.write(ledger.to_text(top=args.top))
-    return 1 if any(g.recommendation == "replace" for g in ledger.gpus.values()) else 0
+    return exit_codes.SOFT if any(g.recommendation == "replace" for g in ledger.gpus.values()) else exit_codes.OK

@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     # nccl-test` a judged run exits 0 and the launcher exits by the recorded verdict; under a bare
     # torchrun a WARN exits 0 (not judged is no failed worker), a FAIL 3 and a crash 5.
     if code == run_status.WARN or (run_status.under_launcher() and code in run_status.VERDICT_EXIT.values()):
-        return 0
+        return exit_codes.OK
     return code
 
 
@@ -175,7 +175,7 @@ PARSE_EXIT_CODES = exit_codes.epilog("""0 every run PASS
 1 a WARN (clearly below the model, not judged, or no result: a header and then nothing)
 2 bad arguments, a missing or unreadable file, or a file with no nccl-tests output
 3 a FAIL (wrong data, far below the model, a crash, a hang, ranks that never formed one communicator)""")
-_PARSE_EXIT = {"PASS": 0, "WARN": 1, "FAIL": 3}
+_PARSE_EXIT = {"PASS": exit_codes.OK, "WARN": exit_codes.SOFT, "FAIL": exit_codes.HARD}
 
 
 def _nccl_parse(args) -> int:

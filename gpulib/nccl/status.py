@@ -25,10 +25,12 @@ import os
 import tempfile
 from pathlib import Path
 
+from gpulib import exit_codes
+
 #: Names the status file for every rank (torchrun passes the launcher's environment unchanged).
 STATUS_ENV = "GPULIB_NCCL_TEST_STATUS"
 
-PASS, WARN, USAGE, NO_GO, RUN_FAILED = 0, 1, 2, 3, 5
+PASS, WARN, USAGE, NO_GO, RUN_FAILED = exit_codes.OK, exit_codes.SOFT, exit_codes.USAGE, exit_codes.HARD, exit_codes.RUN_FAILED
 VERDICT_EXIT = {"PASS": PASS, "WARN": WARN, "FAIL": NO_GO}
 
 

@@ -206,7 +206,7 @@ def run_notebooks(args: argparse.Namespace) -> int:
     print(f"Copied {len(copied)} notebooks to {out}; each opens the bundled example until you set its `evidence`.")
     print("Open them with:")
     print(f"  jupyter lab {out}")
-    return 0
+    return exit_codes.OK
 
 
 def _set_defaults(nb, params: dict) -> None:

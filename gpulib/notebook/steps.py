@@ -345,7 +345,7 @@ def other_kernel_events(events: pd.DataFrame) -> pd.DataFrame:
 SOURCE_LABELS = {"kernel_log": "kernel log", "training_log": "training log", "nccl_tests": "nccl-tests",
                  "dcgm_exporter": "DCGM exporter", "dcgmi_diag": "DCGM diag", "flight_recorder": "NCCL flight recorder",
                  "slurm_sinfo": "Slurm sinfo", "ipmitool_sdr": "IPMI sensors", "ibstat": "InfiniBand",
-                 "ibstatus": "InfiniBand", "fuser": "fuser"}
+                 "fuser": "fuser"}
 
 
 def source_label(kind: str | None) -> str:

@@ -29,8 +29,7 @@ import pandas as pd
 from gpulib import kernel_env
 from gpulib.catalog import xid_info
 from gpulib.checkpoints.latest import find_latest
-from gpulib.diagnose import diagnose
-from gpulib.diagnose.cache import SNAPSHOT_KINDS, EvidenceFiles, checked_evidence, read_once
+from gpulib.diagnose.cache import SNAPSHOT_KINDS, Evidence, EvidenceFiles, checked_evidence
 from gpulib.diagnose.cache import resolve_evidence as resolve_evidence  # the notebooks' and tests' name for it
 from gpulib.diagnose.rules_sel import place_on_utc, power_losses
 from gpulib.evidence.bundle import Bundle, is_bundle
@@ -76,38 +75,27 @@ class EvidenceTables:
     def __init__(self, path: Path, tz: str | None = None):
         self.path = path
         self.tz = tz
+        self.evidence = Evidence(path, tz)  # read once per kernel; a slider re-judges it
 
     # ---------------------------------------------------------------- what is in it
-    @cached_property
-    def _read(self) -> tuple[EvidenceFiles, dict]:
-        return read_once(self.path, self.tz)
-
     @property
     def diagnosis(self) -> dict:
         """The ``gpulib.diagnosis/1`` dict for the whole evidence path."""
-        return self._read[1]
+        return self.evidence.diagnosis
 
     def diagnosis_at(self, **thresholds: float) -> dict:
         """The diagnosis judged with other thresholds (a notebook's slider: ``temp_limit_c=80``).
 
-        The same rules run again with those numbers (:class:`gpulib.evidence.thresholds.Thresholds`),
-        so a step shows what the diagnosis would say, never a second opinion of its own. With the
-        default thresholds this is :attr:`diagnosis` (read once per runbook run)."""
-        wanted = Thresholds.of(**thresholds)
-        if wanted == Thresholds():
-            return self.diagnosis
-        if wanted not in self._rejudged:
-            self._rejudged[wanted] = diagnose([self.path], self.tz, thresholds=wanted).to_dict()
-        return self._rejudged[wanted]
-
-    @cached_property
-    def _rejudged(self) -> dict[Thresholds, dict]:
-        return {}
+        The same rules run again with those numbers (:class:`gpulib.evidence.thresholds.Thresholds`)
+        over the evidence already read (:meth:`gpulib.diagnose.cache.Evidence.judge`: no file is
+        opened again), so a step shows what the diagnosis would say, never a second opinion of its
+        own. With the default thresholds this is :attr:`diagnosis` (read once per runbook run)."""
+        return self.evidence.judge(Thresholds.of(**thresholds))
 
     @property
     def gathered(self) -> EvidenceFiles:
         """Every file walked, detected, parsed (records as dicts) and assigned a host."""
-        return self._read[0]
+        return self.evidence.files
 
     def inputs(self) -> pd.DataFrame:
         """Each file read, as what kind, for which host (and how that was decided), and its problems."""

@@ -12,8 +12,8 @@ When ibstat dies part-way (``ibpanic: ... stat of IB device 'mlx5_8' failed``, e
 ports read before the panic are kept, and the failed device becomes a port record with
 ``error`` set, because a vanished HCA is itself evidence.
 
-This module reads both formats; ``KIND`` is ``ibstat`` and a result from ibstatus text carries
-kind ``ibstatus``.
+This module reads both formats into one kind, ``ibstat``: the rules ask for HCA ports, not for
+the tool that printed them (an ``ibstatus`` paste is judged like ``ibstat``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from gpulib.parsers import units
 from gpulib.parsers.base import ParseResult, Problem
 
 KIND = "ibstat"
-KIND_IBSTATUS = "ibstatus"
 
 _CA = re.compile(r"^CA '(?P<ca>[^']+)'")
 _PORT = re.compile(r"^\s+Port (?P<port>\d+):\s*$")
@@ -113,7 +112,6 @@ def parse(text: str, source: str = "<text>") -> ParseResult[IbPort]:
         if m := _CA.match(line):
             ca, port = {"name": m["ca"]}, None
         elif m := _IBSTATUS_HEAD.match(line):
-            result.kind = KIND_IBSTATUS
             port = IbPort(ca=m["ca"], port=int(m["port"]), line=number)
             result.records.append(port)
         elif m := _PORT.match(line):

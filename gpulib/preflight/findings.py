@@ -25,12 +25,9 @@ class EnvFinding:
                 "fix": self.fix, "hosts": list(self.hosts)}
 
 
-#: Exit code per worst severity, docs/ARCHITECTURE.md "Exit codes": no-go 3, warnings 1, healthy 0.
-EXIT_CODES = {"error": exit_codes.HARD, "warning": exit_codes.SOFT, "info": exit_codes.OK}
-
-
 def exit_code(findings: list[EnvFinding]) -> int:
-    return max((EXIT_CODES[f.severity] for f in findings), default=0)
+    """The worst finding's exit code (:func:`gpulib.exit_codes.for_severities`): no-go 3, warnings 1, healthy 0."""
+    return exit_codes.for_severities(f.severity for f in findings)
 
 
 def as_finding(check: EnvFinding) -> Finding:

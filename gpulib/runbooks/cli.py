@@ -47,7 +47,7 @@ def _describe(name: str) -> int:
                     print(f"  -p {param.name}=  ({param.type_name or 'untyped'}, default {default})  {param.help}")
             for name, line in unparsable_parameters(step.notebook).items():
                 print(f"  {name}: NOT SETTABLE, papermill cannot parse {line!r} (more than one '=')")
-    return 0
+    return exit_codes.OK
 
 
 def _terminate(signum, frame):
@@ -131,7 +131,7 @@ def _list(args) -> int:
         print(f"incomplete run (still running, or its runner died): {path}")
     if not runs:
         print(f"no archived runs under {root}" + (f" for {args.runbook}" if args.runbook else ""))
-        return 0
+        return exit_codes.OK
     rows = [("RUNBOOK", "RUN", "EXIT", "FINDINGS", "EVIDENCE")]
     for run in runs:
         m = run.manifest
@@ -141,7 +141,7 @@ def _list(args) -> int:
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths, strict=True)) + "  " + row[4])
     print(f"{len(runs)} run(s) under {root}; `gpulib archive show RUN` for one, `gpulib archive diff A B` to compare")
-    return 0
+    return exit_codes.OK
 
 
 def _show(args) -> int:
@@ -153,7 +153,7 @@ def _show(args) -> int:
     if tampered:  # forged findings are not repeated as if they were the run's
         print("REFUSED: this run was changed after it was archived; its findings are not shown:")
         print("\n".join(f"  {line}" for line in tampered))
-        return 1
+        return exit_codes.SOFT
     print(f"runbook:  {run.runbook}  host {m.get('host')}  started {m.get('started_at')}  {m.get('duration_s')} s")
     print(f"evidence: {_evidence_label(run)}")
     print(f"exit {m.get('exit_code')}: {m.get('exit_meaning')}")
@@ -169,7 +169,7 @@ def _show(args) -> int:
     print("\n".join(run.verify().lines()))
     print("\n".join(run.chain().lines))
     print(f"manifest sha256: {sha256_file(run.path / MANIFEST)}")
-    return 0
+    return exit_codes.OK
 
 
 def _diff(args) -> int:

@@ -23,8 +23,7 @@ from importlib import metadata
 from pathlib import Path
 
 from gpulib import __version__, exit_codes, kernel_env
-from gpulib.diagnose import diagnose
-from gpulib.diagnose.cache import load_cached, resolve_evidence, write_cache
+from gpulib.diagnose.cache import Evidence, resolve_evidence, write_cache
 from gpulib.errors import GpulibError
 from gpulib.evidence.bundle import sha256_file
 from gpulib.identity import to_utc_iso, utc_now_iso
@@ -124,8 +123,7 @@ def evidence_diagnosis(plan: dict[str, dict], cwd: Path, env: dict[str, str]) ->
     try:
         path = resolve_evidence(uses.most_common(1)[0][0], cwd)
         tz = env.get(kernel_env.TZ)
-        cached = load_cached(path, env.get(kernel_env.EVIDENCE_CACHE), tz) if env.get(kernel_env.EVIDENCE_CACHE) else None
-        return cached[1] if cached else diagnose([path], tz).to_dict()
+        return Evidence(path, tz, cache=env.get(kernel_env.EVIDENCE_CACHE)).diagnosis
     except Exception as exc:  # noqa: BLE001 - the headline is a summary: it must not fail the run
         log.warning("report headline: evidence not diagnosed (%s: %s)", type(exc).__name__, exc)
         return None

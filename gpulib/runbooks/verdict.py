@@ -21,9 +21,6 @@ from dataclasses import dataclass, field
 from gpulib import exit_codes
 
 BLOCKING = ("critical", "error")
-#: The exit of each interruption a diagnosis can state.
-BY_INTERRUPTION = {"hard": exit_codes.HARD, "soft": exit_codes.SOFT, "unknown": exit_codes.UNKNOWN,
-                   "none": exit_codes.OK}
 
 
 @dataclass(frozen=True)
@@ -42,18 +39,17 @@ def run_verdict(step_ok: list[bool], findings: list[dict], diagnosis: dict | Non
         return RunVerdict(exit_codes.RUN_FAILED, "steps")
     severities = {f.get("severity") for f in findings}
     interruption = ((diagnosis or {}).get("verdict") or {}).get("interruption")
-    if interruption not in BY_INTERRUPTION:
-        if severities & set(BLOCKING):
-            return RunVerdict(exit_codes.HARD, "findings", [f["id"] for f in findings if f.get("severity") in BLOCKING])
-        return RunVerdict(exit_codes.SOFT if "warning" in severities else exit_codes.OK, "findings")
+    if interruption not in exit_codes.FOR_INTERRUPTION:
+        return RunVerdict(exit_codes.for_severities(severities), "findings",
+                          [f["id"] for f in findings if f.get("severity") in BLOCKING])
     known = {f.get("id") for f in diagnosis.get("findings") or []}
     own = list(dict.fromkeys(f["id"] for f in findings if f.get("severity") in BLOCKING and f.get("id") not in known))
     if own:
         return RunVerdict(exit_codes.HARD, "diagnosis", own)
-    code = BY_INTERRUPTION[interruption]
+    code = exit_codes.for_interruption(interruption)
     if code == exit_codes.OK and "warning" in severities:
         code = exit_codes.SOFT
     return RunVerdict(code, "diagnosis")
 
 
-__all__ = ["BY_INTERRUPTION", "RunVerdict", "run_verdict"]
+__all__ = ["RunVerdict", "run_verdict"]

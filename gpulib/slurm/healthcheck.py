@@ -88,10 +88,11 @@ def self_check(evidence: Path, expected_gpus: int | None, node: str | None = Non
     """Preflight's single-node checks (:func:`gpulib.preflight.gate.self_check`, the same notebook 08
     runs) on ``evidence``. ``expected_gpus``: None = at least one; 0 = a node without GPUs; N = N visible.
     ``node``: the evidence must be of this node (:func:`judge_only`)."""
-    from gpulib.diagnose.cache import checked_evidence, read_once  # the diagnosis: only when a check runs
+    from gpulib.diagnose.cache import Evidence  # the diagnosis: only when a check runs
     from gpulib.preflight import gate
 
-    files, diagnosis = read_once(checked_evidence(evidence))
+    opened = Evidence.open(evidence)
+    files, diagnosis = opened.files, opened.diagnosis
     if node is not None:
         judge_only(files, evidence, node)
     seen = gate.gpus_seen(files.snapshots())

@@ -6,6 +6,7 @@ import json
 import os
 import sys
 
+from gpulib import exit_codes
 from gpulib.cli_args import positive
 from gpulib.errors import InputError
 from gpulib.progress import Ticking
@@ -86,7 +87,7 @@ def _run(args) -> int:
     given = [args.ranks, args.batch, args.sample_bytes]
     if any(v is not None for v in given) and not all(v is not None for v in given):
         print("gpulib storage-probe: error: --ranks, --batch and --sample-bytes go together", file=sys.stderr)
-        return 2
+        return exit_codes.USAGE
     need = verdict.Need(args.ranks, args.batch, args.sample_bytes, args.step_seconds) if args.ranks else None
     result = probe(args.path, args.seconds, args.threads, need, args.engine, args.max_files, show_progress=True)
     print(_as_json(result) if args.format == "json" else "\n".join(report_lines(result)))

@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+from gpulib import exit_codes
 from gpulib.collect.capture import this_host
 from gpulib.errors import InputError
 from gpulib.readable import unreadable_reason
@@ -133,7 +134,7 @@ def run(args) -> int:  # noqa: C901 - the main loop, kept in one place
             server.stop()
         for f in followers:
             f.close()
-    return 1 if alerted else 0
+    return exit_codes.SOFT if alerted else exit_codes.OK
 
 
 def register(subparsers) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from gpulib import exit_codes
 from gpulib.diagnose import diagnose
-from gpulib.diagnose.cli import EXIT_CODES
 from gpulib.runbooks.report_view import banner, merge_facts
 from gpulib.runbooks.verdict import run_verdict
 from tests.conftest import REPO
@@ -23,7 +22,7 @@ def test_a_soft_root_cause_is_exit_1_in_diagnose_and_in_the_runbook():
     findings = _as_steps_record(doc)
     assert any(f["severity"] == "critical" for f in findings)  # the OOM itself: critical, yet not a no-go
     verdict = run_verdict([True] * 8, findings, doc)
-    assert verdict.code == EXIT_CODES[doc["verdict"]["interruption"]] == exit_codes.SOFT
+    assert verdict.code == exit_codes.for_interruption(doc["verdict"]["interruption"]) == exit_codes.SOFT
     assert verdict.blocking == []
     facts = merge_facts(findings, doc["root_cause"]["finding"])
     shown = banner(verdict.code, "soft", [], facts, basis=verdict.basis, blocking_ids=verdict.blocking)
