@@ -4,8 +4,9 @@
   contradicting it is a normal end.
 * A process killed by SIGKILL (``mp.spawn``'s ``terminated with signal SIGKILL``) is the host OOM
   killer, soft; a rank's unstamped watchdog line does not put the OOM kill "after" the failure.
-* CUDA error 802 (the NVSwitch fabric not brought up) is set-up, soft: ``driver_mismatch`` when the
-  fabric manager is not installed, ``nvlink_error`` otherwise; a fabric manager error stays hard.
+* CUDA error 802 (the NVSwitch fabric not brought up) with the fabric manager shown not installed,
+  not running or of another version is the driver stack's set-up, soft ``driver_mismatch``; with
+  nothing said about the fabric manager, or a fabric manager error, the node stays out (hard).
 * NCCL bootstrapping over a node-local interface (docker0, lo) on several nodes that never finish
   their communicators is a network set-up fault, soft.
 * A PSU failure in the SEL read from an admin host (``ipmitool -H node-bmc``) before the scheduler
@@ -15,6 +16,8 @@
 from __future__ import annotations
 
 from pathlib import Path
+
+import pytest
 
 from gpulib.diagnose import diagnose
 
@@ -117,15 +120,17 @@ _802 = """\
 """
 
 
-def test_cuda_802_alone_is_a_soft_fabric_setup_fault(tmp_path):
-    _write(tmp_path, "train.log", _802)
-    assert _verdict(tmp_path)[:2] == ("soft", "nvlink_error")
+def test_cuda_802_alone_keeps_the_node_out(tmp_path):
+    _write(tmp_path, "train.log", _802)  # nothing says why the fabric is not up: drain, then look
+    assert _verdict(tmp_path)[:2] == ("hard", "nvlink_error")
 
 
-def test_cuda_802_with_the_fabric_manager_missing_is_the_driver_stack(tmp_path):
+@pytest.mark.parametrize("said", ["Unit nvidia-fabricmanager.service could not be found.",
+                                  "nvidia-fabricmanager is not running",
+                                  "Fabric Manager version 550.90.07 does not match the driver version 550.127.05"])
+def test_cuda_802_with_the_fabric_manager_missing_or_down_is_the_driver_stack(tmp_path, said):
     _write(tmp_path, "train.log", _802)
-    _write(tmp_path, "session.txt", "root@lq-hgx-2:~# systemctl status nvidia-fabricmanager\n"
-                                    "Unit nvidia-fabricmanager.service could not be found.\n")
+    _write(tmp_path, "session.txt", f"root@lq-hgx-2:~# systemctl status nvidia-fabricmanager\n{said}\n")
     assert _verdict(tmp_path)[:2] == ("soft", "driver_mismatch")
 
 
