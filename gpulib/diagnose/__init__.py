@@ -92,8 +92,8 @@ def _diagnose(paths: list[str | Path], tz: str | None, inputs: Inputs | None, th
 
 def _decide(ctx: Context, failed: bool, completed: bool) -> Diagnosis:
     findings = ctx.findings
-    completed = completed or _signalled(ctx, "completed")
     alarms = verdict.alarms(ctx)
+    completed = completed or _signalled(ctx, "completed") or _exited_zero(ctx, alarms)
     # a run that reports its normal end survived what it printed, unless a line no job rule read says a
     # process died (a caught exception does not fail a finished run; an OOM in another file does)
     fatal_elsewhere = any(f.role == "cause" and f.id.startswith("sig-") and verdict.tier(f) <= 2 for f in alarms)
@@ -247,6 +247,14 @@ def _name_events(findings: list[Finding]) -> None:
     for f in findings:
         f.id = renamed[f.id]
         f.caused_by = renamed.get(f.caused_by, f.caused_by)
+
+
+def _exited_zero(ctx: Context, alarms: list[Finding]) -> bool:
+    """Exit code 0 (``exit=0`` echoed after the launcher, ``Exited with exit code 0``) is positive
+    evidence of a normal end when nothing contradicts it: no process or job reported a non-zero exit
+    or a failed state (the ``generic-exit`` row) and no rule found a failure. It outweighs the generic
+    vocabulary's lines (a "failed" a finished run printed and survived), never a finding."""
+    return not alarms and _signalled(ctx, "exit-zero") and not _signalled(ctx, "generic-exit")
 
 
 def _signalled(ctx: Context, signature: str) -> bool:

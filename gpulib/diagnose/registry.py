@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from gpulib.diagnose import (
     rules_boots,
+    rules_bootstrap,
     rules_fabric,
     rules_gpu,
     rules_held_memory,
@@ -75,6 +76,7 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec("nccl_tests", "joins", (k.NCCL_TESTS, k.TRAINING_LOG), rules_nccl_tests.run),
     RuleSpec("signatures", "catalogue", (), rules_signatures.run, signals=True),
     RuleSpec("fabric", "catalogue", (k.TRAINING_LOG,), rules_fabric.run, signals=True),
+    RuleSpec("bootstrap", "catalogue", (k.TRAINING_LOG,), rules_bootstrap.run),
     RuleSpec("ray", "revisions", (), rules_ray.run),
     RuleSpec("memory", "revisions", (), rules_memory.run),
     RuleSpec("srun", "revisions", (), rules_srun.run, signals=True),

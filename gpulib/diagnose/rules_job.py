@@ -325,6 +325,9 @@ def _errors(ctx: Context, events) -> None:  # noqa: C901 - one branch per error 
         err = e.details.get("error", "")
         if "out of memory" in err:
             continue
+        if "not yet initialized" in err:  # 802: the fabric's set-up, read by the catalogue (cuda-system-not-ready)
+            explained_ranks.add(e.rank)
+            continue
         hw = any(k in err for k in _HW_CUDA)
         app = any(k in err for k in _APP_CUDA)
         lost = err.strip().startswith("unknown error")  # cudaErrorUnknown mid-run: the GPU usually left the bus
@@ -733,11 +736,14 @@ def _stragglers(ctx: Context, steps) -> None:
 
 def last_failure_time(ctx: Context) -> str | None:
     """When the job was last seen failing: a cause later than this cannot explain the interruption,
-    and a process still on a GPU after it is a leftover."""
+    and a process still on a GPU after it is a leftover. Only stamped lines count: a line printed
+    without a stamp (a rank's watchdog line after the last progress line) borrowed its time from a
+    neighbour, so it does not say that a later cause (the OOM kill that stopped that rank) came after."""
     kinds = {"watchdog_timeout", "nccl_error", "process_failed", "child_failed", "srun_task_exit", "cuda_oom",
              "cuda_error", "exception", "socket_error", "ib_completion_error", "slurm_cancelled", "node_failure",
              "ci_step_failed", "barrier_timeout"}
-    times = [e.time_last or e.time_utc for _, e in _events(ctx) if e.kind in kinds and e.time_utc]
+    times = [e.time_last or e.time_utc for _, e in _events(ctx) if e.kind in kinds and e.time_utc
+             and not e.time_approx]
     return max(times) if times else None
 
 

@@ -15,10 +15,11 @@ bundle's zone (or ``--tz``) and the finding says so.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from gpulib.diagnose import rules_job
+from gpulib.diagnose import rules_job, verdict
 from gpulib.diagnose.context import Context, evidence
 from gpulib.evidence.gather import InputFile
 from gpulib.parsers.ipmi_sel import SelEvent, align_to_utc
@@ -75,7 +76,7 @@ def incident_window(ctx: Context) -> Window | None:
         start = last_progress
     else:
         start = _shift(first, -COLLECTIVE_TIMEOUT_S)
-        job_start = rules_job.job_start_time(ctx)
+        job_start = verdict.known_start(rules_job.job_start_time(ctx), first)
         if job_start and job_start > start:
             start = job_start
     return Window(start, failure, last_progress)
@@ -147,8 +148,28 @@ def place_on_utc(events: list[SelEvent], clock_bmc: str | None, captured_at: str
     return f"{why}: SEL times read as {zone} (a BMC clock is often minutes or hours off)"
 
 
+#: ``ipmitool -I lanplus -H node7-bmc ...``: a SEL read over the network from another machine's BMC.
+_REMOTE_BMC = re.compile(r"\bipmitool\b[^\n]*?\s-H\s+(?P<bmc>[A-Za-z0-9][\w.-]*)")
+#: How BMC names usually differ from their node's name: ``node7-bmc``, ``node7-ipmi``, ``node7.ilo``.
+_BMC_SUFFIX = re.compile(r"[-_.](?:bmc|ipmi|ilo|idrac|imm|xcc|oob)$", re.IGNORECASE)
+
+
+def sel_host(file: InputFile) -> str | None:
+    """The node a SEL belongs to. A session pasted from an admin host (``[admin@mgmt ~]$ ipmitool -H
+    node7-bmc sel elist``) is the BMC's node's log, not the admin host's: with one remote BMC named
+    in the file, its name less the BMC suffix; otherwise the file's host."""
+    try:
+        with open(file.path, encoding="utf-8", errors="replace") as fh:
+            bmcs = {m["bmc"] for m in _REMOTE_BMC.finditer(fh.read(1 << 20))}
+    except OSError:
+        return file.host
+    if len(bmcs) != 1:
+        return file.host
+    return _BMC_SUFFIX.sub("", bmcs.pop())
+
+
 def _judge(ctx: Context, file: InputFile, losses: list[PowerLoss], window: Window | None, clock_note: str) -> None:
-    host = file.host
+    host = sel_host(file)
     causes, history = [], []
     for loss in losses:
         e = loss.event

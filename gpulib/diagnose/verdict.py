@@ -169,7 +169,7 @@ def choose(ctx: Context, interrupted_at: str | None, job_start: str | None = Non
     before it belong to an earlier job; persistent ones - a lost GPU or link - still count).
     ``prefer_hard``: with no job log to link causes to, a hardware failure is what stopped it."""
     causes = [f for f in ctx.findings if f.role == "cause" and f.interruption in ("hard", "soft")]
-    job_start = _known_start(job_start, interrupted_at)
+    job_start = known_start(job_start, interrupted_at)
     if interrupted_at:
         causes = [f for f in causes if not f.time or f.observed
                   or seconds_between(f.time, interrupted_at) >= -LATE_SLACK_S]
@@ -211,7 +211,7 @@ def _unplaced(ctx: Context, ptr: Pointers) -> bool:
         ctx.ids.locate(rank=r).host is None for r in ptr.ranks)
 
 
-def _known_start(job_start: str | None, interrupted_at: str | None) -> str | None:
+def known_start(job_start: str | None, interrupted_at: str | None) -> str | None:
     """The job's start, or None when its log does not tell it. A job that hangs from its first
     minute (waiting on a file lock or a read from a stalled file system) prints nothing stamped
     until the scheduler kills it: its "first stamped line" is then the failure itself, and taking

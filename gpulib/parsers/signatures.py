@@ -195,6 +195,9 @@ GENERIC = "failure"
 #: kinds (a kernel log, nvidia-smi, a BMC table) have rules that judge every line they hold.
 GENERIC_KINDS = ("training_log", "text")
 _DIGITS = re.compile(r"\d+")
+#: NCCL's own log level INFO: what NCCL tried and chose (``Failed to open libibverbs.so``, ``No plugin
+#: found``, then the fallback it took), never a failure by itself; only its WARN lines say one.
+_NCCL_INFO = re.compile(r"\bNCCL INFO\b")
 #: NCCL's ``host:pid:tid [dev] `` before its message: who printed it, not what it says.
 _PRINTER = re.compile(r"^[\w.-]+:\d+:\d+ \[\d+\] ")
 
@@ -208,7 +211,7 @@ def _one_reading(out: list[tuple[Signature, dict]], message: str) -> list[tuple[
     if any(sig.role != "identity" for sig, _f in specific):
         return specific
     generic = next(((sig, f) for sig, f in out if sig.role == GENERIC), None)
-    if generic is None:
+    if generic is None or _NCCL_INFO.search(message):
         return specific
     generic[1]["shape"] = _DIGITS.sub("#", _PRINTER.sub("", message.strip()))[:160]
     return [*specific, generic]
