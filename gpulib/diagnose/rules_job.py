@@ -639,7 +639,8 @@ def _transport(ctx: Context, events) -> None:
                 evidence=[evidence(fl, e.line, e.text) for fl, e in (why, first) if fl is not None],
                 pointers=Pointers(hosts=set(socket_hosts)),
                 actions=["Check `ibstat` on the socket node(s): the HCA named by NCCL_IB_HCA must be Active/LinkUp",
-                         "Never relaunch with mixed transports; set NCCL_IB_DISABLE=0 and drain nodes without IB"])
+                         "Never relaunch with mixed transports; set NCCL_IB_DISABLE=0 and drain nodes without IB"],
+                extra={"scope": "node"})
     f.hardware = False
 
 
@@ -662,7 +663,8 @@ def _socket_fallback(ctx: Context, events) -> None:
                 evidence=[evidence(fl, e.line, e.text) for fl, e in lines],
                 actions=["Make the HCA reachable from the job: pass /dev/infiniband into the container (or run "
                          "privileged with the host network), enable RDMA, check NCCL_IB_HCA against `ibv_devinfo`",
-                         "Rerun with NCCL_DEBUG=INFO: the run is right when it prints `Using network IB`"])
+                         "Rerun with NCCL_DEBUG=INFO: the run is right when it prints `Using network IB`"],
+                extra={"scope": "node"})  # every rank of the node falls back: the rank that printed it is not the culprit
     f.hardware = False
 
 

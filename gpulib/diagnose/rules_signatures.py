@@ -132,11 +132,12 @@ def _cited(ctx: Context) -> dict[tuple[str, int], Finding]:
 def _lend_identity(matches: list[tuple[Finding, Signal]]) -> None:
     """A finding of a kind-specific rule takes the identity its lines carried, where it had none:
     a rank only when all its lines were printed by that one rank (a finding that cites two ranks'
-    lines - the two sides of a collective mismatch - is about neither alone)."""
+    lines - the two sides of a collective mismatch - is about neither alone), and never to a finding
+    about a whole node (``extra["scope"] == "node"``: every rank there printed the same line)."""
     finding, s = matches[0]
     finding.host = finding.host or s.host
     ranks = {m.rank for _f, m in matches if m.rank is not None}
-    if finding.rank is None and len(ranks) == 1:
+    if finding.rank is None and len(ranks) == 1 and finding.extra.get("scope") != "node":
         finding.rank = ranks.pop()
     if finding.category not in GPU_CATEGORIES:
         return  # a PCI id on a NIC's line (mlx5_core 0000:5c:00.0) is the NIC's, not a GPU's
