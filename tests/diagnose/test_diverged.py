@@ -57,7 +57,8 @@ def test_a_dump_where_two_ranks_differ_names_no_rank(tmp_path):
 
 
 def test_a_time_out_after_the_loop_ended_is_teardown_code(tmp_path):
-    log = "Epoch 19: 100%|##########| 400/400\n`Trainer.fit` stopped: `max_epochs=20` reached.\n" + LONE.replace("Rank 2", "Rank 0") + "\n"
+    log = ("Epoch 19: 100%|##########| 400/400\n`Trainer.fit` stopped: `max_epochs=20` reached.\n"
+           + LONE.replace("Rank 2", "Rank 0") + "\n")
     doc = _run(tmp_path, {"train.log": log})
     assert _verdict(doc)[:2] == ("soft", "application_error")
     assert doc["root_cause"]["finding"].startswith("post-loop-collective")
