@@ -115,6 +115,7 @@ def fill(ctx: Context, root: Finding) -> None:
         places += [(f.display, _text(f), False) for f in beside]
     found: dict[str, object] = {}
     sources = root.extra.setdefault("identified_by", {})
+    waited = _waiters(ctx)
     for name in missing:
         read, _gpu_only = READERS[name]
         for where, text, mine in places:
@@ -123,6 +124,8 @@ def fill(ctx: Context, root: Finding) -> None:
             if not mine and name not in NODE_WIDE:
                 continue  # a neighbour file names the node; its ranks and GPUs may be another process's
             value = (NODE_WIDE[name] if not mine else read)(text) if text else None
+            if name == "rank" and value in waited:
+                break  # the rank beside the cause is one that waited for the culprit: not the culprit's
             if value is not None:
                 found[name] = value
                 sources[name] = where
@@ -134,6 +137,18 @@ def fill(ctx: Context, root: Finding) -> None:
     for name, value in found.items():
         setattr(root, name, value)
     place(ctx, root, host=root.host, rank=root.rank, pci=root.gpu_pci)
+
+
+def _waiters(ctx: Context) -> set[int]:
+    """Ranks that a time-out shows waiting while the others never arrived: a rank named next to the
+    cause (the watchdog line under a data-preparation bar in one console) that waited is not the
+    rank the cause is on."""
+    out: set[int] = set()
+    for f in ctx.findings:
+        absent = set(f.extra.get("never_arrived") or ())
+        if f.role == "symptom" and absent and f.rank is not None and f.rank not in absent:
+            out.add(f.rank)
+    return out
 
 
 _CELL_WORDS = re.compile(r"[A-Za-z]{3,}")
