@@ -17,7 +17,18 @@ import os
 from pathlib import Path
 
 from gpulib.checkpoints.latest import find_latest
-from gpulib.diagnose import diverged, first_batch, generic, neighbourhood, nodes, rules_gpu, rules_job, rules_slurm, unread, verdict
+from gpulib.diagnose import (
+    diverged,
+    first_batch,
+    generic,
+    neighbourhood,
+    nodes,
+    rules_gpu,
+    rules_job,
+    rules_slurm,
+    unread,
+    verdict,
+)
 from gpulib.diagnose.context import Context, place
 from gpulib.diagnose.context import evidence as quote
 from gpulib.diagnose.joins import IdentityMap
