@@ -148,6 +148,7 @@ def _decide(ctx: Context, failed: bool, completed: bool) -> Diagnosis:
         return Diagnosis("unknown", guess, summary, None, _ordered(ctx.findings),
                          next_steps=_collect_more(ctx, strong))
     verdict.adopt_rank(ctx, root)
+    verdict.adopt_job_rank(ctx, root)
     neighbourhood.fill(ctx, root)
     verdict.quote_lines(ctx, root)
     verdict.chain(ctx, root)

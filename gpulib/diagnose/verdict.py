@@ -258,6 +258,27 @@ def _same_place(a: Finding, b: Finding) -> bool:
     return a.host is not None and a.host == b.host and (a.gpu_pci is None or b.gpu_pci is None)
 
 
+def adopt_job_rank(ctx: Context, root: Finding) -> None:
+    """A GPU fault's rank: the one rank whose own error of the same kind (``CUDA error: uncorrectable
+    ECC error`` under an Xid 48) came within minutes of it - how the fault looked from inside that
+    rank. Taken only when exactly one rank said so and nothing places that rank on another node or GPU."""
+    if root.rank is not None or not root.hardware or not root.time:
+        return
+    ranks = set()
+    for f in ctx.findings:
+        if f is root or f.hardware or f.rank is None or f.category != root.category:
+            continue
+        if not (f.time and _close(f.time, root.time, HW_PREFERENCE_S)):
+            continue
+        ref = ctx.ids.locate(rank=f.rank)
+        if ref.host not in (root.host, None) or (ref.gpu_pci and root.gpu_pci and ref.gpu_pci != root.gpu_pci):
+            continue
+        ranks.add(f.rank)
+    if len(ranks) == 1:
+        root.rank = ranks.pop()
+        root.extra.setdefault("identified_by", {})["rank"] = "the one rank whose own error of this kind came with it"
+
+
 def adopt_rank(ctx: Context, root: Finding) -> None:
     """A host OOM kill of a process that is not a rank (a DataLoader worker) still belongs to a rank:
     the one whose worker died or that torchrun saw SIGKILLed on that host within two minutes."""
