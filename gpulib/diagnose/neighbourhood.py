@@ -50,6 +50,8 @@ _PROMPT = re.compile(r"^[\w.-]+@(?P<host>[A-Za-z][\w.-]*):[~/][^\n]*?[#$] ", re.
 _HOST_ECHO = re.compile(r"^\s*(?:SLURMD_NODENAME|SLURM_NODELIST|SLURM_JOB_NODELIST|NodeList|HOSTNAME|Running on(?: host| node)?"
                         r"|Hostname|Node ?name)\s*[:=]?\s*(?P<host>[A-Za-z][\w-]*(?:\.[\w-]+)*)\s*$", re.M)
 _NCCL_HOST = re.compile(r"^(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\]", re.M)
+#: srun's verdict on a node's tasks (``srun: error: NODE: task 0: Aborted (core dumped)``).
+_SRUN_HOST = re.compile(r"\bsrun: error: (?P<host>[A-Za-z][\w.-]*): tasks? [\d,-]+: ")
 
 
 def _one(values: list) -> object | None:
@@ -75,7 +77,7 @@ def _gpu_pci(text: str) -> str | None:
 
 
 def _host(text: str) -> str | None:
-    for pattern in (_PROMPT, _HOST_ECHO, _NCCL_HOST):
+    for pattern in (_PROMPT, _HOST_ECHO, _NCCL_HOST, _SRUN_HOST):
         host = _one([m["host"] for m in pattern.finditer(text)])
         if host:
             return str(host)

@@ -40,3 +40,19 @@ def test_srun_task_id_is_the_rank(tmp_path):
 def test_two_srun_tasks_name_no_rank(tmp_path):
     root = _root(tmp_path, [STEPD, SRUN.format(n=5), SRUN.format(n=6)])
     assert root["category"] == "host_oom" and root["rank"] is None
+
+
+END = "`Trainer.fit` stopped: `max_epochs=4` reached."
+TIMEOUT = ("[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=77, OpType=ALLREDUCE, NumelIn=1, "
+           "NumelOut=1, Timeout(ms)=600000) ran for 600090 milliseconds before timing out.")
+ABORT = "srun: error: gpu-lo-{n}: task 0: Aborted (core dumped)"
+
+
+def test_srun_names_the_node_of_the_task(tmp_path):
+    root = _root(tmp_path, [END, TIMEOUT, ABORT.format(n=2)])
+    assert (root["category"], root["host"]) == ("application_error", "gpu-lo-2")
+
+
+def test_srun_naming_two_nodes_names_no_host(tmp_path):
+    root = _root(tmp_path, [END, TIMEOUT, ABORT.format(n=2), ABORT.format(n=3)])
+    assert (root["category"], root["host"]) == ("application_error", None)
