@@ -42,6 +42,8 @@ _LOOP_END = re.compile(r"(?i)\bfit\W*\s+stopped\b|\bmax_(?:epochs|steps)\W*\s*=\
                        r"|\btraining (?:completed?|finished|done)\b")
 #: Files larger than this are not re-read for the signs (a multi-GB console is not read twice).
 MAX_BYTES = 8 << 20
+#: Bytes re-read in all (the signs are in a job's console or a note beside it, not in every node's log).
+TOTAL_BYTES = 32 << 20
 MIN_DUMP_RANKS = 3  # an odd one out needs at least two that agree
 
 
@@ -54,7 +56,12 @@ def promote(ctx: Context) -> None:
         "timeout" in f.extra or f.id.startswith("sig-watchdog-timeout"))]
     if not timeouts:
         return
-    files = [f for f in ctx.inputs.of_kind(*GENERIC_KINDS) if _size(f) <= MAX_BYTES]
+    files, budget = [], TOTAL_BYTES
+    for f in ctx.inputs.of_kind(*GENERIC_KINDS):  # a thousand nodes' consoles are not all re-read
+        size = _size(f)
+        if size <= min(MAX_BYTES, budget):
+            files.append(f)
+            budget -= size
     texts = {f.display: _lines(f) for f in files}
     first = min(timeouts, key=lambda f: f.time or "~")
     at = first.evidence[0] if first.evidence else None
