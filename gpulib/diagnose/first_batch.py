@@ -33,7 +33,7 @@ def promote(ctx: Context) -> None:
     logs = ctx.inputs.of_kind("training_log")
     if any(getattr(ev, "kind", None) == "step" for f in logs for ev in f.records):
         return
-    for fl in logs:
+    for fl in logs[:MAX_LOGS]:  # the trainer's header is in the job's console, not in every node's log
         for n, line in _numbered(fl):
             m = _EPOCHS.search(line)
             if m and int(m["n"].replace(",", "")) >= NO_LENGTH:
@@ -54,6 +54,7 @@ def promote(ctx: Context) -> None:
 
 #: Bytes of a log read for the epoch line (it is printed at the start of training).
 HEAD_BYTES = 1 << 20
+MAX_LOGS = 32
 
 
 def _numbered(fl):
