@@ -6,9 +6,10 @@ issued a different number of collectives, or the loop had already ended and tear
 a collective that not every rank reaches. Three signs in the process logs say so, and each names
 at most one rank (a sign that gives two ranks names none):
 
-* **a rank-only phase**: the last work printed is labelled with one rank (``Running predictions
-  ... on rank=0``, ``saving on rank 0``, ``rank 0 only``) - that rank was busy while the others
-  waited (a rank's own time-out report, which names itself, is no such label);
+* **a rank-only phase**: a log stops in work labelled with one rank (``Running predictions ...
+  on rank=0``, ``saving on rank 0``, ``rank 0 only``, ``rank 0: read 96/144 partials``) - that
+  rank was still busy in it while the others waited (a rank's own time-out report, which names
+  itself, is no such label);
 * **one rank's values differ**: a per-rank dump (one ``rankN <value>`` line per rank, three or more
   ranks) in which all ranks agree but one - e.g. the keys of a stats dict reduced key by key, so
   that rank issues fewer ``all_reduce`` calls and the others wait for the missing one;
@@ -32,7 +33,7 @@ from gpulib.parsers.signatures import GENERIC_KINDS
 
 #: A line of work labelled with the one rank that does it.
 _RANK_ONLY = re.compile(r"(?i)\b(?:only\s+)?on\s+rank\s*[=:#]?\s*(?P<a>\d+)\b(?!\s*[/,-]\s*\d)"
-                        r"|\brank\s*[=:#]?\s*(?P<b>\d+)\s+only\b")
+                        r"|\brank\s*[=:#]?\s*(?P<b>\d+)\s+only\b|(?<![\[\w])rank (?P<c>\d+): ")
 #: A rank's own report of its time-out or failure names itself; it is not a label of its work.
 _SELF_REPORT = re.compile(r"(?i)watchdog|time[ds]?\s*out|timeout|error|exception|traceback|fail")
 #: One line of a per-rank dump: ``rank1 ['acc', 'loss']``, ``rank 2: 812``, ``[rank3] = {...}``.
@@ -90,8 +91,15 @@ def _ended(ctx: Context, files: list[InputFile], texts: dict, at) -> Finding | N
 
 
 def _rank_only(ctx: Context, files: list[InputFile], texts: dict) -> Finding | None:
-    hits = [(f, n, int(m["a"] or m["b"])) for f in files for n, line in enumerate(texts[f.display])
-            if not _SELF_REPORT.search(line) for m in [_RANK_ONLY.search(line)] if m]
+    """The labelled work must be where its file stops: the rank was still in it (a rank that merely
+    logs its steps under its number, then went on, is not)."""
+    hits = []
+    for f in files:
+        last = next(((n, line) for n, line in reversed(list(enumerate(texts[f.display])))
+                     if line.strip() and not _SELF_REPORT.search(line)), None)
+        m = _RANK_ONLY.search(last[1]) if last else None
+        if m:
+            hits.append((f, last[0], int(m["a"] or m["b"] or m["c"])))
     if len({r for _, _, r in hits}) != 1:
         return None
     fl, n, rank = hits[-1]
