@@ -7,8 +7,8 @@ a collective that not every rank reaches. Three signs in the process logs say so
 at most one rank (a sign that gives two ranks names none):
 
 * **a rank-only phase**: a log stops in work labelled with one rank (``Running predictions ...
-  on rank=0``, ``saving on rank 0``, ``rank 0 only``, ``rank 0: read 96/144 partials``) - that
-  rank was still busy in it while the others waited (a rank's own time-out report, which names
+  on rank=0``, ``saving on rank 0``, ``rank 0 only``, ``rank 0: read 96/144 partials``), two
+  or more lines of it - that rank was still busy in it while the others waited (a rank's own time-out report, which names
   itself, is no such label);
 * **one rank's values differ**: a per-rank dump (one ``rankN <value>`` line per rank, three or more
   ranks) in which all ranks agree but one - e.g. the keys of a stats dict reduced key by key, so
@@ -46,6 +46,7 @@ MAX_BYTES = 8 << 20
 #: Bytes re-read in all (the signs are in a job's console or a note beside it, not in every node's log).
 TOTAL_BYTES = 32 << 20
 MIN_DUMP_RANKS = 3  # an odd one out needs at least two that agree
+MIN_PROGRESS_LINES = 2  # lines of rank-only work a log must stop in
 
 
 def promote(ctx: Context) -> None:
@@ -91,15 +92,21 @@ def _ended(ctx: Context, files: list[InputFile], texts: dict, at) -> Finding | N
 
 
 def _rank_only(ctx: Context, files: list[InputFile], texts: dict) -> Finding | None:
-    """The labelled work must be where its file stops: the rank was still in it (a rank that merely
-    logs its steps under its number, then went on, is not)."""
+    """The labelled work must be where its file stops, and show progress there (two or more lines of
+    it): the rank was still working in it. A rank that merely logs a step under its number and went
+    on, or announced a phase once and then waited like the others, is not this."""
     hits = []
     for f in files:
-        last = next(((n, line) for n, line in reversed(list(enumerate(texts[f.display])))
-                     if line.strip() and not _SELF_REPORT.search(line)), None)
-        m = _RANK_ONLY.search(last[1]) if last else None
-        if m:
-            hits.append((f, last[0], int(m["a"] or m["b"] or m["c"])))
+        run = []  # the labelled lines the file ends with, last first
+        for n, line in reversed(list(enumerate(texts[f.display]))):
+            if not line.strip() or _SELF_REPORT.search(line):
+                continue
+            m = _RANK_ONLY.search(line)
+            if not m:
+                break
+            run.append((n, int(m["a"] or m["b"] or m["c"])))
+        if len(run) >= MIN_PROGRESS_LINES and len({r for _, r in run}) == 1:
+            hits.append((f, run[0][0], run[0][1]))
     if len({r for _, _, r in hits}) != 1:
         return None
     fl, n, rank = hits[-1]

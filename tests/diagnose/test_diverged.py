@@ -41,8 +41,14 @@ def test_phases_labelled_with_two_ranks_name_no_rank(tmp_path):
     assert not any(f["id"].startswith("rank-only-work") for f in doc["findings"])
 
 
+def test_a_phase_announced_once_is_not_work_in_progress(tmp_path):
+    work = "epoch 3 step 1200 loss 2.113\nsaving checkpoint (gathering shards on rank 0)\n"
+    doc = _run(tmp_path, {"eval.log": work, "train.log": LONE + "\n"})
+    assert doc["verdict"]["interruption"] == "unknown"
+
+
 def test_labelled_work_the_rank_went_on_from_is_not_where_it_was(tmp_path):
-    work = "rank 0: read 12/40 partials\nepoch 3 step 1200 loss 2.113\n"
+    work = "rank 0: read 12/40 partials\nrank 0: read 24/40 partials\nepoch 3 step 1200 loss 2.113\n"
     doc = _run(tmp_path, {"eval.log": work, "train.log": LONE + "\n"})
     assert doc["verdict"]["interruption"] == "unknown"
     assert not any(f["id"].startswith("rank-only-work") for f in doc["findings"])
@@ -79,6 +85,6 @@ def test_a_time_out_before_the_loop_ended_is_not_teardown(tmp_path):
 
 
 def test_a_log_that_stops_in_work_prefixed_with_one_rank_names_it(tmp_path):
-    work = "epoch 3 step 1200 loss 2.113\nrank 0: read 12/40 partials\n"
+    work = "epoch 3 step 1200 loss 2.113\nrank 0: read 12/40 partials\nrank 0: read 24/40 partials\n"
     doc = _run(tmp_path, {"eval.log": work, "train.log": LONE + "\n"})
     assert _verdict(doc) == ("soft", "application_error", 0)
