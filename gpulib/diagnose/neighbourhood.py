@@ -106,7 +106,9 @@ def fill(ctx: Context, root: Finding) -> None:
         return
     files = {f.display: f for f in ctx.inputs.files}
     own = {e.file: files[e.file] for e in root.evidence if e.file in files}
-    places: list[tuple[str, str, bool | str]] = [(f"{e.file}:{e.line}", e.text, True) for e in root.evidence]
+    # its own lines read together: two ranks in them (the two sides of a desync) name neither
+    where = ", ".join(f"{e.file}:{e.line}" for e in root.evidence)
+    places: list[tuple[str, str, bool | str]] = [(where, "\n".join(e.text for e in root.evidence), True)]
     texts = {name: _text(f) for name, f in own.items()}
     places += [(f"{e.file}:{e.line} (its table column)", _table_column(texts.get(e.file, ""), e.line), True)
                for e in root.evidence if e.line and e.text.lstrip().startswith("|")]
