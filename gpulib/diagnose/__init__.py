@@ -17,7 +17,18 @@ import os
 from pathlib import Path
 
 from gpulib.checkpoints.latest import find_latest
-from gpulib.diagnose import generic, neighbourhood, nodes, rules_gpu, rules_job, rules_slurm, unread, verdict
+from gpulib.diagnose import (
+    diverged,
+    first_batch,
+    generic,
+    neighbourhood,
+    nodes,
+    rules_gpu,
+    rules_job,
+    rules_slurm,
+    unread,
+    verdict,
+)
 from gpulib.diagnose.context import Context, place
 from gpulib.diagnose.context import evidence as quote
 from gpulib.diagnose.joins import IdentityMap
@@ -76,6 +87,8 @@ def _diagnose(paths: list[str | Path], tz: str | None, inputs: Inputs | None, th
     rules_gpu.zombies(ctx, rules_job.last_failure_time(ctx))
     verdict.fold(ctx)
     verdict.promote_stall(ctx)
+    diverged.promote(ctx)  # a time-out whose cause is one rank's own code path
+    first_batch.promote(ctx)  # a hang before the first batch of a dataset with no length
     diagnosis = unread.unless_unread(ctx, _decide(ctx, failed, completed))  # no "none" over unread files
     verdict.drop_restatements(ctx, diagnosis.root_cause)
     kept = {id(f) for f in ctx.findings}
@@ -135,6 +148,7 @@ def _decide(ctx: Context, failed: bool, completed: bool) -> Diagnosis:
         return Diagnosis("unknown", guess, summary, None, _ordered(ctx.findings),
                          next_steps=_collect_more(ctx, strong))
     verdict.adopt_rank(ctx, root)
+    verdict.adopt_job_rank(ctx, root)
     neighbourhood.fill(ctx, root)
     verdict.quote_lines(ctx, root)
     verdict.chain(ctx, root)

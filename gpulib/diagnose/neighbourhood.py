@@ -31,7 +31,10 @@ MAX_NEIGHBOURS = 32
 GPU_CATEGORIES = frozenset({"cuda_oom", "gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error",
                             "thermal_throttling", "power_fault", "nvlink_error"})
 
-_RANK = re.compile(r"\[Rank (?P<a>\d+)\]|\[rank(?P<b>\d+)\]|\bGLOBAL_RANK:? ?(?P<c>\d+)\b|\brank[ =](?P<d>\d+)\b")
+#: A rank by name, or by its launcher's number for it: torch.multiprocessing.spawn's process index
+#: (``process 3 terminated with signal SIGKILL``) and srun's task id (``srun: error: NODE: task 13: ...``).
+_RANK = re.compile(r"\[Rank (?P<a>\d+)\]|\[rank(?P<b>\d+)\]|\bGLOBAL_RANK:? ?(?P<c>\d+)\b|\brank[ =](?P<d>\d+)\b"
+                   r"|\bprocess (?P<e>\d+) terminated with (?:signal|exit code)\b|\bsrun: error: [\w.-]+: task (?P<f>\d+): ")
 #: srun --label prefixes (``10: ``), also when a paste joined the lines: a value repeated several times.
 _SRUN_LABEL = re.compile(r"(?:^|(?<=\s))(?P<n>\d{1,5}): (?=\S)", re.M)
 _SRUN_LABELS_NEEDED = 3
@@ -47,6 +50,8 @@ _PROMPT = re.compile(r"^[\w.-]+@(?P<host>[A-Za-z][\w.-]*):[~/][^\n]*?[#$] ", re.
 _HOST_ECHO = re.compile(r"^\s*(?:SLURMD_NODENAME|SLURM_NODELIST|SLURM_JOB_NODELIST|NodeList|HOSTNAME|Running on(?: host| node)?"
                         r"|Hostname|Node ?name)\s*[:=]?\s*(?P<host>[A-Za-z][\w-]*(?:\.[\w-]+)*)\s*$", re.M)
 _NCCL_HOST = re.compile(r"^(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\]", re.M)
+#: srun's verdict on a node's tasks (``srun: error: NODE: task 0: Aborted (core dumped)``).
+_SRUN_HOST = re.compile(r"\bsrun: error: (?P<host>[A-Za-z][\w.-]*): tasks? [\d,-]+: ")
 
 
 def _one(values: list) -> object | None:
@@ -72,7 +77,7 @@ def _gpu_pci(text: str) -> str | None:
 
 
 def _host(text: str) -> str | None:
-    for pattern in (_PROMPT, _HOST_ECHO, _NCCL_HOST):
+    for pattern in (_PROMPT, _HOST_ECHO, _NCCL_HOST, _SRUN_HOST):
         host = _one([m["host"] for m in pattern.finditer(text)])
         if host:
             return str(host)
@@ -101,7 +106,9 @@ def fill(ctx: Context, root: Finding) -> None:
         return
     files = {f.display: f for f in ctx.inputs.files}
     own = {e.file: files[e.file] for e in root.evidence if e.file in files}
-    places: list[tuple[str, str, bool | str]] = [(f"{e.file}:{e.line}", e.text, True) for e in root.evidence]
+    # its own lines read together: two ranks in them (the two sides of a desync) name neither
+    where = ", ".join(f"{e.file}:{e.line}" for e in root.evidence)
+    places: list[tuple[str, str, bool | str]] = [(where, "\n".join(e.text for e in root.evidence), True)]
     texts = {name: _text(f) for name, f in own.items()}
     places += [(f"{e.file}:{e.line} (its table column)", _table_column(texts.get(e.file, ""), e.line), True)
                for e in root.evidence if e.line and e.text.lstrip().startswith("|")]
@@ -115,6 +122,7 @@ def fill(ctx: Context, root: Finding) -> None:
         places += [(f.display, _text(f), False) for f in beside]
     found: dict[str, object] = {}
     sources = root.extra.setdefault("identified_by", {})
+    waited = _waiters(ctx)
     for name in missing:
         read, _gpu_only = READERS[name]
         for where, text, mine in places:
@@ -123,6 +131,8 @@ def fill(ctx: Context, root: Finding) -> None:
             if not mine and name not in NODE_WIDE:
                 continue  # a neighbour file names the node; its ranks and GPUs may be another process's
             value = (NODE_WIDE[name] if not mine else read)(text) if text else None
+            if name == "rank" and value in waited:
+                break  # the rank beside the cause is one that waited for the culprit: not the culprit's
             if value is not None:
                 found[name] = value
                 sources[name] = where
@@ -134,6 +144,18 @@ def fill(ctx: Context, root: Finding) -> None:
     for name, value in found.items():
         setattr(root, name, value)
     place(ctx, root, host=root.host, rank=root.rank, pci=root.gpu_pci)
+
+
+def _waiters(ctx: Context) -> set[int]:
+    """Ranks that a time-out shows waiting while the others never arrived: a rank named next to the
+    cause (the watchdog line under a data-preparation bar in one console) that waited is not the
+    rank the cause is on."""
+    out: set[int] = set()
+    for f in ctx.findings:
+        absent = set(f.extra.get("never_arrived") or ())
+        if f.role == "symptom" and absent and f.rank is not None and f.rank not in absent:
+            out.add(f.rank)
+    return out
 
 
 _CELL_WORDS = re.compile(r"[A-Za-z]{3,}")

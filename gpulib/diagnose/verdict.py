@@ -33,6 +33,9 @@ EARLY_SLACK_S = 300
 #: the crash is what interrupted the job.
 SLOWDOWNS = {"thermal_throttling"}
 CRASHES = {"cuda_oom", "host_oom", "application_error", "data_pipeline_stall"}
+#: Causes printed on a rank the line does not name (a data-preparation bar in a shared console): when the
+#: symptoms blame ranks the evidence cannot place, such a cause may be on one of them, like a node's fault.
+UNPLACED_STALLS = {"data_pipeline_stall"}
 #: Conditions that outlive the event that reported them: a GPU off the bus, a dead link, a
 #: pending row remap, a failed PSU or a wrong driver break the *next* job too.
 PERSISTENT = {"gpu_fell_off_bus", "network_fabric", "gpu_memory_error", "power_fault", "driver_mismatch",
@@ -120,7 +123,7 @@ def promote_stall(ctx: Context) -> None:
     if any(f.role == "cause" and f.interruption for f in ctx.findings):
         return
     waiting = [f for f in ctx.findings if f.role == "symptom"]
-    stalls = [f for f in ctx.findings if f.role == "context" and f.category == "data_pipeline_stall"]
+    stalls = [f for f in ctx.findings if f.role in ("context", "cause") and f.category == "data_pipeline_stall"]
     if waiting and stalls:
         stall = min(stalls, key=lambda f: f.time or "~")
         stall.role, stall.interruption, stall.severity = "cause", "soft", "error"
@@ -181,7 +184,7 @@ def choose(ctx: Context, interrupted_at: str | None, job_start: str | None = Non
     if not linked and weak:
         linked = [f for f in causes if _linked(f, weak)]
     if not linked and strong and _unplaced(ctx, strong):
-        linked = [f for f in causes if f.rank is None and f.hardware]
+        linked = [f for f in causes if f.rank is None and (f.hardware or f.category in UNPLACED_STALLS)]
     if not linked and not strong:
         linked = causes
     if not linked:
@@ -205,8 +208,9 @@ def choose(ctx: Context, interrupted_at: str | None, job_start: str | None = Non
 
 def _unplaced(ctx: Context, ptr: Pointers) -> bool:
     """Whether the symptoms blame ranks only, none of which the evidence places on a host or GPU (no
-    NCCL init lines, no launcher table): a hardware fault on a node cannot be tested against such a
-    pointer, so it is not ruled out by it. A rank's own error still is: it names another rank."""
+    NCCL init lines, no launcher table): a hardware fault on a node, or a data stall printed without
+    a rank (the ranks that timed out were in a collective, not reading data), cannot be tested against
+    such a pointer, so it is not ruled out by it. A rank's own error still is: it names another rank."""
     return not (ptr.hosts or ptr.gpus or ptr.peer_addrs) and all(
         ctx.ids.locate(rank=r).host is None for r in ptr.ranks)
 
@@ -252,6 +256,27 @@ def _same_place(a: Finding, b: Finding) -> bool:
     if _same_gpu(a, b):
         return True
     return a.host is not None and a.host == b.host and (a.gpu_pci is None or b.gpu_pci is None)
+
+
+def adopt_job_rank(ctx: Context, root: Finding) -> None:
+    """A GPU fault's rank: the one rank whose own error of the same kind (``CUDA error: uncorrectable
+    ECC error`` under an Xid 48) came within minutes of it - how the fault looked from inside that
+    rank. Taken only when exactly one rank said so and nothing places that rank on another node or GPU."""
+    if root.rank is not None or not root.hardware or not root.time:
+        return
+    ranks = set()
+    for f in ctx.findings:
+        if f is root or f.hardware or f.rank is None or f.category != root.category:
+            continue
+        if not (f.time and _close(f.time, root.time, HW_PREFERENCE_S)):
+            continue
+        ref = ctx.ids.locate(rank=f.rank)
+        if ref.host not in (root.host, None) or (ref.gpu_pci and root.gpu_pci and ref.gpu_pci != root.gpu_pci):
+            continue
+        ranks.add(f.rank)
+    if len(ranks) == 1:
+        root.rank = ranks.pop()
+        root.extra.setdefault("identified_by", {})["rank"] = "the one rank whose own error of this kind came with it"
 
 
 def adopt_rank(ctx: Context, root: Finding) -> None:

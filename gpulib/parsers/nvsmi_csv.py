@@ -242,6 +242,13 @@ def _repeats(rows: list[dict]) -> bool:
     return False
 
 
+def _command_echo(row: list[str]) -> bool:
+    """Whether ``row`` is the command line itself (``$ nvidia-smi --query-gpu=index,pci.bus_id ...``):
+    a paste or a script's ``set -x`` shows it above the table, and its commas are not columns."""
+    first = row[0].lstrip()
+    return first.startswith(("$ ", "# ", "+ ")) or "nvidia-smi " in first
+
+
 def parse(text: str, source: str = "<text>", *, tz: str | None = None) -> ParseResult:
     """Parse nvidia-smi CSV into GpuSample (time series), GpuState (snapshot) or GpuProcess rows."""
     result: ParseResult = ParseResult(KIND)
@@ -253,6 +260,8 @@ def parse(text: str, source: str = "<text>", *, tz: str | None = None) -> ParseR
     except csv.Error as exc:
         result.problems.append(Problem(source, f"not readable as CSV: {exc}"))
         return result
+    while rows and _command_echo(rows[0][1]):
+        rows.pop(0)  # the command that printed the table, pasted above it: the header is the next row
     if not rows:
         result.problems.append(Problem(source, "empty file: no nvidia-smi CSV"))
         return result
