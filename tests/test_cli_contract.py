@@ -41,14 +41,14 @@ def test_help_of_a_command_names_its_own_codes_under_the_table():
     out = subprocess.run(gpulib_cmd("run", "--help"), capture_output=True, text=True, env=ENV, check=True).stdout
     assert "exit codes (the same for every gpulib command):" in out
     mine = out.split("this command:")[1]
-    assert "3 error or critical findings" in mine and "5 the run itself failed" in mine and "2 an unknown runbook" in mine
+    assert "3 no-go: a hard root cause, or a blocking finding" in mine and "5 the run itself failed" in mine and "2 an unknown runbook" in mine
     assert out.index("  5  the run itself failed") < out.index("this command:")
 
 
 def test_run_codes_are_a_subset_of_the_table():
     from gpulib.runbooks.run import EXIT_MEANINGS
 
-    assert set(EXIT_MEANINGS) == {exit_codes.OK, exit_codes.SOFT, exit_codes.HARD, exit_codes.RUN_FAILED}
+    assert set(EXIT_MEANINGS) == {exit_codes.OK, exit_codes.SOFT, exit_codes.HARD, exit_codes.UNKNOWN, exit_codes.RUN_FAILED}
 
 
 MISSING_CASES = [
@@ -151,7 +151,7 @@ def test_a_bug_exits_5_not_1(monkeypatch, capsys):
     """An uncaught exception would exit 1 ("soft": a wrapper script relaunches); it is 5, with the traceback."""
     import gpulib.diagnose.cli as diagnose_cli
 
-    monkeypatch.setattr(diagnose_cli, "diagnose", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(diagnose_cli.Evidence, "diagnose", lambda *a, **k: 1 / 0)
     assert main(["diagnose", str(EXAMPLE)]) == exit_codes.RUN_FAILED
     err = capsys.readouterr().err
     assert "ZeroDivisionError" in err and "gpulib diagnose: internal error" in err

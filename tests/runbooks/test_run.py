@@ -126,7 +126,8 @@ def test_cli_run_prints_where_the_report_is(write_runbook, tmp_path, capsys):
     code = main(["run", book, "-p", "severity=error", "--archive", str(tmp_path / "archive"), "--jobs", "1"])
     captured = capsys.readouterr()
     out = captured.out
-    assert code == 3 and "exit 3: error or critical findings" in out
+    assert code == 3 and "exit 3: no-go: a hard root cause, or a blocking finding of a step" in out
+    assert "No incident diagnosed" in out  # the exit comes from the finding's severity, not a diagnosis
     progress = captured.err.splitlines()  # not a terminal: plain lines, no bar
     assert progress[0].startswith("gpulib run ") and "1 step(s)" in progress[0]
     assert any(line.startswith("[1/1] writes_findings") and line.endswith(" s") for line in progress), progress
