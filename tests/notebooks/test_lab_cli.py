@@ -53,9 +53,14 @@ def _serve_and_stop(argv: list[str], tmp_path: Path, notebook_name: str) -> tupl
     """Run ``argv`` (a gpulib command that starts JupyterLab) until its server answers, check the
     notebook is served, then Ctrl-C twice; returns (exit status, output)."""
     log = tmp_path / "lab.log"
+    # stdin a terminal, as an engineer's: only then does JupyterLab take the first Ctrl-C as a question
+    # (shut down?) and the second as the answer; without one the first stops it, and the second could
+    # land in its clean-up or in gpulib's own exit (a flaky -2)
+    terminal, tty = os.openpty()
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, env=_jupyter_env(tmp_path), stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdin=tty, start_new_session=True)
+    os.close(tty)
     try:
         deadline, found = time.monotonic() + 120, None
         while time.monotonic() < deadline and proc.poll() is None and not found:
@@ -73,6 +78,7 @@ def _serve_and_stop(argv: list[str], tmp_path: Path, notebook_name: str) -> tupl
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        os.close(terminal)
     return code, log.read_text(errors="replace")
 
 
