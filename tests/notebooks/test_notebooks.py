@@ -265,8 +265,8 @@ def test_07_evidence_without_checkpoints_is_a_warning_not_a_lost_job(kernel, tmp
 
 
 def test_07_only_broken_checkpoints_is_critical(tmp_path):
-    from gpulib.notebook import steps as checks
     from gpulib.checkpoints import find_latest
+    from gpulib.notebook import steps as checks
 
     (tmp_path / "ckpt_step_000100.pt").write_bytes(b"PK\x03\x04" + b"\0" * 200)  # a save cut after 204 bytes
     findings = checks.checkpoint_findings(find_latest([tmp_path]))
