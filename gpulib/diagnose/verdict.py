@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 
 from gpulib.diagnose.context import Context, place
+from gpulib.diagnose.neighbourhood import GPU_CATEGORIES
 from gpulib.findings import EvidenceLine, Finding, Pointers
 from gpulib.parsers.linescan import lines_up_to
 from gpulib.parsers.logtime import seconds_between
@@ -262,8 +263,8 @@ def adopt_job_rank(ctx: Context, root: Finding) -> None:
     """A GPU fault's rank: the one rank whose own error of the same kind (``CUDA error: uncorrectable
     ECC error`` under an Xid 48) came within minutes of it - how the fault looked from inside that
     rank. Taken only when exactly one rank said so and nothing places that rank on another node or GPU."""
-    if root.rank is not None or not root.hardware or not root.time:
-        return
+    if root.rank is not None or not root.hardware or not root.time or root.category not in GPU_CATEGORIES:
+        return  # a node's link or power is no one rank's: the rank that saw it first is not its culprit
     ranks = set()
     for f in ctx.findings:
         if f is root or f.hardware or f.rank is None or f.category != root.category:

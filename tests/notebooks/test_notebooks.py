@@ -288,9 +288,9 @@ def test_08_preflight_runs_the_gloo_fabric_test_on_a_healthy_node(kernel, tmp_pa
     assert fabric["fabric"]["backend"] == "gloo" or fabric["fabric"]["verdict"] != "FAIL", fabric
     assert fabric["fabric"]["verdict"] in ("PASS", "WARN"), fabric["fabric"]["log_tail"]
     assert one(findings, id="preflight-verdict")["verdict"] == "GO", findings
-    curves = [json.loads(o["data"]["application/vnd.plotly.v1+json"]) if isinstance(o["data"]["application/vnd.plotly.v1+json"], str)
-              else o["data"]["application/vnd.plotly.v1+json"]
-              for cell in nb.cells for o in cell.get("outputs", []) if "application/vnd.plotly.v1+json" in o.get("data", {})]
+    mime = "application/vnd.plotly.v1+json"
+    curves = [json.loads(o["data"][mime]) if isinstance(o["data"][mime], str) else o["data"][mime]
+              for cell in nb.cells for o in cell.get("outputs", []) if mime in o.get("data", {})]
     busbw = [c for c in curves if "Bus bandwidth" in str(c.get("layout", {}).get("title"))]
     assert busbw and {t["name"] for t in busbw[0]["data"]} >= {"out-of-place"}, "busbw curve of the fabric test is shown"
 
