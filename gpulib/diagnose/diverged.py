@@ -30,6 +30,7 @@ from gpulib.diagnose.context import Context, evidence, place
 from gpulib.evidence.gather import InputFile
 from gpulib.findings import Finding
 from gpulib.parsers.signatures import GENERIC_KINDS
+from gpulib.parsers.unwrap import unwrap
 
 #: A line of work labelled with the one rank that does it.
 _RANK_ONLY = re.compile(r"(?i)\b(?:only\s+)?on\s+rank\s*[=:#]?\s*(?P<a>\d+)\b(?!\s*[/,-]\s*\d)"
@@ -156,8 +157,10 @@ def _size(f: InputFile) -> int:
 
 
 def _lines(f: InputFile) -> list[str]:
+    """The file's lines without a paste's wrapping (quote, fence, shell prompts, fan-out prefix),
+    line for line: a prompt after the pasted log is not where the log stops."""
     try:
-        return f.path.read_text(errors="replace").splitlines()
+        return unwrap(f.path.read_text(errors="replace")).text.splitlines()
     except OSError:
         return []
 

@@ -21,6 +21,7 @@ from gpulib.diagnose.context import Context, place
 from gpulib.evidence.gather import InputFile
 from gpulib.findings import Finding
 from gpulib.identity import normalize_pci
+from gpulib.parsers.kernel_prefix import MARKDOWN_QUOTE
 from gpulib.parsers.logtime import seconds_between, stamp_in, zone_of
 
 #: Files larger than this are not re-read for names (a job console's names come from its parser).
@@ -50,6 +51,7 @@ _PROMPT = re.compile(r"^[\w.-]+@(?P<host>[A-Za-z][\w.-]*):[~/][^\n]*?[#$] ", re.
 _HOST_ECHO = re.compile(r"^\s*(?:SLURMD_NODENAME|SLURM_NODELIST|SLURM_JOB_NODELIST|NodeList|HOSTNAME|Running on(?: host| node)?"
                         r"|Hostname|Node ?name)\s*[:=]?\s*(?P<host>[A-Za-z][\w-]*(?:\.[\w-]+)*)\s*$", re.M)
 _NCCL_HOST = re.compile(r"^(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\]", re.M)
+_FENCE = re.compile(r"^\s*(?:```|~~~)")
 #: srun's verdict on a node's tasks (``srun: error: NODE: task 0: Aborted (core dumped)``).
 _SRUN_HOST = re.compile(r"\bsrun: error: (?P<host>[A-Za-z][\w.-]*): tasks? [\d,-]+: ")
 
@@ -206,6 +208,17 @@ def _near(text: str, lines: list[int], when: str | None, ctx: Context) -> str:
 def _text(f: InputFile) -> str:
     try:
         path = Path(f.path)
-        return path.read_text(encoding="utf-8", errors="replace") if path.stat().st_size <= MAX_BYTES else ""
+        if path.stat().st_size > MAX_BYTES:
+            return ""
+        return _unquoted(path.read_text(encoding="utf-8", errors="replace"))
     except OSError:
         return ""
+
+
+def _unquoted(text: str) -> str:
+    """The text without a paste's markdown quote and code fences, line for line (evidence keeps its line
+    numbers): a quoted NCCL line names its host as the bare one does. Prompts stay: they name the host."""
+    if ">" not in text and "```" not in text and "~~~" not in text:
+        return text
+    return "\n".join("" if _FENCE.match(line) else MARKDOWN_QUOTE.sub("", line, count=1)
+                     if line.lstrip().startswith(">") else line for line in text.splitlines())

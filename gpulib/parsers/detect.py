@@ -25,7 +25,7 @@ log = get_logger(__name__)
 
 _NAME_HINTS = (
     (re.compile(r"dmesg|kern|journal|syslog|messages", re.I), "kernel_log"),
-    (re.compile(r"slurm-\d+|\.out$|train|rank|torchrun|console", re.I), "training_log"),
+    (re.compile(r"slurm-\d+|train|rank|torchrun|console", re.I), "training_log"),
 )
 _NCCL_HOST = re.compile(r"(?m)^(?:\S+: |\[[^\]]*\] )?(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\] (?:\S+ )?NCCL ")
 _JOURNAL_HOST = re.compile(

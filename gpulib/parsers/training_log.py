@@ -370,7 +370,12 @@ def looks_like(head: str) -> bool:
                "torch/distributed/", "[c10d]")
     hits = sum(1 for m in markers if m in head)
     return (hits >= 2 or "NCCL INFO" in head or "ProcessGroupNCCL" in head or "PyTorchJob" in head
+            or _HF_TRAINER_BANNER in head  # a training log by its content, whatever its file is called
             or "[rank" in head and _RANK_LINE.search(head) is not None)
+
+
+#: The banner the Hugging Face Trainer prints when its training loop starts.
+_HF_TRAINER_BANNER = "***** Running training *****"
 
 
 def _signal_of(code: int) -> str | None:
