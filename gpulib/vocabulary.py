@@ -14,3 +14,9 @@ CATEGORIES = (
     "power_fault", "cuda_oom", "host_oom", "network_fabric", "driver_mismatch", "application_error",
     "data_pipeline_stall", "node_lost", "none",
 )
+
+#: Categories whose culprit is one GPU: a PCI id or device index named on the fault's line, or near
+#: it, names that GPU (a NIC's PCI id on a link fault does not; a link or power fault of a node is
+#: no one rank's).
+GPU_CATEGORIES = frozenset({"cuda_oom", "gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error",
+                            "thermal_throttling", "power_fault", "nvlink_error"})

@@ -23,14 +23,12 @@ from gpulib.findings import Finding
 from gpulib.identity import normalize_pci
 from gpulib.parsers.kernel_prefix import MARKDOWN_QUOTE
 from gpulib.parsers.logtime import seconds_between, stamp_in, zone_of
+from gpulib.vocabulary import GPU_CATEGORIES
 
 #: Files larger than this are not re-read for names (a job console's names come from its parser).
 MAX_BYTES = 1 << 20
 #: More files than this beside the root cause's: the folder holds many nodes, not one node's evidence.
 MAX_NEIGHBOURS = 32
-#: Categories whose culprit is one GPU: a GPU named nearby is that GPU.
-GPU_CATEGORIES = frozenset({"cuda_oom", "gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error",
-                            "thermal_throttling", "power_fault", "nvlink_error"})
 
 #: A rank by name, or by its launcher's number for it: torch.multiprocessing.spawn's process index
 #: (``process 3 terminated with signal SIGKILL``) and srun's task id (``srun: error: NODE: task 13: ...``).

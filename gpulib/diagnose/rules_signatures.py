@@ -23,6 +23,7 @@ from gpulib.catalog.signatures import Signature, load_signatures, render
 from gpulib.diagnose.context import Context, evidence, place
 from gpulib.findings import Finding, Pointers
 from gpulib.parsers.signatures import Signal, printers_of
+from gpulib.vocabulary import GPU_CATEGORIES
 
 #: Categories whose hard findings are the machine's fault (drain, reset, RMA), not the job's.
 HARDWARE = {"gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error", "nvlink_error", "power_fault",
@@ -108,9 +109,6 @@ RESOLVED_BY = {"power-restored": "power-supply", "fm-nothing-to-do": "fabric-man
 NEARBY_IDENTITY = {"no-grad-rank", "launcher-local-rank"}
 
 
-#: Categories whose facts are about one GPU: a line's PCI id or device index names that GPU.
-GPU_CATEGORIES = ("cuda_oom", "gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error", "thermal_throttling",
-                  "power_fault", "nvlink_error")
 
 
 #: The clock a line printed (``17:34:36.549117``). Stamps are kept to the second, and year-less ones

@@ -20,10 +20,10 @@ from __future__ import annotations
 import re
 
 from gpulib.diagnose.context import Context, place
-from gpulib.diagnose.neighbourhood import GPU_CATEGORIES
 from gpulib.findings import EvidenceLine, Finding, Pointers
 from gpulib.parsers.linescan import lines_up_to
 from gpulib.parsers.logtime import seconds_between
+from gpulib.vocabulary import GPU_CATEGORIES
 
 FOLD_S = 60  # precursors/duplicates within this many seconds belong to the same event
 HW_PREFERENCE_S = 600  # a hardware cause this close to a job-side one on the same GPU wins

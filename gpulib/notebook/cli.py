@@ -305,7 +305,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Copy the runbook's notebooks (00 triage ... 09 health report) out of the installed package "
         "into DIR, for JupyterLab. Each runs as copied: its default evidence is a bundled example; set its "
         "`evidence` parameter to your incident. Existing notebooks in DIR are never overwritten.",
-        epilog="exit status: 0 copied, 2 a notebook of that name exists in DIR already")
+        epilog=exit_codes.epilog("0 copied\n2 a notebook of that name exists in DIR already"))
     n.add_argument("dir", help="the folder to copy the notebooks into (made if missing)")
     n.set_defaults(func=run_notebooks)
 
