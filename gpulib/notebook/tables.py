@@ -31,7 +31,7 @@ from gpulib.catalog import xid_info
 from gpulib.checkpoints.latest import find_latest
 from gpulib.diagnose.cache import SNAPSHOT_KINDS, Evidence, EvidenceFiles, checked_evidence
 from gpulib.diagnose.cache import resolve_evidence as resolve_evidence  # the notebooks' and tests' name for it
-from gpulib.diagnose.rules_sel import place_on_utc, power_losses
+from gpulib.diagnose.rules.sel import place_on_utc, power_losses
 from gpulib.evidence.bundle import Bundle, is_bundle
 from gpulib.evidence.thresholds import Thresholds
 from gpulib.findings import gpu_name

@@ -19,8 +19,9 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from gpulib.diagnose import rules_job, verdict
+from gpulib.diagnose import verdict
 from gpulib.diagnose.context import Context, evidence
+from gpulib.diagnose.rules import job
 from gpulib.evidence.gather import InputFile
 from gpulib.parsers.ipmi_sel import SelEvent, align_to_utc
 from gpulib.parsers.logtime import seconds_between, stamp_in, zone_of
@@ -65,7 +66,7 @@ def incident_window(ctx: Context) -> Window | None:
     progress line (every rank, the lost one included, took that step) and no later than the last
     failure line. A SEL entry outside that is not what stopped this job.
     """
-    failure = rules_job.last_failure_time(ctx)
+    failure = job.last_failure_time(ctx)
     if failure is None:
         return None
     events = [e for _f, e in ctx.records("training_log") if e.time_utc and not e.time_approx]
@@ -76,7 +77,7 @@ def incident_window(ctx: Context) -> Window | None:
         start = last_progress
     else:
         start = _shift(first, -COLLECTIVE_TIMEOUT_S)
-        job_start = verdict.known_start(rules_job.job_start_time(ctx), first)
+        job_start = verdict.known_start(job.job_start_time(ctx), first)
         if job_start and job_start > start:
             start = job_start
     return Window(start, failure, last_progress)

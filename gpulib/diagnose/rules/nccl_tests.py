@@ -10,7 +10,7 @@ IBext_v8``, ``Using network Socket``). ``IBext_*`` comes from a network plugin (
 e.g. the HPC-X RDMA/SHARP plugin on LD_LIBRARY_PATH); plain ``IB`` is NCCL's own. When some nodes
 load the plugin and others do not, the two ends speak different wire protocols and the first
 inter-node connection never completes - usually a silent hang. That is the nodes' software setup,
-not the fabric. (Socket on some nodes and IB on others is :func:`rules_job._transport`'s case.)
+not the fabric. (Socket on some nodes and IB on others is :func:`.job._transport`'s case.)
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from gpulib.diagnose.context import Context, evidence
-from gpulib.diagnose.rules_fabric import AUDIT_QUESTIONS
+from gpulib.diagnose.rules.fabric import AUDIT_QUESTIONS
 
 #: Interfaces whose addresses do not leave the machine: loopback, container and VM bridges, veths.
 LOCAL_IFACE = re.compile(r"^(?:lo|docker\d*|br-[0-9a-f]+|virbr\d+|veth\w*|cni\d+|podman\d+|lxcbr\d+|lxdbr\d+)$")

@@ -21,7 +21,7 @@ from math import prod
 from statistics import median
 
 from gpulib.diagnose.context import Context, evidence, place
-from gpulib.diagnose.rules_signatures import CASCADE_EXCEPTIONS
+from gpulib.diagnose.rules.signatures import CASCADE_EXCEPTIONS
 from gpulib.findings import LAST_RESORT_TIER, Finding, Pointers
 from gpulib.parsers.linescan import lines_up_to
 from gpulib.parsers.training_log import ranks_of
@@ -613,7 +613,7 @@ def _cancelled_in_data_prep(ctx: Context, fl, cancel, events) -> None:
     place(ctx, f, rank=rank)
 
 
-# ---------------------------------------------------------------- transport (version skew: rules_other)
+# ---------------------------------------------------------------- transport (version skew: rules.other)
 def _transport(ctx: Context, events) -> None:
     nets = ctx.ids.transport
     hosts = sorted(nets)
