@@ -32,6 +32,7 @@ from gpulib.diagnose.context import evidence as quote
 from gpulib.diagnose.joins import IdentityMap
 from gpulib.diagnose.model import TimelineEntry
 from gpulib.diagnose.report import Diagnosis
+from gpulib.evidence import kinds
 from gpulib.evidence.gather import Inputs, gather
 from gpulib.evidence.thresholds import Thresholds
 from gpulib.findings import Finding, event_id
@@ -112,11 +113,11 @@ def _decide(ctx: Context, failed: bool, completed: bool) -> Diagnosis:
         summary = "The job completed normally; nothing interrupted it." + (
             f" {len(warnings)} warning(s) below are worth a look before the next run." if warnings else "")
         return Diagnosis("none", "none", summary, None, _ordered(findings))
-    job_logs = bool(ctx.inputs.of_kind("training_log", "torchrun_error_file"))
+    job_logs = bool(ctx.inputs.of_kind(*kinds.JOB_LOGS))
     root = verdict.choose(ctx, rules.job.last_failure_time(ctx) if failed else None, rules.job.job_start_time(ctx),
                           prefer_hard=not job_logs)
     if root is None:
-        readable = [f for f in ctx.inputs.files if f.kind not in ("unreadable", "empty", "unknown")]
+        readable = [f for f in ctx.inputs.files if f.kind not in kinds.NOTHING_READ]
         if not readable:
             unread = [p.source for p in ctx.inputs.problems] + [f.display for f in ctx.inputs.files]
             return Diagnosis("unknown", "none", "Nothing in the evidence could be read" + (
@@ -233,7 +234,7 @@ def _unfinished_on_weak_hardware(ctx: Context, completed: bool) -> list[Finding]
     """A GPU's hardware warnings of a kind that can stop a run (on an x1 PCIe link, a degraded link)
     beside a job log that shows no normal end: a 'none' would need that end (docs/ARCHITECTURE.md), so these
     are the suspects of an unknown."""
-    if completed or not ctx.inputs.of_kind("training_log"):
+    if completed or not ctx.inputs.of_kind(kinds.TRAINING_LOG):
         return []
     return [f for f in ctx.findings if f.category in _STOPPING and f.severity == "warning" and not f.benign
             and f.gpu_pci is not None]  # a device's own state, not a setup note (NCCL over sockets)
@@ -313,18 +314,18 @@ def _describe_suspects(ptr) -> str:
 
 
 def _collect_more(ctx: Context, ptr=None) -> list[str]:
-    kinds = {f.kind for f in ctx.inputs.files}
+    present = {f.kind for f in ctx.inputs.files}
     steps = []
     hosts = sorted(ptr.hosts) if ptr and ptr.hosts else sorted({h for f in ctx.inputs.files if f.host
                                                                   for h in [f.host]})
     ranks_hosts = sorted({ctx.ids.locate(rank=r).host for r in (ptr.ranks if ptr else set())} - {None})
     target = ", ".join(ranks_hosts or hosts) or "every node of the job"
-    if "kernel_log" not in kinds:
+    if kinds.KERNEL_LOG not in present:
         steps.append(f"Collect the kernel log of {target}: `journalctl -k -b -1 -o short-iso` (or `dmesg -T`), "
                      "or run `gpulib collect` there")
-    if not kinds & set(rules.gpu.SNAPSHOT_KINDS):
+    if not present & set(rules.gpu.SNAPSHOT_KINDS):
         steps.append(f"Collect `nvidia-smi -q` from {target}")
-    if "training_log" not in kinds:
+    if kinds.TRAINING_LOG not in present:
         steps.append("Add the job's console log (slurm-*.out / torchrun output, with NCCL_DEBUG=INFO if possible)")
     if not steps:
         steps.append(f"Look at {target} first: run `dcgmi diag -r 2` and check `ibstat` before relaunching")
@@ -338,7 +339,7 @@ def _timeline(ctx: Context) -> list[TimelineEntry]:
             source = f.evidence[0].file if f.evidence else "-"
             entries.append(TimelineEntry(f.time, f.host, source, f.title))
     steps = []
-    for file, ev in ctx.records("training_log"):
+    for file, ev in ctx.records(kinds.TRAINING_LOG):
         if ev.kind in ("completed", "checkpoint_saved") and ev.time_utc:
             entries.append(TimelineEntry(ev.time_utc, ev.host or file.host, file.display, ev.text.strip()[:120]))
         elif ev.kind == "step" and ev.time_utc and not ev.time_approx:

@@ -35,7 +35,7 @@ from gpulib.diagnose import rules
 from gpulib.diagnose.context import Context
 from gpulib.diagnose.joins import IdentityMap
 from gpulib.diagnose.node_facts import text_facts
-from gpulib.evidence import digest
+from gpulib.evidence import digest, kinds
 from gpulib.evidence.gather import SERIES_KINDS, InputFile, Inputs, gather_node
 from gpulib.evidence.record_summary import SUMMARISED_KINDS
 from gpulib.evidence.thresholds import Thresholds
@@ -67,10 +67,10 @@ def records_needed(inputs: Inputs, tz: str | None, thresholds: Thresholds) -> se
     rules.other.ib_ports(ctx)
     cited = {e.file for finding in ctx.findings for e in finding.evidence}
     keep = {id(f) for f in inputs.files if f.kind not in SUMMARISED_KINDS or f.display in cited}
-    kernel = [f for f in inputs.files if f.kind == "kernel_log"]
+    kernel = [f for f in inputs.files if f.kind == kinds.KERNEL_LOG]
     keep |= {id(f) for f in kernel if any(e.kind in KERNEL_CONTEXT_KINDS for e in f.records)}
     keep |= _rebooted(kernel)
-    keep |= {id(f) for f in inputs.of_kind(*rules.gpu.SNAPSHOT_KINDS, "nvidia_smi_csv")
+    keep |= {id(f) for f in inputs.of_kind(*kinds.GPU_SNAPSHOT_ROWS)
              if f.signals or any(getattr(s, "processes", None) or getattr(s, "host", None)
                                  for s in f.records if hasattr(s, "lost"))}
     paths = Counter(f.path for f in inputs.files)

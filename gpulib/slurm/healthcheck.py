@@ -32,6 +32,7 @@ from pathlib import Path
 
 from gpulib import exit_codes
 from gpulib.errors import InputError
+from gpulib.evidence import kinds
 from gpulib.findings import Finding
 from gpulib.readable import require_readable
 from gpulib.slurm import scontrol
@@ -72,7 +73,7 @@ def judge_only(files, evidence: Path, node: str) -> None:
     fault; and evidence of which nothing could be read says nothing about any node (a no-go on
     it would drain a healthy node). Files that name no host (a replayed ``nvidia-smi -q``) are
     taken as this node's: that is what replaying recorded outputs means."""
-    if not any(f.kind not in ("unreadable", "empty", "unknown") for f in files.files):
+    if not any(f.kind not in kinds.NOTHING_READ for f in files.files):
         raise InputError("nothing in the evidence could be read: no verdict on this node is possible",
                          path=str(evidence), hint="give a bundle or the node's recorded tool outputs (nvidia-smi -q, "
                                                   "the kernel log)")

@@ -18,13 +18,14 @@ from __future__ import annotations
 from collections import defaultdict
 
 from gpulib.diagnose.context import Context, evidence
+from gpulib.evidence import kinds
 from gpulib.parsers.nccl_tests import NcclTestsRun
 
 _USING = "Using network "
 
 
 def run(ctx: Context) -> None:
-    runs = [(f, r) for f, r in ctx.records("nccl_tests") if isinstance(r, NcclTestsRun)]
+    runs = [(f, r) for f, r in ctx.records(kinds.NCCL_TESTS) if isinstance(r, NcclTestsRun)]
     for f, r in runs:
         _stopped(ctx, f, r)
     _mixed_plugins(ctx, runs)
@@ -48,7 +49,7 @@ def _stopped(ctx: Context, file, r: NcclTestsRun) -> None:
 
 def _mixed_plugins(ctx: Context, runs) -> None:
     nets: dict[str, set[str]] = {h: {n for n in ns if n != "no-IB"} for h, ns in ctx.ids.transport.items()}
-    lines: list[tuple] = [(f, e.line, e.text, e.host) for f, e in ctx.records("training_log")
+    lines: list[tuple] = [(f, e.line, e.text, e.host) for f, e in ctx.records(kinds.TRAINING_LOG)
                           if e.kind == "nccl_transport" and e.host]
     seen_files = set()
     for f, r in runs:

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from gpulib.diagnose import verdict
 from gpulib.diagnose.context import Context, evidence
 from gpulib.diagnose.rules import job
+from gpulib.evidence import kinds
 from gpulib.evidence.gather import InputFile
 from gpulib.parsers.ipmi_sel import SelEvent, align_to_utc
 from gpulib.parsers.logtime import seconds_between, stamp_in, zone_of
@@ -69,7 +70,7 @@ def incident_window(ctx: Context) -> Window | None:
     failure = job.last_failure_time(ctx)
     if failure is None:
         return None
-    events = [e for _f, e in ctx.records("training_log") if e.time_utc and not e.time_approx]
+    events = [e for _f, e in ctx.records(kinds.TRAINING_LOG) if e.time_utc and not e.time_approx]
     first = min((e.time_utc for e in events if e.kind in FAILURE_KINDS), default=failure)
     progress = [e.time_utc for e in events if e.kind == "step" and e.time_utc <= first]
     last_progress = max(progress) if progress else None
@@ -121,8 +122,8 @@ def _restored(e: SelEvent, later: list[SelEvent], removed: bool) -> SelEvent | N
 
 def run(ctx: Context) -> None:
     window = incident_window(ctx)
-    clocks = {f.path.parent: rec for f, rec in ctx.records("ipmitool_sel_time")}
-    for file in ctx.inputs.of_kind("ipmitool_sel"):
+    clocks = {f.path.parent: rec for f, rec in ctx.records(kinds.IPMITOOL_SEL_TIME)}
+    for file in ctx.inputs.of_kind(kinds.IPMITOOL_SEL):
         events = [e for e in file.records if isinstance(e, SelEvent)]
         clock_note = _place_on_utc(ctx, file, events, clocks.get(file.path.parent))
         ctx.judged |= {(file.display, e.line) for e in events if e.is_power_event and e.line is not None}
