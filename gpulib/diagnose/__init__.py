@@ -2,10 +2,10 @@
 
 ``diagnose(paths)`` reads evidence bundles and raw folders (:mod:`gpulib.evidence.gather`), joins ranks to hosts,
 GPUs and PCI ids (:mod:`.joins`), runs the kernel / GPU-state / job / other rules, the BMC event
-log (:mod:`.rules_sel`), shared-memory (:mod:`.rules_shm`) and nccl-tests / NCCL plugin
-(:mod:`.rules_nccl_tests`) rules, then those that read what the others found: Ray's memory
-monitor (:mod:`.rules_ray`), allocation failures read as CUDA errors (:mod:`.rules_memory`) and
-srun's task verdicts (:mod:`.rules_srun`); it picks the root cause and discounts the cascade
+log (:mod:`.rules.sel`), shared-memory (:mod:`.rules.shm`) and nccl-tests / NCCL plugin
+(:mod:`.rules.nccl_tests`) rules, then those that read what the others found: Ray's memory
+monitor (:mod:`.rules.ray`), allocation failures read as CUDA errors (:mod:`.rules.memory`) and
+srun's task verdicts (:mod:`.rules.srun`); it picks the root cause and discounts the cascade
 (:mod:`.verdict`), and returns a :class:`~.report.Diagnosis`
 (``to_dict()`` = the ``gpulib.diagnosis/1`` JSON, ``to_text()`` = the on-call summary).
 """
@@ -23,9 +23,7 @@ from gpulib.diagnose import (
     generic,
     neighbourhood,
     nodes,
-    rules_gpu,
-    rules_job,
-    rules_slurm,
+    rules,
     unread,
     verdict,
 )
@@ -33,8 +31,8 @@ from gpulib.diagnose.context import Context, place
 from gpulib.diagnose.context import evidence as quote
 from gpulib.diagnose.joins import IdentityMap
 from gpulib.diagnose.model import TimelineEntry
-from gpulib.diagnose.registry import RULES
 from gpulib.diagnose.report import Diagnosis
+from gpulib.evidence import kinds
 from gpulib.evidence.gather import Inputs, gather
 from gpulib.evidence.thresholds import Thresholds
 from gpulib.findings import Finding, event_id
@@ -73,7 +71,7 @@ def _diagnose(paths: list[str | Path], tz: str | None, inputs: Inputs | None, th
     thresholds = thresholds or Thresholds()
     inputs = gather([Path(p) for p in paths], tz, thresholds=thresholds) if inputs is None else inputs
     ctx = Context(inputs, IdentityMap(inputs), tz, thresholds)
-    for rule in RULES:  # in phase order (gpulib.diagnose.registry): later rules read earlier findings
+    for rule in rules.RULES:  # in phase order (gpulib.diagnose.rules): later rules read earlier findings
         try:
             rule.run(ctx)
         except Exception as exc:  # noqa: BLE001 - a rule bug must cost one rule, not the diagnosis
@@ -81,10 +79,10 @@ def _diagnose(paths: list[str | Path], tz: str | None, inputs: Inputs | None, th
             log.exception("rule module %s failed", module)
             ctx.add("internal", severity="warning", category="none", role="context",
                     title=f"internal error in {module}: {type(exc).__name__}: {exc} (other rules still ran)")
-    failed, completed = rules_job.job_outcome(ctx)
-    slurm_failed, slurm_completed = rules_slurm.job_outcome(ctx)  # the scheduler's record of the same job
+    failed, completed = rules.job.job_outcome(ctx)
+    slurm_failed, slurm_completed = rules.slurm.job_outcome(ctx)  # the scheduler's record of the same job
     failed, completed = failed or slurm_failed, (completed or slurm_completed) and not slurm_failed
-    rules_gpu.zombies(ctx, rules_job.last_failure_time(ctx))
+    rules.gpu.zombies(ctx, rules.job.last_failure_time(ctx))
     verdict.fold(ctx)
     verdict.promote_stall(ctx)
     diverged.promote(ctx)  # a time-out whose cause is one rank's own code path
@@ -115,11 +113,11 @@ def _decide(ctx: Context, failed: bool, completed: bool) -> Diagnosis:
         summary = "The job completed normally; nothing interrupted it." + (
             f" {len(warnings)} warning(s) below are worth a look before the next run." if warnings else "")
         return Diagnosis("none", "none", summary, None, _ordered(findings))
-    job_logs = bool(ctx.inputs.of_kind("training_log", "torchrun_error_file"))
-    root = verdict.choose(ctx, rules_job.last_failure_time(ctx) if failed else None, rules_job.job_start_time(ctx),
+    job_logs = bool(ctx.inputs.of_kind(*kinds.JOB_LOGS))
+    root = verdict.choose(ctx, rules.job.last_failure_time(ctx) if failed else None, rules.job.job_start_time(ctx),
                           prefer_hard=not job_logs)
     if root is None:
-        readable = [f for f in ctx.inputs.files if f.kind not in ("unreadable", "empty", "unknown")]
+        readable = [f for f in ctx.inputs.files if f.kind not in kinds.NOTHING_READ]
         if not readable:
             unread = [p.source for p in ctx.inputs.problems] + [f.display for f in ctx.inputs.files]
             return Diagnosis("unknown", "none", "Nothing in the evidence could be read" + (
@@ -236,7 +234,7 @@ def _unfinished_on_weak_hardware(ctx: Context, completed: bool) -> list[Finding]
     """A GPU's hardware warnings of a kind that can stop a run (on an x1 PCIe link, a degraded link)
     beside a job log that shows no normal end: a 'none' would need that end (docs/ARCHITECTURE.md), so these
     are the suspects of an unknown."""
-    if completed or not ctx.inputs.of_kind("training_log"):
+    if completed or not ctx.inputs.of_kind(kinds.TRAINING_LOG):
         return []
     return [f for f in ctx.findings if f.category in _STOPPING and f.severity == "warning" and not f.benign
             and f.gpu_pci is not None]  # a device's own state, not a setup note (NCCL over sockets)
@@ -316,18 +314,18 @@ def _describe_suspects(ptr) -> str:
 
 
 def _collect_more(ctx: Context, ptr=None) -> list[str]:
-    kinds = {f.kind for f in ctx.inputs.files}
+    present = {f.kind for f in ctx.inputs.files}
     steps = []
     hosts = sorted(ptr.hosts) if ptr and ptr.hosts else sorted({h for f in ctx.inputs.files if f.host
                                                                   for h in [f.host]})
     ranks_hosts = sorted({ctx.ids.locate(rank=r).host for r in (ptr.ranks if ptr else set())} - {None})
     target = ", ".join(ranks_hosts or hosts) or "every node of the job"
-    if "kernel_log" not in kinds:
+    if kinds.KERNEL_LOG not in present:
         steps.append(f"Collect the kernel log of {target}: `journalctl -k -b -1 -o short-iso` (or `dmesg -T`), "
                      "or run `gpulib collect` there")
-    if not kinds & set(rules_gpu.SNAPSHOT_KINDS):
+    if not present & set(rules.gpu.SNAPSHOT_KINDS):
         steps.append(f"Collect `nvidia-smi -q` from {target}")
-    if "training_log" not in kinds:
+    if kinds.TRAINING_LOG not in present:
         steps.append("Add the job's console log (slurm-*.out / torchrun output, with NCCL_DEBUG=INFO if possible)")
     if not steps:
         steps.append(f"Look at {target} first: run `dcgmi diag -r 2` and check `ibstat` before relaunching")
@@ -341,7 +339,7 @@ def _timeline(ctx: Context) -> list[TimelineEntry]:
             source = f.evidence[0].file if f.evidence else "-"
             entries.append(TimelineEntry(f.time, f.host, source, f.title))
     steps = []
-    for file, ev in ctx.records("training_log"):
+    for file, ev in ctx.records(kinds.TRAINING_LOG):
         if ev.kind in ("completed", "checkpoint_saved") and ev.time_utc:
             entries.append(TimelineEntry(ev.time_utc, ev.host or file.host, file.display, ev.text.strip()[:120]))
         elif ev.kind == "step" and ev.time_utc and not ev.time_approx:

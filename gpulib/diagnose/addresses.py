@@ -23,16 +23,18 @@ import re
 from dataclasses import dataclass
 
 from gpulib.diagnose.joins import IdentityMap
+from gpulib.evidence import kinds
 from gpulib.evidence.gather import Inputs
 
 #: Files larger than this are logs, not pasted lookups or host tables.
 MAX_BYTES = 1 << 20
 #: Kinds a tool wrote (a kernel log, a GPU snapshot): no one pastes a lookup into them. An incident of
 #: 1,024 nodes has thousands; the pasted sessions and dumps worth reading are few.
-MACHINE_KINDS = frozenset({"kernel_log", "nvidia_smi_xml", "nvidia_smi_q", "nvidia_smi_csv", "nvidia_smi_dmon",
-                           "nvidia_smi_nvlink", "nvidia_smi_topo", "nvidia_smi_table", "gpu_query_time",
-                           "ipmitool_sel", "ipmitool_sensor", "ipmitool_sdr", "dcgmi_diag", "dcgm_exporter",
-                           "nvml_snapshot", "nvml_samples", "ibstat", "wtmp", "statfs", "df"})
+MACHINE_KINDS = frozenset({kinds.KERNEL_LOG, kinds.NVIDIA_SMI_XML, kinds.NVIDIA_SMI_Q, kinds.NVIDIA_SMI_CSV,
+                           kinds.NVIDIA_SMI_DMON, kinds.NVIDIA_SMI_NVLINK, kinds.NVIDIA_SMI_TOPO, kinds.NVIDIA_SMI_TABLE,
+                           kinds.GPU_QUERY_TIME, kinds.IPMITOOL_SEL, kinds.IPMITOOL_SENSOR, kinds.IPMITOOL_SDR,
+                           kinds.DCGMI_DIAG, kinds.DCGM_EXPORTER, kinds.NVML_SNAPSHOT, kinds.NVML_SAMPLES, kinds.IBSTAT,
+                           kinds.WTMP, *kinds.FILESYSTEM_USAGE})
 _IPV4 = r"\d{1,3}(?:\.\d{1,3}){3}"
 _QUERY = re.compile(rf"(?:nslookup|host|dig\s+-x|getent\s+hosts)\s+(?P<ip>{_IPV4})\b")
 _REVERSE = re.compile(rf"(?P<rev>{_IPV4})\.in-addr\.arpa\.?\s+(?:name\s*=|domain name pointer)\s*(?P<name>[A-Za-z][\w.-]*)")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from gpulib.diagnose.context import Context, evidence
+from gpulib.evidence import kinds
 
 #: The Trainer's epoch count line, and the smallest count that means "no length" (sys.maxsize).
 _EPOCHS = re.compile(r"\bNum Epochs = (?P<n>[\d,]+)\s*$")
@@ -30,7 +31,7 @@ def promote(ctx: Context) -> None:
     hangs = [f for f in ctx.findings if f.role == "symptom" and f.id.startswith(_HANGS)]
     if not hangs:
         return
-    logs = ctx.inputs.of_kind("training_log")
+    logs = ctx.inputs.of_kind(kinds.TRAINING_LOG)
     if any(getattr(ev, "kind", None) == "step" for f in logs for ev in f.records):
         return
     for fl in logs[:MAX_LOGS]:  # the trainer's header is in the job's console, not in every node's log

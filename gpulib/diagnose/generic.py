@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from gpulib.catalog.signatures import Signature, load_signatures
 from gpulib.diagnose.context import Context
+from gpulib.evidence import kinds
 from gpulib.evidence.gather import InputFile
 from gpulib.parsers.signatures import GENERIC, GENERIC_KINDS, Signal
 
@@ -95,7 +96,7 @@ def stopped_logs(ctx: Context) -> list[Stop]:
     """Job logs whose last progress line is not followed by an end (the caller knows none reported
     a normal one): the job stopped, or the log was cut, while it was running."""
     out = []
-    for f in ctx.inputs.of_kind("training_log"):
+    for f in ctx.inputs.of_kind(kinds.TRAINING_LOG):
         steps = [ev for ev in f.records if getattr(ev, "kind", None) == "step"]
         if not steps:
             continue

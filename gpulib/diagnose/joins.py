@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpulib.evidence import kinds
 from gpulib.evidence.gather import Inputs
 from gpulib.evidence.record_summary import summary_of
 from gpulib.identity import normalize_pci
@@ -71,7 +72,7 @@ class IdentityMap:
     def _build(self, inputs: Inputs) -> None:
         inits = []
         for f in inputs.files:
-            if f.kind == "training_log":
+            if f.kind == kinds.TRAINING_LOG:
                 for rec in f.records:
                     self._job_event(rec, f.host, inits)
                 continue

@@ -1,8 +1,8 @@
 """Write one node's digest (the map step; :mod:`gpulib.evidence.digest` says why and what).
 
 The node reads its own files as the central diagnosis would, then runs the rules that judge one
-node's files alone - kernel log (:mod:`.rules_kernel`), GPU snapshots and time series
-(:mod:`.rules_gpu`), InfiniBand ports (:func:`.rules_other.ib_ports`) - to learn which files say
+node's files alone - kernel log (:mod:`.rules.kernel`), GPU snapshots and time series
+(:mod:`.rules.gpu`), InfiniBand ports (:func:`.rules.other.ib_ports`) - to learn which files say
 something. Those files travel with their records, so the central diagnosis judges them with the
 job's rank map, folds and chains them with the other nodes' events and names the culprit exactly
 as from the raw files. A *quiet* file travels as its :class:`~.record_summary.FileSummary` only:
@@ -16,7 +16,7 @@ other nodes say:
   job failed is a leftover only the job's failure time can tell, and memory other processes
   hold is what an NCCL 'unhandled cuda error' elsewhere may be explained by), whose records name
   no host and in which no catalogue line matched (a failure pasted above a snapshot is read with it);
-* GPU time series of a node whose every series is quiet (:func:`.rules_gpu.quiet_series`: never
+* GPU time series of a node whose every series is quiet (:func:`.rules.gpu.quiet_series`: never
   throttled, never hot without a reason) and carries throttle reasons;
 * an ``ibstat`` with no port a finding cites.
 
@@ -31,11 +31,11 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from gpulib.diagnose import rules_gpu, rules_kernel, rules_other
+from gpulib.diagnose import rules
 from gpulib.diagnose.context import Context
 from gpulib.diagnose.joins import IdentityMap
 from gpulib.diagnose.node_facts import text_facts
-from gpulib.evidence import digest
+from gpulib.evidence import digest, kinds
 from gpulib.evidence.gather import SERIES_KINDS, InputFile, Inputs, gather_node
 from gpulib.evidence.record_summary import SUMMARISED_KINDS
 from gpulib.evidence.thresholds import Thresholds
@@ -62,15 +62,15 @@ def write(folder: str | Path, tz: str | None = None) -> Path:
 def records_needed(inputs: Inputs, tz: str | None, thresholds: Thresholds) -> set[int]:
     """``id()`` of each file of one node whose records must travel (see the module text)."""
     ctx = Context(inputs, IdentityMap(inputs), tz, thresholds)
-    rules_kernel.run(ctx)
-    rules_gpu.run(ctx)
-    rules_other.ib_ports(ctx)
+    rules.kernel.run(ctx)
+    rules.gpu.run(ctx)
+    rules.other.ib_ports(ctx)
     cited = {e.file for finding in ctx.findings for e in finding.evidence}
     keep = {id(f) for f in inputs.files if f.kind not in SUMMARISED_KINDS or f.display in cited}
-    kernel = [f for f in inputs.files if f.kind == "kernel_log"]
+    kernel = [f for f in inputs.files if f.kind == kinds.KERNEL_LOG]
     keep |= {id(f) for f in kernel if any(e.kind in KERNEL_CONTEXT_KINDS for e in f.records)}
     keep |= _rebooted(kernel)
-    keep |= {id(f) for f in inputs.of_kind(*rules_gpu.SNAPSHOT_KINDS, "nvidia_smi_csv")
+    keep |= {id(f) for f in inputs.of_kind(*kinds.GPU_SNAPSHOT_ROWS)
              if f.signals or any(getattr(s, "processes", None) or getattr(s, "host", None)
                                  for s in f.records if hasattr(s, "lost"))}
     paths = Counter(f.path for f in inputs.files)
@@ -82,13 +82,13 @@ def records_needed(inputs: Inputs, tz: str | None, thresholds: Thresholds) -> se
 
 
 def _quiet_series(f: InputFile, thresholds: Thresholds) -> bool:
-    return all(not isinstance(r, GpuSample) and (not isinstance(r, GpuSeries) or rules_gpu.quiet_series(
+    return all(not isinstance(r, GpuSample) and (not isinstance(r, GpuSeries) or rules.gpu.quiet_series(
         r, thresholds.temp_limit_c)) for r in f.records)
 
 
 def _rebooted(kernel: list[InputFile]) -> set[int]:
     """Kernel logs of a host whose events hold a boot after their first (the reboot rule's question,
-    :func:`gpulib.diagnose.rules_other._reboots`, asked of every host's events in the same order)."""
+    :func:`gpulib.diagnose.rules.other._reboots`, asked of every host's events in the same order)."""
     by_host: dict[str | None, list] = {}
     for f in kernel:
         for ev in f.records:

@@ -35,7 +35,7 @@ FIELDS = ("driver", "cuda", "nccl", "torch", "kernel", "os", "gpu_model", "gpu_c
 #: Unrecognised files up to this size are sniffed for version facts (uname, os-release, ...).
 SNIFF_BYTES = 256 * 1024
 #: Files sniffed for version facts: unrecognised ones, a bundle's ``versions/*``, its NVML snapshot.
-SNIFF_KINDS = ("unknown", "text", "versions", "nvml_snapshot")
+SNIFF_KINDS = (kinds.UNKNOWN, kinds.TEXT, kinds.VERSIONS, kinds.NVML_SNAPSHOT)
 _SNAPSHOT_KINDS = kinds.SMI_SNAPSHOTS
 _UNAME = re.compile(r"^Linux (?P<host>\S+) (?P<kernel>\d+\.\d+\S*) #", re.M)
 _PRETTY = re.compile(r'^PRETTY_NAME="?(?P<os>[^"\n]+)"?', re.M)
@@ -117,13 +117,13 @@ def text_facts(f: InputFile) -> list[tuple[str, object]]:
     node's raw files."""
     if f.facts is None:
         rec = _Recorder()
-        if f.kind in ("nvidia_smi_xml", "nvidia_smi_q"):
+        if f.kind in (kinds.NVIDIA_SMI_XML, kinds.NVIDIA_SMI_Q):
             try:
                 text = f.path.read_text(encoding="utf-8", errors="replace")
             except OSError:
                 text = None
             for name, (q_text, q_xml) in _Q_FIELDS.items() if text is not None else ():
-                pattern = q_xml if f.kind == "nvidia_smi_xml" else q_text
+                pattern = q_xml if f.kind == kinds.NVIDIA_SMI_XML else q_text
                 rec.set(name, summarize_values([m["v"] for m in pattern.finditer(text)]), f.display)
         elif f.kind in SNIFF_KINDS:
             _sniff(rec, f)
@@ -187,7 +187,7 @@ def _job_log_facts(configs: dict[str, NodeConfig], inputs: Inputs) -> None:
     and the job's own ``torch 2.3.1+cu121`` print (a node known only from its job log counts too).
     A version line without a host prefix (``NCCL version 2.18.5+cuda12.2`` under NCCL_DEBUG=VERSION)
     belongs to the file's host: its folder's, else the one host its prefixed lines all name."""
-    for f in inputs.of_kind("training_log"):
+    for f in inputs.of_kind(kinds.TRAINING_LOG):
         named = {h for h in (getattr(ev, "host", None) for ev in f.records) if h}
         file_host = f.host or (next(iter(named)) if len(named) == 1 else None)
         for ev in f.records:
@@ -204,7 +204,7 @@ def node_configs(inputs: Inputs) -> dict[str, NodeConfig]:
     """Configuration facts of every host of already gathered evidence (no file is parsed twice)."""
     by_host: dict[str, list[InputFile]] = {}
     for f in inputs.files:
-        if f.host and f.kind != "training_log":
+        if f.host and f.kind != kinds.TRAINING_LOG:
             by_host.setdefault(f.host, []).append(f)
     configs: dict[str, NodeConfig] = {}
     for host in sorted(by_host):

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from gpulib.diagnose.context import Context
 from gpulib.diagnose.report import Diagnosis
+from gpulib.evidence import kinds
 
 
 def unread_paths(ctx: Context) -> list[str]:
     """Folders that could not be listed and files that could not be opened for lack of permission."""
     folders = [p.source for p in ctx.inputs.problems if p.message.startswith("cannot list folder")]
     files = [f.display for f in ctx.inputs.files
-             if f.kind == "unreadable" and any(p.message.startswith("permission denied") for p in f.problems)]
+             if f.kind == kinds.UNREADABLE and any(p.message.startswith("permission denied") for p in f.problems)]
     return folders + files
 
 

@@ -50,7 +50,7 @@ _HOSTLIKE = re.compile(r"^[A-Za-z][\w.-]*$")
 BUNDLE_METADATA = ("commands.json", "logs/index.json", "checkpoints/listing.json", "prometheus/query.json")
 #: Collector outputs whose kind the bundle layout says (a large NVML snapshot has its schema tag
 #: at its end, beyond the head that content detection sees).
-BUNDLE_KINDS = {"nvml/snapshot.json": "nvml_snapshot", "nvml/samples.csv": "nvml_samples"}
+BUNDLE_KINDS = {"nvml/snapshot.json": kinds.NVML_SNAPSHOT, "nvml/samples.csv": kinds.NVML_SAMPLES}
 #: Kinds whose records are GPU time series (:class:`GpuSample` rows), reduced per GPU by :func:`gather`.
 SERIES_KINDS = kinds.GPU_SERIES
 #: Copies of the operator's files (``gpulib collect --logs``): raw evidence, read like a raw folder.
@@ -68,7 +68,7 @@ class InputFile:
     path: Path
     display: str  # as the user would name it: relative to the path they gave
     root: Path
-    kind: str = "unknown"  # a parser KIND, or unknown | checkpoint | unreadable | empty
+    kind: str = kinds.UNKNOWN  # a parser KIND, or unknown | checkpoint | unreadable | empty
     host: str | None = None
     host_basis: str | None = None  # bundle | content | folder | file name | only host
     bundle_path: str | None = None  # path inside its evidence bundle ('nvml/snapshot.json')
@@ -245,7 +245,7 @@ def _parse(f: InputFile, tz: str | None, year: int | None = None) -> bool:
         f.problems.extend(scanned.problems)
     f.records = list(result.records)
     f.problems.extend(result.problems)
-    if f.kind == "training_log":
+    if f.kind == kinds.TRAINING_LOG:
         _rank_from_name(f)
     return lines is not None
 
@@ -298,14 +298,14 @@ def _assign_hosts(inputs: Inputs) -> None:
     per_node = _per_node_folders(inputs.files)
     job_nodes = _single_node_jobs(inputs.files)
     for f in inputs.files:
-        if not f.host and f.kind == "training_log" and f.fallback_host and not f.content_hosts:
+        if not f.host and f.kind == kinds.TRAINING_LOG and f.fallback_host and not f.content_hosts:
             f.host, f.host_basis = f.fallback_host, "bundle"  # a copied job log that names no host
         m = _SLURM_OUTPUT.match(f.path.name) if not f.host and not f.content_hosts else None
         if m and m["job"] in job_nodes:
             f.host, f.host_basis = job_nodes[m["job"]], "scheduler"  # sbatch's slurm-<jobid>.out: where sacct ran it
-        if not f.host and f.kind in ("training_log", "text") and not f.content_hosts and f.path.parent in per_node:
+        if not f.host and f.kind in (kinds.TRAINING_LOG, kinds.TEXT) and not f.content_hosts and f.path.parent in per_node:
             f.host, f.host_basis = f.path.parent.name, "folder"  # one folder per node, this log names none
-        if f.host or f.kind in ("checkpoint", "training_log", "text", "documentation"):
+        if f.host or f.kind in (kinds.CHECKPOINT, kinds.TRAINING_LOG, kinds.TEXT, kinds.DOCUMENTATION):
             continue  # job logs and pasted text come from any node of the job: their lines name it
         folders = _folder_names(f.path, f.root)
         hit = next((name for name in folders if name in known), None)
@@ -336,7 +336,7 @@ def _single_node_jobs(files: list[InputFile]) -> dict[str, str]:
     does not say where it ran, the scheduler's accounting does (several nodes: no single host)."""
     nodes: dict[str, set[str]] = defaultdict(set)
     for f in files:
-        if f.kind == "sacct":
+        if f.kind == kinds.SACCT:
             for row in f.records:
                 nodes[row.job_id].update(row.nodes)
     return {job: next(iter(hosts)) for job, hosts in nodes.items() if len(hosts) == 1}
@@ -429,7 +429,7 @@ def _from_digest(inputs: Inputs, node, base: Path) -> list[InputFile]:
     kernel_logs = []
     for f in node.files:  # made by _walk
         inputs.files.append(f)
-        if f.kind == "kernel_log":
+        if f.kind == kinds.KERNEL_LOG:
             f.digest_year = node.year
             kernel_logs.append(f)
     inputs.problems += node.problems
@@ -459,7 +459,7 @@ def _read_shared_quiet_files(inputs: Inputs, tz: str | None, year: int | None) -
         if f.summary_only and f.digest_folder in shared:
             f.records, f.signals, f.problems, f.summary, f.summary_only = [], [], [], None, False
             head, _problem = _read_head(f.path)
-            _parse_safely(f, tz, head.decode("utf-8", "replace"), year if f.kind == "kernel_log" else None)
+            _parse_safely(f, tz, head.decode("utf-8", "replace"), year if f.kind == kinds.KERNEL_LOG else None)
             _reduce_series(f)
 
 
@@ -497,11 +497,11 @@ def _bundle_bookkeeping(f: InputFile) -> bool:
     if rel is None:
         return False
     if rel in BUNDLE_METADATA:
-        f.kind = "bundle_metadata"
+        f.kind = kinds.BUNDLE_METADATA
     elif rel.startswith("versions/"):
-        f.kind = "versions"
+        f.kind = kinds.VERSIONS
     elif rel.endswith(".stderr") and not rel.startswith(BUNDLE_COPIES):
-        f.kind = "collector_stderr"
+        f.kind = kinds.COLLECTOR_STDERR
         c = f.collector
         if c and c["status"] not in ("ok", "unavailable"):
             f.problems.append(Problem(str(f.path), f"collector {c['name']} {c['status']}: "
@@ -515,29 +515,29 @@ def _examine(f: InputFile, tz: str | None, inputs: Inputs) -> None:
     try:
         status = f.path.stat()
     except OSError as exc:
-        f.kind = "unreadable"
+        f.kind = kinds.UNREADABLE
         f.problems.append(Problem(str(f.path), "broken symbolic link" if f.path.is_symlink() else
                                   f"cannot stat: {exc.strerror or exc}"))
         return
     if not stat.S_ISREG(status.st_mode):  # a FIFO or device would block or never end
-        f.kind = "unreadable"
+        f.kind = kinds.UNREADABLE
         f.problems.append(Problem(str(f.path), "not a regular file (pipe, socket or device): skipped"))
         return
     if _bundle_bookkeeping(f):
         return
     if _may_be_model_state(f) and _is_checkpoint(f.path):
-        f.kind = "checkpoint"
+        f.kind = kinds.CHECKPOINT
         folder = f.path.parent
         if (f.root, folder) not in inputs.checkpoint_dirs:
             inputs.checkpoint_dirs.append((f.root, folder))
         return
     head_bytes, problem = _read_head(f.path)
     if problem:
-        f.kind = "unreadable"
+        f.kind = kinds.UNREADABLE
         f.problems.append(problem)
         return
     if not head_bytes.strip():
-        f.kind = "empty"
+        f.kind = kinds.EMPTY
         f.problems.append(Problem(str(f.path), "empty file"))
         return
     binary = looks_binary(head_bytes)
@@ -554,29 +554,29 @@ def _examine(f: InputFile, tz: str | None, inputs: Inputs) -> None:
         if bare.commands and status.st_size <= UNWRAP_MAX_BYTES and not README_NAME.search(f.path.name):
             inputs.files += _session_outputs(f, kind, tz)
     if kind is None and README_NAME.search(f.path.name) and not binary:
-        f.kind = "documentation"
+        f.kind = kinds.DOCUMENTATION
         return
     if kind is None and not binary:
-        f.kind = "documentation" if DOC_NAME.search(f.path.name) else "text"  # no structure known: lines only
+        f.kind = kinds.DOCUMENTATION if DOC_NAME.search(f.path.name) else kinds.TEXT  # no structure known: lines only
         _scan(f, tz)
         _content_hosts(f, head)
         return
     if kind is None:
-        f.kind = "unknown"
+        f.kind = kinds.UNKNOWN
         what = "binary data, not a log or tool output"
         if f.collector:
             what += f"; written by collector {f.collector['name']} ({f.collector['status']})"
         f.problems.append(Problem(str(f.path), what))
         return
     f.kind = kind
-    if kind == "kernel_log":  # parsed last: syslog stamps carry no year, the other files tell it
+    if kind == kinds.KERNEL_LOG:  # parsed last: syslog stamps carry no year, the other files tell it
         inputs.deferred.append((f, head))
         return
     _parse_safely(f, tz, head)
 
 
 #: Kinds that read any log: a session's output of these kinds is read with the whole file, not again.
-CATCH_ALL_KINDS = ("training_log", "kernel_log")
+CATCH_ALL_KINDS = (kinds.TRAINING_LOG, kinds.KERNEL_LOG)
 
 
 def _session_outputs(f: InputFile, kind: str | None, tz: str | None) -> list[InputFile]:
@@ -605,8 +605,8 @@ def _parse_safely(f: InputFile, tz: str | None, head: str, year: int | None = No
 
 #: Kinds whose every value is a field of a table the kind parser reads completely (GPU samples,
 #: snapshots): a line scan would only find the same facts without their structure.
-STRUCTURED_ONLY = frozenset({"nvml_snapshot", "nvml_samples", "nvidia_smi_xml", "nvidia_smi_csv", "nvidia_smi_dmon",
-                             "flight_recorder", "dcgm_exporter"})
+STRUCTURED_ONLY = frozenset({kinds.NVML_SNAPSHOT, kinds.NVML_SAMPLES, kinds.NVIDIA_SMI_XML, kinds.NVIDIA_SMI_CSV,
+                             kinds.NVIDIA_SMI_DMON, kinds.FLIGHT_RECORDER, kinds.DCGM_EXPORTER})
 
 
 def _scan(f: InputFile, tz: str | None, year: int | None = None) -> None:
@@ -627,6 +627,6 @@ def _incident_year(inputs: Inputs) -> int | None:
     kernel logs are what the year is for: they do not vote (the raw ones are not parsed yet)."""
     years: Counter = Counter()
     for f in inputs.files:
-        if f.kind != "kernel_log":
+        if f.kind != kinds.KERNEL_LOG:
             years.update(f.summary.years if f.summary is not None else count_years(f.records))
     return years.most_common(1)[0][0] if years else None

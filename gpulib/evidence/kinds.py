@@ -71,7 +71,17 @@ GPU_SERIES = (NVIDIA_SMI_CSV, NVIDIA_SMI_DMON, NVML_SAMPLES)
 #: Every file that tells a GPU's state: snapshots, series and DCGM's exporter scrape. A GPU step
 #: shows the findings quoting these; the rules join their records by host.
 GPU_STATE = (*GPU_SNAPSHOTS, *GPU_SERIES, DCGM_EXPORTER)
+#: Every file whose records are GPUs as seen at one moment: the snapshots, and nvidia-smi's CSV query
+#: (each row one GPU at one moment, also when many rows make a series).
+GPU_SNAPSHOT_ROWS = (*GPU_SNAPSHOTS, NVIDIA_SMI_CSV)
 #: The kernel's own log (dmesg, journalctl -k, syslog, kern.log).
 KERNEL = (KERNEL_LOG,)
+#: What the job's processes printed: their console log and torchrun's per-rank error files.
+JOB_LOGS = (TRAINING_LOG, TORCHRUN_ERROR_FILE)
 #: What the job, its launcher and its scheduler wrote.
-JOB = (TRAINING_LOG, TORCHRUN_ERROR_FILE, FLIGHT_RECORDER, SLURM_JOB, SACCT)
+JOB = (*JOB_LOGS, FLIGHT_RECORDER, SLURM_JOB, SACCT)
+#: A filesystem's size and use (``df``, ``stat -f``): the shared-memory rule and the storage table.
+FILESYSTEM_USAGE = (DF, STATFS)
+#: Files of which nothing was read: not readable, empty, or binary data of no known format. A
+#: verdict on evidence of only these would be a verdict on nothing.
+NOTHING_READ = (UNREADABLE, EMPTY, UNKNOWN)

@@ -54,7 +54,7 @@ class GpuName:
 @dataclass(slots=True)
 class Listing:
     """The GPUs one nvidia-smi snapshot lists (per host the records name): what the check for a
-    job GPU that vanished from the listing reads (:func:`gpulib.diagnose.rules_gpu.run`)."""
+    job GPU that vanished from the listing reads (:func:`gpulib.diagnose.rules.gpu.run`)."""
 
     host: str | None
     captured_at: str | None  # as the tool printed it (read in the file's zone by the rule)

@@ -22,6 +22,7 @@ from gpulib.checkpoints import candidates
 from gpulib.checkpoints.candidates import checkpoint_findings as checkpoint_findings
 from gpulib.checkpoints.candidates import checkpoint_step as checkpoint_step
 from gpulib.checkpoints.candidates import steps_lost_text as steps_lost_text
+from gpulib.evidence import kinds
 from gpulib.findings import Finding, event_id, finding_dict, ordered, summarize
 from gpulib.identity import normalize_pci, to_utc_iso
 from gpulib.notebook.tables import gpu_labels, throttle_periods
@@ -342,15 +343,15 @@ def other_kernel_events(events: pd.DataFrame) -> pd.DataFrame:
 
 
 #: How a file kind reads in a legend (other kinds: their name with spaces).
-SOURCE_LABELS = {"kernel_log": "kernel log", "training_log": "training log", "nccl_tests": "nccl-tests",
-                 "dcgm_exporter": "DCGM exporter", "dcgmi_diag": "DCGM diag", "flight_recorder": "NCCL flight recorder",
-                 "slurm_sinfo": "Slurm sinfo", "ipmitool_sdr": "IPMI sensors", "ibstat": "InfiniBand",
-                 "fuser": "fuser"}
+SOURCE_LABELS = {kinds.KERNEL_LOG: "kernel log", kinds.TRAINING_LOG: "training log", kinds.NCCL_TESTS: "nccl-tests",
+                 kinds.DCGM_EXPORTER: "DCGM exporter", kinds.DCGMI_DIAG: "DCGM diag",
+                 kinds.FLIGHT_RECORDER: "NCCL flight recorder", kinds.SLURM_SINFO: "Slurm sinfo",
+                 kinds.IPMITOOL_SDR: "IPMI sensors", kinds.IBSTAT: "InfiniBand", kinds.FUSER: "fuser"}
 
 
 def source_label(kind: str | None) -> str:
     """``kernel_log`` -> ``kernel log``; every ``nvidia_smi_*`` kind -> ``nvidia-smi``."""
-    if not kind or kind == "unknown":
+    if not kind or kind == kinds.UNKNOWN:
         return "other"
     return "nvidia-smi" if kind.startswith("nvidia_smi") else SOURCE_LABELS.get(kind, kind.replace("_", " "))
 

@@ -31,7 +31,8 @@ from gpulib.catalog import xid_info
 from gpulib.checkpoints.latest import find_latest
 from gpulib.diagnose.cache import SNAPSHOT_KINDS, Evidence, EvidenceFiles, checked_evidence
 from gpulib.diagnose.cache import resolve_evidence as resolve_evidence  # the notebooks' and tests' name for it
-from gpulib.diagnose.rules_sel import place_on_utc, power_losses
+from gpulib.diagnose.rules.sel import place_on_utc, power_losses
+from gpulib.evidence import kinds
 from gpulib.evidence.bundle import Bundle, is_bundle
 from gpulib.evidence.thresholds import Thresholds
 from gpulib.findings import gpu_name
@@ -135,7 +136,7 @@ class EvidenceTables:
         return frame
 
     def _kernel_events(self) -> pd.DataFrame:
-        rows = self._rows("kernel_log")
+        rows = self._rows(kinds.KERNEL_LOG)
         for row in rows:
             info = xid_info(row["xid"]) if row.get("xid") is not None else None
             row.update({"name": info.name if info else None, "interruption": info.interruption if info else None,
@@ -185,7 +186,7 @@ class EvidenceTables:
         return self._named(self._gpu_samples())
 
     def _gpu_samples(self) -> pd.DataFrame:
-        rows = [row for kind in ("nvidia_smi_csv", "nvidia_smi_dmon") for row in self._rows(kind) if "lost" not in row]
+        rows = [row for kind in (kinds.NVIDIA_SMI_CSV, kinds.NVIDIA_SMI_DMON) for row in self._rows(kind) if "lost" not in row]
         if not rows:
             return pd.DataFrame(columns=["time", "host", "gpu", "gpu_index", "pci_bus_id", "temp_c", "sm_clock_mhz",
                                          "sm_clock_max_mhz", "power_draw_w", "throttle_reasons", "file", "line"])
@@ -202,7 +203,7 @@ class EvidenceTables:
 
     def job_events(self) -> pd.DataFrame:
         """Training/launcher log events (NCCL init and transport, timeouts, errors, steps)."""
-        rows = self._rows("training_log")
+        rows = self._rows(kinds.TRAINING_LOG)
         frame = pd.DataFrame(rows, columns=["line", "kind", "text", "time_utc", "rank", "host", "pid",
                                             "local_device", "details", "folded", "file"])
         frame["time"] = _utc(frame["time_utc"])
@@ -271,7 +272,7 @@ class EvidenceTables:
 
     def topology(self) -> pd.DataFrame:
         """The GPU-to-GPU link matrix of the first ``nvidia-smi topo -m`` (rows/columns GPU0..N)."""
-        for f in self.gathered.of_kind("nvidia_smi_topo"):
+        for f in self.gathered.of_kind(kinds.NVIDIA_SMI_TOPO):
             gpus = [d for d in f.records if d.get("kind") == "gpu"]
             if gpus:
                 names = [d["name"] for d in gpus]
@@ -352,10 +353,10 @@ class EvidenceTables:
         SEL times are on the BMC's clock: they are put on UTC with ``sel time get`` of the same
         capture and the bundle's capture time (``clock`` says how), as the diagnosis does."""
         columns = ["time", "host", "sensor", "event", "direction", "kind", "restored_at", "clock", "file", "line"]
-        clocks = {Path(f.path).parent: r["time_bmc"] for f in self.gathered.of_kind("ipmitool_sel_time")
+        clocks = {Path(f.path).parent: r["time_bmc"] for f in self.gathered.of_kind(kinds.IPMITOOL_SEL_TIME)
                   for r in f.records if r.get("time_bmc")}
         rows = []
-        for f in self.gathered.of_kind("ipmitool_sel"):
+        for f in self.gathered.of_kind(kinds.IPMITOOL_SEL):
             events = [SelEvent(**{k: r.get(k) for k in _SEL_FIELDS}) for r in f.records]
             clock = place_on_utc(events, clocks.get(Path(f.path).parent), _captured_at(Path(f.path)))
             losses = {id(p.event): p for p in power_losses(events)}
@@ -380,7 +381,7 @@ class EvidenceTables:
         columns = ["time", "host", "path", "fs_type", "size_gib", "used_gib", "avail_gib", "use_pct",
                    "inodes_used_pct", "full", "source", "file", "line"]
         rows = {}
-        for f in sorted(self.gathered.of_kind("statfs", "df"), key=lambda f: f.kind != "statfs"):  # stat -f wins
+        for f in sorted(self.gathered.of_kind(*kinds.FILESYSTEM_USAGE), key=lambda f: f.kind != kinds.STATFS):  # stat -f wins
             when = _captured_at(Path(f.path))
             for r in f.records:
                 path = r.get("path") or r.get("mount")

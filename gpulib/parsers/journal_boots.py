@@ -4,7 +4,7 @@ Why read it: a node that lost power, tripped its supply or was reset by the butt
 watchdog writes nothing about it; its journal just stops, and the next boot follows. The list
 of boots says when the previous boot's journal stopped (its ``LAST ENTRY``) and when the next
 one began: with the previous boot's last lines beside it (``journalctl -b -1``), a stop with no
-shutdown record is visible (:mod:`gpulib.diagnose.rules_boots`).
+shutdown record is visible (:mod:`gpulib.diagnose.rules.boots`).
 
 Two layouts, both in the node's local time. systemd 255 and later print a header and columns::
 

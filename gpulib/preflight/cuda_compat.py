@@ -19,7 +19,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from gpulib.preflight.findings import EnvFinding
+from gpulib.findings import Finding
+from gpulib.preflight.findings import env_finding
 
 #: CUDA major.minor -> minimum Linux driver for full support (CUDA Toolkit release notes, table 3).
 MIN_DRIVER = {
@@ -36,7 +37,7 @@ def _version(text: object) -> tuple[int, int] | None:
 
 
 def check(host: str | None, runtime: str, driver_cuda: str, driver_version: str | None = None,
-          what: str = "PyTorch is built for CUDA") -> EnvFinding | None:
+          what: str = "PyTorch is built for CUDA") -> Finding | None:
     """The finding for one runtime on one node, or None when it runs (or a version is unreadable)."""
     built, served = _version(runtime), _version(driver_cuda)
     if built is None or served is None or built <= served:
@@ -48,16 +49,16 @@ def check(host: str | None, runtime: str, driver_cuda: str, driver_version: str 
     hosts = [host] if host else []
     where = host or "this node"
     if built[0] > served[0]:
-        return EnvFinding("cuda-runtime-too-new", "error", None,
-                          f"{what} {runtime} but {driver} on {where} serves CUDA {driver_cuda}: the first CUDA call "
-                          "fails with 'CUDA driver version is insufficient for CUDA runtime version'.", fix, hosts)
-    return EnvFinding("cuda-minor-version-compat", "warning", None,
-                      f"{what} {runtime}, {driver} on {where} serves CUDA {driver_cuda}: it runs through minor version "
-                      "compatibility, but PTX JIT (kernels not prebuilt for this GPU) and newer-minor features fail.",
-                      fix, hosts)
+        return env_finding("cuda-runtime-too-new", "error", None,
+                           f"{what} {runtime} but {driver} on {where} serves CUDA {driver_cuda}: the first CUDA call "
+                           "fails with 'CUDA driver version is insufficient for CUDA runtime version'.", fix, hosts)
+    return env_finding("cuda-minor-version-compat", "warning", None,
+                       f"{what} {runtime}, {driver} on {where} serves CUDA {driver_cuda}: it runs through minor version "
+                       "compatibility, but PTX JIT (kernels not prebuilt for this GPU) and newer-minor features fail.",
+                       fix, hosts)
 
 
-def findings(rows: Iterable[Mapping]) -> list[EnvFinding]:
+def findings(rows: Iterable[Mapping]) -> list[Finding]:
     """Findings over per-host version rows with keys ``host``, ``cuda_driver``, ``driver``,
     ``torch_cuda`` and ``nvcc`` (the shape of ``EvidenceTables.software_versions()``)."""
     out = []

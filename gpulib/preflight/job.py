@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from gpulib.errors import InputError
+from gpulib.findings import Finding
 from gpulib.preflight import cuda_compat, nccl_env
-from gpulib.preflight.findings import EnvFinding
 
 
 def _read(path: str, what: str) -> str:
@@ -25,13 +25,13 @@ def _read(path: str, what: str) -> str:
 
 
 def job_checks(evidence: str | Path, versions: Iterable[Mapping], *, job_env: str = "",
-               nccl_log: str = "") -> tuple[list[EnvFinding], list[str]]:
+               nccl_log: str = "") -> tuple[list[Finding], list[str]]:
     """(checks, notes): the NCCL environment in ``job_env`` (a file of ``KEY=value`` lines)
     against the nodes of the evidence bundle(s) and the NCCL log, plus each node's CUDA
     runtime against its driver (``versions``: rows of ``EvidenceTables.software_versions()``).
     ``notes`` say what was not checked and why."""
     notes = []
-    checks: list[EnvFinding] = []
+    checks: list[Finding] = []
     if job_env:
         log_text = _read(nccl_log, "NCCL log") if nccl_log else None
         checks += nccl_env.audit(nccl_env.read_env(_read(job_env, "environment file")),

@@ -25,11 +25,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpulib.findings import Finding
 from gpulib.parsers import infiniband, ip_link
 from gpulib.parsers.base import read_text
 from gpulib.parsers.infiniband import IbPort
 from gpulib.parsers.ip_link import NetInterface
-from gpulib.preflight.findings import EnvFinding
+from gpulib.preflight.findings import env_finding
 
 #: Interfaces NCCL itself skips when NCCL_SOCKET_IFNAME is unset (docker bridges, libvirt, veth).
 _VIRTUAL = re.compile(r"^(lo|docker|virbr|veth|br-|cni|flannel|cali|ifb|tun|tap)")
@@ -75,10 +76,10 @@ def _matches(spec: _Spec, name: str) -> bool:
     return hit != spec.exclude
 
 
-def audit(env: Mapping[str, str], nodes: list[NodeFacts], nccl_log: str | None = None) -> list[EnvFinding]:
+def audit(env: Mapping[str, str], nodes: list[NodeFacts], nccl_log: str | None = None) -> list[Finding]:
     """Every finding for ``env`` (the job's environment) on ``nodes``; ``nccl_log`` is the text
     of an ``NCCL_DEBUG=INFO`` log of a previous run, when there is one."""
-    out: list[EnvFinding] = []
+    out: list[Finding] = []
     out += _debug(env)
     out += _socket_ifname(env, nodes)
     out += _ib_hca(env, nodes)
@@ -86,22 +87,22 @@ def audit(env: Mapping[str, str], nodes: list[NodeFacts], nccl_log: str | None =
     out += _ib_timeout(env, nodes)
     out += _torch_watchdog(env)
     if env.get("NCCL_P2P_DISABLE") == "1":
-        out.append(EnvFinding("nccl-p2p-disabled", "info", "NCCL_P2P_DISABLE",
-                              "NCCL_P2P_DISABLE=1: GPUs of one node exchange data through host memory, not NVLink/PCIe "
-                              "peer-to-peer. Keep it only as a workaround for a known P2P fault.",
-                              "unset NCCL_P2P_DISABLE"))
+        out.append(env_finding("nccl-p2p-disabled", "info", "NCCL_P2P_DISABLE",
+                               "NCCL_P2P_DISABLE=1: GPUs of one node exchange data through host memory, not NVLink/PCIe "
+                               "peer-to-peer. Keep it only as a workaround for a known P2P fault.",
+                               "unset NCCL_P2P_DISABLE"))
     return out
 
 
-def _debug(env: Mapping[str, str]) -> list[EnvFinding]:
+def _debug(env: Mapping[str, str]) -> list[Finding]:
     level = env.get("NCCL_DEBUG", "").upper()
     if level in ("INFO", "TRACE"):
         return []
     why = "unset" if not level else f"{level}"
-    return [EnvFinding("nccl-debug-off", "warning" if not level or level == "VERSION" else "info", "NCCL_DEBUG",
-                       f"NCCL_DEBUG is {why}: the next crash will not say which rank, GPU or network path failed "
-                       "(init lines map ranks to hosts and GPUs; NET lines show IB vs socket).",
-                       "export NCCL_DEBUG=INFO")]
+    return [env_finding("nccl-debug-off", "warning" if not level or level == "VERSION" else "info", "NCCL_DEBUG",
+                        f"NCCL_DEBUG is {why}: the next crash will not say which rank, GPU or network path failed "
+                        "(init lines map ranks to hosts and GPUs; NET lines show IB vs socket).",
+                        "export NCCL_DEBUG=INFO")]
 
 
 def _candidates(node: NodeFacts) -> list[str]:
@@ -118,7 +119,7 @@ def _suggest_ifname(nodes: list[NodeFacts]) -> str | None:
     return sorted(common, key=lambda n: (not n.startswith("ib"), n))[0]
 
 
-def _socket_ifname(env: Mapping[str, str], nodes: list[NodeFacts]) -> list[EnvFinding]:
+def _socket_ifname(env: Mapping[str, str], nodes: list[NodeFacts]) -> list[Finding]:
     value = env.get("NCCL_SOCKET_IFNAME")
     if not value or not nodes:
         return []
@@ -135,19 +136,19 @@ def _socket_ifname(env: Mapping[str, str], nodes: list[NodeFacts]) -> list[EnvFi
                 f" (up: {', '.join(_candidates(node)) or 'none'})"
     if missing:
         where = "; ".join(f"{h}: {why}" for h, why in sorted(missing.items()))
-        out.append(EnvFinding("nccl-socket-ifname-no-match", "error", "NCCL_SOCKET_IFNAME",
-                              f"NCCL_SOCKET_IFNAME={value} matches no interface that is up on {len(missing)} of "
-                              f"{len(nodes)} node(s) ({where}); NCCL fails at init with 'unhandled system error' / "
-                              "'no socket interface found' on those nodes.", fix, sorted(missing)))
+        out.append(env_finding("nccl-socket-ifname-no-match", "error", "NCCL_SOCKET_IFNAME",
+                               f"NCCL_SOCKET_IFNAME={value} matches no interface that is up on {len(missing)} of "
+                               f"{len(nodes)} node(s) ({where}); NCCL fails at init with 'unhandled system error' / "
+                               "'no socket interface found' on those nodes.", fix, sorted(missing)))
     elif len(nodes) > 1 and not spec.exclude and all(n.startswith("lo") for n in spec.names):
-        out.append(EnvFinding("nccl-socket-ifname-loopback", "error", "NCCL_SOCKET_IFNAME",
-                              f"NCCL_SOCKET_IFNAME={value} on a {len(nodes)}-node job: ranks on other nodes cannot "
-                              "reach a loopback address (connection refused / no route to host at init).", fix,
-                              [n.host for n in nodes]))
+        out.append(env_finding("nccl-socket-ifname-loopback", "error", "NCCL_SOCKET_IFNAME",
+                               f"NCCL_SOCKET_IFNAME={value} on a {len(nodes)}-node job: ranks on other nodes cannot "
+                               "reach a loopback address (connection refused / no route to host at init).", fix,
+                               [n.host for n in nodes]))
     return out
 
 
-def _ib_hca(env: Mapping[str, str], nodes: list[NodeFacts]) -> list[EnvFinding]:
+def _ib_hca(env: Mapping[str, str], nodes: list[NodeFacts]) -> list[Finding]:
     value = env.get("NCCL_IB_HCA")
     if not value or not nodes or _spec(value).exclude:
         return []
@@ -169,73 +170,73 @@ def _ib_hca(env: Mapping[str, str], nodes: list[NodeFacts]) -> list[EnvFinding]:
         common = names if common is None else common & names
     fix = f"export NCCL_IB_HCA=={','.join(sorted(common))}" if common else None
     where = "; ".join(f"{h}: {why}" for h, why in sorted(bad.items()))
-    return [EnvFinding("nccl-ib-hca-not-active", "error", "NCCL_IB_HCA",
-                       f"NCCL_IB_HCA={value} names HCA ports that are not Active on {len(bad)} node(s) ({where}).",
-                       fix, sorted(bad))]
+    return [env_finding("nccl-ib-hca-not-active", "error", "NCCL_IB_HCA",
+                        f"NCCL_IB_HCA={value} names HCA ports that are not Active on {len(bad)} node(s) ({where}).",
+                        fix, sorted(bad))]
 
 
-def _ib_switched_off(env: Mapping[str, str], nodes: list[NodeFacts], nccl_log: str | None) -> list[EnvFinding]:
+def _ib_switched_off(env: Mapping[str, str], nodes: list[NodeFacts], nccl_log: str | None) -> list[Finding]:
     with_ib = [n.host for n in nodes if n.active_ib()]
     if not with_ib:
         return []
     if env.get("NCCL_IB_DISABLE") == "1":
-        return [EnvFinding("nccl-ib-disabled", "warning", "NCCL_IB_DISABLE",
-                           f"NCCL_IB_DISABLE=1 while {len(with_ib)} node(s) have Active InfiniBand ports: all traffic "
-                           "goes over TCP sockets, many times slower, and collectives time out under load.",
-                           "export NCCL_IB_DISABLE=0", with_ib)]
+        return [env_finding("nccl-ib-disabled", "warning", "NCCL_IB_DISABLE",
+                            f"NCCL_IB_DISABLE=1 while {len(with_ib)} node(s) have Active InfiniBand ports: all traffic "
+                            "goes over TCP sockets, many times slower, and collectives time out under load.",
+                            "export NCCL_IB_DISABLE=0", with_ib)]
     if env.get("NCCL_NET", "").lower() == "socket":
-        return [EnvFinding("nccl-net-socket", "warning", "NCCL_NET",
-                           f"NCCL_NET={env['NCCL_NET']} forces TCP sockets while {len(with_ib)} node(s) have Active "
-                           "InfiniBand ports.", "unset NCCL_NET", with_ib)]
+        return [env_finding("nccl-net-socket", "warning", "NCCL_NET",
+                            f"NCCL_NET={env['NCCL_NET']} forces TCP sockets while {len(with_ib)} node(s) have Active "
+                            "InfiniBand ports.", "unset NCCL_NET", with_ib)]
     if nccl_log and _NET_SOCKET.search(nccl_log) and not _NET_IB.search(nccl_log):
-        return [EnvFinding("nccl-fell-back-to-socket", "warning", "NCCL_IB_DISABLE",
-                           "The NCCL log shows NET/Socket although the nodes have Active InfiniBand ports: NCCL found "
-                           "no usable IB device (libibverbs/rdma-core missing in the container, /dev/infiniband not "
-                           "mounted, or NCCL_IB_HCA excluding every port). Fix that, and state the intent:",
-                           "export NCCL_IB_DISABLE=0", with_ib)]
+        return [env_finding("nccl-fell-back-to-socket", "warning", "NCCL_IB_DISABLE",
+                            "The NCCL log shows NET/Socket although the nodes have Active InfiniBand ports: NCCL found "
+                            "no usable IB device (libibverbs/rdma-core missing in the container, /dev/infiniband not "
+                            "mounted, or NCCL_IB_HCA excluding every port). Fix that, and state the intent:",
+                            "export NCCL_IB_DISABLE=0", with_ib)]
     return []
 
 
-def _ib_timeout(env: Mapping[str, str], nodes: list[NodeFacts]) -> list[EnvFinding]:
+def _ib_timeout(env: Mapping[str, str], nodes: list[NodeFacts]) -> list[Finding]:
     raw = env.get("NCCL_IB_TIMEOUT")
     fix = f"export NCCL_IB_TIMEOUT={IB_TIMEOUT_LARGE}"
     if raw is None:
         if len(nodes) >= LARGE_JOB_NODES and any(n.active_ib() for n in nodes):
-            return [EnvFinding("nccl-ib-timeout-scale", "info", "NCCL_IB_TIMEOUT",
-                               f"{len(nodes)} nodes on InfiniBand with NCCL's default NCCL_IB_TIMEOUT "
-                               f"({IB_TIMEOUT_DEFAULT}, about 4.3 s per retry): the runbook raises it for large jobs.",
-                               fix)]
+            return [env_finding("nccl-ib-timeout-scale", "info", "NCCL_IB_TIMEOUT",
+                                f"{len(nodes)} nodes on InfiniBand with NCCL's default NCCL_IB_TIMEOUT "
+                                f"({IB_TIMEOUT_DEFAULT}, about 4.3 s per retry): the runbook raises it for large jobs.",
+                                fix)]
         return []
     if not raw.strip().isdigit() or not 1 <= int(raw) <= 31:
-        return [EnvFinding("nccl-ib-timeout-invalid", "error", "NCCL_IB_TIMEOUT",
-                           f"NCCL_IB_TIMEOUT={raw!r} is not an integer 1..31 (the timeout is 4.096 us x 2^value).", fix)]
+        return [env_finding("nccl-ib-timeout-invalid", "error", "NCCL_IB_TIMEOUT",
+                            f"NCCL_IB_TIMEOUT={raw!r} is not an integer 1..31 (the timeout is 4.096 us x 2^value).", fix)]
     value = int(raw)
     if value < IB_TIMEOUT_DEFAULT:
         seconds = 4.096e-6 * 2 ** value
-        return [EnvFinding("nccl-ib-timeout-low", "warning", "NCCL_IB_TIMEOUT",
-                           f"NCCL_IB_TIMEOUT={value} ({seconds:.2g} s per retry) is below NCCL's default "
-                           f"{IB_TIMEOUT_DEFAULT}: on a busy fabric the IB retries give up and the job dies with "
-                           "'NET/IB : Got completion with error 12'.", fix)]
+        return [env_finding("nccl-ib-timeout-low", "warning", "NCCL_IB_TIMEOUT",
+                            f"NCCL_IB_TIMEOUT={value} ({seconds:.2g} s per retry) is below NCCL's default "
+                            f"{IB_TIMEOUT_DEFAULT}: on a busy fabric the IB retries give up and the job dies with "
+                            "'NET/IB : Got completion with error 12'.", fix)]
     return []
 
 
-def _torch_watchdog(env: Mapping[str, str]) -> list[EnvFinding]:
+def _torch_watchdog(env: Mapping[str, str]) -> list[Finding]:
     out = []
     for name in ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"):
         if env.get(name) == "0":
-            out.append(EnvFinding("torch-nccl-async-error-handling-off", "warning", name,
-                                  f"{name}=0: a failed or timed-out collective is not aborted, so the job hangs until "
-                                  "the scheduler's time limit instead of failing fast (and being restartable).",
-                                  "export TORCH_NCCL_ASYNC_ERROR_HANDLING=3"))
+            out.append(env_finding("torch-nccl-async-error-handling-off", "warning", name,
+                                   f"{name}=0: a failed or timed-out collective is not aborted, so the job hangs until "
+                                   "the scheduler's time limit instead of failing fast (and being restartable).",
+                                   "export TORCH_NCCL_ASYNC_ERROR_HANDLING=3"))
     if env.get("TORCH_NCCL_ENABLE_MONITORING") == "0":
-        out.append(EnvFinding("torch-nccl-monitoring-off", "warning", "TORCH_NCCL_ENABLE_MONITORING",
-                              "TORCH_NCCL_ENABLE_MONITORING=0: nothing kills a process whose NCCL watchdog is itself "
-                              "stuck; a hang stays a hang.", "unset TORCH_NCCL_ENABLE_MONITORING"))
+        out.append(env_finding("torch-nccl-monitoring-off", "warning", "TORCH_NCCL_ENABLE_MONITORING",
+                               "TORCH_NCCL_ENABLE_MONITORING=0: nothing kills a process whose NCCL watchdog is itself "
+                               "stuck; a hang stays a hang.", "unset TORCH_NCCL_ENABLE_MONITORING"))
     if env.get("TORCH_NCCL_TRACE_BUFFER_SIZE", "0") in ("", "0"):
-        out.append(EnvFinding("torch-nccl-flight-recorder-off", "info", "TORCH_NCCL_TRACE_BUFFER_SIZE",
-                              "The NCCL flight recorder is off: after the next timeout there is no record of which "
-                              "collective each rank was in. Turn it on, with a dump on timeout:",
-                              "export TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1"))
+        out.append(env_finding("torch-nccl-flight-recorder-off", "info", "TORCH_NCCL_TRACE_BUFFER_SIZE",
+                               "The NCCL flight recorder is off: after the next timeout there is no record of which "
+                               "collective each rank was in. Turn it on, with a dump on timeout:",
+                               "export TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1"))
     return out
 
 

@@ -60,7 +60,7 @@ def _healthcheck(args) -> int:
     print(f"gpulib slurm healthcheck: {outcome.node}: {outcome.message}")
     if outcome.check is not None:
         for f in outcome.check.findings:
-            print(f"  {f['severity']:>8}  {f['title']}")
+            print(f"  {f.severity:>8}  {f.title}")
     return outcome.exit_code
 
 

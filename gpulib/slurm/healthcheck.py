@@ -32,6 +32,8 @@ from pathlib import Path
 
 from gpulib import exit_codes
 from gpulib.errors import InputError
+from gpulib.evidence import kinds
+from gpulib.findings import Finding
 from gpulib.readable import require_readable
 from gpulib.slurm import scontrol
 from gpulib.slurm.capture import capture
@@ -48,17 +50,17 @@ EXIT_GO, EXIT_WARN, EXIT_USAGE, EXIT_NO_GO, EXIT_FAILED = (exit_codes.OK, exit_c
 
 @dataclass
 class CheckResult:
-    """The go/no-go of one node: ``verdict`` GO | NO-GO, the findings (recorded-finding dicts),
-    and ``cause``, the one line a drain reason carries."""
+    """The go/no-go of one node: ``verdict`` GO | NO-GO, the findings, and ``cause``, the one
+    line a drain reason carries."""
 
     verdict: str
-    findings: list[dict] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
     cause: str | None = None
     gpus_seen: int = 0
 
     @property
-    def warnings(self) -> list[dict]:
-        return [f for f in self.findings if f["severity"] == "warning"]
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "warning"]
 
 
 def _short(host: str) -> str:
@@ -71,7 +73,7 @@ def judge_only(files, evidence: Path, node: str) -> None:
     fault; and evidence of which nothing could be read says nothing about any node (a no-go on
     it would drain a healthy node). Files that name no host (a replayed ``nvidia-smi -q``) are
     taken as this node's: that is what replaying recorded outputs means."""
-    if not any(f.kind not in ("unreadable", "empty", "unknown") for f in files.files):
+    if not any(f.kind not in kinds.NOTHING_READ for f in files.files):
         raise InputError("nothing in the evidence could be read: no verdict on this node is possible",
                          path=str(evidence), hint="give a bundle or the node's recorded tool outputs (nvidia-smi -q, "
                                                   "the kernel log)")
@@ -96,10 +98,11 @@ def self_check(evidence: Path, expected_gpus: int | None, node: str | None = Non
     if node is not None:
         judge_only(files, evidence, node)
     seen = gate.gpus_seen(files.snapshots())
-    findings = gate.self_check(diagnosis, seen, expected_gpus)  # the preflight's own list (notebook 08)
-    verdict = gate.go_no_go(findings)
-    blocking = [f for f in findings if f["severity"] in ("critical", "error")]
-    return CheckResult(verdict["verdict"], findings, blocking[0]["title"] if blocking else None, seen)
+    recorded = gate.self_check(diagnosis, seen, expected_gpus)  # the preflight's own list (notebook 08), as JSON
+    verdict = gate.go_no_go(recorded)
+    findings = [Finding.from_dict(f) for f in recorded]
+    blocking = [f for f in findings if f.severity in ("critical", "error")]
+    return CheckResult(verdict["verdict"], findings, blocking[0].title if blocking else None, seen)
 
 
 @dataclass

@@ -1,16 +1,16 @@
 """The rule registry: every rules module listed once, phases in order, kinds that exist."""
 
-from pathlib import Path
+import pkgutil
 
-import gpulib.diagnose
-from gpulib.diagnose.registry import PHASES, RULES
+import gpulib.diagnose.rules
+from gpulib.diagnose.rules import PHASES, RULES
 from gpulib.evidence import kinds
 
 
 def test_every_rules_module_is_registered_once():
-    modules = sorted(p.stem for p in Path(gpulib.diagnose.__file__).parent.glob("rules_*.py"))
-    registered = [rule.run.__module__.rsplit(".", 1)[1] for rule in RULES]
-    assert sorted(registered) == modules, "add the new rules module to gpulib/diagnose/registry.py"
+    modules = sorted(m.name for m in pkgutil.iter_modules(gpulib.diagnose.rules.__path__))
+    registered = [rule.run.__module__.removeprefix("gpulib.diagnose.rules.") for rule in RULES]
+    assert sorted(registered) == modules, "add the new rules module to RULES in gpulib/diagnose/rules/__init__.py"
     assert len({rule.name for rule in RULES}) == len(RULES)
     assert all(rule.run.__name__ == "run" for rule in RULES)
 

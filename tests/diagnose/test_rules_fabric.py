@@ -1,4 +1,4 @@
-"""Network failures judged in context (rules_fabric): init-time connect failures and system errors,
+"""Network failures judged in context (gpulib.diagnose.rules.fabric): init-time connect failures and system errors,
 IB asked for but sockets used, IB completion / remote errors hard or soft, peers named from the
 evidence. Each mechanism has a negative control. Own hosts, pids and loopback addresses only."""
 

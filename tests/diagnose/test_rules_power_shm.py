@@ -12,7 +12,8 @@ import json
 
 import pytest
 
-from gpulib.diagnose import diagnose, rules_sel, rules_shm
+from gpulib.diagnose import diagnose
+from gpulib.diagnose.rules import sel, shm
 from gpulib.evidence.bundle import BundleWriter
 from gpulib.parsers import ipmi_sel
 from tests.diagnose.test_rules import job_log, timeouts
@@ -141,7 +142,7 @@ def test_sel_alone_an_unrestored_supply_failure_is_the_fault_a_restored_one_is_n
 
 def test_power_losses_pair_each_entry_with_its_recovery():
     events = ipmi_sel.parse(SEL_HISTORY + SEL_INCIDENT).records
-    losses = {p.event.record_id: p for p in rules_sel.power_losses(events)}
+    losses = {p.event.record_id: p for p in sel.power_losses(events)}
     assert sorted(losses) == ["41", "42", "47", "48", "49"]
     assert losses["41"].restored.record_id == "43" and losses["42"].restored.record_id == "44"
     assert losses["49"].node_power and losses["49"].restored.record_id == "4b"
@@ -217,4 +218,4 @@ def test_no_space_left_in_a_worker_with_shm_full_on_the_only_node(tmp_path):
 @pytest.mark.parametrize(("size", "ranks", "gib"), [(64 << 20, 1, 8), (64 << 20, 8, 16), (12 << 30, 8, 24),
                                                     ((5 << 30) + 1, 1, 11)])
 def test_shm_advice_is_twice_what_filled_at_least_per_rank_rounded_to_gib(size, ranks, gib):
-    assert rules_shm.shm_advice_bytes(size, ranks) == gib << 30
+    assert shm.shm_advice_bytes(size, ranks) == gib << 30

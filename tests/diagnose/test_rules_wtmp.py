@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 
-from gpulib.diagnose import diagnose, rules_wtmp
+from gpulib.diagnose import diagnose
+from gpulib.diagnose.rules import wtmp as wtmp_rules
 from gpulib.evidence.bundle import BundleWriter
 from gpulib.parsers import wtmp
 from gpulib.parsers.wtmp import WtmpRecord
@@ -100,7 +101,7 @@ def test_boot_sequence_without_sessions():
     rows = _rows("reboot   system boot  6.1.0-31-amd64   Fri Jan  9 06:40   still running\n"
                  "runlevel (to lvl 3)   6.1.0-31-amd64   Thu Jan  8 19:02 - 06:40  (11:38)\n"
                  "reboot   system boot  6.1.0-31-amd64   Thu Jan  8 19:01 - 06:40  (11:39)\n")
-    [crash] = rules_wtmp.crashes(rows)
+    [crash] = wtmp_rules.crashes(rows)
     assert crash.cut == [] and crash.boot.line == 1 and crash.alive.line == 2 and crash.latest
 
 
@@ -108,12 +109,12 @@ def test_boots_alone_cannot_tell():
     # `last reboot`: no shutdown rows are shown at all, so two boots in a row say nothing
     rows = _rows("reboot   system boot  6.1.0-31-amd64   Fri Jan  9 06:40   still running\n"
                  "reboot   system boot  6.1.0-31-amd64   Thu Jan  8 19:01 - 06:40  (11:39)\n")
-    assert rules_wtmp.crashes(rows) == []
+    assert wtmp_rules.crashes(rows) == []
 
 
 def test_user_filtered_listing_keeps_lasts_own_crash():
     rows = _rows("trainer  pts/0        10.30.1.9        Wed Mar  4 21:58 - crash  (01:07)\n")
-    [crash] = rules_wtmp.crashes(rows)
+    [crash] = wtmp_rules.crashes(rows)
     assert crash.boot is None and crash.cut == rows
 
 

@@ -6,7 +6,7 @@ announcement followed by training steps is old news, and a rank 0 that failed is
 from __future__ import annotations
 
 from gpulib.diagnose import diagnose
-from gpulib.diagnose.rules_job import _DATA_STEP
+from gpulib.diagnose.rules.job import _DATA_STEP
 
 PREP = "2026-01-19 08:02:12,317 INFO  Extracting scenarios from cache: /data/cache/full (this may take a while)...\n"
 STEPS = "".join(f"2026-01-19 08:03:{i:02d},000 INFO  step {i}/5000 loss 2.{i:02d}\n" for i in range(10, 14))

@@ -24,7 +24,7 @@ def test_slurm_and_notebook_08_reach_the_same_verdict_on_the_same_findings(examp
     states = ev.gpu_states()
     notebook = steps.self_check(ev.diagnosis, states)
     slurm = self_check(EXAMPLES / example, None)
-    assert slurm.findings == notebook
+    assert [f.to_dict() for f in slurm.findings] == notebook
     assert slurm.verdict == steps.go_no_go(notebook)["verdict"]
     assert slurm.gpus_seen == steps.gpus_seen(states)
 
@@ -32,7 +32,7 @@ def test_slurm_and_notebook_08_reach_the_same_verdict_on_the_same_findings(examp
 def test_gpu_fell_off_the_bus_is_no_go_with_the_bus_finding_first():
     check = self_check(EXAMPLES / "incident-gpu-fell-off-bus", None)
     assert check.verdict == "NO-GO" and check.cause and check.gpus_seen > 0
-    assert any(f["category"] == "gpu_fell_off_bus" and f["severity"] == "critical" for f in check.findings)
+    assert any(f.category == "gpu_fell_off_bus" and f.severity == "critical" for f in check.findings)
 
 
 def test_presence_against_the_expected_count():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpulib.errors import InputError
-from gpulib.preflight.findings import EnvFinding, as_finding
+from gpulib.preflight.findings import env_finding
 from gpulib.preflight.job import job_checks
 
 
@@ -24,16 +24,17 @@ def test_the_job_environment_file_is_what_is_audited(tmp_path):
     env = tmp_path / "job.env"
     env.write_text("NCCL_SOCKET_IFNAME=ib0\n", encoding="utf-8")
     checks, notes = job_checks(tmp_path, [], job_env=str(env))
-    assert notes == [] and "nccl-debug-off" in [c.check for c in checks]
+    assert notes == [] and "nccl-debug-off" in [c.id for c in checks]
     env.write_text("NCCL_SOCKET_IFNAME=ib0\nNCCL_DEBUG=INFO\n", encoding="utf-8")
     checks, _ = job_checks(tmp_path, [], job_env=str(env))
-    assert "nccl-debug-off" not in [c.check for c in checks]
+    assert "nccl-debug-off" not in [c.id for c in checks]
 
 
-def test_a_check_becomes_a_finding_with_its_fix_as_the_action():
-    check = EnvFinding("nccl-ib-disabled", "error", "NCCL_IB_DISABLE", "IB disabled on an IB fabric",
-                       fix="unset NCCL_IB_DISABLE", hosts=["n1"])
-    f = as_finding(check).check()
+def test_a_check_is_a_finding_with_its_fix_as_the_action():
+    f = env_finding("nccl-ib-disabled", "error", "NCCL_IB_DISABLE", "IB disabled on an IB fabric",
+                    fix="unset NCCL_IB_DISABLE", hosts=["n1"])
     assert (f.id, f.severity, f.category, f.actions) == ("nccl-ib-disabled", "error", "network_fabric",
                                                         ["unset NCCL_IB_DISABLE"])
-    assert f.to_dict()["hosts"] == ["n1"]
+    assert f.to_dict()["hosts"] == ["n1"] and f.to_dict()["variable"] == "NCCL_IB_DISABLE"
+    version = env_finding("cuda-runtime-too-new", "error", None, "CUDA 12.4 on a 12.2 driver")
+    assert version.category == "driver_mismatch" and "variable" not in version.to_dict() and version.actions == []

@@ -29,19 +29,19 @@ def nodes(recorded):
 
 
 def _by_check(findings):
-    return {f.check: f for f in findings}
+    return {f.id: f for f in findings}
 
 
 def test_a_wrong_socket_ifname_names_the_nodes_and_the_line(nodes):
     found = _by_check(nccl_env.audit({"NCCL_SOCKET_IFNAME": "enp6s0", "NCCL_DEBUG": "INFO"}, nodes))
     bad = found["nccl-socket-ifname-no-match"]
-    assert bad.severity == "error" and bad.hosts == ["node-b"] and "no such interface" in bad.message
-    assert "up: enp7s0, ib0" in bad.message and bad.fix == "export NCCL_SOCKET_IFNAME=ib0"
+    assert bad.severity == "error" and bad.extra["hosts"] == ["node-b"] and "no such interface" in bad.title
+    assert "up: enp7s0, ib0" in bad.title and bad.actions[0] == "export NCCL_SOCKET_IFNAME=ib0"
     assert exit_code(list(found.values())) == 3
     ok = _by_check(nccl_env.audit({"NCCL_SOCKET_IFNAME": "enp,ib", "NCCL_DEBUG": "INFO"}, nodes))
     assert "nccl-socket-ifname-no-match" not in ok, "prefix matching, as NCCL does"
     exact = _by_check(nccl_env.audit({"NCCL_SOCKET_IFNAME": "=enp", "NCCL_DEBUG": "INFO"}, nodes))
-    assert exact["nccl-socket-ifname-no-match"].hosts == ["node-a", "node-b"]
+    assert exact["nccl-socket-ifname-no-match"].extra["hosts"] == ["node-a", "node-b"]
     excluded = _by_check(nccl_env.audit({"NCCL_SOCKET_IFNAME": "^docker,lo", "NCCL_DEBUG": "INFO"}, nodes))
     assert "nccl-socket-ifname-no-match" not in excluded
 
@@ -57,16 +57,16 @@ def test_ib_hca_naming_a_port_that_is_down(nodes):
     name = f"={down[0].ca}"
     found = _by_check(nccl_env.audit({"NCCL_IB_HCA": name, "NCCL_DEBUG": "INFO"}, nodes))
     bad = found["nccl-ib-hca-not-active"]
-    assert bad.hosts == ["node-b"] and down[0].ca in bad.message and bad.fix.startswith("export NCCL_IB_HCA==")
+    assert bad.extra["hosts"] == ["node-b"] and down[0].ca in bad.title and bad.actions[0].startswith("export NCCL_IB_HCA==")
     up_on_both = {f"{p.ca}:{p.port}" for p in nodes[0].active_ib()} & {f"{p.ca}:{p.port}" for p in nodes[1].active_ib()}
-    assert set(bad.fix.split("==")[1].split(",")) == up_on_both
+    assert set(bad.actions[0].split("==")[1].split(",")) == up_on_both
     assert "nccl-ib-hca-not-active" not in _by_check(nccl_env.audit({"NCCL_IB_HCA": "mlx5", "NCCL_DEBUG": "INFO"}, nodes))
 
 
 def test_ib_switched_off_or_not_used(nodes):
     found = _by_check(nccl_env.audit({"NCCL_IB_DISABLE": "1"}, nodes))
-    assert found["nccl-ib-disabled"].fix == "export NCCL_IB_DISABLE=0" and found["nccl-debug-off"].severity == "warning"
-    assert _by_check(nccl_env.audit({"NCCL_NET": "Socket"}, nodes))["nccl-net-socket"].fix == "unset NCCL_NET"
+    assert found["nccl-ib-disabled"].actions[0] == "export NCCL_IB_DISABLE=0" and found["nccl-debug-off"].severity == "warning"
+    assert _by_check(nccl_env.audit({"NCCL_NET": "Socket"}, nodes))["nccl-net-socket"].actions[0] == "unset NCCL_NET"
     log = ("node-a:81230:81230 [0] NCCL INFO NET/Plugin: No plugin found (libnccl-net.so)\n"
            "node-a:81230:81230 [0] NCCL INFO NET/Socket : Using [0]enp6s0:10.8.0.11<0>\n"
            "node-a:81230:81230 [0] NCCL INFO Using network Socket\n")
@@ -80,9 +80,10 @@ def test_ib_switched_off_or_not_used(nodes):
 def test_ib_timeout_and_torch_watchdog(nodes):
     found = _by_check(nccl_env.audit({"NCCL_IB_TIMEOUT": "14", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "0",
                                       "TORCH_NCCL_ENABLE_MONITORING": "0"}, nodes))
-    assert found["nccl-ib-timeout-low"].fix == "export NCCL_IB_TIMEOUT=22" and "0.067 s" in found["nccl-ib-timeout-low"].message
+    low = found["nccl-ib-timeout-low"]
+    assert low.actions[0] == "export NCCL_IB_TIMEOUT=22" and "0.067 s" in low.title
     assert found["torch-nccl-async-error-handling-off"].severity == "warning"
-    assert found["torch-nccl-monitoring-off"].fix == "unset TORCH_NCCL_ENABLE_MONITORING"
+    assert found["torch-nccl-monitoring-off"].actions[0] == "unset TORCH_NCCL_ENABLE_MONITORING"
     assert "nccl-ib-timeout-invalid" in _by_check(nccl_env.audit({"NCCL_IB_TIMEOUT": "22s"}, nodes))
     big = nodes * 8
     assert "nccl-ib-timeout-scale" in _by_check(nccl_env.audit({}, big))
@@ -105,13 +106,13 @@ def test_node_facts_from_a_bundle_folder(tmp_path, recorded):
 
 def test_cuda_runtime_against_driver():
     too_new = cuda_compat.check("node-a", "12.4", "11.8", "520.61.05")
-    assert too_new.severity == "error" and "insufficient" in too_new.message and ">= 550.54.14" in too_new.fix
+    assert too_new.severity == "error" and "insufficient" in too_new.title and ">= 550.54.14" in too_new.actions[0]
     minor = cuda_compat.check("node-a", "12.6", "12.2", "535.104.05")
-    assert minor.severity == "warning" and "minor version compatibility" in minor.message
+    assert minor.severity == "warning" and "minor version compatibility" in minor.title
     assert cuda_compat.check("node-a", "12.1", "12.4") is None and cuda_compat.check(None, "n/a", "12.4") is None
     rows = [{"host": "node-a", "cuda_driver": "12.2", "driver": "535.104.05", "torch_cuda": "12.4", "nvcc": "12.1"},
             {"host": "node-b", "cuda_driver": "12.8", "driver": "570.86.15", "torch_cuda": "12.4", "nvcc": None}]
-    assert [(f.hosts, f.check) for f in cuda_compat.findings(rows)] == [(["node-a"], "cuda-minor-version-compat")]
+    assert [(f.extra["hosts"], f.id) for f in cuda_compat.findings(rows)] == [(["node-a"], "cuda-minor-version-compat")]
 
 
 def test_job_env_file_and_bundle_nodes(tmp_path):
@@ -124,4 +125,4 @@ def test_job_env_file_and_bundle_nodes(tmp_path):
     (tmp_path / "notes").mkdir()
     assert [n.host for n in nccl_env.bundle_nodes(tmp_path)] == ["node-a", "node-b"]
     found = nccl_env.audit({"NCCL_SOCKET_IFNAME": "enp6", "NCCL_DEBUG": "INFO"}, nccl_env.bundle_nodes(tmp_path))
-    assert [f.hosts for f in found if f.check == "nccl-socket-ifname-no-match"] == [["node-b"]]
+    assert [f.extra["hosts"] for f in found if f.id == "nccl-socket-ifname-no-match"] == [["node-b"]]

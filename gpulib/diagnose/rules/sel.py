@@ -19,8 +19,10 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from gpulib.diagnose import rules_job, verdict
+from gpulib.diagnose import verdict
 from gpulib.diagnose.context import Context, evidence
+from gpulib.diagnose.rules import job
+from gpulib.evidence import kinds
 from gpulib.evidence.gather import InputFile
 from gpulib.parsers.ipmi_sel import SelEvent, align_to_utc
 from gpulib.parsers.logtime import seconds_between, stamp_in, zone_of
@@ -65,10 +67,10 @@ def incident_window(ctx: Context) -> Window | None:
     progress line (every rank, the lost one included, took that step) and no later than the last
     failure line. A SEL entry outside that is not what stopped this job.
     """
-    failure = rules_job.last_failure_time(ctx)
+    failure = job.last_failure_time(ctx)
     if failure is None:
         return None
-    events = [e for _f, e in ctx.records("training_log") if e.time_utc and not e.time_approx]
+    events = [e for _f, e in ctx.records(kinds.TRAINING_LOG) if e.time_utc and not e.time_approx]
     first = min((e.time_utc for e in events if e.kind in FAILURE_KINDS), default=failure)
     progress = [e.time_utc for e in events if e.kind == "step" and e.time_utc <= first]
     last_progress = max(progress) if progress else None
@@ -76,7 +78,7 @@ def incident_window(ctx: Context) -> Window | None:
         start = last_progress
     else:
         start = _shift(first, -COLLECTIVE_TIMEOUT_S)
-        job_start = verdict.known_start(rules_job.job_start_time(ctx), first)
+        job_start = verdict.known_start(job.job_start_time(ctx), first)
         if job_start and job_start > start:
             start = job_start
     return Window(start, failure, last_progress)
@@ -120,8 +122,8 @@ def _restored(e: SelEvent, later: list[SelEvent], removed: bool) -> SelEvent | N
 
 def run(ctx: Context) -> None:
     window = incident_window(ctx)
-    clocks = {f.path.parent: rec for f, rec in ctx.records("ipmitool_sel_time")}
-    for file in ctx.inputs.of_kind("ipmitool_sel"):
+    clocks = {f.path.parent: rec for f, rec in ctx.records(kinds.IPMITOOL_SEL_TIME)}
+    for file in ctx.inputs.of_kind(kinds.IPMITOOL_SEL):
         events = [e for e in file.records if isinstance(e, SelEvent)]
         clock_note = _place_on_utc(ctx, file, events, clocks.get(file.path.parent))
         ctx.judged |= {(file.display, e.line) for e in events if e.is_power_event and e.line is not None}

@@ -21,7 +21,8 @@ from math import prod
 from statistics import median
 
 from gpulib.diagnose.context import Context, evidence, place
-from gpulib.diagnose.rules_signatures import CASCADE_EXCEPTIONS
+from gpulib.diagnose.rules.signatures import CASCADE_EXCEPTIONS
+from gpulib.evidence import kinds
 from gpulib.findings import LAST_RESORT_TIER, Finding, Pointers
 from gpulib.parsers.linescan import lines_up_to
 from gpulib.parsers.training_log import ranks_of
@@ -36,7 +37,7 @@ _APP_CUDA = ("illegal memory access", "device-side assert", "misaligned address"
 
 
 def _events(ctx: Context) -> list[tuple]:
-    return ctx.records("training_log", "torchrun_error_file")
+    return ctx.records(*kinds.JOB_LOGS)
 
 
 def _fmt_ranks(ranks) -> str:
@@ -153,7 +154,7 @@ def _rank0_busy(ctx: Context, fl, first, timeout_s: int | None = None) -> None:
     # a data-preparation progress bar (tokenizing, mapping, loading shards) still short of 100 % in the
     # same console: that is what rank 0 was doing - the ranks that wait for it print no such bar
     prep = next((s for s in fl.signals if s.signature == DATA_PROGRESS and int(s.fields.get("num") or 100) < 100), None)
-    said = None if prep else _last_data_step(fl, first.line, events=[e for f, e in ctx.records("training_log")
+    said = None if prep else _last_data_step(fl, first.line, events=[e for f, e in ctx.records(kinds.TRAINING_LOG)
                                                                          if f is fl])
     what = "preparing the data (a progress bar short of 100 %)" if prep else \
         f"preparing the data ('{said[1].strip()[-80:]}')" if said else \
@@ -613,7 +614,7 @@ def _cancelled_in_data_prep(ctx: Context, fl, cancel, events) -> None:
     place(ctx, f, rank=rank)
 
 
-# ---------------------------------------------------------------- transport (version skew: rules_other)
+# ---------------------------------------------------------------- transport (version skew: rules.other)
 def _transport(ctx: Context, events) -> None:
     nets = ctx.ids.transport
     hosts = sorted(nets)
@@ -741,10 +742,10 @@ def last_failure_time(ctx: Context) -> str | None:
     and a process still on a GPU after it is a leftover. Only stamped lines count: a line printed
     without a stamp (a rank's watchdog line after the last progress line) borrowed its time from a
     neighbour, so it does not say that a later cause (the OOM kill that stopped that rank) came after."""
-    kinds = {"watchdog_timeout", "nccl_error", "process_failed", "child_failed", "srun_task_exit", "cuda_oom",
-             "cuda_error", "exception", "socket_error", "ib_completion_error", "slurm_cancelled", "node_failure",
-             "ci_step_failed", "barrier_timeout"}
-    times = [e.time_last or e.time_utc for _, e in _events(ctx) if e.kind in kinds and e.time_utc
+    failing = {"watchdog_timeout", "nccl_error", "process_failed", "child_failed", "srun_task_exit", "cuda_oom",
+               "cuda_error", "exception", "socket_error", "ib_completion_error", "slurm_cancelled", "node_failure",
+               "ci_step_failed", "barrier_timeout"}
+    times = [e.time_last or e.time_utc for _, e in _events(ctx) if e.kind in failing and e.time_utc
              and not e.time_approx]
     return max(times) if times else None
 

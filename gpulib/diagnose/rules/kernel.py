@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from gpulib.catalog import xid_info
 from gpulib.diagnose.context import Context, evidence, place
+from gpulib.evidence import kinds
 from gpulib.findings import Finding, Pointers
 from gpulib.parsers import prom_text
 from gpulib.parsers.line_identity import names_a_port
@@ -40,7 +41,7 @@ def _dcgm_xids(ctx: Context) -> list[tuple]:
     """Xid events from dcgm-exporter's Xid gauge (Prometheus history), placed on a PCI id through
     the GPU's UUID or DCGM index when the exporter did not label one."""
     out = []
-    for file, ev in prom_text.xid_events(ctx.records("dcgm_exporter")):
+    for file, ev in prom_text.xid_events(ctx.records(kinds.DCGM_EXPORTER)):
         ev.host = ev.host or file.host
         uuid, index = ev.details.get("uuid"), ev.details.get("gpu")
         place = ctx.ids.place_of_uuid(uuid) if ev.pci_bus_id is None else None
@@ -69,7 +70,7 @@ Handler = Callable[[_Scan, object, object, str | None], None]
 def run(ctx: Context) -> None:
     """Every kernel event (the kernel logs and dcgm-exporter's Xid gauge) through its kind's handler
     (:data:`HANDLERS`); kinds without one are read by other rules or are only context."""
-    events = sorted(ctx.records("kernel_log") + _dcgm_xids(ctx), key=lambda fr: (fr[1].time_utc or "", fr[1].line))
+    events = sorted(ctx.records(kinds.KERNEL_LOG) + _dcgm_xids(ctx), key=lambda fr: (fr[1].time_utc or "", fr[1].line))
     scan = _Scan(ctx, events)
     for file, ev in events:
         handler = HANDLERS.get(ev.kind)

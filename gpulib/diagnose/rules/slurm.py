@@ -22,6 +22,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from gpulib.diagnose.context import Context, evidence
+from gpulib.evidence import kinds
 from gpulib.findings import EvidenceLine, Finding
 from gpulib.parsers.slurm import NodeReason
 from gpulib.parsers.slurm_job import BAD_END_STATES, ended_badly
@@ -61,7 +62,7 @@ class _Job:
 
 def _jobs(ctx: Context) -> list[_Job]:
     jobs: dict[str, _Job] = {}
-    for file, rec in ctx.records("slurm_job"):
+    for file, rec in ctx.records(kinds.SLURM_JOB):
         j = jobs.setdefault(rec.job_id, _Job(rec.job_id))
         j.name, j.state, j.reason = rec.job_name, rec.job_state, rec.reason
         j.exit_code, j.exit_signal = rec.exit_code, rec.exit_signal
@@ -70,7 +71,7 @@ def _jobs(ctx: Context) -> list[_Job]:
         j.evidence.append(evidence(file, rec.line, f"JobId={rec.job_id} JobState={rec.job_state} Reason={rec.reason} "
                                                    f"ExitCode={rec.exit_code}:{rec.exit_signal} NodeList={rec.node_list}"))
     steps: dict[str, list] = defaultdict(list)
-    for file, row in ctx.records("sacct"):
+    for file, row in ctx.records(kinds.SACCT):
         if row.step is not None:
             steps[row.job_id].append((file, row))
             continue
@@ -143,7 +144,7 @@ def _failed_step_nodes(job: _Job, state: str | None = None) -> list[str]:
 
 
 def _nodes_lost(ctx: Context) -> set[str]:
-    return {n for _, rec in ctx.records("slurm_sinfo")  # `sinfo -R` rows; a partition table's rows have no reason
+    return {n for _, rec in ctx.records(kinds.SLURM_SINFO)  # `sinfo -R` rows; a partition table's rows have no reason
             if isinstance(rec, NodeReason) and any(k in rec.reason.lower() for k in _LOST) for n in rec.nodes}
 
 

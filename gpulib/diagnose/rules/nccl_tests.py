@@ -10,7 +10,7 @@ IBext_v8``, ``Using network Socket``). ``IBext_*`` comes from a network plugin (
 e.g. the HPC-X RDMA/SHARP plugin on LD_LIBRARY_PATH); plain ``IB`` is NCCL's own. When some nodes
 load the plugin and others do not, the two ends speak different wire protocols and the first
 inter-node connection never completes - usually a silent hang. That is the nodes' software setup,
-not the fabric. (Socket on some nodes and IB on others is :func:`rules_job._transport`'s case.)
+not the fabric. (Socket on some nodes and IB on others is :func:`.job._transport`'s case.)
 """
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ from __future__ import annotations
 from collections import defaultdict
 
 from gpulib.diagnose.context import Context, evidence
+from gpulib.evidence import kinds
 from gpulib.parsers.nccl_tests import NcclTestsRun
 
 _USING = "Using network "
 
 
 def run(ctx: Context) -> None:
-    runs = [(f, r) for f, r in ctx.records("nccl_tests") if isinstance(r, NcclTestsRun)]
+    runs = [(f, r) for f, r in ctx.records(kinds.NCCL_TESTS) if isinstance(r, NcclTestsRun)]
     for f, r in runs:
         _stopped(ctx, f, r)
     _mixed_plugins(ctx, runs)
@@ -48,7 +49,7 @@ def _stopped(ctx: Context, file, r: NcclTestsRun) -> None:
 
 def _mixed_plugins(ctx: Context, runs) -> None:
     nets: dict[str, set[str]] = {h: {n for n in ns if n != "no-IB"} for h, ns in ctx.ids.transport.items()}
-    lines: list[tuple] = [(f, e.line, e.text, e.host) for f, e in ctx.records("training_log")
+    lines: list[tuple] = [(f, e.line, e.text, e.host) for f, e in ctx.records(kinds.TRAINING_LOG)
                           if e.kind == "nccl_transport" and e.host]
     seen_files = set()
     for f, r in runs:

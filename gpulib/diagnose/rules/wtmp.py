@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from gpulib.diagnose.context import Context, evidence
+from gpulib.evidence import kinds
 from gpulib.evidence.gather import InputFile
 from gpulib.identity import to_utc_iso
 from gpulib.parsers import wtmp
@@ -125,6 +126,6 @@ def _session_end(ctx: Context, file: InputFile, row: WtmpRecord, year: int | Non
 
 def _job_window(ctx: Context, host: str | None) -> tuple[str | None, str | None]:
     """First and last stamped line of the job's logs written on ``host`` (or not saying where)."""
-    times = [t for f, e in ctx.records("training_log") if (e.host or f.host) in (host, None)
+    times = [t for f, e in ctx.records(kinds.TRAINING_LOG) if (e.host or f.host) in (host, None)
              for t in (e.time_utc, e.time_last) if t]  # time_last: the latest of the lines folded into it
     return (min(times), max(times)) if times else (None, None)

@@ -16,6 +16,7 @@ import math
 import re
 
 from gpulib.diagnose.context import Context, evidence, place
+from gpulib.evidence import kinds
 from gpulib.evidence.gather import InputFile
 from gpulib.findings import EvidenceLine, Finding
 from gpulib.parsers.df import FsUsage
@@ -87,7 +88,7 @@ _WORKER_REPORT = re.compile(r"(?i)unexpected bus error encountered in worker")
 def _full_shm(ctx: Context) -> dict[str | None, tuple[InputFile, FsUsage]]:
     """host -> (file, usage) of every /dev/shm that had no space left when it was captured."""
     out: dict[str | None, tuple[InputFile, FsUsage]] = {}
-    for file, rec in ctx.records("df", "statfs"):
+    for file, rec in ctx.records(*kinds.FILESYSTEM_USAGE):
         if not isinstance(rec, FsUsage) or SHM not in ((rec.mount or "").rstrip("/"), (rec.path or "").rstrip("/")):
             continue
         if rec.full and (file.host not in out or not rec.approximate):  # stat -f's exact bytes beat df -h
@@ -103,7 +104,7 @@ def _shm_errors(ctx: Context) -> list[tuple[InputFile, str | None, int | None, s
             if s.signature == "shm-bus-error" and (f.display, s.line) not in seen:
                 seen.add((f.display, s.line))
                 out.append((f, s.host or f.host, s.rank, s.time_utc, s.line, s.text))
-    for f, e in ctx.records("training_log"):
+    for f, e in ctx.records(kinds.TRAINING_LOG):
         if (f.display, e.line) in seen:
             continue
         what = f"{e.details.get('what', '')} {e.text}"

@@ -19,14 +19,15 @@ from __future__ import annotations
 import re
 
 from gpulib.diagnose.context import Context, evidence
-from gpulib.diagnose.rules_fabric import AUDIT_QUESTIONS
+from gpulib.diagnose.rules.fabric import AUDIT_QUESTIONS
+from gpulib.evidence import kinds
 
 #: Interfaces whose addresses do not leave the machine: loopback, container and VM bridges, veths.
 LOCAL_IFACE = re.compile(r"^(?:lo|docker\d*|br-[0-9a-f]+|virbr\d+|veth\w*|cni\d+|podman\d+|lxcbr\d+|lxdbr\d+)$")
 
 
 def run(ctx: Context) -> None:
-    events = ctx.records("training_log", "torchrun_error_file")
+    events = ctx.records(*kinds.JOB_LOGS)
     local = [(fl, e) for fl, e in events if e.kind == "nccl_address" and e.host
              and LOCAL_IFACE.match(e.details.get("iface") or "")]
     hosts = sorted({e.host for _fl, e in local})

@@ -48,7 +48,7 @@ def _line(file, state, what: str):
 def run(ctx: Context) -> None:
     snapshots: dict[tuple[str | None, str], list] = defaultdict(list)
     quiet: dict[tuple[str | None, str], tuple] = {}  # snapshots a digest summarised: their listing only
-    for file in ctx.inputs.of_kind(*SNAPSHOT_KINDS, "nvidia_smi_csv"):
+    for file in ctx.inputs.of_kind(*kinds.GPU_SNAPSHOT_ROWS):
         if file.summary_only:
             for listing in file.summary.listings:
                 quiet[(listing.host or file.host, file.display)] = (file, listing)
@@ -302,8 +302,8 @@ def _series(ctx: Context) -> None:
     raw: dict[int, tuple] = {}  # id(file) -> (file, [samples]) still to fold
     per_gpu: dict[tuple, list] = defaultdict(list)  # (host, GPU) -> [(file, GpuSeries)]
     blind: dict[tuple, list] = defaultdict(list)  # (host, GPU) -> [(file, sample)] without reason bits
-    for file, rec in ctx.records("nvidia_smi_csv", "nvidia_smi_dmon", "nvml_samples") + prom_text.gpu_samples(
-            ctx.records("dcgm_exporter")):
+    for file, rec in ctx.records(*kinds.GPU_SERIES) + prom_text.gpu_samples(
+            ctx.records(kinds.DCGM_EXPORTER)):
         if isinstance(rec, GpuSeries):
             per_gpu[(rec.host or file.host, rec.pci_bus_id or rec.index)].append((file, rec))
         elif isinstance(rec, GpuSample):

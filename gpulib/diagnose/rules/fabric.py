@@ -29,6 +29,7 @@ import re
 
 from gpulib.diagnose.addresses import AddressBook, Named
 from gpulib.diagnose.context import Context, evidence, place
+from gpulib.evidence import kinds
 from gpulib.evidence.gather import InputFile
 from gpulib.findings import Finding, Pointers
 from gpulib.parsers.signatures import Signal
@@ -79,7 +80,7 @@ class _FirstStep:
     def __init__(self, ctx: Context) -> None:
         self.time: str | None = None
         self.line: dict[str, int] = {}
-        for sf, ev in ctx.records("training_log"):
+        for sf, ev in ctx.records(kinds.TRAINING_LOG):
             if ev.kind != "step":
                 continue
             if ev.time_utc and not ev.time_approx and (self.time is None or ev.time_utc < self.time):

@@ -34,12 +34,12 @@ def run(ctx: Context) -> None:
 
 
 def _job_window(ctx: Context) -> tuple[str | None, str | None]:
-    times = [t for _, e in ctx.records("training_log") for t in (e.time_utc, e.time_last) if t]  # last: of folded lines
+    times = [t for _, e in ctx.records(kinds.TRAINING_LOG) for t in (e.time_utc, e.time_last) if t]  # last: of folded lines
     return (min(times), max(times)) if times else (None, None)
 
 
 def _ipmi(ctx: Context) -> None:
-    for file, rec in ctx.records("ipmitool_sdr"):
+    for file, rec in ctx.records(kinds.IPMITOOL_SDR):
         if getattr(rec, "psu_failed", False):
             ctx.add("psu", severity="critical", category="power_fault", interruption="hard", hardware=True,
                     title=f"Power supply {rec.name} on {file.host}: {rec.event or rec.status}", host=file.host,
@@ -55,7 +55,7 @@ def _reboots(ctx: Context) -> None:
     if not start:
         return
     by_host: dict[str | None, list] = defaultdict(list)
-    for file, ev in ctx.records("kernel_log"):
+    for file, ev in ctx.records(kinds.KERNEL_LOG):
         by_host[ev.host or file.host].append((file, ev))
     for host, events in by_host.items():
         events.sort(key=lambda fe: (fe[0].display, fe[1].line))
@@ -126,7 +126,7 @@ HANG_FIELDS = ("nccl",)
 
 def _first_hang(ctx: Context) -> tuple | None:
     """(file, event) of the job's first NCCL watchdog timeout, or None."""
-    hangs = [(fl, e) for fl, e in ctx.records("training_log") if e.kind == "watchdog_timeout"]
+    hangs = [(fl, e) for fl, e in ctx.records(kinds.TRAINING_LOG) if e.kind == "watchdog_timeout"]
     return min(hangs, key=lambda t: t[1].time_utc or "~") if hangs else None
 
 
@@ -153,7 +153,7 @@ def _stack_errors(ctx: Context) -> list[tuple]:
     NCCL errors/WARNs, socket and IB connection errors (with the peer's host), driver too old."""
     out = []
     many = _multi_host_files(ctx)
-    for fl, e in ctx.records("training_log"):
+    for fl, e in ctx.records(kinds.TRAINING_LOG):
         if e.kind not in STACK_ERROR_KINDS:
             continue
         hosts = {e.host or (None if fl.display in many else fl.host)} - {None}
@@ -170,7 +170,7 @@ def _multi_host_files(ctx: Context) -> set[str]:
     an error line that names no host of its own is not pinned on it: a version skew must not be
     judged "explained" or "unexplained" by the node a concatenated paste happened to be filed under."""
     hosts: dict[str, set[str]] = {}
-    for fl, e in ctx.records("training_log"):
+    for fl, e in ctx.records(kinds.TRAINING_LOG):
         if e.host:
             hosts.setdefault(fl.display, set()).add(e.host)
     return {name for name, seen in hosts.items() if len(seen) > 1}
@@ -184,7 +184,7 @@ SITE_WIDE_SHARE = 0.9
 
 def _sinfo(ctx: Context) -> None:
     _site_outage(ctx)
-    for file, rec in ctx.records("slurm_sinfo"):
+    for file, rec in ctx.records(kinds.SLURM_SINFO):
         if not isinstance(rec, NodeReason):
             continue
         reason = rec.reason.lower()
@@ -212,7 +212,7 @@ def _site_outage(ctx: Context) -> None:
     36 machines together, but a lost power feed, a tripped PDU or UPS, or the management network
     going away does. The head node that still answers is the tell. The engineer's first call is
     to facilities/the network team, not an RMA."""
-    for file in ctx.inputs.of_kind("slurm_sinfo"):
+    for file in ctx.inputs.of_kind(kinds.SLURM_SINFO):
         rows = [r for r in file.records if isinstance(r, PartitionState)]
         every = {n for r in rows for n in r.nodes}
         gone = {n for r in rows if r.unreachable and r.state in ("down", "idle", "alloc", "mix", "drain", "drng",
@@ -234,7 +234,7 @@ def _site_outage(ctx: Context) -> None:
 
 
 def _dcgmi(ctx: Context) -> None:
-    for file, rec in ctx.records("dcgmi_diag"):
+    for file, rec in ctx.records(kinds.DCGMI_DIAG):
         if rec.verdict != "fail":
             continue
         category = next((c for k, c in _DIAG_CATEGORY if k in rec.test.lower()), "gpu_memory_error")
@@ -265,7 +265,7 @@ NON_NVLINK_REASON = re.compile(r"(?i)replay|bandwidth|error count|crc|pcie.*(?:g
 
 
 def _flight_recorder(ctx: Context) -> None:
-    dumps = [(file, rec) for file, rec in ctx.records("flight_recorder") if rec.rank is not None]
+    dumps = [(file, rec) for file, rec in ctx.records(kinds.FLIGHT_RECORDER) if rec.rank is not None]
     if len(dumps) < 2:
         return
     completed: dict[str, dict[int, int]] = defaultdict(dict)
@@ -312,7 +312,7 @@ def ib_ports(ctx: Context) -> None:
 
 
 def _fuser(ctx: Context) -> None:
-    for file, rec in ctx.records("fuser"):
+    for file, rec in ctx.records(kinds.FUSER):
         pid = getattr(rec, "pid", None)
         device = str(getattr(rec, "device", "") or getattr(rec, "path", ""))
         if pid is None or not device.rstrip("0123456789").endswith("nvidia"):

@@ -32,7 +32,7 @@ from gpulib.parsers.training_log import members_of
 #: Signatures of a CUDA call that failed inside NCCL (catalogue ids).
 FAILURE_SIGNATURES = ("nccl-cuda-error",)
 #: Kinds whose records are one GPU's state with its memory (and, for most, its processes).
-SNAPSHOT_KINDS = (*kinds.GPU_SNAPSHOTS, kinds.NVIDIA_SMI_CSV)
+SNAPSHOT_KINDS = kinds.GPU_SNAPSHOT_ROWS
 #: Other processes holding at least this share of a GPU's memory leave no room for a new context
 #: and NCCL's buffers (a few hundred MiB to a few GiB).
 HELD_SHARE = 0.9
@@ -69,7 +69,7 @@ def run(ctx: Context) -> None:
 def _job(ctx: Context, host: str | None) -> tuple[set[int], set[int]]:
     """PIDs and GPU indices of the job on ``host``: nccl-tests' device list, NCCL prefixes, job logs."""
     pids, devices = set(), set()
-    for file, rec in ctx.records("nccl_tests"):
+    for file, rec in ctx.records(kinds.NCCL_TESTS):
         if isinstance(rec, NcclTestsRun):
             for d in rec.devices:
                 if (d.host or file.host) == host:
@@ -77,7 +77,7 @@ def _job(ctx: Context, host: str | None) -> tuple[set[int], set[int]]:
                     devices.add(d.device)
     for f in ctx.inputs.files:
         pids |= {pid for s in f.signals for _rank, pid, by in printers_of(s) if pid is not None and (by or f.host) == host}
-    for f, e in ctx.records("training_log"):
+    for f, e in ctx.records(kinds.TRAINING_LOG):
         printers = members_of(e) if e.folded else [{"host": e.host, "pid": e.pid}]
         pids |= {m["pid"] for m in printers if m.get("pid") is not None and (m.get("host") or f.host) == host}
     return pids, devices
