@@ -23,6 +23,7 @@ from gpulib.diagnose import (
     generic,
     neighbourhood,
     nodes,
+    recurrence,
     rules_gpu,
     rules_job,
     rules_slurm,
@@ -85,6 +86,7 @@ def _diagnose(paths: list[str | Path], tz: str | None, inputs: Inputs | None, th
     slurm_failed, slurm_completed = rules_slurm.job_outcome(ctx)  # the scheduler's record of the same job
     failed, completed = failed or slurm_failed, (completed or slurm_completed) and not slurm_failed
     rules_gpu.zombies(ctx, rules_job.last_failure_time(ctx))
+    recurrence.promote(ctx)  # an Xid 94/31 that the evidence shows to be the GPU's own fault
     verdict.fold(ctx)
     verdict.promote_stall(ctx)
     diverged.promote(ctx)  # a time-out whose cause is one rank's own code path
