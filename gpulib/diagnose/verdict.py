@@ -194,6 +194,10 @@ def choose(ctx: Context, interrupted_at: str | None, job_start: str | None = Non
         return None
     best = min(tier(f) for f in linked)  # what needs service first, then what kills a process, ...
     linked = [f for f in linked if tier(f) == best]
+    if best == 1 and any(f.hardware for f in linked):
+        # a job's report of a GPU fault (a CUDA error naming an uncorrectable ECC) is how the kernel's record
+        # of it looked from inside: the record names the GPU, and the job's clock may run ahead of the kernel's
+        linked = [f for f in linked if f.hardware or f.category not in GPU_CATEGORIES]
     if prefer_hard and any(f.interruption == "hard" for f in linked):
         linked = [f for f in linked if f.interruption == "hard"]
     elif prefer_hard and any(_device_fault(f) for f in linked):

@@ -115,3 +115,15 @@ def test_an_assignment_arrow_in_code_or_a_gpu_row_marks_no_host(tmp_path):
     notes = "r2 <- read.csv('x7.csv')\nGPU3  87C  <-- hot\nsee rank5 <- here\n"
     doc = _run(tmp_path, {"dcgm-fields.md": SBE, "notes.txt": notes})
     assert doc["root_cause"]["host"] is None
+
+
+def test_the_kernels_record_of_the_ecc_error_outranks_the_jobs_report_of_it(tmp_path):
+    """The job's clock runs 20 s ahead of the kernel's: its CUDA error is still the Xid 48 seen from inside,
+    and the Xid names the GPU."""
+    job = ("[2025-05-20 17:30:02,118] INFO step 800 loss 2.01\n" + TRACE
+           + "[2025-05-20 17:30:09,440] RuntimeError: CUDA error: uncorrectable ECC error encountered\n")
+    dmesg = ("[Tue May 20 17:30:29 2025] NVRM: Xid (PCI:0000:5e:00): 48, pid=60211, name=python3, Ch 00000008, "
+             "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 2, "
+             "subpartition 0.\n")
+    doc = _run(tmp_path, {"train.log": job, "dmesg-T.txt": "root@kq-b-02:~# dmesg -T\n" + dmesg})
+    assert _answer(doc) == ("gpu_memory_error", "hard") and doc["root_cause"]["gpu_pci"] == "0000:5e:00.0"
