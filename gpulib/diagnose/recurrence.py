@@ -10,7 +10,9 @@ module reads that from the evidence, one GPU at a time:
   hard when the evidence shows more: the *driver's own line* says the GPU must be reset (``RST:
   Yes`` or ``D-RST: Yes``: drain and reset), or the GPU logs it again as a separate event (memory
   that keeps failing uncorrectably: drain, reset, replace if it returns). One event whose line
-  says ``RST: No, D-RST: No`` stays soft: the job restarts, the GPU serves.
+  says ``RST: No, D-RST: No`` stays soft: the job restarts, the GPU serves. (NVIDIA, "A100 GPU
+  Memory Error Management": contained errors need no GPU reset; the recovery action "Reset" or
+  "Drain and Reset" is what asks for one - the line's ``RST``/``D-RST``.)
 * **Xid 31, a GPU memory page fault (MMU fault).** Almost always the faulting process's bug (an
   illegal address). The catalogue's test for a device: "the same GPU repeats it under different
   applications". Here: MMU faults on ONE GPU from at least ``MIN_PROCESSES`` different processes,
