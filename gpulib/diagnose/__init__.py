@@ -23,6 +23,7 @@ from gpulib.diagnose import (
     generic,
     neighbourhood,
     nodes,
+    recurrence,
     rules,
     unread,
     verdict,
@@ -83,6 +84,7 @@ def _diagnose(paths: list[str | Path], tz: str | None, inputs: Inputs | None, th
     slurm_failed, slurm_completed = rules.slurm.job_outcome(ctx)  # the scheduler's record of the same job
     failed, completed = failed or slurm_failed, (completed or slurm_completed) and not slurm_failed
     rules.gpu.zombies(ctx, rules.job.last_failure_time(ctx))
+    recurrence.promote(ctx)  # an Xid 94/31 that the evidence shows to be the GPU's own fault
     verdict.fold(ctx)
     verdict.promote_stall(ctx)
     diverged.promote(ctx)  # a time-out whose cause is one rank's own code path

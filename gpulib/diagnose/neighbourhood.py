@@ -50,6 +50,12 @@ _HOST_ECHO = re.compile(r"^\s*(?:SLURMD_NODENAME|SLURM_NODELIST|SLURM_JOB_NODELI
                         r"|Hostname|Node ?name)\s*[:=]?\s*(?P<host>[A-Za-z][\w-]*(?:\.[\w-]+)*)\s*$", re.M)
 _NCCL_HOST = re.compile(r"^(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\]", re.M)
 _FENCE = re.compile(r"^\s*(?:```|~~~)")
+#: A table row the writer marked with an arrow (``node-12   11760  <--``): the host that starts the marked
+#: cell, followed by one to three values (not code: ``r2 <- f(x)``); a name with a digit (node names have them,
+#: words of prose do not).
+_MARKED_HOST = re.compile(r"(?:^|(?<=\s\s)|(?<=\|))[ \t]*(?!(?:GPU|gpu|rank|Rank|cuda)\d)"
+                          r"(?P<host>[A-Za-z][\w-]*\d[\w-]*(?:\.[\w-]+)*)(?:[ \t|]+[^\s<|=(]+){1,3}[ \t|]*"
+                          r"(?:<-{1,3}|<={1,3}|\u2190)(?=\s|$)", re.M)
 #: srun's verdict on a node's tasks (``srun: error: NODE: task 0: Aborted (core dumped)``).
 _SRUN_HOST = re.compile(r"\bsrun: error: (?P<host>[A-Za-z][\w.-]*): tasks? [\d,-]+: ")
 
@@ -77,7 +83,7 @@ def _gpu_pci(text: str) -> str | None:
 
 
 def _host(text: str) -> str | None:
-    for pattern in (_PROMPT, _HOST_ECHO, _NCCL_HOST, _SRUN_HOST):
+    for pattern in (_PROMPT, _HOST_ECHO, _NCCL_HOST, _SRUN_HOST, _MARKED_HOST):
         host = _one([m["host"] for m in pattern.finditer(text)])
         if host:
             return str(host)

@@ -37,6 +37,8 @@ CRASHES = {"cuda_oom", "host_oom", "application_error", "data_pipeline_stall"}
 #: Causes printed on a rank the line does not name (a data-preparation bar in a shared console): when the
 #: symptoms blame ranks the evidence cannot place, such a cause may be on one of them, like a node's fault.
 UNPLACED_STALLS = {"data_pipeline_stall"}
+#: Faults of a GPU itself (an OOM is its process's demand, not the device's failure).
+DEVICE_FAULTS = GPU_CATEGORIES - {"cuda_oom"}
 #: Conditions that outlive the event that reported them: a GPU off the bus, a dead link, a
 #: pending row remap, a failed PSU or a wrong driver break the *next* job too.
 PERSISTENT = {"gpu_fell_off_bus", "network_fabric", "gpu_memory_error", "power_fault", "driver_mismatch",
@@ -192,8 +194,14 @@ def choose(ctx: Context, interrupted_at: str | None, job_start: str | None = Non
         return None
     best = min(tier(f) for f in linked)  # what needs service first, then what kills a process, ...
     linked = [f for f in linked if tier(f) == best]
+    if best == 1 and any(f.hardware for f in linked):
+        # a job's report of a GPU fault (a CUDA error naming an uncorrectable ECC) is how the kernel's record
+        # of it looked from inside: the record names the GPU, and the job's clock may run ahead of the kernel's
+        linked = [f for f in linked if f.hardware or f.category not in GPU_CATEGORIES]
     if prefer_hard and any(f.interruption == "hard" for f in linked):
         linked = [f for f in linked if f.interruption == "hard"]
+    elif prefer_hard and any(_device_fault(f) for f in linked):
+        linked = [f for f in linked if _device_fault(f)]
     timed = sorted((f for f in linked if f.time), key=lambda f: (f.time, not f.hardware))
     root = timed[0] if timed else linked[0]
     if root.category in SLOWDOWNS:  # a slow GPU explains waiting ranks, not a rank that crashed
@@ -205,6 +213,14 @@ def choose(ctx: Context, interrupted_at: str | None, job_start: str | None = Non
         if better:
             root = min(better, key=lambda f: f.time)
     return root
+
+
+def _device_fault(f: Finding) -> bool:
+    """A fault of the GPU itself (a contained memory error, a throttle), not of a process on it. With
+    no job log, the kernel's Xid 13/31/43 name the process that faulted (``pid=..., name=python3``):
+    that process's bug, which ended with it; a device fault on the node is what the operator must
+    act on, even days later and on another GPU."""
+    return f.hardware and f.category in DEVICE_FAULTS
 
 
 def _unplaced(ctx: Context, ptr: Pointers) -> bool:

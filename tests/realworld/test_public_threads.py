@@ -30,7 +30,6 @@ KNOWN_GAPS: dict[str, str] = {
     "hw-04-nvsmi-unknown-error-reseat": "gpu_index only in the thread's prose, not in the pasted lines",
     "f17-slurm-ci-l40s-node-uncorrectable-ecc-cuctxcreate-214": "host: no host name in the input",
     "f02-slurm-node-nvml-mismatch-unattended-upgrade": "host: the squeue table names two nodes; which one is not said",
-    "hw-10-gb200-correctable-ecc-storm-dcgm-hang": "host marked by a `<--` arrow in a pasted table: not read",
     "hw-08-nvml-mismatch-unattended-upgrade-running-jobs": "host not named (not yet analysed)",
     "hw-06-xid94-device-plugin-unhealthy-allocatable-7": ("host not named; and the case's Xid 94 soft vs the "
                                                           "scorer's gpu_memory_error=hard"),
@@ -43,9 +42,8 @@ KNOWN_GAPS: dict[str, str] = {
                                         "absent ranks",
     # category / hard-soft classes still missing
     "hw-16-ipmi-sel-psu-failure": "a PSU failure the thread could not tie to the stop: answered hard, thread unknown",
-    "f01-bigscience-tr1-ecc-uncorrectable-rerun-same-node": "an uncorrectable ECC reported through a CUDA OOM-looking "
-                                                            "error: read as cuda_oom",
-    "r02-akash-xid94-node4": "Xid 94 is contained (soft) in the Xid table; the thread blamed the GPU (hard)",
+    "r02-akash-xid94-node4": ("one Xid 94 whose own line says 'RST: No, D-RST: No': soft by the evidence (no repeat, "
+                              "no reset asked); the thread blamed the GPU from repeats the excerpt cut"),
 }
 
 

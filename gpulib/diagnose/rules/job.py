@@ -335,6 +335,9 @@ def _errors(ctx: Context, events) -> None:  # noqa: C901 - one branch per error 
         f = ctx.add("cuda-error", severity="critical",
                     category="gpu_memory_error" if hw else "gpu_fell_off_bus" if lost else "application_error",
                     interruption="hard" if hw or lost else "soft",
+                    # an error text that names an uncorrectable ECC needs service like the Xid it reports:
+                    # it outranks a crash whose order against it the logs cannot tell (an OOM of the rerun)
+                    tier=1 if hw else None,
                     title=f"Rank {e.rank}: CUDA error: {err}", rank=e.rank, time=e.time_utc, time_approx=e.time_approx,
                     evidence=[evidence(fl, e.line, e.text)],
                     actions=(["Hardware: check dmesg for Xid 48/63/94/95 on this GPU and its remapped rows; reset the "
