@@ -129,6 +129,9 @@ def against(sizes: list[int], rev: str, runs: int) -> int:
         other.mkdir()
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], stdout=subprocess.PIPE, check=True)
         subprocess.run(["tar", "-x", "-C", str(other)], input=archive.stdout, check=True)
+        for tree in (ROOT, other):  # as a wheel install runs it (PYTHONDONTWRITEBYTECODE would compile each run)
+            subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "gpulib")], stdout=subprocess.DEVNULL,
+                           check=True)
         print(f"gpulib diagnose, this tree vs {rev}, interleaved (load average {os.getloadavg()[0]:.1f} on "
               f"{os.cpu_count()} CPUs)")
         print(f"{'nodes':>6} {'run':>4} {'cpu s':>7} {rev[:10]:>10} {'ratio':>6} {'wall s':>7} {'peak MiB':>8}  found")
