@@ -17,13 +17,20 @@ On a loaded machine wall time exceeds CPU time; CPU time is the figure that does
 what else runs.
 
 Usage: ``.venv/bin/python benchmarks/diagnose_scale.py [N ...]`` (default 64 256 1024).
+
+``--against REV [--runs K]``: the honest figure on a shared machine. Each size's incident (the
+xid79 kind) is diagnosed K times by this tree and K times by ``REV`` (``git archive``d into a
+temporary folder), interleaved run by run, and the ratio of CPU times (this tree / REV) is printed
+per pair and as the median: load moves absolute seconds by +-20 %, a ratio within one run much less.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -44,11 +51,16 @@ json.dump({"rc": proc.returncode, "wall_s": wall, "cpu_s": use.ru_utime + use.ru
 """
 
 
-def measure(paths: list[Path]) -> dict:
-    """Run ``gpulib diagnose --format json`` in a fresh process; its time, CPU and peak RSS."""
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def measure(paths: list[Path], tree: Path = ROOT) -> dict:
+    """Run ``gpulib diagnose --format json`` of the gpulib in ``tree`` in a fresh process; its time,
+    CPU and peak RSS."""
     argv = [sys.executable, "-c", _MEASURE, sys.executable, "-m", "gpulib", "diagnose", *map(str, paths),
             "--format", "json"]
-    done = subprocess.run(argv, stdout=subprocess.PIPE, check=True)
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    done = subprocess.run(argv, stdout=subprocess.PIPE, check=True, cwd=tree, env=env)
     result = json.loads(done.stdout)
     result["diagnosis"] = json.loads(result.pop("out") or "null")
     return result
@@ -108,5 +120,42 @@ def main(sizes: list[int]) -> int:
     return 0 if all(r["found"] for r in [*rows, *longer.values()]) else 1
 
 
+def against(sizes: list[int], rev: str, runs: int) -> int:
+    """This tree's and ``rev``'s CPU time on the same incidents, interleaved (see the module text);
+    both answers must be the same JSON."""
+    same = True
+    with tempfile.TemporaryDirectory(prefix="gpulib-scale-") as tmp:
+        scratch, other = Path(tmp), Path(tmp) / "rev"
+        other.mkdir()
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], stdout=subprocess.PIPE, check=True)
+        subprocess.run(["tar", "-x", "-C", str(other)], input=archive.stdout, check=True)
+        for tree in (ROOT, other):  # as a wheel install runs it (PYTHONDONTWRITEBYTECODE would compile each run)
+            subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "gpulib")], stdout=subprocess.DEVNULL,
+                           check=True)
+        print(f"gpulib diagnose, this tree vs {rev}, interleaved (load average {os.getloadavg()[0]:.1f} on "
+              f"{os.cpu_count()} CPUs)")
+        print(f"{'nodes':>6} {'run':>4} {'cpu s':>7} {rev[:10]:>10} {'ratio':>6} {'wall s':>7} {'peak MiB':>8}  found")
+        for nodes in sizes:
+            folder = scratch / f"n{nodes}"
+            incident = simulate_incident(folder, nodes, "xid79", seed=nodes, drift_nodes=max(1, nodes // 100))
+            ratios = []
+            for k in range(runs):
+                ours, theirs = measure([folder]), measure([folder], other)
+                ratios.append(ours["cpu_s"] / theirs["cpu_s"])
+                same = same and ours["diagnosis"] == theirs["diagnosis"]
+                print(f"{nodes:>6} {k + 1:>4} {ours['cpu_s']:>7.2f} {theirs['cpu_s']:>10.2f} {ratios[-1]:>6.2f} "
+                      f"{ours['wall_s']:>7.1f} {ours['peak_rss_mib']:>8.0f}  "
+                      f"{'yes' if found(ours['diagnosis'], incident) else 'NO'}")
+            print(f"{nodes:>6} median ratio {statistics.median(ratios):.2f} (this tree / {rev})")
+            shutil.rmtree(folder)
+    print("answers identical" if same else "ANSWERS DIFFER")
+    return 0 if same else 1
+
+
 if __name__ == "__main__":
-    sys.exit(main([int(a) for a in sys.argv[1:]] or [64, 256, 1024]))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("sizes", nargs="*", type=int, default=[64, 256, 1024])
+    parser.add_argument("--against", metavar="REV", help="interleave with this git revision; print CPU ratios")
+    parser.add_argument("--runs", type=int, default=3, help="pairs of runs per size with --against")
+    args = parser.parse_args()
+    sys.exit(against(args.sizes, args.against, args.runs) if args.against else main(args.sizes))

@@ -59,6 +59,12 @@ BUNDLE_COPIES = "logs/"
 #: markdown (an issue comment, a pasted table) is still scanned for signatures.
 DOC_NAME = re.compile(r"(?i)^readme(?:\.\w+)?$|\.(?:md|markdown|rst|adoc)$")
 README_NAME = re.compile(r"(?i)^readme(?:\.\w+)?$")
+#: The structure of a document (a markdown heading or table row): a file *named* as a document
+#: (``notes.md``) is read as one only when its head shows it, under a paste's wrapping (a log pasted
+#: between fences is still a log). Why: a name is a hint, the content decides - a job log saved or
+#: renamed as ``.md`` has neither and is read as the log it is (the failure vocabulary, the
+#: rank-only signs of :mod:`gpulib.diagnose.diverged`).
+DOC_STRUCTURE = re.compile(r"(?m)^(?:#{1,6}[ \t]+\S|[ \t]*\|.*\|[ \t]*$)")
 
 
 @dataclass(slots=True)  # ~90,000 at 10,000 nodes
@@ -258,11 +264,15 @@ _RANKED_KINDS = {"cuda_oom", "cuda_error", "exception", "traceback", "step", "ev
 
 def _rank_from_name(f: InputFile) -> None:
     """Per-rank log files (``rank3.log``, ``train_rank_03.out``): lines that do not say their rank
-    belong to the file's rank."""
+    belong to the file's rank - unless the content says otherwise. A file whose own lines name
+    another rank (``[rank3]:`` in ``train_rank0.log``) or several ranks says the name is no
+    evidence: a log copied from another rank, or renamed, must keep its answer."""
     m = _RANK_IN_NAME.search(f.path.name)
     if not m:
         return
     rank = int(m.group(1))
+    if {ev.rank for ev in f.records if ev.rank is not None} - {rank}:
+        return
     for ev in f.records:
         if ev.rank is None and ev.kind in _RANKED_KINDS:
             ev.rank = rank
@@ -543,8 +553,10 @@ def _examine(f: InputFile, tz: str | None, inputs: Inputs) -> None:
     binary = looks_binary(head_bytes)
     head = "" if binary else head_bytes.decode("utf-8", "replace")
     kind = BUNDLE_KINDS.get(f.bundle_path or "") or detect.detect_kind(f.display, head, head_bytes)
+    body = head  # what the file says, without a paste's wrapping
     if not binary and f.bundle_path is None:
         bare = unwrap.unwrap(head)
+        body = bare.text
         if bare.changed:  # a pasted table or log: its layout is under the wrapping
             inner = detect.detect_kind(f.display, bare.text, head_bytes)
             if inner is not None and status.st_size <= UNWRAP_MAX_BYTES:
@@ -557,7 +569,8 @@ def _examine(f: InputFile, tz: str | None, inputs: Inputs) -> None:
         f.kind = kinds.DOCUMENTATION
         return
     if kind is None and not binary:
-        f.kind = kinds.DOCUMENTATION if DOC_NAME.search(f.path.name) else kinds.TEXT  # no structure known: lines only
+        documented = DOC_NAME.search(f.path.name) and DOC_STRUCTURE.search(body)
+        f.kind = kinds.DOCUMENTATION if documented else kinds.TEXT  # no structure known: lines only
         _scan(f, tz)
         _content_hosts(f, head)
         return

@@ -742,13 +742,17 @@ def looks_like(head: str) -> bool:
     lines = [line for line in head.splitlines()[:200] if line.strip()]
     if not lines:
         return False
-    known = 0
-    for line in lines:
+    need, known = max(1, len(lines) // 2), 0
+    for i, line in enumerate(lines):
         p = split_prefix(line)
         if (p.clock != "none" and (p.fmt != "iso" or p.ident)) or line.startswith(("NVRM: ", "nvidia-nvswitch")) \
                 or line.startswith("[") and _DMESG_HUMAN.match(line):
             known += 1  # the latter: `dmesg -t | grep NVRM` output, kernel lines without a clock; dmesg -H
-    return known >= max(1, len(lines) // 2)
+            if known >= need:
+                return True  # decided: every file's head is asked, a kernel log's half suffices
+        elif known + len(lines) - 1 - i < need:
+            return False  # the lines left cannot make half
+    return False
 
 
 def parse(text: str, source: str = "<text>", *, tz: str | None = None, boot_time: str | None = None,

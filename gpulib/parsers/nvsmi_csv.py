@@ -124,10 +124,14 @@ def looks_like(head: str) -> bool:
     return bool(columns & (set(COLUMNS) | {"pci.bus_id", "gpu_bus_id", "pid"})) and len(columns) >= 2
 
 
-#: Distinct cells remembered per column: readings repeat (a few temperatures, clocks, masks, the
+#: Distinct cells remembered per converter: readings repeat (a few temperatures, clocks, masks, the
 #: same PCI ids), so a long monitoring log converts each spelling once.
 _MEMO_CELLS = 4096
 _MISSING = object()
+#: converter -> {cell: value}, shared by every file of the process: the converters are pure, and
+#: the 1,024 monitoring logs of a fleet spell their readings alike (``1980 MHz``, ``Not Active``),
+#: so a per-file memo converted the same ~75 spellings again in each file.
+_MEMOS: dict[Callable[[str], object], dict] = {}
 
 
 @dataclass
@@ -140,6 +144,10 @@ class _Reader:
     reason: str | None = None  # ``clocks_event_reasons.<reason>`` columns: the canonical reason
     memo_cells: int = _MEMO_CELLS  # 0: every cell differs (timestamps)
     memo: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.memo_cells:
+            self.memo = _MEMOS.setdefault(self.convert, {})
 
     def read(self, cell: str, number: int, source: str, problems: list[Problem]):
         value = self.memo.get(cell, _MISSING)

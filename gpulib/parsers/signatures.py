@@ -257,6 +257,11 @@ class SignatureScanner:
         self._keywords: dict[int, set[int]] | None = None  # line start -> keywords it holds (this chunk)
         self._generic_head: list[Signal] = []
         self._generic_tail: deque[Signal] = deque(maxlen=GENERIC_KEEP)
+        #: the file name's rank is a hint only where the content does not say otherwise: the signals
+        #: that took it, and the ranks the lines read named themselves (another one: they lose it at
+        #: :meth:`finish`)
+        self._named_by_path: list[Signal] = []
+        self._content_ranks: set[int] = set()
 
     def wanted(self, buf: bytearray, limit: int, offset: int, size: int) -> list[int]:
         if self._reader.year is None:
@@ -291,12 +296,19 @@ class SignatureScanner:
                         memo.clear()
                     memo[key] = hit
             facts, matches = hit
+            if facts.rank is not None:
+                self._content_ranks.add(facts.rank)
             for sig, fields in matches:
                 if sig.role == GENERIC and not self._generic:
                     continue
                 signal = _signal(sig, dict(fields), facts, lineno, raw, self._path)
                 if fold(signal):
                     continue
+                if signal.rank is not None:
+                    if fields.get("rank") or fields.get("rank2") or facts.rank is not None:
+                        self._content_ranks.add(signal.rank)
+                    else:
+                        self._named_by_path.append(signal)
                 if sig.role != GENERIC:
                     records.append(signal)
                 elif len(self._generic_head) < GENERIC_KEEP:
@@ -310,6 +322,10 @@ class SignatureScanner:
         self.result.records.extend(self._generic_head)
         self.result.records.extend(self._generic_tail)
         self._generic_head, self._generic_tail = [], deque(maxlen=GENERIC_KEEP)
+        if self._content_ranks - {self._path.rank}:  # the lines name another rank (or several ranks wrote them)
+            for signal in self._named_by_path:
+                signal.rank = None
+        self._named_by_path = []
         return self.result
 
     def failed(self, exc: Exception) -> None:

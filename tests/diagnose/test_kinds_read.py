@@ -74,3 +74,41 @@ def test_an_ibstatus_paste_is_read_as_hca_ports(tmp_path):
     (down,) = [f for f in diagnose([root], inputs=inputs).to_dict()["findings"] if f["id"].startswith("ib-port")]
     assert "mlx5_0 port 1 is Down (Polling)" in down["title"] and down["host"] == "rigp3"
     assert (node_configs(inputs)["rigp3"].ib_ports_active, node_configs(inputs)["rigp3"].ib_rate_gbps) == ("1/2", "200")
+
+
+def _kind(folder: Path, name: str, text: str) -> str:
+    (folder / name).write_text(text)
+    return next(f.kind for f in gather([folder]).files if f.path.name == name)
+
+
+def test_a_markdown_name_makes_a_document_only_when_the_content_is_one(tmp_path):
+    """A name is a hint, the content decides: a log saved as ``.md`` is read as a log (its failure
+    lines count), notes with a heading or a table stay documentation, a log between fences too."""
+    log = "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE)\n"
+    for name, text, kind in [("a.md", log, kinds.TEXT), ("b.md", "```\n" + log + "```\n", kinds.TEXT),
+                             ("c.md", "# Notes\n\n" + log, kinds.DOCUMENTATION),
+                             ("d.md", "| GPU | temp |\n|---|---|\n| 0 | 85 C |\n", kinds.DOCUMENTATION),
+                             ("e.log", "# Notes\n\n" + log, kinds.TEXT)]:
+        folder = tmp_path / name
+        folder.mkdir()
+        assert _kind(folder, name, text) == kind, name
+
+
+NCCL_WARN = ("node7:40188:40341 [3] transport/net_ib.cc:1297 NCCL WARN NET/IB : Got completion from peer "
+             "10.0.0.8<51533> with error 12, opcode 0, len 0, vendor err 129 (Recv)\n")
+
+
+def test_a_rank_in_the_file_name_is_taken_only_where_the_content_names_none(tmp_path):
+    """``train_rank0.log`` whose own lines say ``[rank3]``: the file name is no evidence of the
+    unranked NCCL line's rank. A per-rank file whose lines name no rank, or only its own: the name
+    gives it."""
+    watchdog = ("[rank{r}]:[E ProcessGroupNCCL.cpp:1182] [Rank {r}] NCCL watchdog thread terminated with exception: "
+                "NCCL error: remote process exited\n")
+    folders = {"said": ("train_rank0.log", NCCL_WARN + watchdog.format(r=3)), "silent": ("train_rank2.log", NCCL_WARN),
+               "agrees": ("train_rank5.log", NCCL_WARN + watchdog.format(r=5))}
+    for folder, (name, text) in folders.items():
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / name).write_text(text)
+    ranks = {f.path.name: {s.rank for s in f.signals if s.text.startswith("node7:")}
+             for f in gather([tmp_path / folder for folder in folders]).files}
+    assert ranks == {"train_rank0.log": {None}, "train_rank2.log": {2}, "train_rank5.log": {5}}

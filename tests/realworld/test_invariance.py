@@ -79,6 +79,24 @@ def test_renaming_every_file(right_cases, tmp_path_factory, data):
     _same(right_cases[case], _answer(diagnose([dst]).to_dict()))
 
 
+@pytest.mark.parametrize("suffix", [".md", ".log"])
+def test_renaming_every_file_of_every_case(right_cases, tmp_path, suffix):
+    """Every right case with every file renamed where it lies (no name left that says a rank, a
+    kind or a document): the sampled test above draws 40 of them; a name must decide nothing, so
+    none may change - a log saved as ``.md`` is still the log, ``train_rank0.log`` named nothing."""
+    changed = []
+    for n, (case, before) in enumerate(sorted(right_cases.items())):
+        dst = tmp_path / f"{n}"
+        _rewrite(case, dst, lambda lines, i: lines,
+                 lambda i, f, src=case / "input": f.relative_to(src).parent / f"evidence-{i}{suffix}")
+        after = _answer(diagnose([dst]).to_dict())
+        diff = {k: (v, after[k]) for k, v in before.items()
+                if after[k] != v and not (v is None and k in CULPRIT_FIELDS)}  # as _same judges
+        if diff:
+            changed.append(f"{case.name}: {diff}")
+    assert not changed, "\n".join(changed)
+
+
 @SETTINGS
 @given(data=st.data())
 def test_pasted_wrapping(right_cases, tmp_path_factory, data):
