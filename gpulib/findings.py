@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from gpulib.vocabulary import CATEGORIES, SEVERITIES
+from gpulib.vocabulary import CATEGORIES, OUT_OF_SERVICE, SEVERITIES, SEVERITY_CEILING
 
 #: Keys every serialised finding has, in this order (the JSON contract of docs/ARCHITECTURE.md).
 KEYS = ("id", "severity", "category", "title", "role", "host", "gpu_index", "gpu_pci", "rank", "time",
@@ -178,6 +178,32 @@ def gpu_name(pci: str | None, index: int | None = None, uuid: str | None = None)
 def severity_rank(severity: str) -> int:
     """0 for critical ... 3 for info; unknown words sort last."""
     return SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES)
+
+
+def weigh(finding: Finding, interruption: str | None, *, root: bool = False) -> Finding:
+    """Settle a finding's severity and actions by the interruption it belongs to
+    (:data:`gpulib.vocabulary.SEVERITY_CEILING`): one rule for every rule's findings, so no soft
+    incident shows a red "critical" or a "drain the node" that ``diagnose`` (exit 1: fix and
+    relaunch) contradicts. ``interruption``: the finding's own, or the soft root's it is the
+    cascade of. A soft finding is at most ``error`` and loses the clauses of its actions that take
+    hardware out of service (``Check the fans; drain the node if ...`` keeps ``Check the fans``); a
+    hard ``root`` cause is ``critical``. Other findings keep what their rule said."""
+    if interruption == "soft":
+        ceiling = SEVERITY_CEILING["soft"]
+        if severity_rank(finding.severity) < severity_rank(ceiling):
+            finding.severity = ceiling
+        finding.actions = [a for a in (_in_service(action) for action in finding.actions) if a]
+    elif interruption == "hard" and root:
+        finding.severity = SEVERITY_CEILING["hard"]
+    return finding
+
+
+def _in_service(action: str) -> str:
+    """An action without its clauses (``;``-separated) that drain, RMA or replace hardware."""
+    return "; ".join(c for c in action.split("; ") if not _OUT_OF_SERVICE.search(c)).strip()
+
+
+_OUT_OF_SERVICE = re.compile(r"\b(?:" + "|".join(map(re.escape, OUT_OF_SERVICE)) + ")", re.IGNORECASE)
 
 
 def event_id(rule: str, *, host: str | None = None, gpu: str | int | None = None, rank: int | None = None,

@@ -20,3 +20,13 @@ CATEGORIES = (
 #: no one rank's).
 GPU_CATEGORIES = frozenset({"cuda_oom", "gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error",
                             "thermal_throttling", "power_fault", "nvlink_error"})
+
+#: The severity a cause carries follows what it interrupted, in one place (``gpulib.findings.weigh``),
+#: so the diagnosis, the runbook's no-go, the report and a drill tell one verdict: a ``hard`` cause
+#: (the machine or a GPU failed) is ``critical``, the word that drains a node; a ``soft`` cause (the
+#: process failed, the hardware is fine) is at most ``error``: the job's owner fixes and relaunches.
+SEVERITY_CEILING = {"hard": "critical", "soft": "error"}
+
+#: Words of an action that takes hardware out of service (drain, RMA, replace the GPU): asked only
+#: of a hard cause. Told of a soft one they send a healthy node to the repair queue.
+OUT_OF_SERVICE = ("drain", "rma", "replace the gpu")

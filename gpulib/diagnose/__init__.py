@@ -91,8 +91,9 @@ def _diagnose(paths: list[str | Path], tz: str | None, inputs: Inputs | None, th
     first_batch.promote(ctx)  # a hang before the first batch of a dataset with no length
     diagnosis = unread.unless_unread(ctx, _decide(ctx, failed, completed))  # no "none" over unread files
     verdict.drop_restatements(ctx, diagnosis.root_cause)
+    verdict.weigh(ctx, diagnosis.root_cause)  # severity follows hard/soft (gpulib.vocabulary.SEVERITY_CEILING)
     kept = {id(f) for f in ctx.findings}
-    diagnosis.findings = [f for f in diagnosis.findings if id(f) in kept]
+    diagnosis.findings = _ordered([f for f in diagnosis.findings if id(f) in kept])
     _name_events(ctx.findings)
     diagnosis.checkpoints = _checkpoints(inputs)
     diagnosis.inputs = [f.to_dict() for f in inputs.files] + [

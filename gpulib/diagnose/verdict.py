@@ -21,6 +21,7 @@ import re
 
 from gpulib.diagnose.context import Context, place
 from gpulib.findings import EvidenceLine, Finding, Pointers
+from gpulib.findings import weigh as weigh_finding
 from gpulib.parsers.linescan import lines_up_to
 from gpulib.parsers.logtime import seconds_between
 from gpulib.vocabulary import GPU_CATEGORIES
@@ -392,3 +393,15 @@ def drop_restatements(ctx: Context, root: Finding | None) -> None:
             keep.evidence += [e for e in gone.evidence if e not in keep.evidence]
             drop.add(gone.id)
     ctx.findings[:] = [f for f in ctx.findings if f.id not in drop]
+
+
+def weigh(ctx: Context, root: Finding | None) -> None:
+    """Every finding's severity and actions follow the interruption it belongs to
+    (:func:`gpulib.findings.weigh`), once the verdict is made: a soft cause is at most ``error`` and
+    asks no drain; so is the cascade of a soft root cause (a ``CUDA error`` line a soft OOM caused);
+    a hard root cause is ``critical``. Done after the root is chosen: the choice reads tiers and
+    roles, and a cause's own rule says whether it is hard or soft."""
+    soft_root = root is not None and root.interruption == "soft"
+    for f in ctx.findings:
+        cascade = soft_root and f.caused_by == root.id
+        weigh_finding(f, f.interruption or ("soft" if cascade else None), root=f is root)

@@ -229,10 +229,10 @@ def _supported_alternatives(diagnosis: dict, interruption: str, host: str | None
 
     - **rank**: when the cause names no single rank, the ranks the others waited for ("rank(s)
       2, 3 never arrived": the timeout findings it caused name them) are right too - on the
-      culprit's host where the rank map places them;
-    - **hard or soft**: when the diagnosis calls the cause soft but its own root fact is
-      *critical* (a cable or port that must be replaced, "drain the node"), reading it as hard
-      is what the same output teaches, and is accepted."""
+      culprit's host where the rank map places them.
+
+    Hard or soft has one answer: a soft root cause is never shown as critical or "drain the node"
+    (:data:`gpulib.vocabulary.SEVERITY_CEILING`), so no output teaches the other reading."""
     also: dict[str, set] = {}
     why: dict[str, str] = {}
     root_id = (diagnosis.get("root_cause") or {}).get("finding")
@@ -246,11 +246,6 @@ def _supported_alternatives(diagnosis: dict, interruption: str, host: str | None
             also["rank"] = waited_for
             why["rank"] = (f"the cause is not one process, but rank(s) {', '.join(map(str, sorted(waited_for)))} "
                            "never arrived at the collective the others waited in: naming one of them is right too")
-    root = next((f for f in findings if f.get("id") == root_id), None)
-    if interruption == "soft" and root and root.get("severity") == "critical":
-        also["interruption"] = {"hard"}
-        why["interruption"] = ("the diagnosis calls it soft (no GPU failed), but its root fact is critical "
-                               "(a part to replace before relaunch): hard is accepted")
     return also, why
 
 

@@ -1,9 +1,10 @@
 """One incident, one verdict: the runbook's exit follows the diagnosis of the evidence it read.
 
 ``gpulib diagnose`` says a CUDA OOM is *soft* (exit 1: the process failed, the hardware is fine);
-the incident runbook's steps record the same OOM finding with its severity, ``critical``. Judged
-by severities alone the run said no-go (exit 3) for the same evidence: a scheduler that acts on
-the number would drain a healthy node after ``diagnose`` told it to relaunch. So when the steps
+the incident runbook's steps record the same OOM finding with its severity, ``error`` (a soft
+cause is never critical: :func:`gpulib.findings.weigh`). Judged by severities alone the run would
+say no-go (exit 3) for the same evidence: a scheduler that acts on the number would drain a
+healthy node after ``diagnose`` told it to relaunch. So when the steps
 analysed an incident, the run's exit is the diagnosis's (hard 3, soft 1, unknown 4, none 0, 1 with
 warnings), and the steps' findings of the diagnosis's own events (one event has one id everywhere)
 do not vote again. A step that adds a blocking fact of its own - a finding the diagnosis does not

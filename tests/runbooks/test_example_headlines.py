@@ -48,8 +48,8 @@ def archive(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("archive")
 
 
-def test_five_examples_are_bundled():
-    assert len(EXAMPLES) == 5, EXAMPLES
+def test_six_examples_are_bundled():
+    assert len(EXAMPLES) == 6, EXAMPLES
 
 
 @pytest.mark.parametrize("example", EXAMPLES)

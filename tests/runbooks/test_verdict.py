@@ -20,7 +20,10 @@ def test_a_soft_root_cause_is_exit_1_in_diagnose_and_in_the_runbook():
     doc = diagnose([OOM]).to_dict()
     assert doc["verdict"]["interruption"] == "soft"
     findings = _as_steps_record(doc)
-    assert any(f["severity"] == "critical" for f in findings)  # the OOM itself: critical, yet not a no-go
+    # the OOM itself is an error to fix, never red "critical" (gpulib.findings.weigh), and, the
+    # diagnosis's own event, it does not vote for a no-go
+    assert not any(f["severity"] == "critical" for f in findings)
+    assert [f["severity"] for f in findings if f["id"] == doc["root_cause"]["finding"]] == ["error"]
     verdict = run_verdict([True] * 8, findings, doc)
     assert verdict.code == exit_codes.for_interruption(doc["verdict"]["interruption"]) == exit_codes.SOFT
     assert verdict.blocking == []

@@ -316,4 +316,5 @@ def _ib_link(ctx: Context, file, ev, host) -> None:
             host=host, time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)],
             actions=["Reseat or replace the cable/transceiver of that HCA port; check `ibstat` shows State: Active "
                      "and Physical state: LinkUp before relaunch",
-                     "Drain the node until the port is Active (NCCL silently falls back to TCP sockets otherwise)"])
+                     "Port still Down/Polling with a good cable: check the switch port; State Init means no subnet "
+                     "manager answers (`sminfo`). Relaunch only once it is Active: NCCL falls back to TCP otherwise"])
