@@ -643,7 +643,8 @@ def _transport(ctx: Context, events) -> None:
                 evidence=[evidence(fl, e.line, e.text) for fl, e in (why, first) if fl is not None],
                 pointers=Pointers(hosts=set(socket_hosts)),
                 actions=["Check `ibstat` on the socket node(s): the HCA named by NCCL_IB_HCA must be Active/LinkUp",
-                         "Never relaunch with mixed transports; set NCCL_IB_DISABLE=0 and drain nodes without IB"],
+                         "Never relaunch with mixed transports: set NCCL_IB_DISABLE=0, and leave the socket node(s) out of the "
+                         "job (`--exclude`) until their HCA is Active"],
                 extra={"scope": "node"})
     f.hardware = False
 
