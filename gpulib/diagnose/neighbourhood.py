@@ -32,9 +32,11 @@ MAX_BYTES = 1 << 20
 MAX_NEIGHBOURS = 32
 
 #: A rank by name, or by its launcher's number for it: torch.multiprocessing.spawn's process index
-#: (``process 3 terminated with signal SIGKILL``) and srun's task id (``srun: error: NODE: task 13: ...``).
+#: (``process 3 terminated with signal SIGKILL``, ``-- Process 0 terminated with the following error:``
+#: above the traceback it raised) and srun's task id (``srun: error: NODE: task 13: ...``).
 _RANK = re.compile(r"\[Rank (?P<a>\d+)\]|\[rank(?P<b>\d+)\]|\bGLOBAL_RANK:? ?(?P<c>\d+)\b|\brank[ =](?P<d>\d+)\b"
-                   r"|\bprocess (?P<e>\d+) terminated with (?:signal|exit code)\b|\bsrun: error: [\w.-]+: task (?P<f>\d+): ")
+                   r"|\b[Pp]rocess (?P<e>\d+) terminated with (?:signal|exit code|the following error)\b"
+                   r"|\bsrun: error: [\w.-]+: task (?P<f>\d+): ")
 #: srun --label prefixes (``10: ``), also when a paste joined the lines: a value repeated several times.
 _SRUN_LABEL = re.compile(r"(?:^|(?<=\s))(?P<n>\d{1,5}): (?=\S)", re.M)
 _SRUN_LABELS_NEEDED = 3
