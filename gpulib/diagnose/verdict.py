@@ -281,25 +281,26 @@ def adopt_job_rank(ctx: Context, root: Finding) -> None:
     rank. Taken only when exactly one rank said so and nothing places that rank on another node or GPU."""
     if root.rank is not None or not root.hardware or root.category not in GPU_CATEGORIES:
         return  # a node's link or power is no one rank's: the rank that saw it first is not its culprit
-    if not root.time and root.gpu_index is None:
-        return
-    ranks = set()
+    ranks, timed = set(), True
     for f in ctx.findings:
         if f is root or f.hardware or f.rank is None or f.category != root.category:
-            continue
-        if root.time and not (f.time and _close(f.time, root.time, HW_PREFERENCE_S)):
             continue
         ref = ctx.ids.locate(rank=f.rank)
         if ref.host not in (root.host, None) or (ref.gpu_pci and root.gpu_pci and ref.gpu_pci != root.gpu_pci):
             continue
-        if not root.time and _device_of(ctx, f.rank, ref.gpu_index) != root.gpu_index:
-            continue  # a snapshot has no time to match: the rank must drive the GPU it names
+        if root.time and f.time:
+            if not _close(f.time, root.time, HW_PREFERENCE_S):
+                continue
+        elif root.gpu_index is None or _device_of(ctx, f.rank, ref.gpu_index) != root.gpu_index:
+            continue  # no times to match (a snapshot, a traceback): the rank must drive the GPU named
+        else:
+            timed = False
         ranks.add(f.rank)
     if len(ranks) == 1:
         root.rank = ranks.pop()
         root.extra.setdefault("identified_by", {})["rank"] = (
-            "the one rank whose own error of this kind came with it" if root.time else
-            "the one rank whose own error of this kind came from this GPU (the snapshot has no time)")
+            "the one rank whose own error of this kind came with it" if timed else
+            "the one rank whose own error of this kind came from this GPU (no times to match)")
 
 
 def _device_of(ctx: Context, rank: int, known: int | None) -> int | None:
