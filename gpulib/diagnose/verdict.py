@@ -278,7 +278,9 @@ def _same_place(a: Finding, b: Finding) -> bool:
 def adopt_job_rank(ctx: Context, root: Finding) -> None:
     """A GPU fault's rank: the one rank whose own error of the same kind (``CUDA error: uncorrectable
     ECC error`` under an Xid 48) came within minutes of it - how the fault looked from inside that
-    rank. Taken only when exactly one rank said so and nothing places that rank on another node or GPU."""
+    rank. Taken only when exactly one rank said so and nothing places that rank on another node or GPU.
+    Without two times to compare (an ``nvidia-smi`` paste after the crash names the lost GPU by bus id;
+    a traceback carries no stamp), the rank must be the one that drives the GPU the fault names."""
     if root.rank is not None or not root.hardware or root.category not in GPU_CATEGORIES:
         return  # a node's link or power is no one rank's: the rank that saw it first is not its culprit
     ranks, timed = set(), True
