@@ -10,7 +10,8 @@ around it usually does, in one of a few shapes, each printed by a tool or a job 
   node-7``, ``Hostname: node-7``) and ``hostname``'s own output after the command (``+ hostname``);
 * a batch job's banner (``== job 2369 started on node-7 at ...``, ``=== job 4471902 on node-7
   (partition ...) ===``, ``Job 88 is running on node node-7``) and PBS/Torque's ``exec_host =
-  node-7/0+node-7/1``;
+  node-7/0+node-7/1``; a command that reports on one node (``kubectl describe node node-7``,
+  ``scontrol show node node-7``, ``pbsnodes node-7``); a log's own ``host=node-7`` field;
 * Kubernetes' Scheduled event (``Successfully assigned ns/pod to node-7``);
 * a PMIx / Open MPI message prefix (``[node-7:2214763] PMIX ERROR: ...``) and NCCL's
   ``node-7:pid:tid [dev]`` prefix;
@@ -44,6 +45,11 @@ _HOSTNAME_OUTPUT = re.compile(rf"^\s*(?:[$#+] |\S+[$#] )hostname(?: -[sf])?\s*\n
 #: A job banner: ``job <id> [started|running|...] on [node|host] <name>``.
 _BANNER = re.compile(r"\b[Jj]ob(?: ?id)?[ :#]+[\w.\[\]-]+(?: has| is)?(?: (?:started|starting|running|began|begun"
                      rf"|executing|runs?|scheduled|allocated))? on (?:(?:host|node) )?(?P<host>{_NAME})\b(?! of \d)")
+#: A command that reports on one named node: ``kubectl describe node N``, ``scontrol show node N``, ``pbsnodes N``.
+_NODE_QUERY = re.compile(rf"\b(?:kubectl (?:describe|get) nodes? |scontrol show nodes? |pbsnodes (?:-\w+ )*)"
+                         rf"(?P<host>{_NAME})(?=\s|$)", re.M)
+#: A log's own ``host=N`` / ``hostname=N`` field (``[rank3] local_rank=3 ib_dev=mlx5_3 host=node-7``).
+_HOST_FIELD = re.compile(rf"(?:^|[\s,;(\[])(?:host|hostname|node)=(?P<host>{_NAME})(?=[\s,;)\]]|$)", re.M)
 _EXEC_HOST = re.compile(rf"\bexec_host\s*[=:]\s*(?P<host>{_NAME})/\d")
 _K8S_SCHEDULED = re.compile(rf"\bScheduled\b.*\bSuccessfully assigned (?:[\w.-]+/)?[\w.-]+ to (?P<host>{_NAME})\s*$",
                             re.M)
@@ -65,8 +71,8 @@ _REMOTE = re.compile(r"^\s*(?:sudo )?(?:srun|salloc|sbatch|mpirun|mpiexec|prteru
 
 #: In the order they are believed: a prompt or an echo is the shell's own word; a message prefix
 #: may be another node's (a multi-node job's PMIx lines name every node).
-PATTERNS = (_ECHO, _HOSTNAME_OUTPUT, _BANNER, _EXEC_HOST, _K8S_SCHEDULED, _MPI_PREFIX, _NCCL_PREFIX, _SRUN,
-            _MARKED_HOST)
+PATTERNS = (_ECHO, _HOSTNAME_OUTPUT, _BANNER, _EXEC_HOST, _NODE_QUERY, _K8S_SCHEDULED, _HOST_FIELD, _MPI_PREFIX,
+            _NCCL_PREFIX, _SRUN, _MARKED_HOST)
 
 
 def is_host(name: str | None) -> bool:

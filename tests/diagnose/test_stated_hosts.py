@@ -32,6 +32,9 @@ GHA = "2026-05-11T08:02:13.4410027Z "
      "cx-node-041"),
     ("2m   Normal   Scheduled   pod/trainer-0   Successfully assigned ml-team/trainer-0 to gke-pool-b-77aa01-zq9c\n",
      "gke-pool-b-77aa01-zq9c"),
+    ("$ kubectl describe node gke-pool-b-77aa01-zq9c | grep -A 6 Allocatable:\nAllocatable:\n", "gke-pool-b-77aa01-zq9c"),
+    ("$ scontrol show node cx-node-041\nNodeName=cx-node-041 Arch=x86_64 CoresPerSocket=32\n", "cx-node-041"),
+    ("[rank3] local_rank=3 ib_dev=mlx5_3 host=cx-node-041\n", "cx-node-041"),
     ("[ops@bastion-2 ~]$ nvidia-smi -L\nGPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-00000000-aaaa-bbbb-cccc-000000000001)\n",
      "bastion-2"),
 ])
@@ -48,6 +51,9 @@ def test_each_way_a_log_states_its_node(text, host):
     "[launch.py:145:main] WORLD INFO DICT: {'localhost': [0, 1]}\n",
     "[localhost:29500] PMIX ERROR: PMIX_ERR_UNREACH in file ptl_tcp.c at line 790\n",
     "job 9 state: RUNNING\n",
+    "$ kubectl describe nodes | grep -c nvidia.com/gpu\n",
+    "MASTER_ADDR=10.0.0.5 host=127.0.0.1 node=0\n",
+    "rank=0 host=cx-node-041\nrank=8 host=cx-node-052\n",
     "[cx-node-041:881] PMIX ERROR: x\n[cx-node-052:902] PMIX ERROR: x\n",  # two nodes: neither
     "srun: error: cx-node-041: tasks 0-3: Killed\nsrun: error: cx-node-052: tasks 4-7: Killed\n",
 ])
