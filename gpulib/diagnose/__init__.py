@@ -19,6 +19,7 @@ from pathlib import Path
 from gpulib.checkpoints.latest import find_latest
 from gpulib.diagnose import (
     diverged,
+    fault_gpu,
     first_batch,
     generic,
     neighbourhood,
@@ -151,6 +152,7 @@ def _decide(ctx: Context, failed: bool, completed: bool) -> Diagnosis:
     verdict.adopt_rank(ctx, root)
     verdict.adopt_job_rank(ctx, root)
     neighbourhood.fill(ctx, root)
+    fault_gpu.adopt_hardware_gpu(ctx, root)  # needs the host the neighbourhood named
     verdict.quote_lines(ctx, root)
     verdict.chain(ctx, root)
     return Diagnosis(root.interruption or "unknown", root.category, _summary(root, findings), root, _ordered(findings))

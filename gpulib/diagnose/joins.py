@@ -66,6 +66,7 @@ class IdentityMap:
         self.job_hosts: set[str] = set()
         self.pid_local: dict[int, int | None] = {}  # torchrun's "failed (exitcode) local_rank: N (pid: P)"
         self._by_host: dict[str | None, list[RankInfo]] | None = None
+        self._srun_tasks: dict[str, set[int]] = {}  # srun's verdicts: node -> the task ids it named there
         self._build(inputs)
 
     # ---------------------------------------------------------------- building
@@ -95,6 +96,7 @@ class IdentityMap:
                     info.cuda_dev, info.nvml_dev, info.pci = m["cuda_dev"], m["nvml_dev"], m["pci_bus_id"]
                     self.pid_rank[key] = m["rank"]
                     self.pid_rank.setdefault(anywhere, m["rank"])
+        self._place_srun_tasks()
         hosts = {i.host for i in self.ranks.values() if i.host} | self.job_hosts
         if len(hosts) == 1:  # one node: every rank lives there
             only = next(iter(hosts))
@@ -116,6 +118,8 @@ class IdentityMap:
             info = self.ranks.setdefault(ev.rank, RankInfo(ev.rank))
             info.cuda_dev = info.cuda_dev if info.cuda_dev is not None else ev.local_device
             info.host = info.host or file_host
+        elif ev.kind == "srun_task_exit" and ev.host:
+            self._srun_tasks.setdefault(ev.host, set()).update(ev.details["tasks"])
         elif ev.kind == "process_failed" and ev.pid is not None:
             self.pid_local.setdefault(ev.pid, ev.details.get("local_rank"))
         elif ev.kind == "child_failed":
@@ -130,6 +134,24 @@ class IdentityMap:
                 if failure.get("pid"):
                     self.pid_rank.setdefault((failure.get("host"), failure["pid"]), failure["rank"])
                     self.pid_rank.setdefault((None, failure["pid"]), failure["rank"])
+
+    def _place_srun_tasks(self) -> None:
+        """srun's verdicts name each node's tasks (``srun: error: node-7: task 13: Exited``, ``...: tasks
+        8-12,14-15: Killed``). When they count ranks (several tasks on a node: one per GPU; srun starting
+        one torchrun per node names one, and then a task is a node's number), a rank's node is the one
+        whose list holds it; when every node's list is whole (the same count, no gap) its local rank,
+        and so its GPU by default, is its place in that list: rank 13 of 8 tasks a node is GPU 5."""
+        tasks = self._srun_tasks
+        if not any(len(held) > 1 for held in tasks.values()):
+            return
+        whole = len({len(held) for held in tasks.values()}) == 1 and all(
+            max(held) - min(held) + 1 == len(held) for held in tasks.values())
+        for host, held in tasks.items():
+            for local, rank in enumerate(sorted(held)):
+                info = self.ranks.setdefault(rank, RankInfo(rank))
+                info.host = info.host or host
+                if whole and info.cuda_dev is None:
+                    info.cuda_dev = local
 
     def _names(self, host: str | None) -> _GpuNames:
         """``host``'s GPU names, joined from its files on first use (a later file's name wins)."""

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gpulib.diagnose.context import Context, place
+from gpulib.diagnose.stated_hosts import session_host, srun_host_of_rank, stated_host
 from gpulib.evidence.gather import InputFile
 from gpulib.findings import Finding
 from gpulib.identity import normalize_pci
@@ -31,9 +32,11 @@ MAX_BYTES = 1 << 20
 MAX_NEIGHBOURS = 32
 
 #: A rank by name, or by its launcher's number for it: torch.multiprocessing.spawn's process index
-#: (``process 3 terminated with signal SIGKILL``) and srun's task id (``srun: error: NODE: task 13: ...``).
+#: (``process 3 terminated with signal SIGKILL``, ``-- Process 0 terminated with the following error:``
+#: above the traceback it raised) and srun's task id (``srun: error: NODE: task 13: ...``).
 _RANK = re.compile(r"\[Rank (?P<a>\d+)\]|\[rank(?P<b>\d+)\]|\bGLOBAL_RANK:? ?(?P<c>\d+)\b|\brank[ =](?P<d>\d+)\b"
-                   r"|\bprocess (?P<e>\d+) terminated with (?:signal|exit code)\b|\bsrun: error: [\w.-]+: task (?P<f>\d+): ")
+                   r"|\b[Pp]rocess (?P<e>\d+) terminated with (?:signal|exit code|the following error)\b"
+                   r"|\bsrun: error: [\w.-]+: task (?P<f>\d+): ")
 #: srun --label prefixes (``10: ``), also when a paste joined the lines: a value repeated several times.
 _SRUN_LABEL = re.compile(r"(?:^|(?<=\s))(?P<n>\d{1,5}): (?=\S)", re.M)
 _SRUN_LABELS_NEEDED = 3
@@ -45,19 +48,7 @@ _GPU_PCI = re.compile(r"(?:\bnvidia |NVRM: GPU (?:at )?|\bXid \(|\bXID \d+.*?det
 #: ``lspci``'s line of an NVIDIA GPU (``4c:00.0 3D controller: NVIDIA Corporation ...``).
 _LSPCI = re.compile(r"^(?P<pci>(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]) (?:3D|VGA compatible|Display) "
                     r"controller: NVIDIA", re.M)
-_PROMPT = re.compile(r"^[\w.-]+@(?P<host>[A-Za-z][\w.-]*):[~/][^\n]*?[#$] ", re.M)
-_HOST_ECHO = re.compile(r"^\s*(?:SLURMD_NODENAME|SLURM_NODELIST|SLURM_JOB_NODELIST|NodeList|HOSTNAME|Running on(?: host| node)?"
-                        r"|Hostname|Node ?name)\s*[:=]?\s*(?P<host>[A-Za-z][\w-]*(?:\.[\w-]+)*)\s*$", re.M)
-_NCCL_HOST = re.compile(r"^(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\]", re.M)
 _FENCE = re.compile(r"^\s*(?:```|~~~)")
-#: A table row the writer marked with an arrow (``node-12   11760  <--``): the host that starts the marked
-#: cell, followed by one to three values (not code: ``r2 <- f(x)``); a name with a digit (node names have them,
-#: words of prose do not).
-_MARKED_HOST = re.compile(r"(?:^|(?<=\s\s)|(?<=\|))[ \t]*(?!(?:GPU|gpu|rank|Rank|cuda)\d)"
-                          r"(?P<host>[A-Za-z][\w-]*\d[\w-]*(?:\.[\w-]+)*)(?:[ \t|]+[^\s<|=(]+){1,3}[ \t|]*"
-                          r"(?:<-{1,3}|<={1,3}|\u2190)(?=\s|$)", re.M)
-#: srun's verdict on a node's tasks (``srun: error: NODE: task 0: Aborted (core dumped)``).
-_SRUN_HOST = re.compile(r"\bsrun: error: (?P<host>[A-Za-z][\w.-]*): tasks? [\d,-]+: ")
 
 
 def _one(values: list) -> object | None:
@@ -82,17 +73,9 @@ def _gpu_pci(text: str) -> str | None:
     return _one(named) if named else _inventory_pci(text)
 
 
-def _host(text: str) -> str | None:
-    for pattern in (_PROMPT, _HOST_ECHO, _NCCL_HOST, _SRUN_HOST, _MARKED_HOST):
-        host = _one([m["host"] for m in pattern.finditer(text)])
-        if host:
-            return str(host)
-    return None
-
-
 #: name -> (reader of a text, whether it names a GPU only for GPU causes)
 READERS: dict[str, tuple[Callable[[str], object | None], bool]] = {
-    "rank": (_ranks, False), "gpu_index": (_gpu_index, True), "gpu_pci": (_gpu_pci, True), "host": (_host, False)}
+    "rank": (_ranks, False), "gpu_index": (_gpu_index, True), "gpu_pci": (_gpu_pci, True), "host": (stated_host, False)}
 
 
 def _inventory_pci(text: str) -> str | None:
@@ -101,7 +84,7 @@ def _inventory_pci(text: str) -> str | None:
 
 
 #: Names a file beside the root cause's may give: they belong to the node, not to one process.
-NODE_WIDE: dict[str, Callable[[str], object | None]] = {"host": _host, "gpu_pci": _inventory_pci}
+NODE_WIDE: dict[str, Callable[[str], object | None]] = {"host": stated_host, "gpu_pci": _inventory_pci}
 
 
 def fill(ctx: Context, root: Finding) -> None:
@@ -131,6 +114,11 @@ def fill(ctx: Context, root: Finding) -> None:
     waited = _waiters(ctx)
     for name in missing:
         read, _gpu_only = READERS[name]
+        if name == "host":
+            said = _host_of_lines(root, texts, found.get("rank", root.rank))
+            if said and read(places[0][1]) is None:  # the cause's own lines name no host: the session's does
+                found[name], sources[name] = said
+                continue
         for where, text, mine in places:
             if mine == "host" and name != "host":
                 continue  # a rank or GPU named hours before the fault in the same log is not its
@@ -150,6 +138,23 @@ def fill(ctx: Context, root: Finding) -> None:
     for name, value in found.items():
         setattr(root, name, value)
     place(ctx, root, host=root.host, rank=root.rank, pci=root.gpu_pci)
+
+
+def _host_of_lines(root: Finding, texts: dict[str, str], rank: int | None) -> tuple[str, str] | None:
+    """(host, where) from how the cause's lines were printed: the command of the pasted session that
+    printed them (a prompt, or ``ssh node cmd``), else srun's line for the cause's rank as a task.
+    Both name the node of *these* lines where the whole file may name several (a login node and two
+    compute nodes; srun's verdict on every node of the job)."""
+    for e in root.evidence:
+        said = session_host(texts.get(e.file, ""), e.line) if e.line else None
+        if said:
+            return said[0], f"{e.file}:{said[1]} (the command that printed {e.file}:{e.line})"
+    if rank is not None:
+        for name, text in texts.items():
+            host = srun_host_of_rank(text, rank)
+            if host:
+                return host, f"{name} (srun's line for task {rank})"
+    return None
 
 
 def _waiters(ctx: Context) -> set[int]:

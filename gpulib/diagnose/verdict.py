@@ -279,22 +279,40 @@ def _same_place(a: Finding, b: Finding) -> bool:
 def adopt_job_rank(ctx: Context, root: Finding) -> None:
     """A GPU fault's rank: the one rank whose own error of the same kind (``CUDA error: uncorrectable
     ECC error`` under an Xid 48) came within minutes of it - how the fault looked from inside that
-    rank. Taken only when exactly one rank said so and nothing places that rank on another node or GPU."""
-    if root.rank is not None or not root.hardware or not root.time or root.category not in GPU_CATEGORIES:
+    rank. Taken only when exactly one rank said so and nothing places that rank on another node or GPU.
+    Without two times to compare (an ``nvidia-smi`` paste after the crash names the lost GPU by bus id;
+    a traceback carries no stamp), the rank must be the one that drives the GPU the fault names."""
+    if root.rank is not None or not root.hardware or root.category not in GPU_CATEGORIES:
         return  # a node's link or power is no one rank's: the rank that saw it first is not its culprit
-    ranks = set()
+    ranks, timed = set(), True
     for f in ctx.findings:
         if f is root or f.hardware or f.rank is None or f.category != root.category:
-            continue
-        if not (f.time and _close(f.time, root.time, HW_PREFERENCE_S)):
             continue
         ref = ctx.ids.locate(rank=f.rank)
         if ref.host not in (root.host, None) or (ref.gpu_pci and root.gpu_pci and ref.gpu_pci != root.gpu_pci):
             continue
+        if root.time and f.time:
+            if not _close(f.time, root.time, HW_PREFERENCE_S):
+                continue
+        elif root.gpu_index is None or _device_of(ctx, f.rank, ref.gpu_index) != root.gpu_index:
+            continue  # no times to match (a snapshot, a traceback): the rank must drive the GPU named
+        else:
+            timed = False
         ranks.add(f.rank)
     if len(ranks) == 1:
         root.rank = ranks.pop()
-        root.extra.setdefault("identified_by", {})["rank"] = "the one rank whose own error of this kind came with it"
+        root.extra.setdefault("identified_by", {})["rank"] = (
+            "the one rank whose own error of this kind came with it" if timed else
+            "the one rank whose own error of this kind came from this GPU (no times to match)")
+
+
+def _device_of(ctx: Context, rank: int, known: int | None) -> int | None:
+    """The GPU index ``rank`` drives: the identity map's, else, in a one-node job, the rank itself
+    (one rank per GPU, rank i on GPU i: how torchrun, DeepSpeed and mp.spawn place them by default)."""
+    if known is not None:
+        return known
+    hosts = {i.host for i in ctx.ids.ranks.values() if i.host} | ctx.ids.job_hosts
+    return rank if len(hosts) <= 1 else None
 
 
 def adopt_rank(ctx: Context, root: Finding) -> None:
