@@ -26,12 +26,14 @@ _LINK = re.compile(r"^\s*Link (?P<link>\d+): (?P<value>.+?)\s*$")
 
 @dataclass
 class NvlinkStatus:
-    """One GPU: ``links`` maps link number -> GB/s, or None for an inactive link."""
+    """One GPU: ``links`` maps link number -> GB/s, or None for an inactive link; ``link_lines``
+    maps link number -> its line, so a finding can quote the ``<inactive>`` line itself."""
 
     gpu_index: int
     name: str | None
     uuid: str | None
     links: dict[int, float | None] = field(default_factory=dict)
+    link_lines: dict[int, int] = field(default_factory=dict)
     all_inactive: bool = False  # NVML said every link is down (a fault on an NVLink board)
     note: str | None = None  # what nvidia-smi printed instead of links
     line: int | None = None
@@ -72,6 +74,7 @@ def parse(text: str, source: str = "<text>") -> ParseResult[NvlinkStatus]:
             value = link["value"]
             try:
                 gpu.links[int(link["link"])] = None if "inactive" in value.lower() else units.number(value)
+                gpu.link_lines[int(link["link"])] = number
             except ValueError as exc:
                 result.problems.append(Problem(source, f"GPU {gpu.gpu_index} link {link['link']}: {exc}", number))
         elif gpu.note is None:  # the tool's one-line explanation; later lines are not ours
