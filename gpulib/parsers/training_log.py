@@ -82,7 +82,7 @@ PROGRESS_KEYWORDS: tuple[bytes, ...] = (
     b"step", b"iteration", b"Iter", b"s/it", b"val batch", b"heckpoint", b"raining complete", b"raining finished",
     b"raining done", b"otal training time", b"successfully finished", b"train_runtime", b"torch ", b"torch=", b"torch version",
     b"orch.__version__", b"PyTorch version", b"device=cuda:", b"local_rank=", b"distributed init (rank", b"re-looped",
-    b"srun: error", b"slurmstepd: error", b"real\t", b"real ",
+    b"srun: error", b"slurmstepd: error", b"real\t", b"real ", b"Data (t)", b"data_time", b"Data: ",
 )
 
 #: Event kinds that are not failures: identity, transport, versions, progress, and lines that only
@@ -327,6 +327,12 @@ _TORCH_VERSION = re.compile(r"\b(?:torch|PyTorch)(?:\.__version__)?(?: version)?
 _STEP = re.compile(r"\b(?:step|iteration|iter|global_step)[:= ]\s*(?P<step>\d+)\b|\b(?P<tq>\d+)/(?P<total>\d+) \["
                    r"|\bIter(?:ation)?:? (?P<tq2>\d+)/(?P<total2>\d+)\b")
 _S_PER_STEP = re.compile(r"(?P<v>\d+(?:\.\d+)?) ?s/(?:step|it)\b|elapsed time per iteration \(ms\): (?P<ms>[\d.]+)")
+#: The time a step waited for its batch, and the step's whole time, in seconds, as trainers print
+#: them: open_clip ``Data (t): 0.121 Batch (t): 1.170``, timm ``Time: 0.312s ... Data: 0.012 (0.015)``,
+#: mmengine/detectron2 ``time: 0.4567  data_time: 0.0123``, ``batch_time=1.2 data_time=0.9``.
+_DATA_S = re.compile(r"(?:\bData \(t\)|(?<![\w.])data_time|(?<![\w.])Data)\s*[:=]\s*(?P<v>\d+(?:\.\d+)?)s?(?![\w.:])")
+_STEP_S = re.compile(r"(?:\bBatch \(t\)|(?<![\w.])(?:batch_time|step_time|iter_time|[Tt]ime))\s*[:=]\s*"
+                     r"(?P<v>\d+(?:\.\d+)?)s?(?![\w.:])")
 _METRIC_MS = re.compile(r"\b(?P<k>[a-z][a-z0-9_]*_ms)=(?P<v>\d+(?:\.\d+)?)")
 _EVAL_PROGRESS = re.compile(r"val(?:idation)? batch (?P<done>\d+)/(?P<total>\d+)")
 
@@ -940,20 +946,25 @@ class JobLogScanner:
         if m:
             return JobEvent(lineno, "eval_progress", body, details={"done": int(m["done"]), "total": int(m["total"])})
         m = _STEP.search(body)
-        if not m:
+        waited, took = _DATA_S.search(body), _STEP_S.search(body)
+        timed = waited is not None and took is not None  # a progress line by its timings alone
+        if not m and not timed:
             return None
         details: dict = {}
-        if m["step"]:
+        if m and m["step"]:
             details["step"] = int(m["step"])
-        else:
+        elif m:
             details["step"], details["total"] = int(m["tq"] or m["tq2"]), int(m["total"] or m["total2"])
         s = _S_PER_STEP.search(body)
         if s:
             details["s_per_step"] = float(s["v"]) if s["v"] else float(s["ms"]) / 1000.0
+        if timed:
+            details["data_s"] = float(waited["v"])
+            details.setdefault("s_per_step", float(took["v"]))
         metrics = {k: float(v) for k, v in _METRIC_MS.findall(body)}
         if metrics:
             details["metrics_ms"] = metrics
-        if len(details) == 1 and "s_per_step" not in details and " | " not in body and "loss" not in body:
+        if len(details) == 1 and "step" in details and " | " not in body and "loss" not in body:
             return None  # a bare number after the word "step" is not a progress line
         return JobEvent(lineno, "step", body, details=details)
 

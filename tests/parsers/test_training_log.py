@@ -345,3 +345,15 @@ def test_bare_exception_line_is_an_exception_but_not_prose_or_a_frame():
     (ev,) = events(text, "exception")
     assert (ev.line, ev.details["class"]) == (4, "Exception")
     assert ev.details["message"].startswith("Current loss scale already at minimum")
+
+
+def test_data_time_and_step_time_readings_make_a_progress_line():
+    text = ("2024-03-05,09:00:01 | INFO | Train Epoch: 2 [  8192/1281167 ( 1%)] Data (t): 41.502 Batch (t): 42.611, "
+            "48.06/s LR: 0.000100 Loss: 6.1000 (6.2000)\n"
+            "Train: 1 [ 150/5004 (  3%)]  Loss: 6.421 (6.50)  Time: 0.412s,  621.36/s  (0.398s,  643.2/s)  "
+            "LR: 2.000e-03  Data: 0.021 (0.019)\n"
+            "03/05 09:12:00 - mmengine - INFO - Epoch(train)  [1][ 100/2000]  lr: 1.0000e-02  eta: 1:02:03  "
+            "time: 0.4567  data_time: 0.0123  memory: 9120  loss: 1.2345\n"
+            "Data: /srv/shards time: 09:12 copied\n")  # a path and a clock: no readings
+    got = [(e.details["data_s"], e.details["s_per_step"]) for e in events(text, "step")]
+    assert got == [(41.502, 42.611), (0.021, 0.412), (0.0123, 0.4567)]

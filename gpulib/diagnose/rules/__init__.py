@@ -29,6 +29,7 @@ from gpulib.diagnose.context import Context
 from gpulib.diagnose.rules import (
     boots,
     bootstrap,
+    data_wait,
     fabric,
     gpu,
     held_memory,
@@ -69,6 +70,7 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec("kernel", "records", (*k.KERNEL, k.DCGM_EXPORTER), kernel.run),
     RuleSpec("gpu", "records", k.GPU_STATE, gpu.run),
     RuleSpec("job", "records", k.JOB_LOGS, job.run, signals=True),
+    RuleSpec("data_wait", "records", (k.TRAINING_LOG,), data_wait.run),
     RuleSpec("nvlink_status", "records", (k.NVIDIA_SMI_NVLINK,), nvlink_status.run),
     RuleSpec("other", "joins", (k.SLURM_SINFO, k.DCGMI_DIAG, k.FLIGHT_RECORDER, k.FUSER, k.IBSTAT, k.IPMITOOL_SDR,
                                 k.KERNEL_LOG, k.TRAINING_LOG), other.run),
