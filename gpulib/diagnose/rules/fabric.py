@@ -50,6 +50,12 @@ LINK_SIGNATURES = frozenset({"ib-async-event", "ib-port-down"})
 CONNECT, SYSTEM, COMPLETION, REMOTE = "nccl-connect-failed", "nccl-system-error", "ib-completion-error", "remote-peer"
 ABSENT, WANTED, OPEN_FAILED, CONFIG = "nccl-ib-absent", "nccl-ib-wanted", "ib-open-failed", "ib-config"
 STORE = "store-unreachable"
+#: ibverbs completion statuses by the names transports other than NCCL print (TensorPipe's ibv
+#: transport, UCX, MPI: ``ibv_wc_status_str`` or the enum), as NCCL's numbers.
+IBV_STATUS = {"transport retry counter exceeded": "12", "IBV_WC_RETRY_EXC_ERR": "12",
+              "RNR retry counter exceeded": "13", "IBV_WC_RNR_RETRY_EXC_ERR": "13"}
+#: A Python exception that only quotes a transport's error is how that failure looked from Python.
+_QUOTES_TRANSPORT = re.compile(r"NCCL|retry counter exceeded|IBV_WC_")
 #: A remote error of NCCL's own transport (a c10d store's "Connection reset by peer" is not one).
 _NCCL_REMOTE = re.compile(r"ncclRemoteError|remote process exited|socketProgress|NET/(?:IB|Socket)")
 
@@ -96,10 +102,11 @@ class _FirstStep:
 
 
 def _other_causes(ctx: Context) -> list[Finding]:
-    """Causes of any other kind already found (a bare exception that only quotes an NCCL error is
-    not one: it is how the network failure looked from Python)."""
+    """Causes of any other kind already found (a bare exception that only quotes an NCCL or ibverbs
+    error is not one: it is how the network failure looked from Python)."""
     return [f for f in ctx.findings if f.role == "cause" and f.interruption in ("hard", "soft")
-            and not (f.id.startswith("sig-python-exception") and any("NCCL" in e.text for e in f.evidence))]
+            and not (f.id.startswith("sig-python-exception")
+                     and any(_QUOTES_TRANSPORT.search(e.text) for e in f.evidence))]
 
 
 def _store(ctx: Context, signals, book: AddressBook, first: _FirstStep) -> None:
@@ -217,9 +224,11 @@ def _completion(ctx: Context, signals, book: AddressBook) -> None:
         return  # a peer that died of something else makes its partners print these lines
     fl, s = _first(items)
     config = signals.get(CONFIG, [])
-    status = s.fields.get("num")
+    status = s.fields.get("num") or IBV_STATUS.get(s.fields.get("what") or "")
     what = (f"IB completion error {status}" + (" (transport retry counter exceeded: the far end never "
-                                               "acknowledged)" if status == "12" else "")
+                                               "acknowledged)" if status == "12" else
+                                               " (RNR retry counter exceeded: the far end had no receive posted)"
+                                               if status == "13" else "")
             if completions else "ncclRemoteError: a peer's connection went away")
     if config:
         hard, why = False, f"soft: the evidence shows a configuration error ({_first(config)[1].text.strip()[:80]})"
