@@ -30,7 +30,8 @@ from gpulib.parsers.nvsmi_common import HANDLE_ERROR, header_fields, lost_gpus, 
 KIND = "nvidia_smi_table"
 
 _BANNER = re.compile(
-    r"\|\s*NVIDIA-SMI\s+(?P<smi>\S+)\s+(?:Driver|KMD) Version:\s*(?P<driver>\S+)\s+CUDA(?: UMD)? Version:\s*(?P<cuda>\S+)"
+    r"\|\s*NVIDIA-SMI\s+(?P<smi>\S+)\s+(?:Driver|KMD) Version:\s*(?P<driver>\S+)"
+    r"(?:\s+CUDA(?: UMD)? Version:\s*(?P<cuda>\S+))?"  # drivers before 410 print no CUDA version
 )
 _PCI = re.compile(r"^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]$")
 _PROCESS = re.compile(

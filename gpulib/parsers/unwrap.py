@@ -53,16 +53,38 @@ def unwrap(text: str) -> Unwrapped:
     if fanout:
         cut = len(fanout) + 2
         out = [x[cut:] if x.startswith(fanout + ": ") else x for x in out]
-    host = None
     commands = []
     for i, line in enumerate(out):
         m = PROMPT.match(line)
         if m:
-            host = m["h1"] or m["h2"] or m["h3"]
-            commands.append((i, host, line[m.end():].strip()))
-            out[i] = line[m.end():].strip() if LAUNCH_COMMAND.search(line, m.end()) else ""
+            typed = line[m.end():].strip()
+            commands.append((i, remote_host(typed) or m["h1"] or m["h2"] or m["h3"], typed))
+            out[i] = typed if LAUNCH_COMMAND.search(line, m.end()) else ""
     new = "\n".join(out) + "\n"
+    # the text's kind is read from its head: the first command's output, so its host is that one's
+    first = commands[0][1] if commands and not any(x.strip() for x in out[:commands[0][0]]) else None
+    host = first or (commands[-1][1] if commands else None)
     return Unwrapped(new, fanout or host, new.strip() != text.strip(), commands)
+
+
+#: ssh options that take an argument (``ssh -p 2222 -o X=Y node cmd``): the host is the word after them.
+_SSH_ARG_OPTIONS = frozenset("bcDEeFIiJLlmOopQRSWw")
+
+
+def remote_host(command: str) -> str | None:
+    """The host a command ran on when it was typed as ``ssh HOST cmd`` from a login node: its output
+    is that host's, not the prompt's (``ssh gpu-3-7 nvidia-smi`` lists gpu-3-7's GPUs)."""
+    words = command.split()
+    if words[:1] == ["sudo"]:
+        words = words[1:]
+    if not words or words[0] != "ssh":
+        return None
+    i = 1
+    while i < len(words) and words[i].startswith("-"):
+        i += 2 if len(words[i]) == 2 and words[i][1] in _SSH_ARG_OPTIONS else 1
+    if i + 1 >= len(words):  # an interactive login: the next prompt names the host
+        return None
+    return words[i].rsplit("@", 1)[-1] or None
 
 
 def _fanout_host(lines: list[str]) -> str | None:
@@ -77,4 +99,4 @@ def _fanout_host(lines: list[str]) -> str | None:
     return None
 
 
-__all__ = ["Unwrapped", "unwrap"]
+__all__ = ["Unwrapped", "remote_host", "unwrap"]

@@ -115,3 +115,18 @@ def test_610_kmd_banner(recorded):
             / "load_nvidia_smi_default_table.txt")
     gpu = _parse(path).records[0]
     assert (gpu.driver_version, gpu.cuda_version, gpu.index) == ("610.57.04", "13.3", 0)
+
+
+def test_table_of_a_driver_before_410_has_no_cuda_version_in_its_banner():
+    text = ("+------------------------------------------------------+\n"
+            "| NVIDIA-SMI 384.111    Driver Version: 384.111        |\n"
+            "|-------------------------------+----------------------+----------------------+\n"
+            "| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |\n"
+            "| Fan  Temp  Perf  Pwr:Usage/Cap|         Memory-Usage | GPU-Util  Compute M. |\n"
+            "|===============================+======================+======================|\n"
+            "|   0  Tesla P100-PCIE...  Off  | 00000000:05:00.0 Off |                    0 |\n"
+            "| N/A   30C    P0    26W / 250W |      0MiB / 16276MiB |      0%      Default |\n"
+            "+-------------------------------+----------------------+----------------------+\n")
+    assert nvsmi_table.looks_like(text)
+    result = nvsmi_table.parse(text)
+    assert [(g.index, g.pci_bus_id, g.driver_version) for g in result.records] == [(0, "0000:05:00.0", "384.111")]

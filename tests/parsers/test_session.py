@@ -63,3 +63,15 @@ def test_bad_input_never_raises(monkeypatch):
     monkeypatch.setitem(registry.BY_KIND, "nvidia_smi_csv", registry.ParserSpec(spec.kind, spec.looks_like, broken))
     found = session.outputs(SESSION, "paste.txt", registry.Options())
     assert found[1].result.records == [] and "parser failed on the output of line 9" in found[1].result.problems[0].message
+
+
+def test_a_command_typed_through_ssh_is_the_remote_hosts_output():
+    from gpulib.parsers.unwrap import remote_host, unwrap
+
+    assert [remote_host(c) for c in ("ssh gn-12 nvidia-smi", "ssh -p 2200 -o BatchMode=yes ops@gn-13 dmesg -T",
+                                     "sudo ssh -t gn-14 nvidia-smi -q", "ssh gn-15", "nvidia-smi")] == [
+        "gn-12", "gn-13", "gn-14", None, None]
+    bare = unwrap("[ops@login1 ~]$ ssh gn-12 nvidia-smi -L\nGPU 0: NVIDIA A40 (UUID: GPU-00aa)\n"
+                  "[ops@login1 ~]$ hostname\nlogin1\n")
+    assert [(host, cmd.split()[0]) for _i, host, cmd in bare.commands] == [("gn-12", "ssh"), ("login1", "hostname")]
+    assert bare.host == "gn-12"  # the text's head is the first command's output
