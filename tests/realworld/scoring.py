@@ -28,6 +28,8 @@ SHARED_THREAD_SETS = (("corpus", "public-threads"), ("corpus", "public-threads-2
 OWN_CASES = Path(__file__).resolve().parent / "cases"
 #: Cases built by someone who had not read the rules, scored before any rule changed for them.
 UNSEEN_CASES = Path(__file__).resolve().parent / "unseen"
+#: The second such batch.
+UNSEEN2_CASES = Path(__file__).resolve().parent / "unseen2"
 HARD = frozenset({"gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error", "nvlink_error", "power_fault",
                   "node_lost"})
 SOFT = frozenset({"cuda_oom", "host_oom", "application_error", "data_pipeline_stall"})
