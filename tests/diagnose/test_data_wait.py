@@ -66,3 +66,10 @@ def test_short_or_rare_waits_are_no_finding(tmp_path):
     rare.mkdir()
     (rare / "train.log").write_text(_mmengine(_periodic(every=50, wait=15.0, n=200)))
     assert not _found(diagnose([rare]))  # 3 waits of 15 s in 200 steps: 23% of the time, under the share
+
+
+def test_a_process_killed_later_is_the_cause_not_the_slow_steps(tmp_path):
+    killed = ("Traceback (most recent call last):\n  File \"/srv/det/train.py\", line 77, in <module>\n"
+              "RuntimeError: DataLoader worker (pid 48120) is killed by signal: Killed.\n")
+    d = _run(tmp_path, _mmengine(_periodic(every=3, wait=2.0, n=12)) + killed)
+    assert _found(d) and d.root_cause.category == "host_oom"  # the stall is context for what killed it

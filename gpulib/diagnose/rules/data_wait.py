@@ -59,4 +59,5 @@ def _add(ctx: Context, rank: int | None, host: str | None, read: list, stalls: l
                          "stage the data on local NVMe or a faster file system, or use more shards",
                          "Raise DataLoader num_workers / prefetch_factor (and persistent_workers=True) if the "
                          "storage is not the limit"])
+    f.tier = 3  # it slows the job: a process killed (host OOM of the same workers) or a fault comes first
     place(ctx, f, rank=rank, host=f.host)

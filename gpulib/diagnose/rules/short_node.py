@@ -77,7 +77,7 @@ def _given(file) -> tuple[str, int] | None:
 def _add(ctx: Context, host: str, n: int, expected: int, siblings: int, given, listing, file, signal) -> None:
     basis = (f"the job was given {given[1]} ('{given[0]}')" if given and given[1] == expected else
              f"its sibling nodes list {siblings}")
-    f = ctx.add("short-node", severity="critical", category="gpu_fell_off_bus", interruption="hard", hardware=True,
+    ctx.add("short-node", severity="critical", category="gpu_fell_off_bus", interruption="hard", hardware=True,
                 title=f"{host} lists {n} GPU(s) where {basis}, and the job could not open a device there "
                       "(invalid device): a GPU is gone from the node (off the bus, not back since)",
                 host=host, time=signal.time_utc,
@@ -86,4 +86,3 @@ def _add(ctx: Context, host: str, n: int, expected: int, siblings: int, given, l
                 actions=["Drain the node; check `lspci | grep -i nvidia` and the kernel log for Xid 79 / AER on the "
                          "missing GPU, then power-cycle it; reseat or RMA the card if it does not come back",
                          "Resubmit the job away from this node"])
-    f.tier = 1
