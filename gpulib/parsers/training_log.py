@@ -377,7 +377,13 @@ def looks_like(head: str) -> bool:
     hits = sum(1 for m in markers if m in head)
     return (hits >= 2 or "NCCL INFO" in head or "ProcessGroupNCCL" in head or "PyTorchJob" in head
             or _HF_TRAINER_BANNER in head  # a training log by its content, whatever its file is called
-            or "[rank" in head and _RANK_LINE.search(head) is not None)
+            or "[rank" in head and _RANK_LINE.search(head) is not None
+            or _timed_steps(head) >= 2)  # progress lines with a data time and a step time (open_clip, timm)
+
+
+def _timed_steps(head: str) -> int:
+    """How many lines of ``head`` carry both a data-wait and a step time: a trainer's progress lines."""
+    return sum(1 for line in head.splitlines() if _DATA_S.search(line) and _STEP_S.search(line))
 
 
 #: The banner the Hugging Face Trainer prints when its training loop starts.

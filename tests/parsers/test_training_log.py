@@ -357,3 +357,10 @@ def test_data_time_and_step_time_readings_make_a_progress_line():
             "Data: /srv/shards time: 09:12 copied\n")  # a path and a clock: no readings
     got = [(e.details["data_s"], e.details["s_per_step"]) for e in events(text, "step")]
     assert got == [(41.502, 42.611), (0.021, 0.412), (0.0123, 0.4567)]
+
+
+def test_a_head_of_timed_progress_lines_is_a_training_log_whatever_its_name():
+    lines = "".join(f"Train: 0 [{i * 10:4d}/5004 (  0%)]  Loss: 6.9 (6.9)  Time: 0.402s,  637.1/s  LR: 1.0e-05  "
+                    f"Data: 0.011 (0.011)\n" for i in range(3))
+    assert tl.looks_like("[ml@gn-3 ~]$ iostat -xm 5 2\nDevice r/s w/s\n" + lines)
+    assert not tl.looks_like("Data: 0.5 GB copied\nTime: 12 s elapsed\n")  # readings on separate lines
