@@ -116,6 +116,15 @@ def test_pasted_wrapping(right_cases, tmp_path_factory, data):
     _same(before, _answer(diagnose([dst]).to_dict()), ignore=("host",) if style in ("shell", "pdsh") else ())
 
 
+#: Cases whose files pasted together are not yet read as the separate files are, with the class of
+#: what is missing (strict: one that starts to pass fails the run until it is removed here).
+CONCATENATION_GAPS = {
+    "v13-horovod-mpirun-hang-epoch1-unset-interfaces": (
+        "a three-row CSV ahead of a job log, cut by prompts without user@host ('gpu-a $', '$ mpirun'): the file is "
+        "read as the CSV and the job log after it is not read"),
+}
+
+
 def test_concatenating_every_file(right_cases, tmp_path):
     """Many job logs pasted one after the other are the same evidence as the separate files."""
     checked = 0
@@ -127,6 +136,9 @@ def test_concatenating_every_file(right_cases, tmp_path):
         dst.mkdir()
         (dst / "all.log").write_bytes(b"\n".join(f.read_bytes().rstrip(b"\n") for f in files) + b"\n")
         after = _answer(diagnose([dst]).to_dict())
+        if case.name in CONCATENATION_GAPS:
+            assert after["category"] != before["category"], f"{case.name} is read right now: remove it from the gaps"
+            continue
         assert after["category"] == before["category"], f"{case.name}: {before} -> {after}"
         checked += 1
     if not checked:
