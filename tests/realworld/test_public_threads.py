@@ -36,12 +36,6 @@ KNOWN_GAPS: dict[str, str] = {
     "hw-22-tf-cuda-error-ecc-uncorrectable-ctx-retain-4090": "gpu_index not named (not yet analysed)",
     "hw-30-ecc-uncorrectable-h800-ray-worker-verl": "host (an IP in the thread) not named (not yet analysed)",
     "hw-33-launch-timeout-display-watchdog-gpu-drives-x": "gpu_index not named (where the input carries it not yet analysed)",
-    # unseen2, culprit names (fix2b's classes: remove each when its reading lands)
-    "v04-gha-slurm-l40s-ecc-cuctxcreate-214-pmix-noise": "host only in a job banner and PMIx prefixes: not read",
-    "v06-hyperpod-slurm-ecc-rank13-bugreport-sections": ("host from srun's 'task N' line and GPU from a bug-report "
-                                                         "section with uncorrectable DRAM counts: not read"),
-    "v10-gke-kubeflow-keras-killed-node-memory-eviction": "host = the node of the pod's Scheduled event: not read",
-    "v17-valle-rank0-oom-extra-contexts-on-gpu0": "rank from the first '[rankN]' to raise: not read",
     "u12-slow-cpu-leak-oom-after-days": "rank from srun's task number: the OOM kill is not linked to the timeouts' "
                                         "absent ranks",
     # category / hard-soft classes still missing
