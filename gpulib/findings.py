@@ -29,8 +29,8 @@ from gpulib.vocabulary import CATEGORIES, OUT_OF_SERVICE, SEVERITIES, SEVERITY_C
 #: Keys every serialised finding has, in this order (the JSON contract of docs/ARCHITECTURE.md).
 KEYS = ("id", "severity", "category", "title", "role", "host", "gpu_index", "gpu_pci", "rank", "time",
         "evidence", "actions", "caused_by")
-#: Evidence lines kept per finding in JSON (the first ones: where the fact was first seen).
-EVIDENCE_KEPT = 12
+#: Quotes kept per finding in JSON (the first ones: where the fact was first seen).
+QUOTES_KEPT = 12
 
 
 #: Tier of a cause that explains an interruption only when nothing else does (a bare exception is 5):
@@ -39,8 +39,9 @@ LAST_RESORT_TIER = 6
 
 
 @dataclass
-class EvidenceLine:
-    """One line of one input file (``file`` as the user gave it, ``line`` 1-based or None)."""
+class Quote:
+    """A quote: one line of one input file that a finding rests on (``file`` as the user gave it,
+    ``line`` 1-based or None)."""
 
     file: str
     line: int | None
@@ -50,7 +51,7 @@ class EvidenceLine:
         return {"file": self.file, "line": self.line, "text": self.text[:500]}
 
     @classmethod
-    def from_dict(cls, data: dict) -> EvidenceLine:
+    def from_dict(cls, data: dict) -> Quote:
         line = data.get("line")
         return cls(str(data.get("file") or ""), None if line is None else int(line), str(data.get("text") or ""))
 
@@ -72,7 +73,11 @@ class Pointers:
 class Finding:
     """One fact. ``severity`` is one of :data:`gpulib.vocabulary.SEVERITIES`, ``category`` one of
     :data:`gpulib.vocabulary.CATEGORIES`. ``extra`` keeps what a step adds for its own commands
-    (``pids`` of processes still holding a GPU, ``power_limit_w`` of a throttled one, ``step``)."""
+    (``pids`` of processes still holding a GPU, ``power_limit_w`` of a throttled one, ``step``).
+
+    ``quotes`` are the input lines the fact rests on (:class:`Quote`). The JSON calls them
+    ``"evidence"``, as the contract of docs/ARCHITECTURE.md fixes it; the code calls them quotes,
+    because everywhere else in gpulib "evidence" names the captured files (the bundle, ``--evidence``)."""
 
     id: str
     severity: str
@@ -88,7 +93,7 @@ class Finding:
     time: str | None = None
     time_approx: bool = False
     observed: bool = False  # ``time`` is when a snapshot saw the state; it began earlier
-    evidence: list[EvidenceLine] = field(default_factory=list)
+    quotes: list[Quote] = field(default_factory=list)
     actions: list[str] = field(default_factory=list)
     caused_by: str | None = None
     xid: int | None = None
@@ -125,7 +130,7 @@ class Finding:
         out = {
             "id": self.id, "severity": self.severity, "category": self.category, "title": self.title,
             "role": self.role, "host": self.host, "gpu_index": self.gpu_index, "gpu_pci": self.gpu_pci,
-            "rank": self.rank, "time": self.time, "evidence": [e.to_dict() for e in self.evidence[:EVIDENCE_KEPT]],
+            "rank": self.rank, "time": self.time, "evidence": [e.to_dict() for e in self.quotes[:QUOTES_KEPT]],
             "actions": list(self.actions), "caused_by": self.caused_by,
         }
         if self.xid is not None:
@@ -135,29 +140,29 @@ class Finding:
     @classmethod
     def from_dict(cls, data: dict) -> Finding:
         """A finding from its JSON (any extra keys are kept in ``extra``); missing keys take defaults."""
-        known = {f.name for f in fields(cls)} - {"evidence", "pointers", "extra", "actions"}
+        known = {f.name for f in fields(cls)} - {"quotes", "pointers", "extra", "actions"}
         values = {k: data[k] for k in known if k in data}
         values.setdefault("gpu_pci", data.get("pci_bus_id"))
         for key in ("gpu_index", "rank", "xid"):
             if values.get(key) is not None:
                 values[key] = int(values[key])
-        evidence = [e if isinstance(e, EvidenceLine) else EvidenceLine.from_dict(e) for e in data.get("evidence") or []]
+        quotes = [e if isinstance(e, Quote) else Quote.from_dict(e) for e in data.get("evidence") or []]
         extra = {k: v for k, v in data.items()
                  if k not in known and k not in ("evidence", "actions", "pointers", "pci_bus_id")}
         return cls(**{"id": str(data.get("id")), "severity": data.get("severity") or "info",
                       "category": data.get("category") or "none", "title": data.get("title") or "",
                       **{k: v for k, v in values.items() if k not in ("id", "severity", "category", "title")}},
-                   evidence=evidence, actions=list(data.get("actions") or []), extra=extra)
+                   quotes=quotes, actions=list(data.get("actions") or []), extra=extra)
 
 
 def finding_dict(id: str, severity: str, category: str, title: str, *, host: str | None = None,
                  gpu_index: int | None = None, rank: int | None = None, time: str | None = None,
-                 evidence: Sequence[dict] = (), actions: Sequence[str] = (), **extra: Any) -> dict:
+                 quotes: Sequence[dict] = (), actions: Sequence[str] = (), **extra: Any) -> dict:
     """One finding as its JSON dict from plain values (extra keys such as ``pids`` or ``step`` are
     kept); raises ValueError for a severity or category outside the vocabulary. The notebook face's
     ``gpulib.notebook.steps.finding`` takes table cells (pandas' missing values, timestamps) too."""
     data = {"id": id, "severity": severity, "category": category, "title": title, "host": host,
-            "gpu_index": gpu_index, "rank": rank, "time": time, "evidence": [dict(e) for e in evidence],
+            "gpu_index": gpu_index, "rank": rank, "time": time, "evidence": [dict(e) for e in quotes],
             "actions": list(actions), **extra}
     return Finding.from_dict(data).check().to_dict()
 

@@ -143,5 +143,5 @@ def checkpoint_findings(report: Any) -> list[dict]:
     for item in data.get("rejected") or []:
         path, reason = (item.get("path"), item.get("reason")) if isinstance(item, dict) else item
         out.append(finding_dict(event_id("rejected", detail=Path(str(path)).name), "warning", "none",
-                           f"rejected {path}: {reason}", evidence=[{"file": str(path), "line": None, "text": reason}]))
+                           f"rejected {path}: {reason}", quotes=[{"file": str(path), "line": None, "text": reason}]))
     return out

@@ -29,8 +29,7 @@ from gpulib.diagnose import (
     unread,
     verdict,
 )
-from gpulib.diagnose.context import Context, place
-from gpulib.diagnose.context import evidence as quote
+from gpulib.diagnose.context import Context, place, quote
 from gpulib.diagnose.joins import IdentityMap
 from gpulib.diagnose.model import TimelineEntry
 from gpulib.diagnose.report import Diagnosis
@@ -198,7 +197,7 @@ def _unexplained(ctx: Context) -> Diagnosis:
                          "that stops mid-run, no hardware fault.", None, _ordered(ctx.findings),
                          next_steps=_collect_more(ctx))
     finding, what = quoted
-    steps = [f"Read {e.file}:{e.line} and the lines before it" for e in finding.evidence[:2]]
+    steps = [f"Read {e.file}:{e.line} and the lines before it" for e in finding.quotes[:2]]
     return Diagnosis("unknown", finding.category, f"No known cause, and nothing shows a normal end: {what}.", None,
                      _ordered(ctx.findings), next_steps=steps + _collect_more(ctx))
 
@@ -208,8 +207,8 @@ def _quote_failures(ctx: Context, lines: list, stops: list) -> tuple[Finding, st
     where a job log stopped, with what it says in words, or None when there are neither."""
     if not lines and not stops:
         return None
-    evidence = [quote(fl.file, fl.signal.line, fl.signal.text) for fl in lines[:generic.QUOTED]]
-    evidence += [quote(s.file, s.line, s.text) for s in stops[:1]]
+    quotes = [quote(fl.file, fl.signal.line, fl.signal.text) for fl in lines[:generic.QUOTED]]
+    quotes += [quote(s.file, s.line, s.text) for s in stops[:1]]
     top = lines[0].signal if lines else None
     if lines:
         what = (f"{len(lines)} line(s) say something failed (the most suspicious: "
@@ -220,7 +219,7 @@ def _quote_failures(ctx: Context, lines: list, stops: list) -> tuple[Finding, st
     finding = ctx.add("unexplained", severity=lines[0].severity if lines else "warning",
                       category=generic.hint(lines) or "none", role="context",
                       title=f"No signature explains it, but {what}", host=top.host if top else None,
-                      rank=top.rank if top else None, time=top.time_utc if top else None, evidence=evidence,
+                      rank=top.rank if top else None, time=top.time_utc if top else None, quotes=quotes,
                       actions=[generic.action(lines[0])] if lines else [])
     return place(ctx, finding, rank=finding.rank, host=finding.host), what
 
@@ -341,7 +340,7 @@ def _timeline(ctx: Context) -> list[TimelineEntry]:
     entries = []
     for f in ctx.findings:
         if f.time and not f.benign:
-            source = f.evidence[0].file if f.evidence else "-"
+            source = f.quotes[0].file if f.quotes else "-"
             entries.append(TimelineEntry(f.time, f.host, source, f.title))
     steps = []
     for file, ev in ctx.records(kinds.TRAINING_LOG):

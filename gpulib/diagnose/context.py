@@ -9,7 +9,7 @@ from gpulib.diagnose.joins import IdentityMap
 from gpulib.diagnose.node_facts import NodeConfig, node_configs
 from gpulib.evidence.gather import InputFile, Inputs
 from gpulib.evidence.thresholds import Thresholds
-from gpulib.findings import EvidenceLine, Finding
+from gpulib.findings import Finding, Quote
 from gpulib.parsers.logtime import stamp_in, zone_of
 
 
@@ -70,8 +70,9 @@ def without_unknowns(title: str) -> str:
     return re.sub(r"\s{2,}", " ", _UNKNOWN_PART.sub(" ", title)).strip().replace(" :", ":")
 
 
-def evidence(file: InputFile, line: int | None, text: str) -> EvidenceLine:
-    return EvidenceLine(file.display, line, text.strip())
+def quote(file: InputFile, line: int | None, text: str) -> Quote:
+    """A finding's quote of one line of ``file`` (named as the user gave it), its text stripped."""
+    return Quote(file.display, line, text.strip())
 
 
 def place(ctx: Context, finding: Finding, **names) -> Finding:

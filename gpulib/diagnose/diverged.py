@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from gpulib.diagnose.context import Context, evidence, place
+from gpulib.diagnose.context import Context, place, quote
 from gpulib.evidence.gather import InputFile
 from gpulib.findings import Finding
 from gpulib.parsers.signatures import GENERIC_KINDS
@@ -67,7 +67,7 @@ def promote(ctx: Context) -> None:
             budget -= size
     texts = {f.display: _lines(f) for f in files}
     first = min(timeouts, key=lambda f: f.time or "~")
-    at = first.evidence[0] if first.evidence else None
+    at = first.quotes[0] if first.quotes else None
     found = _ended(ctx, files, texts, at) or _rank_only(ctx, files, texts) or _odd_dump(ctx, files, texts)
     if found is not None:
         found.time = first.time
@@ -86,7 +86,7 @@ def _ended(ctx: Context, files: list[InputFile], texts: dict, at) -> Finding | N
                    role="cause", title="The training loop had ended before the collective timed out: the hang is in "
                    "code after training that not every rank reaches (a final metric or barrier); the trained result "
                    "is intact",
-                   evidence=[evidence(fl, end + 1, lines[end].strip()), evidence(fl, at.line, at.text)],
+                   quotes=[quote(fl, end + 1, lines[end].strip()), quote(fl, at.line, at.text)],
                    actions=["Read the code that runs after the training loop returns: every rank must make the same "
                             "collectives (no barrier or all_reduce under `if rank == 0`, no rank that returns early)",
                             "The checkpoints and metrics written before the end are usable: do not rerun training"])
@@ -115,7 +115,7 @@ def _rank_only(ctx: Context, files: list[InputFile], texts: dict) -> Finding | N
     found = ctx.add("rank-only-work", severity="error", category="application_error", interruption="soft",
                     role="cause", title=f"Rank {rank} was busy with work only it does ('{text[:100]}') while the "
                     "other ranks waited in a collective until it timed out", rank=rank,
-                    evidence=[evidence(fl, n + 1, text)],
+                    quotes=[quote(fl, n + 1, text)],
                     actions=[f"Run rank {rank}'s extra work (evaluation, predictions, checkpoint) on every rank, or "
                              "put a barrier with a longer timeout after it (init_process_group(timeout=...))",
                              "Or make that phase shorter than the collective timeout"])
@@ -139,8 +139,8 @@ def _odd_dump(ctx: Context, files: list[InputFile], texts: dict) -> Finding | No
                         role="cause", title=f"Rank {rank} differed from every other rank ({value[:80]} where the others "
                         f"had {usual[2][:80]}): its code path issued different collectives, and the others waited "
                         "for the missing one until it timed out", rank=int(rank),
-                        evidence=[evidence(fl, n + 1, texts[fl.display][n].strip()),
-                                  evidence(fl, usual[0] + 1, texts[fl.display][usual[0]].strip())],
+                        quotes=[quote(fl, n + 1, texts[fl.display][n].strip()),
+                                  quote(fl, usual[0] + 1, texts[fl.display][usual[0]].strip())],
                         actions=["Make every rank issue the same collectives: reduce a fixed set of keys/tensors "
                                  "(fill the missing ones with zeros and a count), not whatever this rank has",
                                  "Rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL: it reports mismatched collectives by name"])

@@ -35,6 +35,6 @@ def adopt_hardware_gpu(ctx: Context, root: Finding) -> None:
     root.gpu_index = seen.gpu_index
     root.gpu_uuid = root.gpu_uuid or seen.gpu_uuid
     place(ctx, root, host=root.host, pci=root.gpu_pci)
-    where = ", ".join(f"{e.file}:{e.line}" if e.line else e.file for e in seen.evidence[:2]) or seen.title
+    where = ", ".join(f"{e.file}:{e.line}" if e.line else e.file for e in seen.quotes[:2]) or seen.title
     said = f"the one GPU on {root.host} whose own record shows this fault ({where})"
     root.extra.setdefault("identified_by", {}).update(gpu_index=said, gpu_pci=said)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from gpulib.diagnose.context import Context, evidence
+from gpulib.diagnose.context import Context, quote
 from gpulib.evidence import kinds
 
 #: The Trainer's epoch count line, and the smallest count that means "no length" (sys.maxsize).
@@ -44,7 +44,7 @@ def promote(ctx: Context) -> None:
                         title="The ranks hung before the first step of a training set with no length (a streaming "
                               "or iterable dataset): the first batch never arrived while the ranks waited in the "
                               "collective that hands it out",
-                        evidence=[evidence(fl, n, line.strip())],
+                        quotes=[quote(fl, n, line.strip())],
                         actions=["With a streaming/iterable dataset under accelerate, set dispatch_batches=False "
                                  "(accelerator_config) so each rank reads its own shard instead of rank 0 fetching "
                                  "and broadcasting every batch",

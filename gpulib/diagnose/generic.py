@@ -61,7 +61,7 @@ class Stop:
 def failure_lines(ctx: Context) -> list[FailureLine]:
     """Generic failure lines that no finding cites, most suspicious first."""
     catalogue = _vocabulary()
-    cited = {(e.file, e.line) for f in ctx.findings for e in f.evidence if e.line is not None}
+    cited = {(e.file, e.line) for f in ctx.findings for e in f.quotes if e.line is not None}
     files = ctx.inputs.of_kind(*GENERIC_KINDS)
     # a line a rule cited explains every line of its shape (the same warning printed by every rank)
     told = {s.fields.get("shape") for f in files for s in f.signals

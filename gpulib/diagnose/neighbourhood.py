@@ -91,18 +91,18 @@ def fill(ctx: Context, root: Finding) -> None:
     """Give ``root`` the names it lacks from its lines, their files and the files beside them."""
     missing = [name for name in READERS if getattr(root, name) is None
                and (root.category in GPU_CATEGORIES or not READERS[name][1])]
-    if not missing or not root.evidence:
+    if not missing or not root.quotes:
         return
     files = {f.display: f for f in ctx.inputs.files}
-    own = {e.file: files[e.file] for e in root.evidence if e.file in files}
+    own = {e.file: files[e.file] for e in root.quotes if e.file in files}
     # its own lines read together: two ranks in them (the two sides of a desync) name neither
-    where = ", ".join(f"{e.file}:{e.line}" for e in root.evidence)
-    places: list[tuple[str, str, bool | str]] = [(where, "\n".join(e.text for e in root.evidence), True)]
+    where = ", ".join(f"{e.file}:{e.line}" for e in root.quotes)
+    places: list[tuple[str, str, bool | str]] = [(where, "\n".join(e.text for e in root.quotes), True)]
     texts = {name: _text(f) for name, f in own.items()}
     places += [(f"{e.file}:{e.line} (its table column)", _table_column(texts.get(e.file, ""), e.line), True)
-               for e in root.evidence if e.line and e.text.lstrip().startswith("|")]
+               for e in root.quotes if e.line and e.text.lstrip().startswith("|")]
     for name, text in texts.items():  # the lines around the root cause's, at its time: not the whole file's past
-        near = _near(text, [e.line for e in root.evidence if e.file == name and e.line], root.time, ctx)
+        near = _near(text, [e.line for e in root.quotes if e.file == name and e.line], root.time, ctx)
         places.append((f"{name} (lines near it)", near, True))
         places.append((name, text, "host"))  # the node a file names holds all of it
     folders = {f.path.parent for f in own.values()}
@@ -145,7 +145,7 @@ def _host_of_lines(root: Finding, texts: dict[str, str], rank: int | None) -> tu
     printed them (a prompt, or ``ssh node cmd``), else srun's line for the cause's rank as a task.
     Both name the node of *these* lines where the whole file may name several (a login node and two
     compute nodes; srun's verdict on every node of the job)."""
-    for e in root.evidence:
+    for e in root.quotes:
         said = session_host(texts.get(e.file, ""), e.line) if e.line else None
         if said:
             return said[0], f"{e.file}:{said[1]} (the command that printed {e.file}:{e.line})"
@@ -225,7 +225,7 @@ def _text(f: InputFile) -> str:
 
 
 def _unquoted(text: str) -> str:
-    """The text without a paste's markdown quote and code fences, line for line (evidence keeps its line
+    """The text without a paste's markdown quote and code fences, line for line (quotes keep their line
     numbers): a quoted NCCL line names its host as the bare one does. Prompts stay: they name the host."""
     if ">" not in text and "```" not in text and "~~~" not in text:
         return text

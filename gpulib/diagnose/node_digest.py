@@ -65,7 +65,7 @@ def records_needed(inputs: Inputs, tz: str | None, thresholds: Thresholds) -> se
     rules.kernel.run(ctx)
     rules.gpu.run(ctx)
     rules.other.ib_ports(ctx)
-    cited = {e.file for finding in ctx.findings for e in finding.evidence}
+    cited = {e.file for finding in ctx.findings for e in finding.quotes}
     keep = {id(f) for f in inputs.files if f.kind not in SUMMARISED_KINDS or f.display in cited}
     kernel = [f for f in inputs.files if f.kind == kinds.KERNEL_LOG]
     keep |= {id(f) for f in kernel if any(e.kind in KERNEL_CONTEXT_KINDS for e in f.records)}

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from gpulib.diagnose.drift import WHY, FieldDrift, config_drift, odd_nodes
 from gpulib.diagnose.node_facts import NodeConfig, node_configs
-from gpulib.findings import EvidenceLine, Finding
+from gpulib.findings import Finding, Quote
 from gpulib.logs import get_logger
 
 log = get_logger(__name__)
@@ -48,7 +48,7 @@ def drift_findings(drifts: list[FieldDrift], configs: dict[str, NodeConfig], roo
             title=f"Config drift: {d.describe()}" + (" - the culprit node is the odd one" if explains and culprit
                                                       else ""),
             host=first if len(odd) == 1 else None,
-            evidence=[EvidenceLine(configs[h].sources.get(d.field, source), None, f"{h}: {d.label} {v}")
+            quotes=[Quote(configs[h].sources.get(d.field, source), None, f"{h}: {d.label} {v}")
                       for h, v in sorted(d.odd.items())[:12]],
             actions=[_action(d, odd, culprit)],
             caused_by=root.id if state_of_culprit else None,
@@ -168,9 +168,9 @@ def nodes_text(nodes: list[dict], findings: list[Finding] = ()) -> list[str]:
 
 def _drift_line(f: Finding) -> str:
     """One line per drifting field naming the odd nodes (a version-skew title lists every node;
-    its evidence lines without a line number are the odd nodes' values)."""
+    its quotes without a line number are the odd nodes' values)."""
     if f.id.startswith("version-skew-"):
-        odd = ", ".join(e.text for e in f.evidence if e.line is None)
+        odd = ", ".join(e.text for e in f.quotes if e.line is None)
         return f"{f.title.split(': ', 1)[0]}; odd: {odd}"
     return f.title.removeprefix("Config drift: ")
 

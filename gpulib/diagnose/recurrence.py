@@ -56,7 +56,7 @@ def promote(ctx: Context) -> None:
 def _contained(found: list[Finding]) -> None:
     events = [f for f in found if f.xid == CONTAINED and f.role == "cause"]
     for f in events:
-        said = any(_RESET_SAID.search(e.text) for e in f.evidence)
+        said = any(_RESET_SAID.search(e.text) for e in f.quotes)
         if said:
             _harden(f, "the driver's line says the GPU must be reset")
         elif len(events) > 1:
@@ -65,7 +65,7 @@ def _contained(found: list[Finding]) -> None:
 
 def _mmu_faults(found: list[Finding], others: list[Finding]) -> None:
     faults = [f for f in found if f.xid == MMU_FAULT and f.role == "cause"]
-    pids = {m[1] for f in faults for e in f.evidence if (m := _PID.search(e.text))}
+    pids = {m[1] for f in faults for e in f.quotes if (m := _PID.search(e.text))}
     if len(pids) < MIN_PROCESSES or not others or any(g.xid == MMU_FAULT for g in others):
         return
     for f in faults:

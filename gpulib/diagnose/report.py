@@ -34,7 +34,7 @@ class Diagnosis:
             "root_cause": None if rc is None else {
                 "category": rc.category, "host": rc.host, "gpu_index": rc.gpu_index, "gpu_pci": rc.gpu_pci,
                 "gpu_uuid": rc.gpu_uuid, "rank": rc.rank, "time": rc.time, "finding": rc.id,
-                "evidence": [e.to_dict() for e in rc.evidence[:12]],
+                "evidence": [e.to_dict() for e in rc.quotes[:12]],
             } | ({"identified_by": rc.extra["identified_by"]} if rc.extra.get("identified_by") else {}),
             "findings": [f.to_dict() for f in self.findings],
             "timeline": [t.to_dict() for t in self.timeline],
@@ -55,7 +55,7 @@ class Diagnosis:
             out.append(f"  {rc.title}")
             if where:
                 out.append(f"  culprit: {where}")
-            for ev in rc.evidence[:6]:
+            for ev in rc.quotes[:6]:
                 out.append(f"    {ev.file}:{ev.line if ev.line else '-'}  {_clip(ev.text, 110)}")
             if rc.actions:
                 out.append("")
@@ -104,7 +104,7 @@ def _section(out: list[str], heading: str, lines: list[str]) -> None:
 
 
 def _first_location(f) -> str:
-    first = f.evidence[0] if f.evidence else None
+    first = f.quotes[0] if f.quotes else None
     return f"  ({first.file}:{first.line})" if first and first.line else ""
 
 

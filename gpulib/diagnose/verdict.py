@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 
 from gpulib.diagnose.context import Context, place
-from gpulib.findings import EvidenceLine, Finding, Pointers
+from gpulib.findings import Finding, Pointers, Quote
 from gpulib.findings import weigh as weigh_finding
 from gpulib.parsers.linescan import lines_up_to
 from gpulib.parsers.logtime import seconds_between
@@ -63,9 +63,9 @@ def _just_before(a: Finding, b: Finding) -> bool:
     a few lines above ``b`` in the same file."""
     if a.time and b.time:
         return 0 <= seconds_between(a.time, b.time) <= FOLD_S
-    if a.time or b.time or not (a.evidence and b.evidence):
+    if a.time or b.time or not (a.quotes and b.quotes):
         return False
-    ea, eb = a.evidence[0], b.evidence[-1]
+    ea, eb = a.quotes[0], b.quotes[-1]
     return ea.file == eb.file and ea.line is not None and eb.line is not None and 0 <= eb.line - ea.line <= 50
 
 
@@ -80,7 +80,7 @@ def fold(ctx: Context) -> None:
             target = next((g for g in kernel_gpu if g.host == f.host and g.category == "gpu_fell_off_bus"
                            and _just_before(f, g)), None)
             if target:
-                target.evidence = target.evidence[:1] + f.evidence + target.evidence[1:]
+                target.quotes = target.quotes[:1] + f.quotes + target.quotes[1:]
                 target.title += " (after a fatal PCIe AER on its upstream link)"
                 drop.add(f.id)
         elif f.id.startswith(("gpu-lost-", "gpu-missing-", "ecc-", "fell-off-bus-")) and f.id not in drop:
@@ -88,13 +88,13 @@ def fold(ctx: Context) -> None:
                            and (f.time is None or g.time is None or seconds_between(g.time, f.time) >= -FOLD_S)),
                           None)
             if target and (target.time or "") <= (f.time or "~"):
-                target.evidence.extend(f.evidence)
+                target.quotes.extend(f.quotes)
                 drop.add(f.id)
         elif f.id.startswith("throttle-") and f.observed:
             # a snapshot that saw the GPU still throttled is the same slowdown the time series shows
             target = next((g for g in slowed if g is not f and _same_gpu(g, f)), None)
             if target:
-                target.evidence.extend(f.evidence)
+                target.quotes.extend(f.quotes)
                 drop.add(f.id)
     ctx.findings[:] = [f for f in ctx.findings if f.id not in drop]
     _hang_on_its_gpu(ctx)
@@ -103,7 +103,7 @@ def fold(ctx: Context) -> None:
 def _hang_on_its_gpu(ctx: Context) -> None:
     """A task hung in the kernel minutes after an Xid on one GPU of its node hangs on that GPU: the
     driver waits on a channel the GPU no longer serves. The hang then names the GPU, and its first
-    evidence is the Xid, where the wedge began (the hung-task report comes 120 s or more later).
+    quote is the Xid's, where the wedge began (the hung-task report comes 120 s or more later).
     Xids on two GPUs, or none within HANG_AFTER_XID_S: the hang names no GPU."""
     xids = [f for f in ctx.findings if f.xid is not None and f.gpu_pci and f.time]
     for hang in ctx.findings:
@@ -115,7 +115,7 @@ def _hang_on_its_gpu(ctx: Context) -> None:
             continue
         first = before[0]
         place(ctx, hang, host=hang.host, pci=first.gpu_pci)
-        hang.evidence = first.evidence[:1] + hang.evidence
+        hang.quotes = first.quotes[:1] + hang.quotes
         hang.time = first.time
         hang.title += f" after Xid {first.xid} on GPU {first.gpu_pci}"
 
@@ -342,12 +342,12 @@ OPENER_WINDOW_LINES = 200  # a report's opener is at most this many lines above 
 
 
 def quote_lines(ctx: Context, root: Finding) -> None:
-    """The root cause's evidence as the lines were printed: a rule that read a table row or a block
-    (nvidia-smi, ibstat, sacct, an IPMI SEL) words its evidence in its own terms, but the engineer
-    greps the file for the line, so each numbered evidence line carries the file's own text; and it
+    """The root cause's quotes as the lines were printed: a rule that read a table row or a block
+    (nvidia-smi, ibstat, sacct, an IPMI SEL) words its quotes in its own terms, but the engineer
+    greps the file for the line, so each numbered quote carries the file's own text; and it
     starts where the failure's report starts (:data:`OPENERS`), not at the line that named it."""
     paths = {f.display: f.path for f in ctx.inputs.files}
-    for i, ev in enumerate(list(root.evidence)):
+    for i, ev in enumerate(list(root.quotes)):
         path = paths.get(ev.file)
         if path is None or not ev.line:
             continue
@@ -356,10 +356,10 @@ def quote_lines(ctx: Context, root: Finding) -> None:
         if not raw:
             continue
         if raw != ev.text:
-            root.evidence[i] = EvidenceLine(ev.file, ev.line, raw)
+            root.quotes[i] = Quote(ev.file, ev.line, raw)
         opener = _opener(root.category, above) if i == 0 else None
         if opener is not None:
-            root.evidence.insert(0, EvidenceLine(ev.file, first + opener, above[opener].strip()))
+            root.quotes.insert(0, Quote(ev.file, first + opener, above[opener].strip()))
 
 
 def _opener(category: str | None, lines: list[str]) -> int | None:
@@ -398,7 +398,7 @@ def drop_restatements(ctx: Context, root: Finding | None) -> None:
     means a wedged driver) can be the root cause; after it, the one that is not the root goes."""
     by_line: dict[tuple, list[Finding]] = {}
     for f in ctx.findings:  # any of its lines: a hang that names its GPU leads with the Xid before it
-        for ev in {(e.file, e.line) for e in f.evidence if e.line is not None}:
+        for ev in {(e.file, e.line) for e in f.quotes if e.line is not None}:
             by_line.setdefault(ev, []).append(f)
     drop: set[str] = set()
     for same in by_line.values():
@@ -408,7 +408,7 @@ def drop_restatements(ctx: Context, root: Finding | None) -> None:
             if other is None:
                 continue
             keep, gone = (sig, other) if sig is root else (other, sig)
-            keep.evidence += [e for e in gone.evidence if e not in keep.evidence]
+            keep.quotes += [e for e in gone.quotes if e not in keep.quotes]
             drop.add(gone.id)
     ctx.findings[:] = [f for f in ctx.findings if f.id not in drop]
 

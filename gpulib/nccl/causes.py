@@ -5,7 +5,7 @@ An nccl-tests run started with ``NCCL_DEBUG=INFO`` prints how every pair of rank
 NCCL took (``NET/IB : Using [0]mlx5_0:1/IB ...``), its view of the PCI tree (``+ PCI[24.0] - ...``,
 ``+ NET[50.0] - NET/0``) and why GPUDirect RDMA is off (``GPU Direct RDMA Disabled for GPU ... /
 HCA 0 (distance 7 > 4)``). Each of the usual culprits of a slow fabric leaves one of these marks;
-a cause is named only with the line that shows it (``evidence``). Without NCCL_DEBUG lines only the
+a cause is named only with the line that shows it (its ``quote``). Without NCCL_DEBUG lines only the
 numbers speak, and the cause is a weaker *hint* (``strong`` False) that says what to collect.
 """
 
@@ -36,15 +36,15 @@ _VM_PCI_GBPS = 1.0
 
 @dataclass(frozen=True)
 class Cause:
-    """``key`` is stable (tests, JSON); ``text`` teaches why; ``evidence`` quotes the line it rests on."""
+    """``key`` is stable (tests, JSON); ``text`` teaches why; ``quote`` is the line it rests on."""
 
     key: str
     text: str
-    evidence: str | None = None
+    quote: str | None = None
     strong: bool = True
 
     def render(self) -> str:
-        return f"{self.text} [{self.evidence}]" if self.evidence else self.text
+        return f"{self.text} [{self.quote}]" if self.quote else self.text
 
 
 @dataclass

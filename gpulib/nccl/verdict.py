@@ -209,16 +209,16 @@ def _communicator_check(rows: list[Row], shape: RunShape) -> Check | None:
     single = shape.rank_lines == 1 and not (shape.fabric and shape.fabric.single_rank_comms)
     if single:  # one process on one GPU: correct, just nothing to measure
         return None
-    evidence = "" if shape.rank_lines else " [no rank lines in the output: the table alone shows busbw 0]"
+    grounds = "" if shape.rank_lines else " [no rank lines in the output: the table alone shows busbw 0]"
     if shape.nranks and shape.rank_lines > shape.nranks:
-        evidence += f" [{shape.rank_lines} processes each printed their own 'Rank 0' line]"
+        grounds += f" [{shape.rank_lines} processes each printed their own 'Rank 0' line]"
     if shape.fabric and shape.fabric.single_rank_comms:
         d = shape.fabric.single_rank_comms
-        evidence += f" [line {d.line}: NCCL INFO {d.text}]"
+        grounds += f" [line {d.line}: NCCL INFO {d.text}]"
     return Check("communicator", "FAIL", f"busbw 0.00 GB/s at every size while algbw is up to "
                  f"{max(p.algbw_gbps for p in placements):.2f} GB/s: busbw = algbw x 2(n-1)/n is 0 only for n = 1, so "
                  "each process ran its own one-rank communicator (nranks 1) and no link was measured - nccl-tests "
-                 f"built without MPI=1, or started without a working MPI/PMI launch{evidence}")
+                 f"built without MPI=1, or started without a working MPI/PMI launch{grounds}")
 
 
 def judge(rows: list[Row], shape: RunShape, table: ThresholdTable, *, wrong_total: int | None,

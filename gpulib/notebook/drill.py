@@ -8,7 +8,7 @@ The flow, and why each part exists:
    *where to look*, not the answer, and the trainee may **try again** (up to ``max_attempts``):
    finding the mistake yourself is what the drill is for.
 3. **Reveal** (everything right, the last attempt used, or "Show the answer"): every facet with
-   its answer and why, the evidence lines, the score of each attempt; then whatever waited for it
+   its answer and why, the quoted lines, the score of each attempt; then whatever waited for it
    runs (:meth:`Drill.on_reveal`): the step's findings file is written and "What next" appears.
    Until then nothing that holds the answer is on screen or on disk.
 """
@@ -136,7 +136,7 @@ class Drill:
         self.retry.disabled = True
 
     def reveal(self) -> str:
-        """Show every facet's answer and why, the evidence and the scores; run what waited."""
+        """Show every facet's answer and why, the quoted lines and the scores; run what waited."""
         if self.revealed:
             return self.result_text
         if not self.attempts:  # "Show the answer" before any commit counts as an empty attempt
@@ -175,9 +175,9 @@ class Drill:
             verdict = "right" if m.right else f"WRONG (answer: {m.answer})"
             lines.append(f"  {m.question}: {m.picked} -> {verdict} [{m.points}/1]")
             lines += _wrapped("why", m.why)
-        if self.key.evidence:
+        if self.key.quotes:
             lines.append("Evidence you should have used:")
-            for e in self.key.evidence[:6]:
+            for e in self.key.quotes[:6]:
                 lines += textwrap.wrap(f"{e.get('file')}:{e.get('line')}: {e.get('text')}", _TEXT_WIDTH,
                                        initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False)
         if self.key.summary:

@@ -196,7 +196,7 @@ class AnswerKey:
     gpu: GpuChoice | None
     rank: int | None
     summary: str
-    evidence: tuple[dict, ...]
+    quotes: tuple[dict, ...]
     cascade: int  # findings the diagnosis lists as caused by the root cause
     also: dict = field(default_factory=dict, compare=False)
     why_also: dict = field(default_factory=dict, compare=False)
@@ -215,7 +215,7 @@ class AnswerKey:
         return cls(category=verdict.get("category") or root.get("category") or "none",
                    interruption=interruption, host=host, gpu=gpu,
                    rank=_int(root.get("rank")), summary=verdict.get("summary") or "",
-                   evidence=tuple(root.get("evidence") or ()),
+                   quotes=tuple(root.get("evidence") or ()),
                    cascade=sum(1 for f in diagnosis.get("findings") or [] if f.get("caused_by")),
                    also=also, why_also=why_also)
 
@@ -308,16 +308,16 @@ def grade(picked: dict, key: AnswerKey, choices: Choices) -> list[Mark]:
     return marks
 
 
-def _evidence_line(key: AnswerKey) -> str:
-    if not key.evidence:
+def _first_quote(key: AnswerKey) -> str:
+    if not key.quotes:
         return ""
-    first = key.evidence[0]
+    first = key.quotes[0]
     return f"{first.get('file')}:{first.get('line')}: {first.get('text')}"
 
 
 def _why(facet: str, value, key: AnswerKey, choices: Choices) -> str:
     """The reason for the key's answer, shown after the reveal."""
-    first = _evidence_line(key)
+    first = _first_quote(key)
     if facet == "category":
         why = key.summary or f"the diagnosis names {key.category}"
         if value in CASCADE_LOOKALIKES and value != key.category and key.cascade:

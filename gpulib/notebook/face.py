@@ -126,7 +126,7 @@ def freeze_scene(collect_to: str = "") -> str:
 
 def show_diagnosis(diagnosis: dict, *, interactive: bool, drill: bool = False,
                    evidence: EvidenceTables | None = None) -> Drill | bool:
-    """The verdict, root cause and its evidence lines; in drill mode a challenge instead.
+    """The verdict, root cause and its quoted lines; in drill mode a challenge instead.
 
     Returns what :func:`record` and :func:`next_step` take as ``drill``: ``False`` (no drill),
     ``True`` (a headless drill: nobody can answer, the answer is only hidden from the screen) or
@@ -167,17 +167,17 @@ def _markdown(text: str) -> dict:
 
 
 def diagnosis_text(diagnosis: dict) -> str:
-    """Verdict, root cause and evidence of a ``gpulib.diagnosis/1`` dict as plain text."""
+    """Verdict, root cause and its quoted lines of a ``gpulib.diagnosis/1`` dict as plain text."""
     verdict = diagnosis.get("verdict") or {}
     root = diagnosis.get("root_cause") or {}
     lines = [f"Verdict: {verdict.get('interruption', 'unknown').upper()} interruption, category "
              f"{verdict.get('category', 'unknown')}", f"  {verdict.get('summary', '')}"]
     if root.get("host") or root.get("rank") is not None:
         lines.append("Root cause: " + Finding.from_dict({"id": "root", **root}).where())
-    evidence = root.get("evidence") or []
-    if evidence:
+    quotes = root.get("evidence") or []
+    if quotes:
         lines.append("Evidence:")
-        lines += [f"  {e.get('file')}:{e.get('line')}: {e.get('text')}" for e in evidence[:8]]
+        lines += [f"  {e.get('file')}:{e.get('line')}: {e.get('text')}" for e in quotes[:8]]
     cascade = [f for f in diagnosis.get("findings") or [] if f.get("caused_by")]
     if cascade:
         lines.append(f"Cascade (symptoms of the root cause, not causes): {len(cascade)} finding(s), e.g. "

@@ -52,13 +52,13 @@ FINDING_MIME = "application/vnd.gpulib.finding+json"
 
 def finding(id: str, severity: str, category: str, title: str, *, host: str | None = None,
             gpu_index: int | None = None, rank: int | None = None, time: Any = None,
-            evidence: Sequence[dict] = (), actions: Sequence[str] = (), **extra: Any) -> dict:
+            quotes: Sequence[dict] = (), actions: Sequence[str] = (), **extra: Any) -> dict:
     """One finding as its JSON dict (:func:`gpulib.findings.finding_dict`) from a table's cells:
     pandas' missing values become None, timestamps UTC ISO text."""
     return finding_dict(id, severity, category, title, host=host,
                         gpu_index=None if gpu_index is None or pd.isna(gpu_index) else int(gpu_index),
                         rank=None if rank is None or pd.isna(rank) else int(rank), time=_iso(time),
-                        evidence=evidence, actions=actions, **extra)
+                        quotes=quotes, actions=actions, **extra)
 
 
 def normalize_findings(items: Iterable[Any], *, step: str | None = None) -> list[dict]:
@@ -102,7 +102,7 @@ def _gpu(row: Any) -> str | int | None:
     return None if index is None or pd.isna(index) else int(index)
 
 
-def _evidence_rows(rows: pd.DataFrame, limit: int = 3) -> list[dict]:
+def _quote_rows(rows: pd.DataFrame, limit: int = 3) -> list[dict]:
     cols = [c for c in ("file", "line", "text") if c in rows.columns]
     return [{c: (None if pd.isna(r[c]) else (int(r[c]) if c == "line" else str(r[c]))) for c in cols}
             for _, r in rows.head(limit).iterrows()]
@@ -131,7 +131,7 @@ def next_step(diagnosis: dict) -> str:
 
 
 def findings_table(items: Sequence[dict]) -> pd.DataFrame:
-    """Findings as a table, with the first evidence line."""
+    """Findings as a table, with the first quoted line (column ``evidence``, the JSON's word)."""
     rows = [{"severity": f["severity"], "category": f["category"], "title": f["title"], "host": f.get("host"),
              "gpu": f.get("gpu_index"), "rank": f.get("rank"), "time": f.get("time"),
              "evidence": "; ".join(f"{e.get('file')}:{e.get('line')}: {e.get('text')}" for e in f["evidence"][:1])}
@@ -193,7 +193,7 @@ def step_findings(steps: pd.DataFrame, stall_factor: float = 2.0) -> list[dict]:
                 f"{len(mine)} step(s) of {who} took more than {stall_factor:g} x the median {measure} "
                 f"({median:.2f} s); worst {worst['step_time_s']:.2f} s at step {int(worst['step'])}",
                 host=worst.get("host") if isinstance(worst.get("host"), str) else None,
-                rank=None if rank == -1 else int(rank), time=worst.get("time"), evidence=_evidence_rows(mine),
+                rank=None if rank == -1 else int(rank), time=worst.get("time"), quotes=_quote_rows(mine),
                 actions=["If one rank is slow, check its GPU clocks (04 thermal) before its data loader.",
                          "If all ranks slow together: storage or network file system; raise num_workers / "
                          "prefetch_factor, use persistent_workers=True, pin_memory=True."],
@@ -548,7 +548,7 @@ def resume_findings(steps: pd.DataFrame, max_jump_pct: float = 10.0) -> list[dic
                     event_id("resume", detail=step), "info" if ok else "warning", "none",
                     f"restart at step {step}: loss {loss:.4g} vs {ref:.4g} at step {ref_step} before ({jump:+.1f} %)"
                     + ("" if ok else f", more than {max_jump_pct:g} %"),
-                    rank=row.get("rank"), time=row.get("time"), evidence=_evidence_rows(pd.DataFrame([row])),
+                    rank=row.get("rank"), time=row.get("time"), quotes=_quote_rows(pd.DataFrame([row])),
                     actions=[] if ok else ["Check that optimizer, LR scheduler and sampler state were restored "
                                            "from the checkpoint, and that it is the one you meant to load."]))
         history[step] = loss
@@ -582,7 +582,7 @@ def fabric_findings(result: dict | None, *, required: bool = True) -> list[dict]
     severity = {"PASS": "info", "WARN": "warning"}.get(verdict, "error")
     title = f"fabric test {verdict}: {result.get('summary') or result.get('reason') or ''}".rstrip(": ")
     return [finding("fabric-test", severity, "none" if verdict == "PASS" else "network_fabric", title,
-                    evidence=[{"file": result.get("results_path"), "line": None, "text": result.get("summary")}]
+                    quotes=[{"file": result.get("results_path"), "line": None, "text": result.get("summary")}]
                     if result.get("results_path") else [],
                     actions=[] if verdict == "PASS" else ["Read the test log; check ibstat and NCCL_DEBUG=INFO output."],
                     fabric={k: v for k, v in result.items() if k != "result"})]  # the verdict, not every row

@@ -7,7 +7,7 @@ plus every parsed record as a :class:`pandas.DataFrame` in the column layout the
 of :mod:`gpulib.notebook.figures` and the checks of :mod:`gpulib.notebook.steps` expect:
 
 - ``time`` (UTC ``Timestamp`` or NaT), ``host``, ``gpu`` (index as text, else the PCI id),
-  ``gpu_index``, ``pci_bus_id``, and ``file``/``line``/``text`` pointing at the evidence line.
+  ``gpu_index``, ``pci_bus_id``, and ``file``/``line``/``text`` pointing at the line it was read from.
 
 Nothing here runs a command on the machine; analysis reads files only. Under ``gpulib run``
 the evidence is read once for all steps (:mod:`gpulib.diagnose.cache`); a notebook opened by
@@ -457,7 +457,7 @@ def sel_summary(frame: pd.DataFrame) -> pd.DataFrame:
 
 def root_cause_rows(timeline: pd.DataFrame, root: dict) -> pd.Series:
     """True for the timeline entries of the root cause: its time and host, and a source that is
-    one of its evidence lines (else the first entry at its time and host)."""
+    one of its quoted lines (else the first entry at its time and host)."""
     marks = pd.Series(False, index=timeline.index, dtype=bool)
     if timeline.empty or not root.get("time"):
         return marks

@@ -128,7 +128,7 @@ def parse(text: str, source: str = "<text>") -> ParseResult[IbPort]:
             if port is not None:
                 _apply(port, m["key"], m["value"], result.problems, source, number)
                 if m["key"].strip().lower() == "state" and "active" not in m["value"].lower():
-                    port.line = number  # a port that is not up: its evidence is the line that says so
+                    port.line = number  # a port that is not up: the line that says so is the one quoted
             elif ca:
                 ca[m["key"].strip().lower()] = m["value"].strip()
     if not result.records and not result.problems:

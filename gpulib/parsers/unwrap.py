@@ -42,7 +42,7 @@ def unwrap(text: str) -> Unwrapped:
     """The text without quotes, fences, a common fan-out host prefix and prompt lines (line for
     line). The prefix goes first: ``pdsh`` in front of a pasted session puts it before every prompt."""
     out = []
-    for line in text.splitlines():  # a removed line leaves an empty one: evidence keeps its line numbers
+    for line in text.splitlines():  # a removed line leaves an empty one: quotes keep their line numbers
         if _FENCE.match(line):
             out.append("")
             continue

@@ -27,7 +27,7 @@ def from_diagnosis(diagnosis: dict, categories: Iterable[str] | None = None) -> 
 
 
 def supported_by(diagnosis: dict, kinds: Iterable[str], categories: Iterable[str] | None = None) -> list[dict]:
-    """The diagnosis findings with an evidence line in a file of one of ``kinds`` (the kernel
+    """The diagnosis findings quoting a line of a file of one of ``kinds`` (the kernel
     step shows what the kernel log says, the hardware step what the GPU snapshots say)."""
     kinds = set(kinds)
     files = {i.get("path") for i in diagnosis.get("inputs") or [] if i.get("kind") in kinds}

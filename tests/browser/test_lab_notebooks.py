@@ -84,7 +84,7 @@ def test_triage_notebook_runs_renders_and_reacts_to_its_pickers(lab, page):
         assert (f"Verdict: {EXAMPLE_ANSWER['interruption']} interruption, category "
                 f"{EXAMPLE_ANSWER['category']}") in text, text
         assert f"host {EXAMPLE_ANSWER['host']}, {EXAMPLE_ANSWER['gpu']}" in text, text
-        assert "Xid" in text and "79" in text, text  # the evidence line is shown, not just a label
+        assert "Xid" in text and "79" in text, text  # the quoted line is shown, not just a label
 
     # The timeline panel: a host picker and a time window above the live figure.
     panel = page.locator(".jupyter-widgets.widget-vbox", has=page.locator(".js-plotly-plot")).first

@@ -1,6 +1,6 @@
 """The culprit fields and the first event of a root cause, as real threads show them: the host of a
 zsh session, the node sacct ran a job's ``slurm-<jobid>.out`` on, the interruption of a driver/library
-mismatch, and evidence quoted as the tool printed it. Each fix has its negative control.
+mismatch, and lines quoted as the tool printed them. Each fix has its negative control.
 
 Lines are in the tools' layouts; hosts, job ids, PCI ids, times and values are invented.
 """
@@ -64,7 +64,7 @@ def test_a_gpu_off_the_bus_beside_a_mismatch_stays_hard(tmp_path):
     assert (out["verdict"]["interruption"], out["root_cause"]["category"]) == ("hard", "gpu_fell_off_bus")
 
 
-def test_root_cause_evidence_quotes_the_lines_as_printed(tmp_path):
+def test_root_cause_quotes_the_lines_as_printed(tmp_path):
     raw = "Unable to determine the device handle for GPU 0000:3B:00.0: Unknown Error"
     out = _run(tmp_path, {"nvidia-smi.txt": raw + "\n"})
     assert out["root_cause"]["evidence"][0] == {"file": "nvidia-smi.txt", "line": 1, "text": raw}

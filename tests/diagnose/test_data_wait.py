@@ -51,7 +51,7 @@ def test_periodic_long_data_waits_are_a_data_pipeline_stall(tmp_path, shape):
     root = d.root_cause
     assert (d.interruption, root.category, root.id[:9]) == ("soft", "data_pipeline_stall", "data-wait")
     assert "4 of 39 logged steps waited for data (up to 55 s)" in root.title
-    assert len(root.evidence) == 3 and "55.0" in root.evidence[0].text
+    assert len(root.quotes) == 3 and "55.0" in root.quotes[0].text
 
 
 def test_a_slow_first_batch_and_one_cold_read_are_no_finding(tmp_path):

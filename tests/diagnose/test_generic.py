@@ -67,7 +67,7 @@ def test_a_failure_line_no_signature_knows_is_unknown_with_the_line_quoted(tmp_p
     d = diagnose([path])
     assert d.interruption != "none", d.summary
     if d.interruption == "unknown" and d.root_cause is None:
-        quoted = [e.text for f in d.findings for e in f.evidence]
+        quoted = [e.text for f in d.findings for e in f.quotes]
         assert any(line.strip() in q for q in quoted) or "stops at" in d.summary, (d.summary, quoted)
         assert d.next_steps, "an unknown must say what to collect next"
 
@@ -102,7 +102,7 @@ def test_the_most_suspicious_line_leads(tmp_path):
     path = _write(tmp_path, "train.log", [*PROGRESS[:5], *noisy, FAILURES[0], *PROGRESS[5:]])
     d = diagnose([path])
     assert d.interruption == "unknown"
-    assert FAILURES[0] in d.findings[0].evidence[0].text
+    assert FAILURES[0] in d.findings[0].quotes[0].text
 
 
 def test_generic_lines_are_bounded_per_file(tmp_path):

@@ -36,7 +36,7 @@ def test_tensorpipe_ibv_status_by_name_is_the_fabric_not_the_code(tmp_path, what
     d = _verdict(tmp_path, RPC.format(what=what))
     assert (d.category, d.root_cause.category) == ("network_fabric", "network_fabric")
     assert f"IB completion error {status}" in d.root_cause.title
-    assert "tensorpipe_agent.cpp:726" in d.root_cause.evidence[0].text  # the first report, not the traceback
+    assert "tensorpipe_agent.cpp:726" in d.root_cause.quotes[0].text  # the first report, not the traceback
 
 
 def test_ucx_retry_exceeded_enum_is_the_fabric(tmp_path):

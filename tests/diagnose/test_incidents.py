@@ -41,7 +41,7 @@ def test_case_in_process(case, incidents, capsys):
     assert answer(doc) == expected_of(case)
     assert code == {"none": 0, "soft": 1, "hard": 3}[doc["verdict"]["interruption"]]
     if doc["root_cause"]:
-        assert doc["root_cause"]["evidence"], "a root cause must quote its evidence"
+        assert doc["root_cause"]["evidence"], "a root cause must quote its lines"
         cascade = [f for f in doc["findings"] if f["caused_by"] == doc["root_cause"]["finding"]]
         assert all(f["id"] != doc["root_cause"]["finding"] for f in cascade)
 

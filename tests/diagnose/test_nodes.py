@@ -25,7 +25,7 @@ def test_software_drift_on_the_culprit_is_an_error():
     (f,) = drift_findings(config_drift(configs), configs, _root("n3"))
     assert (f.id, f.severity, f.category, f.host) == ("config-drift-nccl", "error", "driver_mismatch", "n3")
     assert f.title.endswith("the culprit node is the odd one")
-    assert f.evidence[0].file == "n3/versions/file" and f.evidence[0].text == "n3: NCCL 2.18.3"
+    assert f.quotes[0].file == "n3/versions/file" and f.quotes[0].text == "n3: NCCL 2.18.3"
     assert f.actions[0].startswith("Bring n3 to 2.21.5 before the relaunch, or exclude it")
 
 

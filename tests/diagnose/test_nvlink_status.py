@@ -31,8 +31,8 @@ def test_one_gpu_with_inactive_links_is_an_nvlink_fault_on_that_gpu(tmp_path):
     root = d.root_cause
     assert (d.interruption, root.category, root.host, root.gpu_index) == ("hard", "nvlink_error", "hgx-b14", 2)
     assert "10 active NVLinks, its peers 12" in root.title
-    assert [e.text for e in root.evidence[1:]] == ["Link 4: <inactive>", "Link 9: <inactive>"]
-    assert root.evidence[1].line == 1 + 2 * 13 + 1 + 5  # prompt, two GPU blocks, GPU 2's header, links 0-4
+    assert [e.text for e in root.quotes[1:]] == ["Link 4: <inactive>", "Link 9: <inactive>"]
+    assert root.quotes[1].line == 1 + 2 * 13 + 1 + 5  # prompt, two GPU blocks, GPU 2's header, links 0-4
 
 
 def test_all_links_inactive_on_one_gpu_is_the_same_fault(tmp_path):

@@ -346,7 +346,7 @@ def test_bundle_versions_and_nvml_driver_feed_the_skew(tmp_path):
     found = {f.id: f for f in diagnose([tmp_path]).findings if f.category == "driver_mismatch"}
     assert set(found) == {"version-skew-driver", "version-skew-torch"}
     assert found["version-skew-driver"].title.endswith("bx-1: 550.90.07; bx-2: 535.161.08")
-    assert found["version-skew-torch"].evidence[0].file == "bx-1/versions/python-stack.json"
+    assert found["version-skew-torch"].quotes[0].file == "bx-1/versions/python-stack.json"
 
 
 def test_nccl_skew_stays_a_warning_when_a_majority_node_fails_on_its_own(tmp_path):
@@ -427,7 +427,7 @@ def test_a_snapshot_that_still_sees_a_throttle_is_the_same_slowdown_as_the_time_
         pytest.skip(f"{case} is absent (the shared corpus lies beside the repository)")
     throttles = [f for f in diagnose([case / "input"]).findings if f.id.startswith("throttle")]
     assert len(throttles) == 1 and throttles[0].role == "cause"
-    assert {e.file.split("/")[-1].split("_")[0] for e in throttles[0].evidence} >= {"gpu", "nvidia-smi-q"}
+    assert {e.file.split("/")[-1].split("_")[0] for e in throttles[0].quotes} >= {"gpu", "nvidia-smi-q"}
 
 
 def test_a_nic_pci_id_is_never_taken_for_a_gpu(tmp_path):

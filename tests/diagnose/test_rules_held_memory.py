@@ -67,8 +67,8 @@ def test_memory_seen_after_the_failed_test_exited_is_held_by_others(tmp_path):
     d = _run(tmp_path, TEST + _csv(44810))
     root = d.root_cause
     assert (d.interruption, root.category, root.host) == ("soft", "cuda_oom", "inf-c12")
-    assert root.evidence[0].line == 9 and "unhandled cuda error" in root.evidence[0].text
-    assert [e.line for e in root.evidence[1:]] == [13, 14, 15, 16]
+    assert root.quotes[0].line == 9 and "unhandled cuda error" in root.quotes[0].text
+    assert [e.line for e in root.quotes[1:]] == [13, 14, 15, 16]
     symptom = next(f for f in d.findings if f.id.startswith("sig-nccl-cuda-error"))
     assert symptom.caused_by == root.id  # the NCCL error is how the full GPUs looked from inside
 

@@ -71,8 +71,8 @@ def test_sel_power_loss_in_the_incident_window_is_a_power_fault_on_that_node(tmp
     assert (d.interruption, d.category, rc.host) == ("hard", "power_fault", "pw-b")
     assert rc.time == "2026-05-04T10:05:30Z", "the SEL time corrected by the BMC clock's offset"
     assert "Power Supply AC lost" in rc.title and "incident window" in rc.title
-    assert any("2 h 0 min ahead of UTC" in e.text for e in rc.evidence)
-    assert [e.line for e in rc.evidence if e.line] == [7, 8, 9]
+    assert any("2 h 0 min ahead of UTC" in e.text for e in rc.quotes)
+    assert [e.line for e in rc.quotes if e.line] == [7, 8, 9]
     # the November entries on both nodes are history, not a second fault; the BMC lines are read once
     history = sorted((f.host, f.role, f.caused_by is None) for f in d.findings if f.id.startswith("sel-history"))
     assert [h[:2] for h in history] == [("pw-a", "context"), ("pw-b", "context")]
@@ -87,7 +87,7 @@ def test_without_the_bmc_clock_the_same_entries_miss_the_window_and_say_why(tmp_
     d = diagnose([tmp_path / "evidence"])
     assert d.category != "power_fault"
     ctx = next(f for f in d.findings if f.id.startswith("sel-history"))
-    assert ctx.role == "context" and any("no `ipmitool sel time get`" in e.text for e in ctx.evidence)
+    assert ctx.role == "context" and any("no `ipmitool sel time get`" in e.text for e in ctx.quotes)
 
 
 def test_sel_power_event_long_before_the_job_is_history_and_the_job_error_stands(tmp_path):
@@ -180,7 +180,7 @@ def test_full_dev_shm_and_a_dataloader_bus_error_is_a_data_pipeline_stall_with_t
     assert (d.interruption, d.category, rc.host, rc.rank) == ("soft", "data_pipeline_stall", "pw-b", 5)
     assert rc.id.startswith("shm-full") and "64 MiB" in rc.title and "Docker's default" in rc.title
     assert "--shm-size=8g" in rc.actions[0] and "4 rank(s)" in rc.actions[0]
-    assert {e.file for e in rc.evidence} == {"job.log", "pw-b/filesystems/stat-f.txt"}, "stat -f's exact bytes"
+    assert {e.file for e in rc.quotes} == {"job.log", "pw-b/filesystems/stat-f.txt"}, "stat -f's exact bytes"
     # the job rules' DataLoader finding on the same line is the symptom, not a second cause
     assert [f.id for f in d.findings if f.role == "cause" and f.category == "data_pipeline_stall"] == [rc.id]
 

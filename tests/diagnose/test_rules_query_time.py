@@ -27,7 +27,7 @@ def test_slow_nvlink_query_on_one_gpu_blames_its_link(tmp_path):
     root = d.root_cause
     assert (d.interruption, root.category, root.host, root.gpu_index, root.gpu_pci) == (
         "hard", "nvlink_error", "lab-ws3", 0, "0000:17:00.0")
-    assert root.evidence[0].text == "Elapsed time:6120 ms" and root.evidence[0].line == 8
+    assert root.quotes[0].text == "Elapsed time:6120 ms" and root.quotes[0].line == 8
 
 
 def test_slow_other_query_points_at_the_gpu_not_a_link(tmp_path):

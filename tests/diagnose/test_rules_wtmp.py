@@ -59,7 +59,7 @@ def test_crash_in_the_job_window_is_a_power_fault(tmp_path):
     assert (d.interruption, root.category, root.host) == ("hard", "power_fault", "fx-n14")
     assert root.time == "2026-03-04T23:05:00Z" and root.observed  # back up then; it went down before
     assert "between 2026-03-04T22:40:00Z (last sign of life) and 2026-03-04T23:05:00Z" in root.title
-    assert root.evidence[0].text.startswith("trainer  pts/0") and root.evidence[0].line == 5
+    assert root.quotes[0].text.startswith("trainer  pts/0") and root.quotes[0].line == 5
 
 
 def test_clean_reboot_is_no_finding(tmp_path):

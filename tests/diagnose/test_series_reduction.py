@@ -53,12 +53,12 @@ def test_long_series_is_reduced_and_gives_the_same_answer(tmp_path):
 
     summary = _throttle(diagnose([tmp_path], tz="UTC", inputs=reduced))
     full = _throttle(diagnose([tmp_path], tz="UTC", inputs=gather([tmp_path], tz="UTC", full_series=True)))
-    assert [(x.time, x.gpu_index, x.title, [e.line for e in x.evidence]) for x in summary] == \
-        [(x.time, x.gpu_index, x.title, [e.line for e in x.evidence]) for x in full]
+    assert [(x.time, x.gpu_index, x.title, [e.line for e in x.quotes]) for x in summary] == \
+        [(x.time, x.gpu_index, x.title, [e.line for e in x.quotes]) for x in full]
     (finding,) = summary
     assert (finding.time, finding.gpu_index, finding.gpu_pci) == ("2025-04-22T11:33:20.152Z", 2, "0000:47:00.0")
     assert "5000 of 25000 samples throttled" in finding.title and "SM clock down to 735/1410 MHz" in finding.title
-    assert [e.line for e in finding.evidence] == [2 + 4 * HOT_FROM + 2, 2 + 4 * SLOWEST_AT + 2]
+    assert [e.line for e in finding.quotes] == [2 + 4 * HOT_FROM + 2, 2 + 4 * SLOWEST_AT + 2]
 
 
 def test_summary_keeps_the_earliest_throttled_sample_whatever_the_order():

@@ -134,11 +134,11 @@ def test_hardware_step_shows_the_snapshot_findings_of_hardware_categories_only()
     diagnosis = {"inputs": [{"path": "n1/nvidia-smi-q.txt", "kind": "nvidia_smi_q"}, {"path": "n1/dmesg", "kind": "kernel_log"}],
                  "findings": [
                      checks.finding("ecc-n1-0", "critical", "gpu_memory_error", "remap pending", host="n1",
-                                    evidence=[{"file": "n1/nvidia-smi-q.txt", "line": 40, "text": "Pending : Yes"}]),
+                                    quotes=[{"file": "n1/nvidia-smi-q.txt", "line": 40, "text": "Pending : Yes"}]),
                      checks.finding("version-skew-driver", "warning", "driver_mismatch", "skew",
-                                    evidence=[{"file": "n1/nvidia-smi-q.txt", "line": 3, "text": "Driver"}]),
+                                    quotes=[{"file": "n1/nvidia-smi-q.txt", "line": 3, "text": "Driver"}]),
                      checks.finding("xid79-n1", "critical", "gpu_fell_off_bus", "Xid 79",
-                                    evidence=[{"file": "n1/dmesg", "line": 1, "text": "Xid 79"}])]}
+                                    quotes=[{"file": "n1/dmesg", "line": 1, "text": "Xid 79"}])]}
     assert [f["id"] for f in checks.hardware_findings(diagnosis)] == ["ecc-n1-0"]
     assert [f["id"] for f in checks.kernel_findings(diagnosis)] == ["xid79-n1"]
 

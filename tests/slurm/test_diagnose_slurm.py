@@ -53,7 +53,7 @@ def test_node_fail_with_sinfo_is_one_finding(tmp_path):
     d = diagnose([tmp_path])
     lost = [f for f in d.findings if f.id.startswith("node-lost")]
     assert len(lost) == 1 and lost[0].host == "gpu-a-1" and d.root_cause is lost[0]
-    assert {e.file for e in lost[0].evidence} == {"sinfo.txt", "job.txt"}
+    assert {e.file for e in lost[0].quotes} == {"sinfo.txt", "job.txt"}
 
 
 def test_node_fail_without_a_named_node_still_hard(tmp_path):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from gpulib.diagnose.context import Context, evidence
+from gpulib.diagnose.context import Context, quote
 from gpulib.evidence.gather import InputFile
 from gpulib.parsers import journal_boots
 from gpulib.parsers.base import read_text
@@ -108,8 +108,8 @@ def _add(ctx: Context, file: InputFile, prev: BootRecord, nxt: BootRecord, tail:
                   f"{prev.last_local.replace('T', ' ')} with no shutdown, panic or machine-check line, and the next "
                   f"boot began at {nxt.first_local.replace('T', ' ')} ({why})",
             host=host, time=ctx.utc(prev.last_local, file), observed=True,
-            evidence=[evidence(file, prev.line, prev.text), evidence(file, line, text),
-                      evidence(file, nxt.line, nxt.text)],
+            quotes=[quote(file, prev.line, prev.text), quote(file, line, text),
+                      quote(file, nxt.line, nxt.text)],
             actions=["Read the node's BMC event log (`ipmitool sel elist`) around that time for AC lost, power "
                      "supply failure or a watchdog reset",
                      "Check that the power supplies carry every GPU at full load (the GPUs' power limits plus the "

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from gpulib.diagnose.context import Context, evidence
+from gpulib.diagnose.context import Context, quote
 from gpulib.diagnose.rules.fabric import AUDIT_QUESTIONS
 from gpulib.evidence import kinds
 
@@ -45,7 +45,7 @@ def run(ctx: Context) -> None:
                       + (f" (every node advertises {addrs[0]})" if same else "")
                       + "; no communicator finished its set-up",
                 time=shown[0][1].time_utc, time_approx=True,
-                evidence=[evidence(fl, e.line, e.text) for fl, e in shown],
+                quotes=[quote(fl, e.line, e.text) for fl, e in shown],
                 actions=["Set NCCL_SOCKET_IFNAME to the interface the nodes reach each other on (e.g. "
                          "NCCL_SOCKET_IFNAME=eth0, or exclude the local ones: NCCL_SOCKET_IFNAME=^docker0,lo) and "
                          "GLOO_SOCKET_IFNAME alike, then relaunch; `ip -o -4 addr` on each node shows the right one",

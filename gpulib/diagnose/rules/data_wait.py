@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from gpulib.diagnose.context import Context, evidence, place
+from gpulib.diagnose.context import Context, place, quote
 from gpulib.parsers import training_log
 
 #: A step that waited for data at least this share of its time, and at least this long, stalled.
@@ -54,7 +54,7 @@ def _add(ctx: Context, rank: int | None, host: str | None, read: list, stalls: l
              f"{100 * waited / took:.0f}% of the steps' time: the input pipeline cannot keep up and the GPUs idle")
     f = ctx.add("data-wait", severity="error", category="data_pipeline_stall", interruption="soft",
                 title=title, rank=rank, host=host or file.host, time=first.time_utc,
-                evidence=[evidence(fl, ev.line, ev.text) for fl, ev in stalls[:3]],
+                quotes=[quote(fl, ev.line, ev.text) for fl, ev in stalls[:3]],
                 actions=["Measure the dataset storage while the job reads (`nfsiostat`/`iostat -x`, read latency): "
                          "stage the data on local NVMe or a faster file system, or use more shards",
                          "Raise DataLoader num_workers / prefetch_factor (and persistent_workers=True) if the "

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 
 from gpulib.diagnose.addresses import AddressBook, Named
-from gpulib.diagnose.context import Context, evidence, place
+from gpulib.diagnose.context import Context, place, quote
 from gpulib.evidence import kinds
 from gpulib.evidence.gather import InputFile
 from gpulib.findings import Finding, Pointers
@@ -106,7 +106,7 @@ def _other_causes(ctx: Context) -> list[Finding]:
     error is not one: it is how the network failure looked from Python)."""
     return [f for f in ctx.findings if f.role == "cause" and f.interruption in ("hard", "soft")
             and not (f.id.startswith("sig-python-exception")
-                     and any(_QUOTES_TRANSPORT.search(e.text) for e in f.evidence))]
+                     and any(_QUOTES_TRANSPORT.search(e.text) for e in f.quotes))]
 
 
 def _store(ctx: Context, signals, book: AddressBook, first: _FirstStep) -> None:
@@ -126,7 +126,7 @@ def _store(ctx: Context, signals, book: AddressBook, first: _FirstStep) -> None:
                 title=f"The c10d store at {who} could not be reached before the job started ({what}): the peer that "
                       "holds it (rank 0 / MASTER_ADDR) was not there - not up yet, crashed, or the address or port "
                       "is wrong" + ("" if named else "; no node of the evidence has that address"),
-                host=named.host if named else None, time=s.time_utc, evidence=[evidence(fl, s.line, s.text)],
+                host=named.host if named else None, time=s.time_utc, quotes=[quote(fl, s.line, s.text)],
                 pointers=Pointers(hosts={named.host} if named else set()),
                 actions=["Check MASTER_ADDR / --rdzv-endpoint and MASTER_PORT in the launch script against the node "
                          "that runs rank 0 (`hostname -I` there), and that the port is open between the nodes",
@@ -150,7 +150,7 @@ def _socket_fallback(ctx: Context, signals) -> None:
                       "over sockets and times out under load (soft: the device is not reachable from where the "
                       "job runs, the fabric itself may be fine)",
                 host=s.host or fl.host, time=s.time_utc,
-                evidence=[evidence(x, y.line, y.text) for x, y in (_first(asked), (fl, s))],
+                quotes=[quote(x, y.line, y.text) for x, y in (_first(asked), (fl, s))],
                 actions=["Expose the RDMA device to the job: in a container --device /dev/infiniband, --cap-add "
                          "IPC_LOCK, --network=host; on the node rdma-core and the IB driver loaded "
                          "(`ibv_devinfo` must list the HCA from inside the job's environment)", *AUDIT_QUESTIONS])
@@ -177,7 +177,7 @@ def _startup(ctx: Context, signals, book: AddressBook, first: _FirstStep) -> Non
                         title=f"At start-up NCCL could not connect to {host} ({addr}: {what}): that node's network "
                               "link, or its NCCL process, was not there (hard: a broken peer, named by "
                               f"{name.source})",
-                        host=host, time=s.time_utc, evidence=[evidence(fl, s.line, s.text)],
+                        host=host, time=s.time_utc, quotes=[quote(fl, s.line, s.text)],
                         pointers=Pointers(hosts={host}),
                         actions=[f"Exclude {host} from the next run (`sbatch --exclude={host}`) and report it: check "
                                  f"its interfaces and `ibstat` there, and that it can reach and be reached by the "
@@ -189,7 +189,7 @@ def _startup(ctx: Context, signals, book: AddressBook, first: _FirstStep) -> Non
                  + ("" if named else ": the address names no node in the evidence")
                  + "; a connection that cannot be made at init is the network set-up (soft)")
         f = ctx.add("nccl-connect", severity="error", category="network_fabric", interruption="soft", title=title,
-                    host=s.host or fl.host, time=s.time_utc, evidence=[evidence(fl, s.line, s.text)],
+                    host=s.host or fl.host, time=s.time_utc, quotes=[quote(fl, s.line, s.text)],
                     actions=["Resolve the peer address (`nslookup <addr>`) to see which node it is", *AUDIT_QUESTIONS])
         f.tier = 2
         return
@@ -197,7 +197,7 @@ def _startup(ctx: Context, signals, book: AddressBook, first: _FirstStep) -> Non
     f = ctx.add("nccl-init-system", severity="error", category="network_fabric", interruption="soft",
                 title="NCCL failed with a system error while the communicator was set up (before the first step): "
                       "the network or its set-up, not the training code (soft until a broken peer is named)",
-                host=s.host or fl.host, rank=s.rank, time=s.time_utc, evidence=[evidence(fl, s.line, s.text)],
+                host=s.host or fl.host, rank=s.rank, time=s.time_utc, quotes=[quote(fl, s.line, s.text)],
                 actions=["Rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET: the WARN line before the error names "
                          "the call that failed and the peer", *AUDIT_QUESTIONS])
     f.tier = 3  # a named cause (a full /dev/shm, a refused peer) is more specific
@@ -239,7 +239,7 @@ def _completion(ctx: Context, signals, book: AddressBook) -> None:
     f = ctx.add("ib-link", severity="critical" if hard else "error", category="network_fabric",
                 interruption="hard" if hard else "soft",
                 title=f"{what} on the link{where}; {why}",
-                time=s.time_utc, evidence=[evidence(x, y.line, y.text) for x, y in (items + config)[:3]],
+                time=s.time_utc, quotes=[quote(x, y.line, y.text) for x, y in (items + config)[:3]],
                 pointers=Pointers(hosts={peer.host} if peer else set()),
                 actions=["Check the port and cable of the named end: `ibstat` (State Active, Physical state LinkUp), "
                          "`perfquery -x` / `ibdiagnet` error counters (symbol errors, link downed), the switch port; "

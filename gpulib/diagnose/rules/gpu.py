@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from statistics import median
 
-from gpulib.diagnose.context import Context, evidence, place, without_unknowns
+from gpulib.diagnose.context import Context, place, quote, without_unknowns
 from gpulib.evidence import kinds
 from gpulib.findings import Pointers
 from gpulib.parsers import gpu_series, prom_text
@@ -42,7 +42,7 @@ def _describe(state) -> str:
 
 
 def _line(file, state, what: str):
-    return evidence(file, state.line, f"{_describe(state)}: {what}")
+    return quote(file, state.line, f"{_describe(state)}: {what}")
 
 
 def run(ctx: Context) -> None:
@@ -78,7 +78,7 @@ def _snapshot(ctx: Context, host: str | None, states: list) -> None:
             place(ctx, f, host=host, pci=s.pci_bus_id)
             what = f"GPU {f.gpu_index if f.gpu_index is not None else '?'} ({s.pci_bus_id})"
             f.title = f"{what} on {host} is lost to the driver"
-            f.evidence.append(evidence(file, s.line, f"{what}: {s.lost_reason or 'GPU is lost'}"))
+            f.quotes.append(quote(file, s.line, f"{what}: {s.lost_reason or 'GPU is lost'}"))
             continue
         _ecc(ctx, host, captured, file, s)
         _hot(ctx, host, file, s, s.temp_c, captured, s.throttle_reasons, s.line)
@@ -93,7 +93,7 @@ def _snapshot(ctx: Context, host: str | None, states: list) -> None:
         file = states[0][0]
         ctx.add("gpu-missing", severity="critical", category="gpu_fell_off_bus", role="context", hardware=True,
                 title=f"GPU index(es) {missing} missing from the count on {host}", host=host, time=captured, observed=True,
-                evidence=[evidence(file, None, f"indexes present: {indexes}")],
+                quotes=[quote(file, None, f"indexes present: {indexes}")],
                 actions=["Check `lspci | grep -i nvidia` and dmesg for Xid 79 / AER on the missing GPU"])
     _memory(ctx, host, captured, present, states)
 
@@ -107,7 +107,7 @@ def _hot(ctx: Context, host, file, rec, temp_c, when, reasons, line=None) -> Non
         return
     f = ctx.add("hot", severity="warning", category="thermal_throttling", role="context", hardware=True, title="",
                 host=host, time=ctx.utc(when, file) if when else None, observed=True,
-                evidence=[evidence(file, line, f"GPU {rec.index}: {temp_c:.0f} C, no slowdown reason yet")],
+                quotes=[quote(file, line, f"GPU {rec.index}: {temp_c:.0f} C, no slowdown reason yet")],
                 actions=["Check this GPU's airflow and fans (and its neighbours'): it is at its slowdown "
                          "temperature"])
     place(ctx, f, host=host, pci=rec.pci_bus_id or ctx.ids.pci_at(host, rec.index))
@@ -140,7 +140,7 @@ def _power_unreadable(ctx: Context, host, captured, file, s) -> None:
                      for n in s.unreadable)
     f = ctx.add("power-unreadable", severity="critical", category="power_fault", interruption="hard",
                 hardware=True, title="", host=host, time=captured, observed=True,
-                evidence=[evidence(file, s.line, f"GPU {s.index}: ERR! in {what}")],
+                quotes=[quote(file, s.line, f"GPU {s.index}: ERR! in {what}")],
                 actions=["Reseat the GPU's PCIe power cables and check the PSU feeding it (`ipmitool sdr`, "
                          "`ipmitool sel elist`); swap the card into another slot/PSU to tell board from supply",
                          "Drain the node until `nvidia-smi` reads the power draw again and `dcgmi diag -r 2` passes"])
@@ -160,7 +160,7 @@ def _missing_job_gpus(ctx: Context, host, captured, file, listed: set[str], pres
         f = ctx.add("gpu-missing", severity="critical", category="gpu_fell_off_bus", interruption="hard",
                     hardware=True, title=f"GPU {pci} of rank {used[pci]} on {host} is missing from nvidia-smi",
                     host=host, gpu_pci=pci, time=captured, observed=True,
-                    evidence=[evidence(file, None, f"{len(listed)} GPUs listed; the job's GPU {pci} is not among them")],
+                    quotes=[quote(file, None, f"{len(listed)} GPUs listed; the job's GPU {pci} is not among them")],
                     actions=["Check `lspci -d 10de:` and dmesg for Xid 79 / AER on that GPU; reboot or power-cycle"])
         place(ctx, f, host=host, pci=pci)
 
@@ -194,7 +194,7 @@ def _ecc(ctx: Context, host, captured, file, s) -> None:
                 interruption=None if benign else "hard", role="context" if benign else "cause", hardware=True,
                 title=_where_on(f"{_describe(s)}", host) + f": {', '.join(bad)}"
                 + (" for a correctable error; no impact until the next reset" if benign else ""),
-                host=host, time=captured, observed=True, evidence=[_line(file, s, ", ".join(bad))],
+                host=host, time=captured, observed=True, quotes=[_line(file, s, ", ".join(bad))],
                 actions=["RMA the GPU: row remapping failed" if failed else
                          "Reset the GPU (`nvidia-smi -r -i <index>` with no process on it) or reboot, so the "
                          "pending row remap takes effect; then confirm `Pending: No`"])
@@ -217,7 +217,7 @@ def _ecc_history(ctx: Context, host, captured, file, s, bad: list[str]) -> None:
     f = ctx.add("ecc-history", severity="info", category="gpu_memory_error", role="context", hardware=True,
                 title=_where_on(f"{_describe(s)}", host) + f": {bad[0]}, already remapped (nothing pending, no "
                       "failure): the GPU repaired itself",
-                host=host, time=captured, observed=True, evidence=[_line(file, s, bad[0])],
+                host=host, time=captured, observed=True, quotes=[_line(file, s, bad[0])],
                 actions=["Nothing to do now; compare the count in the next snapshots - rows remapped again and "
                          "again on one GPU mean failing HBM (drain it and run `dcgmi diag -r 3`)"])
     place(ctx, f, host=host, pci=s.pci_bus_id)
@@ -240,7 +240,7 @@ def _throttle_snapshot(ctx: Context, host, captured, file, s) -> None:
     f = ctx.add("throttle", severity="error" if slowed else "warning", category=_throttle_category(slowed),
                 interruption="soft" if slowed else None, role="cause" if slowed else "context", hardware=True,
                 title=f"{_describe(s)} on {host} throttled: {'; '.join(parts)}", host=host, time=captured, observed=True,
-                evidence=[_line(file, s, "; ".join(parts))], actions=_throttle_actions(slowed))
+                quotes=[_line(file, s, "; ".join(parts))], actions=_throttle_actions(slowed))
     place(ctx, f, host=host, pci=s.pci_bus_id)
 
 
@@ -259,7 +259,7 @@ def _pcie(ctx: Context, host, captured, file, s) -> None:
         what = f"PCIe gen {s.pcie_gen_current}/{s.pcie_gen_max} width x{s.pcie_width_current}/x{s.pcie_width_max}"
         f = ctx.add("pcie-degraded", severity="warning", category="gpu_fell_off_bus", role="context", hardware=True,
                     title=f"{_describe(s)} on {host}: {what}", host=host, time=captured, observed=True,
-                    evidence=[_line(file, s, what)],
+                    quotes=[_line(file, s, what)],
                     actions=["Reseat the GPU/riser; a degraded link often precedes a fall off the bus"])
         place(ctx, f, host=host, pci=s.pci_bus_id)
 
@@ -282,14 +282,14 @@ def _memory(ctx: Context, host, captured, present, states) -> None:
                         title=f"{_describe(s)} on {host} uses {mib:.0f} MiB, more than {ctx.thresholds.imbalance_gib:g} GiB "
                               f"above the others "
                               f"(median {mid:.0f} MiB)", host=host, time=captured, observed=True,
-                        evidence=[_line(file, s, f"{mib:.0f} MiB used")],
+                        quotes=[_line(file, s, f"{mib:.0f} MiB used")],
                         actions=["Uneven sharding or a stray process on that GPU; check its process list"])
             place(ctx, f, host=host, pci=s.pci_bus_id)
         elif len(used) >= 3 and mib < mid - gap_mib and busy_peers >= 50 and (s.util_gpu_pct or 0) < 10:
             f = ctx.add("gpu-idle", severity="warning", category="application_error", role="symptom",
                         title=f"{_describe(s)} on {host} is idle and empty ({mib:.0f} MiB) while its peers are busy: "
                               "its rank is gone", host=host, time=captured, observed=True,
-                        evidence=[_line(file, s, f"{mib:.0f} MiB used, {s.util_gpu_pct or 0:.0f} % util")])
+                        quotes=[_line(file, s, f"{mib:.0f} MiB used, {s.util_gpu_pct or 0:.0f} % util")])
             place(ctx, f, host=host, pci=s.pci_bus_id)
             f.pointers = Pointers(gpus={(host, f.gpu_pci)} if f.gpu_pci else set(),
                                   ranks={f.rank} if f.rank is not None else set())
@@ -341,12 +341,12 @@ def _series(ctx: Context) -> None:
         f = ctx.add("throttle", severity="error", category=_throttle_category(reasons), interruption="soft",
                     hardware=True, title=f"GPU {first.index} ({first.pci_bus_id or first.uuid}) on {host}: {what}", host=host,
                     time=ctx.utc(first.time_utc, file),
-                    evidence=[evidence(file, first.line, f"first throttled sample: mask "
+                    quotes=[quote(file, first.line, f"first throttled sample: mask "
                                                          f"{first.throttle_bitmask:#x} "
                                                          f"({', '.join(first.slowed_by)}), {first.temp_c} C, "
                                                          f"SM {first.sm_clock_mhz} MHz")],
                     actions=_throttle_actions(reasons))
-        f.evidence.append(evidence(worst[0], worst[1].line, f"slowest sample: SM {worst[1].sm_clock_mhz} MHz, "
+        f.quotes.append(quote(worst[0], worst[1].line, f"slowest sample: SM {worst[1].sm_clock_mhz} MHz, "
                                                             f"mask {worst[1].throttle_bitmask:#x}"))
         place(ctx, f, host=host, pci=first.pci_bus_id or ctx.ids.pci_at(host, first.index))
         if f.gpu_index is None:
@@ -379,7 +379,7 @@ def _hot_and_slow(ctx: Context, per_gpu: dict[tuple, list]) -> None:
                     title=f"GPU {first.index} on {host} ran hot and slow against its peers in {len(hits)} samples "
                           f"(from {first.temp_c:.0f} C at SM {first.sm_clock_mhz:.0f} MHz; no reason bits in "
                           "this telemetry)", host=host, time=ctx.utc(first.time_utc, file),
-                    evidence=[evidence(file, first.line, f"GPU {first.index}: {first.temp_c} C, SM "
+                    quotes=[quote(file, first.line, f"GPU {first.index}: {first.temp_c} C, SM "
                                                          f"{first.sm_clock_mhz} MHz")],
                     actions=_throttle_actions(["hw_thermal_slowdown"]))
         place(ctx, f, host=host, pci=first.pci_bus_id or ctx.ids.pci_at(host, first.index))
@@ -398,7 +398,7 @@ def zombies(ctx: Context, after: str | None) -> None:
         pids = ", ".join(str(p.pid) for p in rec.processes)
         f = ctx.add("zombie", severity="warning", category="application_error", role="context",
                     title=f"{_describe(rec)} on {rec.host or file.host} still held by pid {pids} after the job failed",
-                    host=rec.host or file.host, time=captured, observed=True, evidence=[_line(file, rec, f"processes: {pids}")],
+                    host=rec.host or file.host, time=captured, observed=True, quotes=[_line(file, rec, f"processes: {pids}")],
                     actions=[f"Kill the leftover processes (`kill -9 {pids}`) before relaunch; if they are in D "
                              "state, reboot the node"])
         f.extra["pids"] = [int(p.pid) for p in rec.processes if p.pid is not None]  # the remediation's kill list

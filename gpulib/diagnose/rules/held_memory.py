@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpulib.diagnose.context import Context, evidence
+from gpulib.diagnose.context import Context, quote
 from gpulib.evidence import kinds
 from gpulib.evidence.gather import InputFile
-from gpulib.findings import EvidenceLine
+from gpulib.findings import Quote
 from gpulib.parsers.gpu_records import GpuState
 from gpulib.parsers.nccl_tests import NcclTestsRun
 from gpulib.parsers.signatures import Signal, printers_of
@@ -36,8 +36,8 @@ SNAPSHOT_KINDS = kinds.GPU_SNAPSHOT_ROWS
 #: Other processes holding at least this share of a GPU's memory leave no room for a new context
 #: and NCCL's buffers (a few hundred MiB to a few GiB).
 HELD_SHARE = 0.9
-#: GPUs cited as evidence.
-EVIDENCE_GPUS = 4
+#: GPUs quoted per finding.
+QUOTED_GPUS = 4
 
 
 @dataclass
@@ -114,11 +114,11 @@ def _add(ctx: Context, file: InputFile, signal: Signal, host: str | None, held: 
                   f"held {share:.0%}+ of the memory of GPU(s) {gpus}{whose}: no room for a CUDA context and NCCL's "
                   "buffers; the GPUs are not at fault",
             host=host, gpu_index=one.index if one else None, gpu_pci=one.pci_bus_id if one else None,
-            time=signal.time_utc, evidence=[evidence(file, signal.line, signal.text)] + [
-                EvidenceLine(h.file.display, h.gpu.line, f"GPU {h.gpu.index}: {h.held_mib:,.0f} MiB of "
+            time=signal.time_utc, quotes=[quote(file, signal.line, signal.text)] + [
+                Quote(h.file.display, h.gpu.line, f"GPU {h.gpu.index}: {h.held_mib:,.0f} MiB of "
                                                          f"{h.total_mib:,.0f} MiB held"
                              + (f" by PID(s) {', '.join(map(str, h.pids[:4]))}" if h.pids else ""))
-                for h in held[:EVIDENCE_GPUS]],
+                for h in held[:QUOTED_GPUS]],
             actions=["Find who holds the GPUs (`nvidia-smi --query-compute-apps=pid,process_name,used_memory "
                      "--format=csv`) and stop or move that service/job, or schedule onto free GPUs",
                      "Rerun the test once the memory is free; with NCCL_DEBUG=INFO the WARN line before the error "

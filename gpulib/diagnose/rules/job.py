@@ -20,7 +20,7 @@ from collections import defaultdict
 from math import prod
 from statistics import median
 
-from gpulib.diagnose.context import Context, evidence, place
+from gpulib.diagnose.context import Context, place, quote
 from gpulib.diagnose.rules.signatures import CASCADE_EXCEPTIONS
 from gpulib.evidence import kinds
 from gpulib.findings import LAST_RESORT_TIER, Finding, Pointers
@@ -95,10 +95,10 @@ def _timeouts(ctx: Context, events) -> None:
                     title=f"{_TIMEOUT_NAME.get(first.details.get('backend'), 'NCCL watchdog timeout')} on "
                           f"{len(timed_out)} rank(s) ({op}{seq_text}, "
                           f"timeout {first.details.get('timeout_ms', 0) // 1000} s){blame}",
-                    time=first.time_utc, evidence=[evidence(first_file, first.line, first.text)], pointers=pointers,
+                    time=first.time_utc, quotes=[quote(first_file, first.line, first.text)], pointers=pointers,
                     actions=["Do not chase the network first: these ranks waited for a peer; fix the peer's cause"])
         f.extra["timeout"] = _TIMEOUT_NAME.get(first.details.get("backend"), "NCCL timeout")
-        f.evidence += [evidence(fl, e.line, e.text) for fl, e in stuck[:2]]
+        f.quotes += [quote(fl, e.line, e.text) for fl, e in stuck[:2]]
         desync = _desync(ctx, timeouts, events)
         if desync is not None:  # nobody failed to arrive: the ranks were waiting in different calls
             f.pointers.ranks = {desync.rank} - {None}
@@ -112,7 +112,7 @@ def _timeouts(ctx: Context, events) -> None:
         ctx.add("watchdog-stuck", severity="error", category="application_error", role="symptom",
                     title=f"Rank {e.rank}: NCCL watchdog made no progress for {e.details.get('seconds')} s "
                           "(a CUDA/NCCL call hangs)", rank=e.rank, time=e.time_utc,
-                    evidence=[evidence(fl, e.line, e.text)], pointers=Pointers(ranks={e.rank} - {None}))
+                    quotes=[quote(fl, e.line, e.text)], pointers=Pointers(ranks={e.rank} - {None}))
 
 
 def _store_barrier(ctx: Context, events) -> None:
@@ -131,7 +131,7 @@ def _store_barrier(ctx: Context, events) -> None:
             title=f"init_process_group's store-based barrier timed out after {timeout_s} s: "
                   f"{first.details['arrived']} of {world} ranks arrived"
                   + (f"; rank(s) {_fmt_ranks(missing)} never did" if missing else ""),
-            rank=first.rank, time=first.time_utc, evidence=[evidence(fl, first.line, first.text)],
+            rank=first.rank, time=first.time_utc, quotes=[quote(fl, first.line, first.text)],
             pointers=Pointers(ranks=missing),
             actions=["Find what the missing ranks were doing before init_process_group (data preparation, a model "
                      "download, a crash): the waiting ranks only timed out"])
@@ -163,9 +163,9 @@ def _rank0_busy(ctx: Context, fl, first, timeout_s: int | None = None) -> None:
                 interruption="soft", role="cause",
                 title="Rank 0 never reached the collective the other ranks timed out in, and printed no error: it was "
                       f"busy {what} for longer than the {timeout_s} s collective timeout", rank=0, time=first.time_utc,
-                time_approx=True, evidence=[evidence(fl, first.line, first.text)]
-                + ([evidence(fl, prep.line, prep.text)] if prep else [])
-                + ([evidence(fl, said[0], said[1])] if said else []),
+                time_approx=True, quotes=[quote(fl, first.line, first.text)]
+                + ([quote(fl, prep.line, prep.text)] if prep else [])
+                + ([quote(fl, said[0], said[1])] if said else []),
                 actions=["Find what rank 0 was doing at that step (its last log lines, py-spy dump of its process "
                          "on the next hang): a checkpoint save, an evaluation or a data-preparation step",
                          "Give that phase more time (init_process_group(timeout=...), or a barrier with its own "
@@ -259,8 +259,8 @@ def _desync(ctx: Context, timeouts, events) -> Finding | None:
                        role="cause", title=f"The ranks were in different collectives{at} ({parts}): their code "
                                            "paths diverged, so each waited for a call the others never made",
                        rank=odd[0] if len(odd) == 1 else None, time=first[3].time_utc,
-                       evidence=[evidence(first[2], first[3].line, first[3].text),
-                                 evidence(other[2], other[3].line, other[3].text)],
+                       quotes=[quote(first[2], first[3].line, first[3].text),
+                                 quote(other[2], other[3].line, other[3].text)],
                        actions=["Give every rank the same number of batches (equal shards, drop_last=True, or "
                                 "torch.distributed.algorithms.Join for uneven inputs)",
                                 "Look for a collective under a rank- or value-dependent condition: a checkpoint save "
@@ -315,7 +315,7 @@ def _errors(ctx: Context, events) -> None:  # noqa: C901 - one branch per error 
         frag = d.get("reserved_unallocated")
         f = ctx.add("cuda-oom", severity="critical", category="cuda_oom", interruption="soft",
                     title=f"CUDA out of memory on rank {e.rank}" + (f" ({numbers})" if numbers else ""), rank=e.rank,
-                    time=e.time_utc, time_approx=e.time_approx, evidence=[evidence(fl, e.line, e.text)],
+                    time=e.time_utc, time_approx=e.time_approx, quotes=[quote(fl, e.line, e.text)],
                     actions=["Lower the micro-batch / max sequence length (or bucket long sequences), enable "
                              "activation checkpointing, or shard more (FSDP/ZeRO)"]
                     + ([f"{frag} is reserved but unallocated: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
@@ -339,7 +339,7 @@ def _errors(ctx: Context, events) -> None:  # noqa: C901 - one branch per error 
                     # it outranks a crash whose order against it the logs cannot tell (an OOM of the rerun)
                     tier=1 if hw else None,
                     title=f"Rank {e.rank}: CUDA error: {err}", rank=e.rank, time=e.time_utc, time_approx=e.time_approx,
-                    evidence=[evidence(fl, e.line, e.text)],
+                    quotes=[quote(fl, e.line, e.text)],
                     actions=(["Hardware: check dmesg for Xid 48/63/94/95 on this GPU and its remapped rows; reset the "
                               "GPU or drain the node"] if hw else
                              ["Look for Xid 79 / 'fallen off the bus' in this node's kernel log and run `nvidia-smi`: "
@@ -354,14 +354,14 @@ def _errors(ctx: Context, events) -> None:  # noqa: C901 - one branch per error 
             continue
         f = ctx.add("device-assert", severity="critical", category="application_error", interruption="soft",
                     title=f"Rank {e.rank}: device-side assertion failed ({e.details.get('cond')})", rank=e.rank,
-                    time=e.time_utc, time_approx=e.time_approx, evidence=[evidence(fl, e.line, e.text)],
+                    time=e.time_utc, time_approx=e.time_approx, quotes=[quote(fl, e.line, e.text)],
                     actions=["A data/code bug (index out of range, label >= num_classes): fix the input or the code"])
         place(ctx, f, rank=e.rank, host=e.host)
         explained_ranks.add(e.rank)
     for fl, e in _first_per_rank(events, "driver_too_old"):
         f = ctx.add("driver-old", severity="critical", category="driver_mismatch", interruption="soft",
                     title=f"Rank {e.rank}: the NVIDIA driver is too old for this CUDA runtime", rank=e.rank,
-                    host=e.host or fl.host, time=e.time_utc, evidence=[evidence(fl, e.line, e.text)],
+                    host=e.host or fl.host, time=e.time_utc, quotes=[quote(fl, e.line, e.text)],
                     actions=["Upgrade the driver on that node (or use a container built for its CUDA version); "
                              "check `nvidia-smi` Driver/CUDA Version on every node"])
         place(ctx, f, rank=e.rank, host=e.host)
@@ -371,7 +371,7 @@ def _errors(ctx: Context, events) -> None:  # noqa: C901 - one branch per error 
         f = ctx.add("dataloader", severity="error", category="host_oom" if killed else "data_pipeline_stall",
                     interruption="soft",
                     title=f"Rank {e.rank}: DataLoader {e.details.get('what')}", rank=e.rank, time=e.time_utc,
-                    time_approx=e.time_approx, evidence=[evidence(fl, e.line, e.text)],
+                    time_approx=e.time_approx, quotes=[quote(fl, e.line, e.text)],
                     actions=["A worker killed by signal 9 is usually the host OOM killer: check dmesg; a timeout "
                              "means slow storage or a stuck worker - check the file system and num_workers"])
         place(ctx, f, rank=e.rank, host=e.host)
@@ -382,7 +382,7 @@ def _errors(ctx: Context, events) -> None:  # noqa: C901 - one branch per error 
             continue
         f = ctx.add("exception", severity="error", category="application_error", interruption="soft",
                     title=f"Rank {e.rank}: {cls}: {e.details.get('message', '')[:120]}", rank=e.rank,
-                    time=e.time_utc, time_approx=e.time_approx, evidence=[evidence(fl, e.line, e.text)],
+                    time=e.time_utc, time_approx=e.time_approx, quotes=[quote(fl, e.line, e.text)],
                     actions=["Read this rank's traceback above the line; fix the code or input that raised it"])
         place(ctx, f, rank=e.rank, host=e.host)
         explained_ranks.add(e.rank)
@@ -414,7 +414,7 @@ def _store_errors(ctx: Context, events) -> None:
         f = ctx.add("store-teardown", severity="info", category="none", role="context",
                     title=f"c10d store errors on {len(errors)} line(s) after the job reported completion: teardown "
                           "noise (the store's process exited before its clients), not a failure",
-                    rank=e.rank, time=e.time_utc, evidence=[evidence(fl, e.line, e.text)])
+                    rank=e.rank, time=e.time_utc, quotes=[quote(fl, e.line, e.text)])
         f.benign = True
         ctx.judged |= {(xf.display, x.line) for xf, x in errors}  # their "Connection reset by peer" is this
         return
@@ -430,7 +430,7 @@ def _store_errors(ctx: Context, events) -> None:
                 interruption=None if started or collided else "soft", role="symptom" if started or collided else "cause",
                 title=f"c10d store / rendezvous error on {len(errors)} line(s): {e.text.strip()[:100]}"
                       + (f"; the store lives on {store_host}" if store_host else ""),
-                rank=e.rank, time=e.time_utc, evidence=[evidence(fl, e.line, e.text)],
+                rank=e.rank, time=e.time_utc, quotes=[quote(fl, e.line, e.text)],
                 pointers=Pointers(hosts={store_host} if store_host else set()),
                 actions=["At start-up: check MASTER_ADDR/--rdzv-endpoint, the port and firewalls, and that every "
                          "node resolves the master's name; mid-run: the store's host (rank 0 / the agent) died first"])
@@ -482,7 +482,7 @@ def _store_host_stopped(ctx: Context, events, host: str) -> None:
     f = ctx.add("store-host-stopped", severity="error", category="application_error", interruption="soft",
                 title=f"The c10d store's host {host} stopped first: its torchrun agent received "
                       f"{_SIGNALS.get(sig, sig)} and shut its workers down; the other nodes lost the store",
-                host=host, time=e.time_utc, evidence=[evidence(fl, e.line, e.text)],
+                host=host, time=e.time_utc, quotes=[quote(fl, e.line, e.text)],
                 actions=[f"Find who signalled the agent on {host} (an operator's Ctrl-C, the scheduler's cancel or "
                          "time limit, a node shutdown); run the store apart from the workers (an etcd or dedicated "
                          "c10d endpoint) if one node's exit must not end the job"])
@@ -520,7 +520,7 @@ def _nccl_errors(ctx: Context, events) -> None:
                               + (f"NCCL said '{said.text.split('NCCL WARN', 1)[1].strip()[:120]}'" if said else
                                  "collectives called inconsistently"),
                         rank=e.rank, time=e.time_utc,
-                        evidence=([evidence(fl, said.line, said.text)] if said else []) + [evidence(fl, e.line, e.text)],
+                        quotes=([quote(fl, said.line, said.text)] if said else []) + [quote(fl, e.line, e.text)],
                         actions=["Read NCCL's WARN line: it names the wrong argument (a rank at or above the world "
                                  "size is a launch misconfiguration: RANK/WORLD_SIZE)",
                                  "Check that every rank calls the same collectives with the same sizes/dtypes"])
@@ -531,7 +531,7 @@ def _nccl_errors(ctx: Context, events) -> None:
         ctx.add("nccl-error", severity="error", category="network_fabric", role="symptom",
                     title=f"{code} on {len(ranks) or len(items)} rank(s)" + (f" ({_fmt_ranks(ranks)})" if ranks else "")
                           + (f"; last error: {e.details['last_error'][:100]}" if e.details.get("last_error") else ""),
-                    rank=e.rank if len(ranks) == 1 else None, time=e.time_utc, evidence=[evidence(fl, e.line, e.text)],
+                    rank=e.rank if len(ranks) == 1 else None, time=e.time_utc, quotes=[quote(fl, e.line, e.text)],
                     pointers=pointers,
                     actions=["ncclRemoteError / connection resets usually mean the peer process died first: find "
                              "why that peer exited before suspecting the fabric"])
@@ -547,7 +547,7 @@ def _nccl_errors(ctx: Context, events) -> None:
         ctx.add("nccl-net", severity="warning", category="network_fabric", role="symptom",
                 title=f"{what} on {', '.join(sorted(hosts)) or 'the job'}"
                       + (f" from peer(s) {', '.join(sorted(peers))}" if peers else "") + hint,
-                time=e.time_utc, evidence=[evidence(fl, e.line, e.text)], pointers=Pointers(peer_addrs=peers))
+                time=e.time_utc, quotes=[quote(fl, e.line, e.text)], pointers=Pointers(peer_addrs=peers))
 
 
 # ---------------------------------------------------------------- launchers (torchrun / slurm)
@@ -560,7 +560,7 @@ def _launcher(ctx: Context, events) -> None:
                         title=f"torchrun: first failure it observed was rank {root.get('rank')} on {root.get('host')} "
                               f"(exitcode {root.get('exitcode')}{', ' + signal if signal else ''})",
                         rank=root.get("rank"), host=root.get("host"), time=e.time_utc,
-                        evidence=[evidence(fl, e.line, e.text)])
+                        quotes=[quote(fl, e.line, e.text)])
             f.pointers.ranks.add(root.get("rank")) if signal == "SIGKILL" else None
             if signal == "SIGKILL":
                 f.actions.append("SIGKILL without a traceback: the host OOM killer or the scheduler - check "
@@ -568,21 +568,21 @@ def _launcher(ctx: Context, events) -> None:
         elif e.kind == "process_failed" and e.details.get("signal") == "SIGKILL":
             f = ctx.add("sigkill", severity="warning", category="host_oom", role="symptom",
                         title=f"Rank process pid {e.pid} (local_rank {e.details.get('local_rank')}) was SIGKILLed",
-                        time=e.time_utc, evidence=[evidence(fl, e.line, e.text)])
+                        time=e.time_utc, quotes=[quote(fl, e.line, e.text)])
             place(ctx, f, pid=e.pid, host=e.host)
             if f.rank is not None:
                 f.pointers.ranks.add(f.rank)
         elif e.kind == "node_failure":
             ctx.add("node-lost", severity="critical", category="node_lost", interruption="hard", hardware=True,
                     title=f"Slurm reports a node failure on {e.host}", host=e.host, time=e.time_utc,
-                    evidence=[evidence(fl, e.line, e.text)],
+                    quotes=[quote(fl, e.line, e.text)],
                     actions=["Check the node's BMC (power, `ipmitool sel list`) and console; drain it"])
         elif e.kind == "slurm_cancelled" and not e.details.get("reason"):
             _cancelled_in_data_prep(ctx, fl, e, events)
         elif e.kind == "slurm_kill_failed":
             ctx.add("kill-failed", severity="warning", category="application_error", role="symptom",
                     title=f"Slurm could not kill the job step on {e.host} (a process stuck in the driver)",
-                    host=e.host, time=e.time_utc, evidence=[evidence(fl, e.line, e.text)],
+                    host=e.host, time=e.time_utc, quotes=[quote(fl, e.line, e.text)],
                     pointers=Pointers(hosts={e.host} - {None}),
                     actions=["Reboot the node before giving it back to the scheduler"])
 
@@ -608,7 +608,7 @@ def _cancelled_in_data_prep(ctx: Context, fl, cancel, events) -> None:
                 role="cause", title=f"The Slurm step was cancelled while rank {rank} was still preparing the data "
                                     f"({bar.fields.get('num')} % of a progress bar), and no rank printed an error",
                 rank=rank, time=cancel.time_utc, time_approx=True,
-                evidence=[evidence(fl, bar.line, bar.text), evidence(fl, cancel.line, cancel.text)],
+                quotes=[quote(fl, bar.line, bar.text), quote(fl, cancel.line, cancel.text)],
                 actions=["Prepare the dataset once before launching the distributed job (or on every rank in "
                          "parallel); the other ranks wait for it in a collective",
                          "If NCCL_BLOCKING_WAIT / NCCL_ASYNC_ERROR_HANDLING (TORCH_NCCL_*) are set, the waiting ranks "
@@ -640,7 +640,7 @@ def _transport(ctx: Context, events) -> None:
     f = ctx.add("transport", severity="critical" if ib_hosts else "warning", category="network_fabric",
                 interruption="soft" if ib_hosts else None, role="cause" if ib_hosts else "context",
                 title=title, host=socket_hosts[0] if len(socket_hosts) == 1 else None, time=when, time_approx=True,
-                evidence=[evidence(fl, e.line, e.text) for fl, e in (why, first) if fl is not None],
+                quotes=[quote(fl, e.line, e.text) for fl, e in (why, first) if fl is not None],
                 pointers=Pointers(hosts=set(socket_hosts)),
                 actions=["Check `ibstat` on the socket node(s): the HCA named by NCCL_IB_HCA must be Active/LinkUp",
                          "Never relaunch with mixed transports: set NCCL_IB_DISABLE=0, and leave the socket node(s) out of the "
@@ -665,7 +665,7 @@ def _socket_fallback(ctx: Context, events) -> None:
     f = ctx.add("transport", severity="error", category="network_fabric", interruption="soft", role="cause",
                 title="InfiniBand was asked for but NCCL found no IB device and runs over TCP sockets",
                 host=fell[1].host or fell[0].host, time=fell[1].time_utc, time_approx=True,
-                evidence=[evidence(fl, e.line, e.text) for fl, e in lines],
+                quotes=[quote(fl, e.line, e.text) for fl, e in lines],
                 actions=["Make the HCA reachable from the job: pass /dev/infiniband into the container (or run "
                          "privileged with the host network), enable RDMA, check NCCL_IB_HCA against `ibv_devinfo`",
                          "Rerun with NCCL_DEBUG=INFO: the run is right when it prints `Using network IB`"],
@@ -690,7 +690,7 @@ def _progress(ctx: Context, events) -> None:
             ctx.add("eval-lag", severity="warning", category="application_error", role="symptom",
                     title=f"Rank(s) {_fmt_ranks(behind)} still evaluating ({e.details['done']}/{e.details['total']}) "
                           f"when the others had finished ({best})", rank=e.rank, time=e.time_utc,
-                    evidence=[evidence(fl, e.line, e.text)], pointers=Pointers(ranks=set(behind)))
+                    quotes=[quote(fl, e.line, e.text)], pointers=Pointers(ranks=set(behind)))
 
 
 def _compute_metric(metrics: dict) -> str | None:
@@ -730,13 +730,13 @@ def _stragglers(ctx: Context, steps) -> None:
         ctx.add("straggler", severity="warning", category="application_error", role="symptom",
                 title=f"Rank {r} became a straggler at step {e.details['step']}: {key} {v:.0f} ms vs {others:.0f} ms "
                       "median of the other ranks", rank=r, time=e.time_utc,
-                evidence=[evidence(fl, e.line, e.text)], pointers=Pointers(ranks={r}),
+                quotes=[quote(fl, e.line, e.text)], pointers=Pointers(ranks={r}),
                 actions=["Look at this rank's GPU: throttling (clocks_event_reasons), temperature, ECC"])
     for r, ((fl, e), data, total) in stall.items():
         f = ctx.add("data-stall", severity="error", category="data_pipeline_stall", interruption="soft",
                     title=f"Rank {r} spends {data:.0f} of {total:.0f} ms per step waiting for data "
                           f"(step {e.details['step']})", rank=r, time=e.time_utc,
-                    evidence=[evidence(fl, e.line, e.text)],
+                    quotes=[quote(fl, e.line, e.text)],
                     actions=["Check the storage/network file system throughput and DataLoader num_workers"])
         place(ctx, f, rank=r)
 

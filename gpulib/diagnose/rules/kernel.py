@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpulib.catalog import xid_info
-from gpulib.diagnose.context import Context, evidence, place
+from gpulib.diagnose.context import Context, place, quote
 from gpulib.evidence import kinds
 from gpulib.findings import Finding, Pointers
 from gpulib.parsers import prom_text
@@ -99,12 +99,12 @@ def _on_ib_link(scan: _Scan, file, ev, host: str | None) -> None:
 
 def _on_oom_kill(scan: _Scan, file, ev, host: str | None) -> None:
     ctx = scan.ctx
-    dump = [evidence(fl, e.line, e.text) for fl, e in scan.events
+    dump = [quote(fl, e.line, e.text) for fl, e in scan.events
             if e.kind in ("oom_invoked", "oom_constraint") and (e.host or fl.host) == host
             and _near(e.time_utc, ev.time_utc, 5)]
     f = ctx.add("host-oom", severity="critical", category="host_oom", interruption="soft", hardware=True,
                 title=f"Kernel OOM killer killed pid {ev.pid} ({ev.process}) on {host}",
-                host=host, time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text), *dump],
+                host=host, time=ev.time_utc, quotes=[quote(file, ev.line, ev.text), *dump],
                 actions=["Host RAM ran out: lower DataLoader num_workers / prefetch, avoid copying the "
                          "dataset into each worker (copy-on-write growth), or request more memory",
                          "Check `free -g` and swap; set a memory limit per job (cgroup) so one job cannot "
@@ -115,7 +115,7 @@ def _on_oom_kill(scan: _Scan, file, ev, host: str | None) -> None:
 def _on_memory_pressure(scan: _Scan, file, ev, host: str | None) -> None:
     scan.ctx.add("memory-pressure", severity="warning", category="host_oom", role="context",
                  title=f"Host memory pressure on {host}: {ev.text.split(': ', 1)[-1][:90]}", host=host,
-                 time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)])
+                 time=ev.time_utc, quotes=[quote(file, ev.line, ev.text)])
 
 
 def _on_hung_task(scan: _Scan, file, ev, host: str | None) -> None:
@@ -123,12 +123,12 @@ def _on_hung_task(scan: _Scan, file, ev, host: str | None) -> None:
     again = next((f for f in ctx.findings if f.id.startswith("hung-task-") and f.host == host
                   and f"{ev.process}:{ev.pid} " in f.title), None)
     if again:
-        again.evidence.append(evidence(file, ev.line, ev.text))
+        again.quotes.append(quote(file, ev.line, ev.text))
         return
     f = ctx.add("hung-task", severity="error", category="application_error", role="symptom",
                 title=f"Process {ev.process}:{ev.pid} stuck in D state on {host}"
                       + (" inside the NVIDIA driver" if ev.details.get("in_nvidia_driver") else ""),
-                host=host, time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)],
+                host=host, time=ev.time_utc, quotes=[quote(file, ev.line, ev.text)],
                 pointers=Pointers(hosts={host} if host else set()))
     place(ctx, f, host=host, pid=ev.pid)
     if f.rank is not None:
@@ -140,7 +140,7 @@ def _on_sxid(scan: _Scan, file, ev, host: str | None) -> None:
     scan.ctx.add("sxid", severity="critical" if fatal else "warning", category="nvlink_error",
                  interruption="hard" if fatal else None, role="cause" if fatal else "context", hardware=True,
                  title=f"NVSwitch SXid {ev.details.get('sxid')} ({ev.details.get('severity')}) on {host}",
-                 host=host, time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)],
+                 host=host, time=ev.time_utc, quotes=[quote(file, ev.line, ev.text)],
                  actions=["Check nv-fabricmanager logs and `nvidia-smi nvlink -s`; a fatal SXid needs a node "
                           "reboot and often an NVSwitch tray replacement"])
 
@@ -148,7 +148,7 @@ def _on_sxid(scan: _Scan, file, ev, host: str | None) -> None:
 def _on_pcie_degraded(scan: _Scan, file, ev, host: str | None) -> None:
     f = scan.ctx.add("pcie-degraded", severity="warning", category="gpu_fell_off_bus", role="context",
                      title=f"PCIe link of {ev.pci_bus_id} runs below its capability on {host}", host=host,
-                     time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)],
+                     time=ev.time_utc, quotes=[quote(file, ev.line, ev.text)],
                      actions=["Reseat the GPU/riser; compare `nvidia-smi -q -d PCI` link width/gen with max"])
     place(scan.ctx, f, host=host, pci=ev.pci_bus_id)
 
@@ -159,7 +159,7 @@ def _on_segfault(scan: _Scan, file, ev, host: str | None) -> None:
         return
     f = scan.ctx.add("segfault", severity="error", category="application_error", interruption="soft",
                      title=f"Segfault in libnccl ({ev.process}:{ev.pid}) on {host}", host=host, time=ev.time_utc,
-                     evidence=[evidence(file, ev.line, ev.text)],
+                     quotes=[quote(file, ev.line, ev.text)],
                      actions=["Check NCCL / driver / torch version compatibility; rerun with NCCL_DEBUG=INFO"])
     place(scan.ctx, f, host=host, pid=ev.pid)
 
@@ -167,21 +167,21 @@ def _on_segfault(scan: _Scan, file, ev, host: str | None) -> None:
 def _on_panic(scan: _Scan, file, ev, host: str | None) -> None:
     scan.ctx.add("panic", severity="critical", category="node_lost", interruption="hard", hardware=True,
                  title=f"Kernel panic on {host}", host=host, time=ev.time_utc,
-                 evidence=[evidence(file, ev.line, ev.text)],
+                 quotes=[quote(file, ev.line, ev.text)],
                  actions=["Drain the node; collect the crash dump / BMC SEL (`ipmitool sel list`)"])
 
 
 def _on_driver_mismatch(scan: _Scan, file, ev, host: str | None) -> None:
     scan.ctx.add("driver-mismatch", severity="critical", category="driver_mismatch", interruption="hard",
                  hardware=True, title=f"NVIDIA kernel module and user-space driver differ on {host}",
-                 host=host, time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)],
+                 host=host, time=ev.time_utc, quotes=[quote(file, ev.line, ev.text)],
                  actions=["Reinstall one driver version (kernel module and libraries) and reboot the node"])
 
 
 def _on_gpu_reset(scan: _Scan, file, ev, host: str | None) -> None:
     f = scan.ctx.add("gpu-reset", severity="critical", category="gpu_fell_off_bus", role="context",
                      hardware=True, title=f"GPU {ev.pci_bus_id} on {host}: {ev.kind.replace('_', ' ')}",
-                     host=host, time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)])
+                     host=host, time=ev.time_utc, quotes=[quote(file, ev.line, ev.text)])
     place(scan.ctx, f, host=host, pci=ev.pci_bus_id)
 
 
@@ -218,7 +218,7 @@ def _link_down_echo(ctx: Context, nvlink: list[tuple[Finding, str | None]]) -> N
         down = next((d for d in fatal if _near(d.time, f.time, LINK_ECHO_S)), None)
         if down is not None:
             f.caused_by, f.role = down.id, "context"
-            ctx.judged |= {(e.file, e.line) for e in f.evidence if e.line is not None}
+            ctx.judged |= {(e.file, e.line) for e in f.quotes if e.line is not None}
 
 
 def _xid(ctx: Context, file, ev, host: str | None, by_gpu: dict) -> Finding:
@@ -229,7 +229,7 @@ def _xid(ctx: Context, file, ev, host: str | None, by_gpu: dict) -> Finding:
     same = next((f for f in earlier if f.id.startswith(f"xid{code}-") and _same_burst(f, host, ev.pci_bus_id,
                                                                                       ev.time_utc)), None)
     if same:
-        same.evidence.append(evidence(file, ev.line or None, ev.text))
+        same.quotes.append(quote(file, ev.line or None, ev.text))
         return same
     interruption = info.interruption if info else "soft"
     category = info.category if info and info.category != "none" else "application_error"
@@ -238,7 +238,7 @@ def _xid(ctx: Context, file, ev, host: str | None, by_gpu: dict) -> Finding:
                 interruption=interruption if interruption in ("hard", "soft") else None,
                 role="cause" if interruption in ("hard", "soft") else "context", hardware=True,
                 title=f"Xid {code} ({name}) on GPU {_gpu_name(ev)} of {host}", host=host, time=ev.time_utc,
-                time_approx=bool(ev.details.get("before_window")), evidence=[evidence(file, ev.line or None, ev.text)],
+                time_approx=bool(ev.details.get("before_window")), quotes=[quote(file, ev.line or None, ev.text)],
                 actions=[info.action] if info and info.action else ["Look the Xid up in NVIDIA's Xid catalog"])
     place(ctx, f, host=host, pci=ev.pci_bus_id)
     if ev.pci_bus_id is None:  # dcgm-exporter without a pci_bus_id label: its index and UUID still name the GPU
@@ -267,12 +267,12 @@ def _fell_off(ctx: Context, file, ev, host, by_gpu: dict) -> None:
     same = next((f for f in earlier if f.category == "gpu_fell_off_bus" and (_near(f.time, ev.time_utc)
                                                                             or f.time == ev.time_utc)), None)
     if same:
-        same.evidence.append(evidence(file, ev.line, ev.text))
+        same.quotes.append(quote(file, ev.line, ev.text))
         return
     info = xid_info(79)
     f = ctx.add("fell-off-bus", severity="critical", category="gpu_fell_off_bus", interruption="hard",
                 hardware=True, title=f"GPU {ev.pci_bus_id} of {host} fell off the bus", host=host, time=ev.time_utc,
-                evidence=[evidence(file, ev.line, ev.text)], actions=[info.action] if info else [])
+                quotes=[quote(file, ev.line, ev.text)], actions=[info.action] if info else [])
     place(ctx, f, host=host, pci=ev.pci_bus_id)
     earlier.append(f)
 
@@ -287,7 +287,7 @@ def _aer(ctx: Context, file, ev, host) -> None:
     gpu = ev.details.get("gpu") or (None if port else ev.pci_bus_id)
     for f in reversed(ctx.findings):
         if f.id.startswith("aer-") and f.host == host and _near(f.time, ev.time_utc, 10):
-            f.evidence.append(evidence(file, ev.line, ev.text))
+            f.quotes.append(quote(file, ev.line, ev.text))
             if fatal and f.role == "context":
                 f.role, f.severity, f.interruption = "cause", "critical", "hard"
             if gpu and not f.gpu_pci:
@@ -300,7 +300,7 @@ def _aer(ctx: Context, file, ev, host) -> None:
                 interruption="hard" if fatal else None, role="cause" if fatal else "context", hardware=True,
                 title=f"PCIe AER {ev.details.get('severity', '')} error at {'port ' if port else ''}{ev.pci_bus_id} "
                       f"on {host}{on_link}".replace("  ", " "),
-                host=host, time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)],
+                host=host, time=ev.time_utc, quotes=[quote(file, ev.line, ev.text)],
                 actions=["Reseat/replace the GPU, riser or PCIe switch on that path; check BMC logs"])
     f.gpu_pci = gpu  # None when only a port is named: a port is not a GPU
     place(ctx, f, host=host, pci=gpu)
@@ -309,11 +309,11 @@ def _aer(ctx: Context, file, ev, host) -> None:
 def _ib_link(ctx: Context, file, ev, host) -> None:
     for f in reversed(ctx.findings):
         if f.id.startswith("ib-link-") and f.host == host and _near(f.time, ev.time_utc, 300):
-            f.evidence.append(evidence(file, ev.line, ev.text))
+            f.quotes.append(quote(file, ev.line, ev.text))
             return
     ctx.add("ib-link", severity="critical", category="network_fabric", interruption="soft", hardware=True,
             title=f"InfiniBand link lost on {host} ({ev.details.get('iface') or ev.details.get('reason') or 'HCA'})",
-            host=host, time=ev.time_utc, evidence=[evidence(file, ev.line, ev.text)],
+            host=host, time=ev.time_utc, quotes=[quote(file, ev.line, ev.text)],
             actions=["Reseat or replace the cable/transceiver of that HCA port; check `ibstat` shows State: Active "
                      "and Physical state: LinkUp before relaunch",
                      "Port still Down/Polling with a good cable: check the switch port; State Init means no subnet "

@@ -20,13 +20,13 @@ GENERIC_CUDA_ERROR = "cuda-error"
 
 def run(ctx: Context) -> None:
     oom_lines = {(e.file, e.line) for f in ctx.findings if f.category == "cuda_oom" and f.role == "cause"
-                 and f.id.startswith("sig-") for e in f.evidence}
+                 and f.id.startswith("sig-") for e in f.quotes}
     if not oom_lines:
         return
 
     def told_twice(f: Finding) -> bool:
-        return (f.id.startswith(GENERIC_CUDA_ERROR) and f.category == "application_error" and bool(f.evidence)
-                and all((e.file, e.line) in oom_lines for e in f.evidence))
+        return (f.id.startswith(GENERIC_CUDA_ERROR) and f.category == "application_error" and bool(f.quotes)
+                and all((e.file, e.line) in oom_lines for e in f.quotes))
 
     ctx.findings[:] = [f for f in ctx.findings if not told_twice(f)]
 

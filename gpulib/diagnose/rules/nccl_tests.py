@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from gpulib.diagnose.context import Context, evidence
+from gpulib.diagnose.context import Context, quote
 from gpulib.evidence import kinds
 from gpulib.parsers.nccl_tests import NcclTestsRun
 
@@ -41,7 +41,7 @@ def _stopped(ctx: Context, file, r: NcclTestsRun) -> None:
            "with no '# Avg bus bandwidth' footer and no error line: it hung or was killed (or the paste was cut)")
     ctx.add("nccl-test-stopped", severity="error", category="network_fabric", role="symptom",
             title=f"nccl-tests {r.program or r.collective or 'run'} stopped {where}, {how}",
-            evidence=[evidence(file, last.line if last else r.line, "(last line of the run)" if last else
+            quotes=[quote(file, last.line if last else r.line, "(last line of the run)" if last else
                                f"{r.program or 'nccl-tests'} header")],
             actions=["Rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET and compare what each node prints "
                      "(transport, plugin, NICs); run it on each pair of nodes to find the one that hangs"])
@@ -75,7 +75,7 @@ def _mixed_plugins(ctx: Context, runs) -> None:
                 title=f"NCCL chose different network transports on the job's nodes ({sides}): they do not load the "
                       "same network plugin (libnccl-net.so) and cannot connect to each other",
                 host=odd[0] if minority and len(odd) == 1 else None,
-                evidence=[evidence(first[0], first[1], first[2])] if first else [],
+                quotes=[quote(first[0], first[1], first[2])] if first else [],
                 actions=["Compare the 'NET/Plugin' / 'Plugin Path' lines of every node (NCCL_DEBUG=INFO): install the "
                          "same plugin everywhere, or set NCCL_NET_PLUGIN=none for the whole job",
                          "Check LD_LIBRARY_PATH on each node: an HPC-X/SHARP plugin directory on some nodes only is "

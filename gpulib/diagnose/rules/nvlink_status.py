@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from gpulib.diagnose.context import Context, evidence, place
+from gpulib.diagnose.context import Context, place, quote
 from gpulib.parsers import nvsmi_nvlink
 from gpulib.parsers.nvsmi_nvlink import NvlinkStatus
 
@@ -43,12 +43,12 @@ def _add(ctx: Context, file, rec: NvlinkStatus, usual: int) -> None:
     what = (f"links {', '.join(map(str, down))} inactive" if down else "all links inactive")
     title = (f"GPU {rec.gpu_index} has {rec.active_links} active NVLinks, its peers {usual} ({what}): "
              "links that failed to train - collectives run slower or hang on this node")
-    quoted = [evidence(file, rec.link_lines.get(n), f"Link {n}: <inactive>") for n in down[:3]]
+    quoted = [quote(file, rec.link_lines.get(n), f"Link {n}: <inactive>") for n in down[:3]]
     if not down:
-        quoted = [evidence(file, rec.line, rec.note or f"GPU {rec.gpu_index}: all links inactive")]
+        quoted = [quote(file, rec.line, rec.note or f"GPU {rec.gpu_index}: all links inactive")]
     f = ctx.add("nvlink-inactive", severity="critical", category="nvlink_error", interruption="hard", hardware=True,
                 role="cause", title=title, host=file.host, gpu_index=rec.gpu_index, gpu_uuid=rec.uuid,
-                evidence=[evidence(file, rec.line, f"GPU {rec.gpu_index}: {rec.name} (UUID: {rec.uuid})"), *quoted],
+                quotes=[quote(file, rec.line, f"GPU {rec.gpu_index}: {rec.name} (UUID: {rec.uuid})"), *quoted],
                 actions=["Drain the node; reset the GPU (`nvidia-smi -r -i N` with no processes on it) or reboot, "
                          "then check `nvidia-smi nvlink -s` shows every link up on every GPU",
                          "If the links stay inactive, run `dcgmi diag -r 3` and have the board (GPU, NVLink bridge or "

@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from gpulib.diagnose.context import Context, evidence, place
+from gpulib.diagnose.context import Context, place, quote
 from gpulib.diagnose.drift import WHY, config_drift
 from gpulib.evidence import kinds
-from gpulib.findings import LAST_RESORT_TIER, EvidenceLine, Pointers
+from gpulib.findings import LAST_RESORT_TIER, Pointers, Quote
 from gpulib.parsers.slurm import NodeReason, PartitionState
 
 #: The software stack that must be the same on every node of a job.
@@ -43,7 +43,7 @@ def _ipmi(ctx: Context) -> None:
         if getattr(rec, "psu_failed", False):
             ctx.add("psu", severity="critical", category="power_fault", interruption="hard", hardware=True,
                     title=f"Power supply {rec.name} on {file.host}: {rec.event or rec.status}", host=file.host,
-                    evidence=[evidence(file, rec.line, f"{rec.name} | {rec.reading or ''} | {rec.status} "
+                    quotes=[quote(file, rec.line, f"{rec.name} | {rec.reading or ''} | {rec.status} "
                                                        f"{rec.event or ''}")],
                     actions=["Replace/reconnect the PSU or its AC feed; a node on one PSU browns out under full "
                              "GPU load (GPUs drop off the bus, power-brake slowdown)"])
@@ -71,7 +71,7 @@ def _reboots(ctx: Context) -> None:
                         else f"back up at {when}; it died before that")
                 ctx.add("node-lost", severity="critical", category="node_lost", interruption="hard", hardware=True,
                         title=f"{host} rebooted during the job ({what})", time_approx=before is None,
-                        host=host, time=when, evidence=[evidence(file, ev.line, ev.text)],
+                        host=host, time=when, quotes=[quote(file, ev.line, ev.text)],
                         actions=["Check the BMC event log (`ipmitool sel list`) for power loss / watchdog reset, "
                                  "and the previous boot's journal (`journalctl -k -b -1`) for a panic"])
 
@@ -132,7 +132,7 @@ def _first_hang(ctx: Context) -> tuple | None:
 
 def _skew_finding(ctx: Context, d, configs: dict, first: tuple | None, why: str | None, cite: bool = True):
     """One version-skew finding: a soft cause when ``why`` says what it explains (``first``: the
-    job's line it explains, first in time; ``cite``: whether that line is evidence), else context
+    job's line it explains, first in time; ``cite``: whether that line is quoted), else context
     for the relaunch."""
     values = "; ".join(f"{h}: {getattr(c, d.field)}" for h, c in configs.items() if getattr(c, d.field) is not None)
     odd = set(d.odd)
@@ -140,9 +140,9 @@ def _skew_finding(ctx: Context, d, configs: dict, first: tuple | None, why: str 
                    role="cause" if why else "context", interruption="soft" if why else None,
                    title=f"{d.label} versions differ across nodes" + (f", {why}" if why else "") + f": {values[:400]}",
                    host=next(iter(odd)) if len(odd) == 1 else None, time=first[1].time_utc if first else None,
-                   evidence=[EvidenceLine(configs[h].sources.get(d.field, "?"), None, f"{h}: {d.label} {v}")
+                   quotes=[Quote(configs[h].sources.get(d.field, "?"), None, f"{h}: {d.label} {v}")
                              for h, v in sorted(d.odd.items())[:8]]
-                   + ([evidence(first[0], first[1].line, first[1].text)] if first and cite else []),
+                   + ([quote(first[0], first[1].line, first[1].text)] if first and cite else []),
                    actions=[f"Install one {d.label} on every node of the job"
                             + (f" (the majority runs {d.majority})" if d.majority is not None else "")
                             + f": {WHY[d.field]}"])
@@ -192,13 +192,13 @@ def _sinfo(ctx: Context) -> None:
             for node in rec.nodes:
                 ctx.add("node-lost", severity="critical", category="node_lost", interruption="hard", hardware=True,
                         title=f"Slurm: {node} {rec.reason}", host=node, time=rec.time_utc,
-                        evidence=[evidence(file, rec.line, f"{rec.reason} ({rec.user}) {node}")],
+                        quotes=[quote(file, rec.line, f"{rec.reason} ({rec.user}) {node}")],
                         actions=["Check power/BMC of the node (`ipmitool sel list`) and its console log"])
         else:
             ctx.add("slurm-drain", severity="warning", category="application_error", role="symptom",
                     title=f"Slurm drained {', '.join(rec.nodes)}: {rec.reason}", time=rec.time_utc,
                     host=rec.nodes[0] if len(rec.nodes) == 1 else None,
-                    evidence=[evidence(file, rec.line, f"{rec.reason} ({rec.user}) {','.join(rec.nodes)}")],
+                    quotes=[quote(file, rec.line, f"{rec.reason} ({rec.user}) {','.join(rec.nodes)}")],
                     pointers=Pointers(hosts=set(rec.nodes)) if "kill task failed" in reason else Pointers(),
                     actions=["'Kill task failed' = a process stuck in the GPU driver: reboot the node before "
                              "resuming it (`scontrol update nodename=... state=resume`)"])
@@ -223,7 +223,7 @@ def _site_outage(ctx: Context) -> None:
         ctx.add("site-outage", severity="critical", category="power_fault", interruption="hard", hardware=True,
                 title=f"Slurm cannot reach {len(gone)} of {len(every)} nodes at once (every partition "
                       f"unreachable): a site power or network outage, not one node's fault",
-                evidence=[evidence(file, r.line, f"{r.partition} {r.available} {r.node_count} {r.state}* "
+                quotes=[quote(file, r.line, f"{r.partition} {r.available} {r.node_count} {r.state}* "
                                                   f"{','.join(r.nodes[:3])}{'...' if len(r.nodes) > 3 else ''}")
                           for r in rows if r.unreachable][:4],
                 actions=["Check the facility: power feeds, PDUs/UPS and the management network of the racks; "
@@ -243,7 +243,7 @@ def _dcgmi(ctx: Context) -> None:
             # "down" by design. Only a node whose GPUs should have NVLink (compare nvidia-smi topo) cares.
             ctx.add("dcgm-diag-nvlink", severity="warning", category="nvlink_error", role="context", host=file.host,
                     title=f"dcgmi diag: {rec.test} reports NVLink links down (expected on GPUs without NVLink)",
-                    evidence=[evidence(file, rec.line, f"{rec.test}: Fail {rec.message}")],
+                    quotes=[quote(file, rec.line, f"{rec.test}: Fail {rec.message}")],
                     actions=["If these GPUs should have NVLink (SXM, bridged), check `nvidia-smi nvlink -s`; "
                              "on PCIe cards without a bridge this failure is expected"])
             continue
@@ -251,7 +251,7 @@ def _dcgmi(ctx: Context) -> None:
             f = ctx.add("dcgm-diag", severity="critical", category=category, interruption="hard", hardware=True,
                         title=f"dcgmi diag: {rec.test} FAILED" + (f" on GPU {gpu}" if gpu is not None else "")
                               + (f" on {file.host}" if file.host else ""),
-                        host=file.host, gpu_index=gpu, evidence=[evidence(file, rec.line, f"{rec.test}: Fail "
+                        host=file.host, gpu_index=gpu, quotes=[quote(file, rec.line, f"{rec.test}: Fail "
                                                                                           f"{rec.message}")],
                         actions=["Drain the node; attach the dcgmi diag output to the RMA request"])
             if gpu is not None:
@@ -286,7 +286,7 @@ def _flight_recorder(ctx: Context) -> None:
                 title=f"Flight recorder (PG {pg}): rank(s) {sorted(behind | missing)} behind - last completed "
                       f"collective {low} vs {max(per_rank.values())}"
                       + (f"; no dump from rank(s) {sorted(missing)}" if missing else ""),
-                evidence=[evidence(file, None, f"last completed per rank: {dict(sorted(per_rank.items()))}")],
+                quotes=[quote(file, None, f"last completed per rank: {dict(sorted(per_rank.items()))}")],
                 pointers=Pointers(ranks=behind | missing))
 
 
@@ -304,7 +304,7 @@ def ib_ports(ctx: Context) -> None:
         ctx.add("ib-port", severity="critical", category="network_fabric", interruption="soft", hardware=True,
                 title=f"{file.host or 'host'}: {ca} port {port} is {getattr(rec, 'state', '?')} "
                       f"({getattr(rec, 'physical_state', '?')})", host=file.host,
-                evidence=[evidence(file, getattr(rec, "line", None), f"{ca} port {port}: State "
+                quotes=[quote(file, getattr(rec, "line", None), f"{ca} port {port}: State "
                                                                     f"{getattr(rec, 'state', '?')}, Physical state "
                                                                     f"{getattr(rec, 'physical_state', '?')}")],
                 actions=["Reseat/replace the cable or transceiver; the port must be Active/LinkUp before relaunch"],
@@ -319,7 +319,7 @@ def _fuser(ctx: Context) -> None:
             continue
         f = ctx.add("gpu-held", severity="warning", category="application_error", role="context",
                     title=f"pid {pid} ({getattr(rec, 'command', '?')}) still holds {device} on {file.host}",
-                    host=file.host, evidence=[evidence(file, getattr(rec, "line", None), f"{device}: {pid}")],
+                    host=file.host, quotes=[quote(file, getattr(rec, "line", None), f"{device}: {pid}")],
                     actions=[f"Kill pid {pid} before relaunch; if it is in D state (stuck in the driver), reboot"])
         place(ctx, f, host=file.host, pid=pid)
         f.extra["pids"] = [int(pid)]  # the remediation's kill list

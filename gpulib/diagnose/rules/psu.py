@@ -12,7 +12,7 @@ suspect of an interruption that left no other trace, and the fix is a bigger sup
 
 from __future__ import annotations
 
-from gpulib.diagnose.context import Context, evidence
+from gpulib.diagnose.context import Context, quote
 from gpulib.evidence import kinds
 
 #: The GPUs' power limits may use at most this share of the supply's capacity: transients of 1.5-2x
@@ -49,14 +49,14 @@ def run(ctx: Context) -> None:
         if usable_w <= 0 or gpu_w < GPU_SHARE_OF_PSU * usable_w:
             continue
         file, signal, _w = found[0]
-        cites = [evidence(file, signal.line, signal.text)] + [
-            evidence(f, getattr(r, "line", None), f"GPU {getattr(r, 'index', '?')}: power limit {w:g} W")
+        cites = [quote(file, signal.line, signal.text)] + [
+            quote(f, getattr(r, "line", None), f"GPU {getattr(r, 'index', '?')}: power limit {w:g} W")
             for f, r, w in list(gpus.values())[:8]]
         ctx.judged |= {(f.display, s.line) for f, s, _w in found}
         ctx.add("psu-undersized", severity="error", category="power_fault", role="cause", hardware=True,
                 title=f"The GPUs' power limits ({gpu_w:g} W) take {gpu_w / usable_w:.0%} of what the power "
                       f"supply delivers ({usable_w} W) on {host}: a GPU load spike can trip it",
-                host=host, evidence=cites,
+                host=host, quotes=cites,
                 actions=["Fit a larger power supply, or cap the GPUs (`nvidia-smi -pl <W>`) until the GPUs' "
                          f"limits stay under {GPU_SHARE_OF_PSU:.0%} of its capacity",
                          "If the node rebooted under the job with no panic/MCE/OOM line, treat it as a power trip"])

@@ -16,7 +16,7 @@ import re
 from collections import defaultdict
 from statistics import median
 
-from gpulib.diagnose.context import Context, evidence, place
+from gpulib.diagnose.context import Context, place, quote
 from gpulib.parsers import gpu_query_time
 from gpulib.parsers.gpu_query_time import QueryTime
 
@@ -60,8 +60,8 @@ def _add(ctx: Context, file, host: str | None, query: str, rec: QueryTime, typic
     f = ctx.add("slow-query", severity="critical" if link else "error", interruption="hard", hardware=True,
                 category="nvlink_error" if link else "gpu_firmware_error", title=title, host=host,
                 gpu_index=rec.gpu_index, gpu_pci=rec.pci_bus_id,
-                evidence=[evidence(file, rec.line, rec.text), evidence(file, rec.gpu_line, rec.gpu_text)]
-                + [evidence(file, p.line, p.text) for p in peers[:3]],
+                quotes=[quote(file, rec.line, rec.text), quote(file, rec.gpu_line, rec.gpu_text)]
+                + [quote(file, p.line, p.text) for p in peers[:3]],
                 actions=(["Power the machine off and reseat the NVLink bridge(s) on this GPU (a bridge blocked by a "
                           "cooler or bracket is the usual cause); check `nvidia-smi nvlink -s` shows every link up",
                           "Until it is fixed, run with NCCL_P2P_DISABLE=1 or without the bridge"] if link else

@@ -43,7 +43,7 @@ def _name_node(f: Finding) -> None:
     """The node Ray names by IP is where host memory ran out: the culprit host, if none is known."""
     if f.host:
         return
-    for e in f.evidence:
+    for e in f.quotes:
         m = _NODE_IP.search(e.text or "")
         if m:
             f.host = m["ip"]

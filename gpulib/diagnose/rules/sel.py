@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from gpulib.diagnose import verdict
-from gpulib.diagnose.context import Context, evidence
+from gpulib.diagnose.context import Context, quote
 from gpulib.diagnose.rules import job
 from gpulib.evidence import kinds
 from gpulib.evidence.gather import InputFile
@@ -190,11 +190,11 @@ def _judge(ctx: Context, file: InputFile, losses: list[PowerLoss], window: Windo
         what = "the node lost power" if first.node_power else "a power supply failed"
         when = ("in the incident window (after the job's last progress, before its last failure line)" if window
                 else "and is not restored later in the log (no job log gives the failure time)")
-        lines = [evidence(file, p.event.line, _entry(p.event)) for p in causes[:4]]
-        lines.append(evidence(file, None, clock_note))
+        lines = [quote(file, p.event.line, _entry(p.event)) for p in causes[:4]]
+        lines.append(quote(file, None, clock_note))
         ctx.add("sel-power", severity="critical", category="power_fault", interruption="hard", hardware=True,
                 title=f"BMC event log of {host}: {e.sensor}: {e.event} - {what} {when}", host=host,
-                time=e.time_utc, time_approx=True, evidence=lines,
+                time=e.time_utc, time_approx=True, quotes=lines,
                 actions=[f"Check {host or 'the node'}'s power supplies and its rack feed (`ipmitool sdr type "
                          "'Power Supply'`, PDU/UPS logs) and replace the failed supply before relaunching on it",
                          "A GPU that fell off the bus in the same minute was browned out, not broken: fix the feed "
@@ -209,9 +209,9 @@ def _judge(ctx: Context, file: InputFile, losses: list[PowerLoss], window: Windo
                       + (f", {regained} restored later in the log" if regained else "")
                       + f" (latest: {last.event.sensor}: {last.event.event}"
                       + (f" at {last.event.time_utc}" if last.event.time_utc else ", time unknown") + ")",
-                evidence=[evidence(file, p.event.line, _entry(p.event)) for p in history[-3:]]
-                + [evidence(file, p.restored.line, _entry(p.restored)) for p in history[-3:] if p.restored]
-                + [evidence(file, None, clock_note)],
+                quotes=[quote(file, p.event.line, _entry(p.event)) for p in history[-3:]]
+                + [quote(file, p.restored.line, _entry(p.restored)) for p in history[-3:] if p.restored]
+                + [quote(file, None, clock_note)],
                 actions=["History, not this interruption: if the supplies flap again, check the feed; clear the "
                          "reviewed entries (`ipmitool sel clear`) so new ones stand out"])
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 import math
 import re
 
-from gpulib.diagnose.context import Context, evidence, place
+from gpulib.diagnose.context import Context, place, quote
 from gpulib.evidence import kinds
 from gpulib.evidence.gather import InputFile
-from gpulib.findings import EvidenceLine, Finding
+from gpulib.findings import Finding, Quote
 from gpulib.parsers.df import FsUsage
 
 SHM = "/dev/shm"
@@ -67,10 +67,10 @@ def _worker_report_first(ctx: Context) -> None:
     bus-error finding starts at the worker's report: in the same file the first one above it, else
     the first one in another file of the same host (a log kept in pieces)."""
     for f in ctx.findings:
-        if not f.id.startswith("dataloader") or f.category != "data_pipeline_stall" or not f.evidence \
+        if not f.id.startswith("dataloader") or f.category != "data_pipeline_stall" or not f.quotes \
                 or "bus error" not in f.title.lower():
             continue
-        own = f.evidence[0]
+        own = f.quotes[0]
         host = f.host or next((file.host for file in ctx.inputs.files if file.display == own.file), None)
         reports = [(file.display != own.file, s.line, file, s) for file in ctx.inputs.files for s in file.signals
                    if s.signature == "shm-bus-error" and _WORKER_REPORT.search(s.text)
@@ -78,7 +78,7 @@ def _worker_report_first(ctx: Context) -> None:
                    and (file.display != own.file or own.line is None or s.line < own.line)]
         if reports:
             _other, line, file, s = min(reports, key=lambda r: (r[0], r[1]))
-            f.evidence.insert(0, evidence(file, line, s.text))
+            f.quotes.insert(0, quote(file, line, s.text))
 
 
 #: The worker's own line (the trainer's "killed by signal: Bus error" is the other one).
@@ -132,7 +132,7 @@ def _add(ctx: Context, host: str | None, file: InputFile, usage: FsUsage, errors
         title=f"/dev/shm on {host} was full ({size}{why}) and the DataLoader workers ran out of shared memory"
               + (f" on rank(s) {', '.join(map(str, ranks[:8]))}" if ranks else ""),
         host=host, rank=rank, time=when,
-        evidence=[evidence(f, ln, t) for f, _h2, _r, _w, ln, t in errors[:3]] + [evidence(file, usage.line, df_line)],
+        quotes=[quote(f, ln, t) for f, _h2, _r, _w, ln, t in errors[:3]] + [quote(file, usage.line, df_line)],
         actions=[f"Raise /dev/shm on {host or 'the node'} from {size} to at least {gib} GiB "
                  f"({max(ranks_on_node, 1)} rank(s) there; each keeps num_workers x prefetch_factor batches in it): "
                  f"`docker run --shm-size={gib}g` (or `--ipc=host`); Kubernetes: an emptyDir with medium: Memory, "
@@ -151,10 +151,10 @@ def _demote(ctx: Context, root: Finding, cited: set[tuple[str, int]]) -> None:
     """The job rules' findings on the same lines (a DataLoader error, an OSError) are how the full
     /dev/shm looked from inside the job: symptoms of it, not causes of their own."""
     for f in ctx.findings:
-        if f is root or f.role != "cause" or not any((e.file, e.line) in cited for e in f.evidence):
+        if f is root or f.role != "cause" or not any((e.file, e.line) in cited for e in f.quotes):
             continue
         f.role, f.interruption, f.caused_by = "symptom", None, root.id
-        root.evidence.extend(e for e in f.evidence if e not in root.evidence and isinstance(e, EvidenceLine))
+        root.quotes.extend(e for e in f.quotes if e not in root.quotes and isinstance(e, Quote))
 
 
 def _human(n: int) -> str:

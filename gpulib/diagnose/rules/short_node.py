@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from gpulib.diagnose.context import Context, evidence
+from gpulib.diagnose.context import Context, quote
 from gpulib.evidence import kinds
 from gpulib.parsers.base import read_text
 
@@ -81,8 +81,8 @@ def _add(ctx: Context, host: str, n: int, expected: int, siblings: int, given, l
                 title=f"{host} lists {n} GPU(s) where {basis}, and the job could not open a device there "
                       "(invalid device): a GPU is gone from the node (off the bus, not back since)",
                 host=host, time=signal.time_utc,
-                evidence=[evidence(file, signal.line, signal.text),
-                          evidence(listing, None, f"nvidia-smi on {host}: {n} GPU(s) listed")],
+                quotes=[quote(file, signal.line, signal.text),
+                          quote(listing, None, f"nvidia-smi on {host}: {n} GPU(s) listed")],
                 actions=["Drain the node; check `lspci | grep -i nvidia` and the kernel log for Xid 79 / AER on the "
                          "missing GPU, then power-cycle it; reseat or RMA the card if it does not come back",
                          "Resubmit the job away from this node"])

@@ -20,7 +20,7 @@ from collections import defaultdict
 
 from gpulib.catalog import xid_info
 from gpulib.catalog.signatures import Signature, load_signatures, render
-from gpulib.diagnose.context import Context, evidence, place
+from gpulib.diagnose.context import Context, place, quote
 from gpulib.findings import Finding, Pointers
 from gpulib.parsers.signatures import Signal, printers_of
 from gpulib.vocabulary import GPU_CATEGORIES
@@ -124,7 +124,7 @@ def _clock(s: Signal) -> str:
 
 
 def _cited(ctx: Context) -> dict[tuple[str, int], Finding]:
-    return {(e.file, e.line): f for f in ctx.findings for e in f.evidence if e.line is not None}
+    return {(e.file, e.line): f for f in ctx.findings for e in f.quotes if e.line is not None}
 
 
 def _lend_identity(matches: list[tuple[Finding, Signal]]) -> None:
@@ -234,7 +234,7 @@ def _add(ctx: Context, sig: Signature, category, interruption, severity, role, t
                       interruption=interruption if role == "cause" else None, host=s0.host,
                       gpu_index=s0.gpu_index if (category in HARDWARE or category == "cuda_oom") else None,
                       gpu_pci=s0.gpu_pci, rank=s0.rank, time=s0.time_utc,
-                      evidence=[evidence(f, s.line, s.text) for f, s in members[:3]],
+                      quotes=[quote(f, s.line, s.text) for f, s in members[:3]],
                       actions=[sig.action] if sig.action else [], pointers=pointers)
     finding.hardware = interruption == "hard" and category in HARDWARE
     finding.tier = sig.tier if not sig.id.startswith("xid") else (1 if interruption == "hard" else 2)

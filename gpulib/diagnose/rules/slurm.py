@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from gpulib.diagnose.context import Context, evidence
+from gpulib.diagnose.context import Context, quote
 from gpulib.evidence import kinds
-from gpulib.findings import EvidenceLine, Finding
+from gpulib.findings import Finding, Quote
 from gpulib.parsers.slurm import NodeReason
 from gpulib.parsers.slurm_job import BAD_END_STATES, ended_badly
 
@@ -47,7 +47,7 @@ class _Job:
     time_limit_s: float | None = None
     bad: str | None = None  # why it ended badly (ended_badly), None when it did not
     steps: list = field(default_factory=list)  # sacct step rows
-    evidence: list[EvidenceLine] = field(default_factory=list)
+    quotes: list[Quote] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -68,7 +68,7 @@ def _jobs(ctx: Context) -> list[_Job]:
         j.exit_code, j.exit_signal = rec.exit_code, rec.exit_signal
         j.nodes, j.batch_host, j.end_utc, j.time_limit_s = rec.nodes, rec.batch_host, rec.end_time_utc, rec.time_limit_s
         j.bad = ended_badly(rec)
-        j.evidence.append(evidence(file, rec.line, f"JobId={rec.job_id} JobState={rec.job_state} Reason={rec.reason} "
+        j.quotes.append(quote(file, rec.line, f"JobId={rec.job_id} JobState={rec.job_state} Reason={rec.reason} "
                                                    f"ExitCode={rec.exit_code}:{rec.exit_signal} NodeList={rec.node_list}"))
     steps: dict[str, list] = defaultdict(list)
     for file, row in ctx.records(kinds.SACCT):
@@ -83,7 +83,7 @@ def _jobs(ctx: Context) -> list[_Job]:
         j.name = j.name or row.job_name
         j.nodes = j.nodes or row.nodes
         j.end_utc = j.end_utc or row.end_utc
-        j.evidence.append(evidence(file, row.line, f"{row.job_id} {row.job_name or ''} {row.fields.get('State', '')} "
+        j.quotes.append(quote(file, row.line, f"{row.job_id} {row.job_name or ''} {row.fields.get('State', '')} "
                                                    f"{row.fields.get('ExitCode', '')} {row.node_list or ''}"))
     for job_id, rows in steps.items():
         if job_id in jobs:
@@ -110,7 +110,7 @@ def run(ctx: Context) -> None:
             limit = f" of {job.time_limit_s / 3600:g} h" if job.time_limit_s else ""
             ctx.add("slurm-timeout", severity="error", category="application_error", role="symptom",
                     title=f"Slurm ended {job.label} at its time limit{limit}: a hang or a run slower than planned",
-                    time=job.end_utc, evidence=job.evidence[:3],
+                    time=job.end_utc, quotes=job.quotes[:3],
                     actions=["Compare the last progress line of each rank with the end time: ranks silent long "
                              "before it were hung (look for the first rank that stopped)"])
         elif job.bad:
@@ -120,13 +120,13 @@ def run(ctx: Context) -> None:
                           + (f" with {job.exit_text}" if job.exit_text else f" ({job.bad})")
                           + (f"; failing step on {', '.join(where[:4])}" if where else ""),
                     host=where[0] if len(where) == 1 else None, time=job.end_utc,
-                    evidence=job.evidence[:3] + [evidence(f, r.line, f"{r.job_id}.{r.step} {r.state} "
+                    quotes=job.quotes[:3] + [quote(f, r.line, f"{r.job_id}.{r.step} {r.state} "
                                                                      f"{r.fields.get('ExitCode', '')} {r.node_list}")
                                                  for f, r in _bad_steps(job)[:3]],
                     actions=["Read the job's own output (StdOut/StdErr of scontrol show job) for the first error"])
         elif job.state == "CANCELLED":
             ctx.add("slurm-cancelled", severity="info", category="none", role="context",
-                    title=f"Slurm: {job.label} was cancelled", time=job.end_utc, evidence=job.evidence[:2])
+                    title=f"Slurm: {job.label} was cancelled", time=job.end_utc, quotes=job.quotes[:2])
 
 
 def _bad_steps(job: _Job) -> list:
@@ -152,9 +152,9 @@ def _node_fail(ctx: Context, job: _Job, lost: set[str]) -> None:
     culprits = _failed_step_nodes(job, "NODE_FAIL") or sorted(lost & set(job.nodes)) or (
         job.nodes if len(job.nodes) == 1 else [])
     existing = [f for f in ctx.findings if f.id.startswith("node-lost") and f.host in culprits]
-    if existing:  # the sinfo rule already named the node: Slurm's job record is more of its evidence
+    if existing:  # the sinfo rule already named the node: Slurm's job record adds to its quotes
         for f in existing:
-            f.evidence.extend(job.evidence[:2])
+            f.quotes.extend(job.quotes[:2])
         return
     what = "failed to boot" if job.state == "BOOT_FAIL" else "stopped answering slurmctld (NODE_FAIL)"
     hosts = culprits if len(culprits) <= 4 else culprits[:4] + ["..."]
@@ -163,7 +163,7 @@ def _node_fail(ctx: Context, job: _Job, lost: set[str]) -> None:
         title=(f"{', '.join(hosts)} {what}, ending {job.label}" if culprits else
                f"A node of {job.label} {what}; which one is not in this evidence"),
         host=culprits[0] if len(culprits) == 1 else None, time=job.end_utc, observed=True,
-        evidence=job.evidence[:2] + [evidence(fl, r.line, f"{r.job_id}.{r.step} {r.state} {r.node_list}")
+        quotes=job.quotes[:2] + [quote(fl, r.line, f"{r.job_id}.{r.step} {r.state} {r.node_list}")
                                      for fl, r in _bad_steps(job) if r.state == "NODE_FAIL"][:3],
         actions=[("Check the node's BMC event log (`ipmitool sel list`) and the previous boot's journal "
                   "(`journalctl -k -b -1`) for power loss or a panic before resuming it"),
@@ -180,7 +180,7 @@ def _oom(ctx: Context, job: _Job) -> None:
             title=f"Slurm: {job.label} ran out of host memory (OUT_OF_MEMORY: its cgroup limit was hit)"
                   + (f" on {', '.join(nodes[:4])}" if nodes else ""),
             host=nodes[0] if len(nodes) == 1 else None, time=job.end_utc, observed=True,
-            evidence=job.evidence[:2] + [evidence(fl, r.line, f"{r.job_id}.{r.step} {r.state} {r.node_list or ''}")
+            quotes=job.quotes[:2] + [quote(fl, r.line, f"{r.job_id}.{r.step} {r.state} {r.node_list or ''}")
                                          for fl, r in rows[:3]],
             actions=["Ask for more memory (`--mem`/`--mem-per-gpu`) or lower DataLoader workers/prefetch; "
                      "`sacct -j ID --format=JobID,MaxRSS,ReqMem` shows the peak per step"])

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from gpulib.diagnose.context import Context, evidence
+from gpulib.diagnose.context import Context, quote
 from gpulib.evidence import kinds
 from gpulib.evidence.gather import InputFile
 from gpulib.identity import to_utc_iso
@@ -31,8 +31,8 @@ from gpulib.parsers.wtmp import WtmpRecord
 
 #: How far wtmp's minute-resolution times and the job log's stamps may disagree.
 CLOCK_SLACK_S = 120
-#: Rows ``- crash`` cited as evidence, per unclean stop.
-EVIDENCE_ROWS = 3
+#: Rows ``- crash`` quoted per unclean stop.
+QUOTED_ROWS = 3
 
 
 @dataclass
@@ -96,12 +96,12 @@ def _add(ctx: Context, file: InputFile, crash: Crash, alive: str | None, back: s
     when = (f" between {alive} (last sign of life) and {back} (next boot)" if alive and back else
             f" before {back} (next boot)" if back else f" after {alive}" if alive else "")
     how = "sessions ended by 'crash'" if crash.cut else "no shutdown record before the next boot"
-    rows = crash.cut[:EVIDENCE_ROWS] + ([crash.boot] if crash.boot else [])
+    rows = crash.cut[:QUOTED_ROWS] + ([crash.boot] if crash.boot else [])
     ctx.add("unclean-stop", severity="critical", category="power_fault", interruption="hard", hardware=True,
             title=f"{host or 'The node'} went down without a shutdown{when}: a loss of power or a hard reset "
                   f"(wtmp: {how})",
             host=host, time=back, observed=back is not None,
-            evidence=[evidence(file, r.line, r.text) for r in rows],
+            quotes=[quote(file, r.line, r.text) for r in rows],
             actions=["Read the node's BMC event log (`ipmitool sel elist`) for AC lost / power supply failure / "
                      "power off around that time, and `journalctl -k -b -1` for a panic before it",
                      "Check that the power supplies carry every GPU at full load (sum of the GPUs' power limits "
