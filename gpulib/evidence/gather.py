@@ -564,6 +564,7 @@ def _examine(f: InputFile, tz: str | None, inputs: Inputs) -> None:
                 f.host = f.host or bare.host
                 f.host_basis = f.host_basis or ("content" if bare.host else None)
         if bare.commands and status.st_size <= UNWRAP_MAX_BYTES and not README_NAME.search(f.path.name):
+            kind = _session_log_kind(kind, head)
             inputs.files += _session_outputs(f, kind, tz)
     if kind is None and README_NAME.search(f.path.name) and not binary:
         f.kind = kinds.DOCUMENTATION
@@ -590,6 +591,19 @@ def _examine(f: InputFile, tz: str | None, inputs: Inputs) -> None:
 
 #: Kinds that read any log: a session's output of these kinds is read with the whole file, not again.
 CATCH_ALL_KINDS = (kinds.TRAINING_LOG, kinds.KERNEL_LOG)
+
+
+def _session_log_kind(kind: str | None, head: str) -> str | None:
+    """The kind a session file is read as whole. A file that starts with a table read by structure
+    alone (three rows of ``nvidia-smi --query-gpu``) but goes on, after a later prompt, with a job
+    log or lines no parser knows (two files pasted as one) is read as that log, or as plain text
+    (None): every line of it is then scanned, and the table is one of its outputs."""
+    if kind not in STRUCTURED_ONLY:
+        return kind
+    held = session.output_kinds(head)
+    if any(k is None for k in held) and not any(k in CATCH_ALL_KINDS for k in held):
+        return None
+    return next((k for k in held if k in CATCH_ALL_KINDS), kind)
 
 
 def _session_outputs(f: InputFile, kind: str | None, tz: str | None) -> list[InputFile]:

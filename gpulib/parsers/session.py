@@ -35,18 +35,30 @@ class Output:
     result: ParseResult
 
 
-def outputs(text: str, source: str, opts: registry.Options, *, skip: Collection[str | None] = ()) -> list[Output]:
-    """The outputs of a pasted session whose kind a parser knows (never raises on bad text)."""
+def _blocks(text: str) -> tuple[list[str], list[tuple[int, int, str | None, str | None]]]:
+    """The unwrapped lines and each command's output as (first, end, host, command): none for a
+    text with one output only."""
     bare = unwrap(text)
     if not bare.commands:
-        return []
+        return [], []
     lines = bare.text.split("\n")
     starts = [(0, None, None)] + [(i + 1, host, cmd) for i, host, cmd in bare.commands]
     ends = [i for i, _, _ in bare.commands] + [len(lines)]
     blocks = [(a, b, host, cmd) for (a, host, cmd), b in zip(starts, ends, strict=True)
               if any(x.strip() for x in lines[a:b])]
-    if len(blocks) < 2:
-        return []
+    return (lines, blocks) if len(blocks) >= 2 else ([], [])
+
+
+def output_kinds(text: str) -> list[str | None]:
+    """The detected kind of each command's output, in order (empty for a text with one output):
+    what the file holds besides the format it starts with."""
+    lines, blocks = _blocks(text)
+    return [detect.detect_kind("", "\n".join(lines[a:b]).lstrip("\n")[:HEAD_CHARS]) for a, b, _, _ in blocks]
+
+
+def outputs(text: str, source: str, opts: registry.Options, *, skip: Collection[str | None] = ()) -> list[Output]:
+    """The outputs of a pasted session whose kind a parser knows (never raises on bad text)."""
+    lines, blocks = _blocks(text)
     found = []
     for a, b, host, cmd in blocks:
         body = "\n".join(lines[a:b])
@@ -63,4 +75,4 @@ def outputs(text: str, source: str, opts: registry.Options, *, skip: Collection[
     return found
 
 
-__all__ = ["Output", "outputs"]
+__all__ = ["Output", "output_kinds", "outputs"]

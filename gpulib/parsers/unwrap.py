@@ -21,6 +21,14 @@ _FANOUT = re.compile(r"^(?P<host>[A-Za-z][\w.-]*): ")
 #: Words that start many lines of a tool's own output and are not hosts.
 _NOT_HOSTS = {"error", "warning", "warn", "info", "debug", "note", "port", "state", "caused", "ca", "gpu"}
 FANOUT_SHARE = 0.9
+#: A prompt that names no user: ``gpu-a $ nvidia-smi``, ``$ mpirun ...``, ``node3 # dmesg -T`` at the
+#: start of a line. Only what reads as an invocation counts (:func:`_invocation`): ``# Title``, a
+#: script's ``# set the interface``, ``$ 12.50 per hour`` or a regex's ``$`` are not prompts.
+_BARE_PROMPT = re.compile(r"^(?:(?P<host>[A-Za-z][\w.-]*) )?(?P<sign>[$#]) (?P<typed>\S.*)$")
+#: The first word of an invocation: a program's lower-case name or a path to it (``./run.sh``).
+_PROGRAM = re.compile(r"^(?:sudo )?(?:\.{0,2}/)?[a-z][\w.+/-]*(?: |$)")
+#: What a command line has and a sentence has not: an option, a pipe, a redirect, a path, an assignment.
+_INVOCATION_MARK = re.compile(r" -{1,2}\w| [|<>] | /|\w=")
 
 
 @dataclass
@@ -54,17 +62,32 @@ def unwrap(text: str) -> Unwrapped:
         cut = len(fanout) + 2
         out = [x[cut:] if x.startswith(fanout + ": ") else x for x in out]
     commands = []
+    script = bool(out) and out[0].startswith("#!")  # its ``# ...`` lines are comments
     for i, line in enumerate(out):
         m = PROMPT.match(line)
         if m:
-            typed = line[m.end():].strip()
-            commands.append((i, remote_host(typed) or m["h1"] or m["h2"] or m["h3"], typed))
-            out[i] = typed if LAUNCH_COMMAND.search(line, m.end()) else ""
+            typed, host = line[m.end():].strip(), m["h1"] or m["h2"] or m["h3"]
+        elif (b := _BARE_PROMPT.match(line)) and not (script and b["sign"] == "#") and _invocation(
+                b["typed"], alone=bool(b["host"]) or b["sign"] == "$"):
+            typed, host = b["typed"].strip(), b["host"]
+        else:
+            continue
+        commands.append((i, remote_host(typed) or host, typed))
+        out[i] = typed if LAUNCH_COMMAND.search(typed) else ""
     new = "\n".join(out) + "\n"
     # the text's kind is read from its head: the first command's output, so its host is that one's
     first = commands[0][1] if commands and not any(x.strip() for x in out[:commands[0][0]]) else None
     host = first or (commands[-1][1] if commands else None)
     return Unwrapped(new, fanout or host, new.strip() != text.strip(), commands)
+
+
+def _invocation(typed: str, *, alone: bool) -> bool:
+    """Whether the text after a bare ``$`` or ``#`` is a command typed, not prose: a program's name
+    followed by what only command lines carry (``-q``, ``| awk``, ``> out``, ``/path``, ``X=1``), or,
+    where ``alone``, the name by itself (``$ nvidia-smi``; a lone ``# notes`` is a markdown heading)."""
+    if not _PROGRAM.match(typed):
+        return False
+    return bool(_INVOCATION_MARK.search(typed)) or alone and " " not in typed.strip()
 
 
 #: ssh options that take an argument (``ssh -p 2222 -o X=Y node cmd``): the host is the word after them.

@@ -116,15 +116,6 @@ def test_pasted_wrapping(right_cases, tmp_path_factory, data):
     _same(before, _answer(diagnose([dst]).to_dict()), ignore=("host",) if style in ("shell", "pdsh") else ())
 
 
-#: Cases whose files pasted together are not yet read as the separate files are, with the class of
-#: what is missing (strict: one that starts to pass fails the run until it is removed here).
-CONCATENATION_GAPS = {
-    "v13-horovod-mpirun-hang-epoch1-unset-interfaces": (
-        "a three-row CSV ahead of a job log, cut by prompts without user@host ('gpu-a $', '$ mpirun'): the file is "
-        "read as the CSV and the job log after it is not read"),
-}
-
-
 def test_concatenating_every_file(right_cases, tmp_path):
     """Many job logs pasted one after the other are the same evidence as the separate files."""
     checked = 0
@@ -136,9 +127,6 @@ def test_concatenating_every_file(right_cases, tmp_path):
         dst.mkdir()
         (dst / "all.log").write_bytes(b"\n".join(f.read_bytes().rstrip(b"\n") for f in files) + b"\n")
         after = _answer(diagnose([dst]).to_dict())
-        if case.name in CONCATENATION_GAPS:
-            assert after["category"] != before["category"], f"{case.name} is read right now: remove it from the gaps"
-            continue
         assert after["category"] == before["category"], f"{case.name}: {before} -> {after}"
         checked += 1
     if not checked:
@@ -146,14 +134,6 @@ def test_concatenating_every_file(right_cases, tmp_path):
 
 
 _RANK_PREFIX = re.compile(r"^\[(?:rank|default)(\d+)\]:")
-
-
-#: Cases whose torchrun log split per rank is not yet read as the whole log is (strict, as above).
-SPLITTING_GAPS = {
-    "v06-hyperpod-slurm-ecc-rank13-bugreport-sections": (
-        "the GPU of the bug-report section with uncorrectable DRAM counts is tied to the rank's error in the "
-        "whole log only: split per rank, gpu_pci is lost"),
-}
 
 
 def test_splitting_a_log_into_per_rank_files(right_cases, tmp_path):
@@ -174,8 +154,11 @@ def test_splitting_a_log_into_per_rank_files(right_cases, tmp_path):
         dst = tmp_path / case.name
         dst.mkdir()
         for n, f in enumerate(files):
+            # every file stays in its folder: a node's folder names its host (DESIGN.md)
+            folder = dst / f.relative_to(case / "input").parent
+            folder.mkdir(parents=True, exist_ok=True)
             if f not in split:
-                (dst / f.name).write_bytes(f.read_bytes())
+                (folder / f.name).write_bytes(f.read_bytes())
                 continue
             per_rank: dict[str, list[str]] = {}
             for line in split[f]:
@@ -183,12 +166,8 @@ def test_splitting_a_log_into_per_rank_files(right_cases, tmp_path):
                 per_rank.setdefault(m.group(1) if m else "launcher", []).append(line)
             for rank, lines in per_rank.items():
                 name = f"launcher-{n}.log" if rank == "launcher" else f"job{n}-rank-{rank}.log"
-                (dst / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
-        after = _answer(diagnose([dst]).to_dict())
-        if case.name in SPLITTING_GAPS:
-            assert after != before, f"{case.name} is read right now: remove it from the gaps"
-            continue
-        _same(before, after, ignore=("host",))
+                (folder / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+        _same(before, _answer(diagnose([dst]).to_dict()), ignore=("host",))
         checked += 1
     if not checked:
         pytest.skip("no case with a torchrun log of several ranks")
