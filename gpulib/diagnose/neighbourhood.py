@@ -40,8 +40,10 @@ _RANK = re.compile(r"\[Rank (?P<a>\d+)\]|\[rank(?P<b>\d+)\]|\bGLOBAL_RANK:? ?(?P
 #: srun --label prefixes (``10: ``), also when a paste joined the lines: a value repeated several times.
 _SRUN_LABEL = re.compile(r"(?:^|(?<=\s))(?P<n>\d{1,5}): (?=\S)", re.M)
 _SRUN_LABELS_NEEDED = 3
+#: A GPU by its index: ``GPU3``, ``cuda:3``, ``CUDA_VISIBLE_DEVICES=3``, and the CUDA ordinal a framework's
+#: context-creation error names (TensorFlow's ``failed initializing StreamExecutor for CUDA device ordinal 3``).
 _GPU_INDEX = re.compile(r"\bGPU ?(?P<a>\d{1,2})\b(?![:.]\w)|\bcuda:(?P<b>\d{1,2})\b"
-                        r"|\bCUDA_VISIBLE_DEVICES=(?P<c>\d{1,2})(?![,\d])")
+                        r"|\bCUDA_VISIBLE_DEVICES=(?P<c>\d{1,2})(?![,\d])|\bCUDA device ordinal (?P<d>\d{1,2})\b")
 #: A GPU's PCI id where the GPU's own driver, or an Xid, prints it (a root port's or a NIC's id is not a GPU's).
 _GPU_PCI = re.compile(r"(?:\bnvidia |NVRM: GPU (?:at )?|\bXid \(|\bXID \d+.*?detected on |PCI:)(?:PCI:)?"
                       r"(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)")
