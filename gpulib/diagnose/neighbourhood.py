@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gpulib.diagnose.context import Context, place
-from gpulib.diagnose.stated_hosts import session_host, srun_host_of_rank, stated_host
+from gpulib.diagnose.stated_hosts import ray_task_host, session_host, srun_host_of_rank, stated_host
 from gpulib.evidence.gather import InputFile
 from gpulib.findings import Finding
 from gpulib.identity import normalize_pci
@@ -144,13 +144,17 @@ def fill(ctx: Context, root: Finding) -> None:
 
 def _host_of_lines(root: Finding, texts: dict[str, str], rank: int | None) -> tuple[str, str] | None:
     """(host, where) from how the cause's lines were printed: the command of the pasted session that
-    printed them (a prompt, or ``ssh node cmd``), else srun's line for the cause's rank as a task.
+    printed them (a prompt, or ``ssh node cmd``), the Ray worker that raised them, else srun's line for
+    the cause's rank as a task.
     Both name the node of *these* lines where the whole file may name several (a login node and two
     compute nodes; srun's verdict on every node of the job)."""
     for e in root.quotes:
         said = session_host(texts.get(e.file, ""), e.line) if e.line else None
         if said:
             return said[0], f"{e.file}:{said[1]} (the command that printed {e.file}:{e.line})"
+        said = ray_task_host(texts.get(e.file, ""), e.line) if e.line else None
+        if said:
+            return said[0], f"{e.file}:{said[1]} (the Ray worker that raised {e.file}:{e.line})"
     if rank is not None:
         for name, text in texts.items():
             host = srun_host_of_rank(text, rank)

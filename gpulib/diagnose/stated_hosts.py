@@ -17,7 +17,10 @@ around it usually does, in one of a few shapes, each printed by a tool or a job 
   ``node-7:pid:tid [dev]`` prefix;
 * srun's verdict on a node's tasks (``srun: error: node-7: task 13: Exited``); when the rank is
   known, the node whose task list holds it (:func:`srun_host_of_rank`);
-* a table row the writer marked with an arrow (``node-12   11760  <--``).
+* a table row the writer marked with an arrow (``node-12   11760  <--``);
+* Ray's word for the worker that raised an error, given as an IP: the ``ray::Actor.method() (pid=N,
+  ip=10.1.2.3, ...)`` header of a RayTaskError and the ``(Actor pid=N, ip=10.1.2.3)`` prefix of a
+  worker's forwarded line (:func:`ray_task_host`).
 
 Words in those places that are not hosts (``Running on cpu``, ``job 5 on node 2 of 4``, ``on the
 GPU``, ``[trainer.py:1018]``, ``localhost``) are refused: a host name starts with a letter, is not
@@ -123,6 +126,26 @@ def session_host(text: str, line: int) -> tuple[str, int] | None:
         if "@" in rows[k] and PROMPT.match(rows[k]):
             host = _ran_on(rows[k])
             return (host, k + 1) if host and is_host(host) else None
+    return None
+
+
+#: Ray's name for the process that printed or raised: a RayTaskError's ``ray::Actor.method() (pid=N, ip=A, ...)``
+#: header and a forwarded line's ``(Actor pid=N, ip=A)`` prefix. The driver's own lines carry no ip.
+_RAY_TASK = re.compile(r"(?:\bray::[\w.]+\(\) \(|^\((?:[\w.:]+ )?)pid=\d+, ip=(?P<ip>\d{1,3}(?:\.\d{1,3}){3})\b", re.M)
+#: How far above a traceback line its RayTaskError header may stand (the worker's frames are few).
+RAY_HEADER_LINES = 20
+
+
+def ray_task_host(text: str, line: int) -> tuple[str, int] | None:
+    """The worker (by the IP Ray names it with) whose error printed ``line`` (1-based), and the line
+    that names it: the line's own ``(Actor pid=N, ip=A)`` prefix, else the nearest RayTaskError header
+    above it. Ray nests the errors of a call chain outermost first (the driver's task, then the
+    actor it called), so the nearest header is the worker that raised; the others only passed it on."""
+    rows = text.splitlines()
+    for k in range(min(line, len(rows)) - 1, max(-1, line - 1 - RAY_HEADER_LINES), -1):
+        m = _RAY_TASK.search(rows[k])
+        if m:
+            return m["ip"], k + 1
     return None
 
 
