@@ -9,17 +9,19 @@ from pathlib import Path
 from gpulib.diagnose import diagnose
 from gpulib.diagnose.stated_hosts import ray_task_host
 
-CHAIN = """\
-(driver_loop pid=55120) iter:41 - loss:0.812 - step_s:33.1
-Traceback (most recent call last):
-  File "/opt/app/launch.py", line 30, in main
-    ray.get(coordinator.train.remote(cfg))
-ray.exceptions.RayTaskError(RuntimeError): ray::Coordinator.train() (pid=55120, ip=172.20.8.3, actor_id=a1b2c3d4e5f60718293a4b5c01000000, repr=<launch.Coordinator object at 0x7f00aa11bb20>)
-ray.exceptions.RayTaskError(RuntimeError): ray::ShardWorker.step() (pid=40917, ip=172.20.8.9, actor_id=0f1e2d3c4b5a69788796a5b401000000, repr=<workers.ShardWorker object at 0x7f11cc22dd30>)
-  File "/opt/app/workers.py", line 211, in step
-    loss.backward()
-RuntimeError: CUDA error: uncorrectable ECC error encountered
-"""
+CHAIN = (
+    '(driver_loop pid=55120) iter:41 - loss:0.812 - step_s:33.1\n'
+    'Traceback (most recent call last):\n'
+    '  File "/opt/app/launch.py", line 30, in main\n'
+    '    ray.get(coordinator.train.remote(cfg))\n'
+    'ray.exceptions.RayTaskError(RuntimeError): ray::Coordinator.train() (pid=55120, ip=172.20.8.3'
+    ', actor_id=a1b2c3d4e5f60718293a4b5c01000000, repr=<launch.Coordinator object at 0x7f00aa11bb20>)\n'
+    'ray.exceptions.RayTaskError(RuntimeError): ray::ShardWorker.step() (pid=40917, ip=172.20.8.9'
+    ', actor_id=0f1e2d3c4b5a69788796a5b401000000, repr=<workers.ShardWorker object at 0x7f11cc22dd30>)\n'
+    '  File "/opt/app/workers.py", line 211, in step\n'
+    '    loss.backward()\n'
+    'RuntimeError: CUDA error: uncorrectable ECC error encountered\n'
+)
 
 
 def _rc(folder: Path, text: str) -> dict:
