@@ -67,7 +67,8 @@ def _ranks(text: str) -> int | None:
 
 
 def _gpu_index(text: str) -> int | None:
-    return _one([int(next(g for g in m.groups() if g is not None)) for m in _GPU_INDEX.finditer(text)])
+    named = [int(next(g for g in m.groups() if g is not None)) for m in _GPU_INDEX.finditer(text)]
+    return _one(named) if named else _inventory_index(text)
 
 
 def _gpu_pci(text: str) -> str | None:
@@ -85,14 +86,36 @@ def _inventory_pci(text: str) -> str | None:
     return _one([normalize_pci(m["pci"]) for m in _LSPCI.finditer(text)] or [None])
 
 
+#: A device count a CUDA tool prints for the machine (numba's ``cuda.detect()``: ``Found 1 CUDA devices``; the
+#: CUDA samples' deviceQuery: ``Detected 1 CUDA Capable device(s)``) and its line for each device (``id 0  b'NVIDIA
+#: ...'``, ``Device 0: "NVIDIA ..."``).
+_DEVICE_COUNT = re.compile(r"^\s*(?:Found (?P<a>\d+) CUDA devices|Detected (?P<b>\d+) CUDA Capable device\(s\))\s*$", re.M)
+_DEVICE_ROW = re.compile(r"^\s*(?:id (?P<a>\d{1,2}) +b?['\"]|Device (?P<b>\d{1,2}): \")", re.M)
+#: The cause's own lines are an error of a CUDA call (not a Python error that merely ran beside CUDA).
+_CUDA_CALL_ERROR = re.compile(r"\bCUDA_ERROR_[A-Z_]+|\bCUDA error\b|\bcudaError\w+")
+
+
+def _inventory_index(text: str) -> int | None:
+    """The index of the one GPU a CUDA tool counts on the machine (``Found 1 CUDA devices`` / ``id 0``):
+    a machine with one GPU has no other for a CUDA error to be on."""
+    counts = {int(m["a"] or m["b"]) for m in _DEVICE_COUNT.finditer(text)}
+    if counts != {1}:
+        return None
+    return _one([int(m["a"] or m["b"]) for m in _DEVICE_ROW.finditer(text)] or [None])
+
+
 #: Names a file beside the root cause's may give: they belong to the node, not to one process.
-NODE_WIDE: dict[str, Callable[[str], object | None]] = {"host": stated_host, "gpu_pci": _inventory_pci}
+NODE_WIDE: dict[str, Callable[[str], object | None]] = {"host": stated_host, "gpu_pci": _inventory_pci,
+                                                         "gpu_index": _inventory_index}
 
 
 def fill(ctx: Context, root: Finding) -> None:
     """Give ``root`` the names it lacks from its lines, their files and the files beside them."""
+    # a GPU is looked for when the cause is a GPU's; for another cause only when its own lines are a
+    # CUDA call's error on a machine whose inventory counts one GPU (a display watchdog's launch timeout)
+    cuda_call = root.category not in GPU_CATEGORIES and any(_CUDA_CALL_ERROR.search(e.text) for e in root.quotes)
     missing = [name for name in READERS if getattr(root, name) is None
-               and (root.category in GPU_CATEGORIES or not READERS[name][1])]
+               and (root.category in GPU_CATEGORIES or not READERS[name][1] or (cuda_call and name == "gpu_index"))]
     if not missing or not root.quotes:
         return
     files = {f.display: f for f in ctx.inputs.files}
@@ -115,7 +138,9 @@ def fill(ctx: Context, root: Finding) -> None:
     sources = root.extra.setdefault("identified_by", {})
     waited = _waiters(ctx)
     for name in missing:
-        read, _gpu_only = READERS[name]
+        read, gpu_only = READERS[name]
+        if gpu_only and root.category not in GPU_CATEGORIES:
+            read = NODE_WIDE[name]  # only the machine's one GPU: a GPU merely named near it is not the cause's
         if name == "host":
             said = _host_of_lines(root, texts, found.get("rank", root.rank))
             if said and read(places[0][1]) is None:  # the cause's own lines name no host: the session's does
