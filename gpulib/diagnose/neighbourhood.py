@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from gpulib.diagnose.bisected_gpu import bisected_gpu
 from gpulib.diagnose.context import Context, place
 from gpulib.diagnose.stated_hosts import ray_task_host, session_host, srun_host_of_rank, stated_host
 from gpulib.evidence.gather import InputFile
@@ -157,6 +158,12 @@ def fill(ctx: Context, root: Finding) -> None:
             if value is not None:
                 found[name] = value
                 sources[name] = where
+                break
+    if "gpu_index" in missing and "gpu_index" not in found and root.category in GPU_CATEGORIES:
+        for name, text in texts.items():  # the session that narrowed the fault down to one GPU
+            value = bisected_gpu(text)
+            if value is not None:
+                found["gpu_index"], sources["gpu_index"] = value, f"{name} (the GPU its failing test runs added)"
                 break
     if not found:
         if not sources:

@@ -32,7 +32,6 @@ KNOWN_GAPS: dict[str, str] = {
     "f02-slurm-node-nvml-mismatch-unattended-upgrade": "host: the squeue table names two nodes; which one is not said",
     "hw-08-nvml-mismatch-unattended-upgrade-running-jobs": "host not named (not yet analysed)",
     "hw-06-xid94-device-plugin-unhealthy-allocatable-7": "the case's Xid 94 soft vs the scorer's gpu_memory_error=hard",
-    "hw-07-gsp-reset-required-nccltest-busy": "gpu_index not named (where the input carries it not yet analysed)",
     "u12-slow-cpu-leak-oom-after-days": "rank from srun's task number: the OOM kill is not linked to the timeouts' "
                                         "absent ranks",
     # category / hard-soft classes still missing
