@@ -30,7 +30,6 @@ KNOWN_GAPS: dict[str, str] = {
     "hw-04-nvsmi-unknown-error-reseat": "gpu_index only in the thread's prose, not in the pasted lines",
     "f17-slurm-ci-l40s-node-uncorrectable-ecc-cuctxcreate-214": "host: no host name in the input",
     "f02-slurm-node-nvml-mismatch-unattended-upgrade": "host: the squeue table names two nodes; which one is not said",
-    "hw-08-nvml-mismatch-unattended-upgrade-running-jobs": "host not named (not yet analysed)",
     "hw-06-xid94-device-plugin-unhealthy-allocatable-7": "the case's Xid 94 soft vs the scorer's gpu_memory_error=hard",
     "u12-slow-cpu-leak-oom-after-days": "rank from srun's task number: the OOM kill is not linked to the timeouts' "
                                         "absent ranks",
