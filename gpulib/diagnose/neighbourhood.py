@@ -178,7 +178,7 @@ def _host_of_lines(root: Finding, texts: dict[str, str], rank: int | None) -> tu
     """(host, where) from how the cause's lines were printed: the command of the pasted session that
     printed them (a prompt, or ``ssh node cmd``), the Ray worker that raised them, else srun's line for
     the cause's rank as a task.
-    Both name the node of *these* lines where the whole file may name several (a login node and two
+    Each names the node of *these* lines where the whole file may name several (a login node and two
     compute nodes; srun's verdict on every node of the job)."""
     for e in root.quotes:
         said = session_host(texts.get(e.file, ""), e.line) if e.line else None
