@@ -17,8 +17,9 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from gpulib.diagnose.bisected_gpu import bisected_gpu
 from gpulib.diagnose.context import Context, place
-from gpulib.diagnose.stated_hosts import session_host, srun_host_of_rank, stated_host
+from gpulib.diagnose.stated_hosts import ray_task_host, session_host, srun_host_of_rank, stated_host
 from gpulib.evidence.gather import InputFile
 from gpulib.findings import Finding
 from gpulib.identity import normalize_pci
@@ -40,8 +41,10 @@ _RANK = re.compile(r"\[Rank (?P<a>\d+)\]|\[rank(?P<b>\d+)\]|\bGLOBAL_RANK:? ?(?P
 #: srun --label prefixes (``10: ``), also when a paste joined the lines: a value repeated several times.
 _SRUN_LABEL = re.compile(r"(?:^|(?<=\s))(?P<n>\d{1,5}): (?=\S)", re.M)
 _SRUN_LABELS_NEEDED = 3
+#: A GPU by its index: ``GPU3``, ``cuda:3``, ``CUDA_VISIBLE_DEVICES=3``, and the CUDA ordinal a framework's
+#: context-creation error names (TensorFlow's ``failed initializing StreamExecutor for CUDA device ordinal 3``).
 _GPU_INDEX = re.compile(r"\bGPU ?(?P<a>\d{1,2})\b(?![:.]\w)|\bcuda:(?P<b>\d{1,2})\b"
-                        r"|\bCUDA_VISIBLE_DEVICES=(?P<c>\d{1,2})(?![,\d])")
+                        r"|\bCUDA_VISIBLE_DEVICES=(?P<c>\d{1,2})(?![,\d])|\bCUDA device ordinal (?P<d>\d{1,2})\b")
 #: A GPU's PCI id where the GPU's own driver, or an Xid, prints it (a root port's or a NIC's id is not a GPU's).
 _GPU_PCI = re.compile(r"(?:\bnvidia |NVRM: GPU (?:at )?|\bXid \(|\bXID \d+.*?detected on |PCI:)(?:PCI:)?"
                       r"(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)")
@@ -65,7 +68,8 @@ def _ranks(text: str) -> int | None:
 
 
 def _gpu_index(text: str) -> int | None:
-    return _one([int(next(g for g in m.groups() if g is not None)) for m in _GPU_INDEX.finditer(text)])
+    named = [int(next(g for g in m.groups() if g is not None)) for m in _GPU_INDEX.finditer(text)]
+    return _one(named) if named else _inventory_index(text)
 
 
 def _gpu_pci(text: str) -> str | None:
@@ -83,14 +87,36 @@ def _inventory_pci(text: str) -> str | None:
     return _one([normalize_pci(m["pci"]) for m in _LSPCI.finditer(text)] or [None])
 
 
+#: A device count a CUDA tool prints for the machine (numba's ``cuda.detect()``: ``Found 1 CUDA devices``; the
+#: CUDA samples' deviceQuery: ``Detected 1 CUDA Capable device(s)``) and its line for each device (``id 0  b'NVIDIA
+#: ...'``, ``Device 0: "NVIDIA ..."``).
+_DEVICE_COUNT = re.compile(r"^\s*(?:Found (?P<a>\d+) CUDA devices|Detected (?P<b>\d+) CUDA Capable device\(s\))\s*$", re.M)
+_DEVICE_ROW = re.compile(r"^\s*(?:id (?P<a>\d{1,2}) +b?['\"]|Device (?P<b>\d{1,2}): \")", re.M)
+#: The cause's own lines are an error of a CUDA call (not a Python error that merely ran beside CUDA).
+_CUDA_CALL_ERROR = re.compile(r"\bCUDA_ERROR_[A-Z_]+|\bCUDA error\b|\bcudaError\w+")
+
+
+def _inventory_index(text: str) -> int | None:
+    """The index of the one GPU a CUDA tool counts on the machine (``Found 1 CUDA devices`` / ``id 0``):
+    a machine with one GPU has no other for a CUDA error to be on."""
+    counts = {int(m["a"] or m["b"]) for m in _DEVICE_COUNT.finditer(text)}
+    if counts != {1}:
+        return None
+    return _one([int(m["a"] or m["b"]) for m in _DEVICE_ROW.finditer(text)] or [None])
+
+
 #: Names a file beside the root cause's may give: they belong to the node, not to one process.
-NODE_WIDE: dict[str, Callable[[str], object | None]] = {"host": stated_host, "gpu_pci": _inventory_pci}
+NODE_WIDE: dict[str, Callable[[str], object | None]] = {"host": stated_host, "gpu_pci": _inventory_pci,
+                                                         "gpu_index": _inventory_index}
 
 
 def fill(ctx: Context, root: Finding) -> None:
     """Give ``root`` the names it lacks from its lines, their files and the files beside them."""
+    # a GPU is looked for when the cause is a GPU's; for another cause only when its own lines are a
+    # CUDA call's error on a machine whose inventory counts one GPU (a display watchdog's launch timeout)
+    cuda_call = root.category not in GPU_CATEGORIES and any(_CUDA_CALL_ERROR.search(e.text) for e in root.quotes)
     missing = [name for name in READERS if getattr(root, name) is None
-               and (root.category in GPU_CATEGORIES or not READERS[name][1])]
+               and (root.category in GPU_CATEGORIES or not READERS[name][1] or (cuda_call and name == "gpu_index"))]
     if not missing or not root.quotes:
         return
     files = {f.display: f for f in ctx.inputs.files}
@@ -113,7 +139,9 @@ def fill(ctx: Context, root: Finding) -> None:
     sources = root.extra.setdefault("identified_by", {})
     waited = _waiters(ctx)
     for name in missing:
-        read, _gpu_only = READERS[name]
+        read, gpu_only = READERS[name]
+        if gpu_only and root.category not in GPU_CATEGORIES:
+            read = NODE_WIDE[name]  # only the machine's one GPU: a GPU merely named near it is not the cause's
         if name == "host":
             said = _host_of_lines(root, texts, found.get("rank", root.rank))
             if said and read(places[0][1]) is None:  # the cause's own lines name no host: the session's does
@@ -131,6 +159,12 @@ def fill(ctx: Context, root: Finding) -> None:
                 found[name] = value
                 sources[name] = where
                 break
+    if "gpu_index" in missing and "gpu_index" not in found and root.category in GPU_CATEGORIES:
+        for name, text in texts.items():  # the session that narrowed the fault down to one GPU
+            value = bisected_gpu(text)
+            if value is not None:
+                found["gpu_index"], sources["gpu_index"] = value, f"{name} (the GPU its failing test runs added)"
+                break
     if not found:
         if not sources:
             root.extra.pop("identified_by", None)
@@ -142,13 +176,17 @@ def fill(ctx: Context, root: Finding) -> None:
 
 def _host_of_lines(root: Finding, texts: dict[str, str], rank: int | None) -> tuple[str, str] | None:
     """(host, where) from how the cause's lines were printed: the command of the pasted session that
-    printed them (a prompt, or ``ssh node cmd``), else srun's line for the cause's rank as a task.
-    Both name the node of *these* lines where the whole file may name several (a login node and two
+    printed them (a prompt, or ``ssh node cmd``), the Ray worker that raised them, else srun's line for
+    the cause's rank as a task.
+    Each names the node of *these* lines where the whole file may name several (a login node and two
     compute nodes; srun's verdict on every node of the job)."""
     for e in root.quotes:
         said = session_host(texts.get(e.file, ""), e.line) if e.line else None
         if said:
             return said[0], f"{e.file}:{said[1]} (the command that printed {e.file}:{e.line})"
+        said = ray_task_host(texts.get(e.file, ""), e.line) if e.line else None
+        if said:
+            return said[0], f"{e.file}:{said[1]} (the Ray worker that raised {e.file}:{e.line})"
     if rank is not None:
         for name, text in texts.items():
             host = srun_host_of_rank(text, rank)

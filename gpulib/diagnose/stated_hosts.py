@@ -17,7 +17,13 @@ around it usually does, in one of a few shapes, each printed by a tool or a job 
   ``node-7:pid:tid [dev]`` prefix;
 * srun's verdict on a node's tasks (``srun: error: node-7: task 13: Exited``); when the rank is
   known, the node whose task list holds it (:func:`srun_host_of_rank`);
-* a table row the writer marked with an arrow (``node-12   11760  <--``).
+* a table row the writer marked with an arrow (``node-12   11760  <--``);
+* Ray's word for the worker that raised an error, given as an IP: the ``ray::Actor.method() (pid=N,
+  ip=10.1.2.3, ...)`` header of a RayTaskError and the ``(Actor pid=N, ip=10.1.2.3)`` prefix of a
+  worker's forwarded line (:func:`ray_task_host`);
+* last, the writer's own sentence about one of the nodes the log's scheduler table lists (``squeue``'s
+  or ``sinfo``'s NODELIST column): "node-7 has been up for weeks and now new jobs cannot get a GPU"
+  (:func:`prose_named_node`). The table alone lists every busy node; the sentence says which one.
 
 Words in those places that are not hosts (``Running on cpu``, ``job 5 on node 2 of 4``, ``on the
 GPU``, ``[trainer.py:1018]``, ``localhost``) are refused: a host name starts with a letter, is not
@@ -112,7 +118,37 @@ def stated_host(text: str) -> str | None:
         host = _one([m["host"] for m in pattern.finditer(text)])
         if host:
             return host
-    return None
+    return prose_named_node(text)
+
+
+#: A scheduler table's header whose last column lists nodes (``squeue``: ``... NODES NODELIST(REASON)``,
+#: ``sinfo``: ``... STATE NODELIST``), and a plain node list in that column (``node-7,node-9``).
+_NODELIST_HEADER = re.compile(r"^\s*(?:JOBID|PARTITION)\b.*\bNODELIST(?:\(REASON\))?\s*$")
+_NODE_LIST = re.compile(rf"^{_NAME}(?:,{_NAME})*$")
+#: A sentence: six or more words of letters in a row (not a table row, a command or a log line).
+_SENTENCE = re.compile(r"[A-Za-z][a-z']*(?:,? [A-Za-z][a-z']*){5,}")
+
+
+def prose_named_node(text: str) -> str | None:
+    """The one node of the log's scheduler table (its NODELIST column) that the writer's sentences name;
+    None without such a table, or when the sentences name none or several of its nodes."""
+    lines = text.splitlines()
+    nodes: set[str] = set()
+    table_rows: set[int] = set()
+    for k, line in enumerate(lines):
+        if not _NODELIST_HEADER.match(line):
+            continue
+        for j in range(k + 1, len(lines)):
+            cells = lines[j].split()
+            if len(cells) < 3 or not _NODE_LIST.match(cells[-1]):
+                break
+            table_rows.add(j)
+            nodes.update(n for n in cells[-1].split(",") if is_host(n))
+    if not nodes:
+        return None
+    named = {word for k, line in enumerate(lines) if k not in table_rows and _SENTENCE.search(line)
+             for word in re.findall(r"[\w.-]+", line) if word in nodes}
+    return named.pop() if len(named) == 1 else None
 
 
 def session_host(text: str, line: int) -> tuple[str, int] | None:
@@ -123,6 +159,26 @@ def session_host(text: str, line: int) -> tuple[str, int] | None:
         if "@" in rows[k] and PROMPT.match(rows[k]):
             host = _ran_on(rows[k])
             return (host, k + 1) if host and is_host(host) else None
+    return None
+
+
+#: Ray's name for the process that printed or raised: a RayTaskError's ``ray::Actor.method() (pid=N, ip=A, ...)``
+#: header and a forwarded line's ``(Actor pid=N, ip=A)`` prefix. The driver's own lines carry no ip.
+_RAY_TASK = re.compile(r"(?:\bray::[\w.]+\(\) \(|^\((?:[\w.:]+ )?)pid=\d+, ip=(?P<ip>\d{1,3}(?:\.\d{1,3}){3})\b", re.M)
+#: How far above a traceback line its RayTaskError header may stand (the worker's frames are few).
+RAY_HEADER_LINES = 20
+
+
+def ray_task_host(text: str, line: int) -> tuple[str, int] | None:
+    """The worker (by the IP Ray names it with) whose error printed ``line`` (1-based), and the line
+    that names it: the line's own ``(Actor pid=N, ip=A)`` prefix, else the nearest RayTaskError header
+    above it. Ray nests the errors of a call chain outermost first (the driver's task, then the
+    actor it called), so the nearest header is the worker that raised; the others only passed it on."""
+    rows = text.splitlines()
+    for k in range(min(line, len(rows)) - 1, max(-1, line - 1 - RAY_HEADER_LINES), -1):
+        m = _RAY_TASK.search(rows[k])
+        if m:
+            return m["ip"], k + 1
     return None
 
 

@@ -106,3 +106,20 @@ def test_torchelastic_folders_are_not_hosts(tmp_path):
         'encountered\\n", "timestamp": "1767225600"}}}')
     rc = diagnose([tmp_path]).to_dict()["root_cause"]
     assert (rc["category"], rc["host"], rc["rank"]) == ("gpu_memory_error", "trn-n5", 3)
+
+
+TF_CTX = ("2025-11-20 08:01:07.441920: F tensorflow/stream_executor/lib/statusor.cc:34] Attempting to fetch value "
+          "instead of handling error Internal: failed initializing StreamExecutor for CUDA device ordinal {n}: "
+          "Internal: failed call to cuDevicePrimaryCtxRetain: CUDA_ERROR_ECC_UNCORRECTABLE: uncorrectable ECC error "
+          "encountered\n")
+
+
+def test_gpu_index_from_the_cuda_device_ordinal_of_a_context_error(tmp_path):
+    rc = _rc(tmp_path, {"train.out": TF_CTX.format(n=2)})
+    assert rc["category"] == "gpu_memory_error" and rc["gpu_index"] == 2
+    assert rc["identified_by"]["gpu_index"].startswith("train.out:1")
+
+
+def test_two_device_ordinals_name_neither(tmp_path):
+    rc = _rc(tmp_path, {"train.out": TF_CTX.format(n=2) + TF_CTX.format(n=5)})
+    assert rc["category"] == "gpu_memory_error" and rc["gpu_index"] is None

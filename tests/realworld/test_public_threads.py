@@ -30,12 +30,7 @@ KNOWN_GAPS: dict[str, str] = {
     "hw-04-nvsmi-unknown-error-reseat": "gpu_index only in the thread's prose, not in the pasted lines",
     "f17-slurm-ci-l40s-node-uncorrectable-ecc-cuctxcreate-214": "host: no host name in the input",
     "f02-slurm-node-nvml-mismatch-unattended-upgrade": "host: the squeue table names two nodes; which one is not said",
-    "hw-08-nvml-mismatch-unattended-upgrade-running-jobs": "host not named (not yet analysed)",
     "hw-06-xid94-device-plugin-unhealthy-allocatable-7": "the case's Xid 94 soft vs the scorer's gpu_memory_error=hard",
-    "hw-07-gsp-reset-required-nccltest-busy": "gpu_index not named (where the input carries it not yet analysed)",
-    "hw-22-tf-cuda-error-ecc-uncorrectable-ctx-retain-4090": "gpu_index not named (not yet analysed)",
-    "hw-30-ecc-uncorrectable-h800-ray-worker-verl": "host (an IP in the thread) not named (not yet analysed)",
-    "hw-33-launch-timeout-display-watchdog-gpu-drives-x": "gpu_index not named (where the input carries it not yet analysed)",
     "u12-slow-cpu-leak-oom-after-days": "rank from srun's task number: the OOM kill is not linked to the timeouts' "
                                         "absent ranks",
     # category / hard-soft classes still missing
