@@ -19,6 +19,13 @@ _LIST = r"\d{1,2}(?:,\d{1,2})*"
 _SELECTION = re.compile(rf"(?:^|\s)(?:(?:-g|--gpus?|--devices?)[ =](?P<a>\d{{1,2}}(?:,\d{{1,2}})+)"
                         rf"|CUDA_VISIBLE_DEVICES=(?P<b>{_LIST}))(?=\s|$)")
 _FAILED = re.compile(r"\b(?:fail(?:ed|ure|s)?|error|errors)\b", re.I)
+#: A count of none is a pass: "0 errors", "no failures", "errors: 0", "Out of bounds values : 0 OK".
+_NONE_FOUND = re.compile(r"\b(?:0|no|zero)\s+(?:fail(?:ed|ures?|s)?|errors?)\b|\b(?:fail(?:ed|ures?|s)?|errors?)\s*[:=]\s*0\b",
+                         re.I)
+
+
+def _failed(line: str) -> bool:
+    return bool(_FAILED.search(_NONE_FOUND.sub("", line)))
 
 
 def bisected_gpu(text: str) -> int | None:
@@ -33,7 +40,7 @@ def bisected_gpu(text: str) -> int | None:
                          if sel else set(), []))
         elif runs:
             runs[-1][2].append(line)
-    tested = [(host, gpus, any(_FAILED.search(out) for out in output)) for host, gpus, output in runs
+    tested = [(host, gpus, any(_failed(out) for out in output)) for host, gpus, output in runs
               if gpus and output]
     if len({host for host, _, _ in tested}) != 1:
         return None

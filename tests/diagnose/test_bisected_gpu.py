@@ -45,3 +45,9 @@ def test_a_gpu_count_is_not_a_selection():
 def test_runs_on_two_hosts_name_no_gpu():
     text = PASS.format(cmd="gpu-check nccl -g 0,2") + FAIL.format(cmd="gpu-check nccl -g 0,1").replace("rk7-g05", "rk7-g06")
     assert bisected_gpu(text) is None
+
+
+def test_a_pass_that_counts_no_errors_is_still_a_pass():
+    text = (PASS.format(cmd="CUDA_VISIBLE_DEVICES=0,1,2 ./all_reduce_perf -b 8 -e 1G") + "# Errors: 0, 0 failures\n"
+            + FAIL.format(cmd="CUDA_VISIBLE_DEVICES=2,6 ./all_reduce_perf -b 8 -e 1G"))
+    assert bisected_gpu(text) == 6
