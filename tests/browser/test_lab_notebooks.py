@@ -295,7 +295,8 @@ def test_remediation_runs_only_after_the_confirmation_and_only_on_its_own_host(l
     """The destructive commands of 01 (Xid 79: drain, power-cycle) are shown; they belong to the
     evidence's host, not this machine, so no confirmation box or button is offered to run them here
     (the confirmation itself: tests/notebooks/test_widgets.py)."""
-    nb = run_notebook(page, lab, set_parameters(lab, "01_kernel_xid.ipynb", "01_kernel_xid-remediation.ipynb"),
+    nb = run_notebook(page, lab, set_parameters(lab, "01_kernel_xid.ipynb", "01_kernel_xid-remediation.ipynb",
+                                                evidence=EXAMPLE),  # 01 opens on the three-host example
                       "01-remediation")
     shown = page.locator(".jp-OutputArea-output", has_text="Remediation commands").first
 
