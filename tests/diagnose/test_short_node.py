@@ -7,9 +7,8 @@ Fixtures: nvidia-smi tables and job logs in the shapes the tools print them (a t
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from gpulib.diagnose import diagnose
+from tests.diagnose.files import write_tree
 
 BUSES = ("1B", "43", "52", "9D", "C3", "D1", "DA", "E5")
 
@@ -43,20 +42,13 @@ def _job(gres: int | None = 8) -> str:
             "might be incorrect.\n")
 
 
-def _write(folder: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = folder / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return folder
-
 
 def _short(d) -> list:
     return [f for f in d.findings if f.id.startswith("short-node")]
 
 
 def test_invalid_device_on_a_node_listing_fewer_gpus_than_requested_is_a_lost_gpu(tmp_path):
-    d = diagnose([_write(tmp_path, {"slurm-88121.out": _job(8), "smi.txt": _table(7)})])
+    d = diagnose([write_tree(tmp_path, {"slurm-88121.out": _job(8), "smi.txt": _table(7)})])
     root = d.root_cause
     assert (d.interruption, root.category, root.host) == ("hard", "gpu_fell_off_bus", "hx-c04")
     assert "lists 7 GPU(s) where the job was given 8 ('#SBATCH --gres=gpu:8')" in root.title
@@ -65,18 +57,18 @@ def test_invalid_device_on_a_node_listing_fewer_gpus_than_requested_is_a_lost_gp
 def test_a_sibling_listing_more_gpus_sets_the_count(tmp_path):
     files = {"slurm-88121.out": _job(None), "hx-c04/smi.txt": _table(3),
              "hx-c05/smi.txt": _table(4, prompt="[kai@login2 ~]$ ssh hx-c05 nvidia-smi\n")}
-    d = diagnose([_write(tmp_path, files)])
+    d = diagnose([write_tree(tmp_path, files)])
     assert (d.root_cause.category, d.root_cause.host) == ("gpu_fell_off_bus", "hx-c04")
     assert "its sibling nodes list 4" in d.root_cause.title
 
 
 def test_invalid_device_on_a_complete_node_stays_the_code(tmp_path):
-    d = diagnose([_write(tmp_path, {"slurm-88121.out": _job(8), "smi.txt": _table(8)})])
+    d = diagnose([write_tree(tmp_path, {"slurm-88121.out": _job(8), "smi.txt": _table(8)})])
     assert not _short(d) and (d.interruption, d.category) == ("soft", "application_error")
 
 
 def test_no_listing_or_no_error_is_no_lost_gpu(tmp_path):
-    alone = diagnose([_write(tmp_path / "a", {"slurm-88121.out": _job(8)})])
+    alone = diagnose([write_tree(tmp_path / "a", {"slurm-88121.out": _job(8)})])
     assert not _short(alone) and alone.category == "application_error"  # nothing to count
-    quiet = diagnose([_write(tmp_path / "b", {"slurm-88121.out": _job(8).split("Traceback")[0], "smi.txt": _table(7)})])
+    quiet = diagnose([write_tree(tmp_path / "b", {"slurm-88121.out": _job(8).split("Traceback")[0], "smi.txt": _table(7)})])
     assert not _short(quiet)  # a short listing without the error is not this reading
