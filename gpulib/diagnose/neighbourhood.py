@@ -20,7 +20,7 @@ from pathlib import Path
 from gpulib.diagnose.bisected_gpu import bisected_gpu
 from gpulib.diagnose.context import Context, place
 from gpulib.diagnose.stated_hosts import ray_task_host, session_host, srun_host_of_rank, stated_host
-from gpulib.evidence.gather import InputFile
+from gpulib.evidence.gather import GUESSED_FROM_FOLDER, InputFile
 from gpulib.findings import Finding
 from gpulib.identity import normalize_pci
 from gpulib.parsers.kernel_prefix import MARKDOWN_QUOTE
@@ -115,12 +115,15 @@ def fill(ctx: Context, root: Finding) -> None:
     # a GPU is looked for when the cause is a GPU's; for another cause only when its own lines are a
     # CUDA call's error on a machine whose inventory counts one GPU (a display watchdog's launch timeout)
     cuda_call = root.category not in GPU_CATEGORIES and any(_CUDA_CALL_ERROR.search(e.text) for e in root.quotes)
-    missing = [name for name in READERS if getattr(root, name) is None
+    files = {f.display: f for f in ctx.inputs.files}
+    own = {e.file: files[e.file] for e in root.quotes if e.file in files}
+    # a host guessed from a host-like folder name is read again: a node the lines state wins over it
+    guessed = root.host is not None and any(f.host == root.host and f.host_basis == GUESSED_FROM_FOLDER
+                                            for f in own.values())
+    missing = [name for name in READERS if (getattr(root, name) is None or (name == "host" and guessed))
                and (root.category in GPU_CATEGORIES or not READERS[name][1] or (cuda_call and name == "gpu_index"))]
     if not missing or not root.quotes:
         return
-    files = {f.display: f for f in ctx.inputs.files}
-    own = {e.file: files[e.file] for e in root.quotes if e.file in files}
     # its own lines read together: two ranks in them (the two sides of a desync) name neither
     where = ", ".join(f"{e.file}:{e.line}" for e in root.quotes)
     places: list[tuple[str, str, bool | str]] = [(where, "\n".join(e.text for e in root.quotes), True)]
@@ -152,6 +155,8 @@ def fill(ctx: Context, root: Finding) -> None:
                 continue  # a rank or GPU named hours before the fault in the same log is not its
             if not mine and name not in NODE_WIDE:
                 continue  # a neighbour file names the node; its ranks and GPUs may be another process's
+            if not mine and name == "host" and guessed:
+                continue  # over a folder's guess only the cause's own file speaks; a neighbour may name a peer
             value = (NODE_WIDE[name] if not mine else read)(text) if text else None
             if name == "rank" and value in waited:
                 break  # the rank beside the cause is one that waited for the culprit: not the culprit's

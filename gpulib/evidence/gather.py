@@ -76,7 +76,7 @@ class InputFile:
     root: Path
     kind: str = kinds.UNKNOWN  # a parser KIND, or unknown | checkpoint | unreadable | empty
     host: str | None = None
-    host_basis: str | None = None  # bundle | content | folder | file name | only host
+    host_basis: str | None = None  # bundle | content | scheduler | folder | file name | only host | host-like folder
     bundle_path: str | None = None  # path inside its evidence bundle ('nvml/snapshot.json')
     collector: dict | None = None  # the manifest's record of the collector that wrote it
     fallback_host: str | None = None  # a copied log's bundle host: used when nothing better names one
@@ -334,8 +334,12 @@ def _assign_hosts(inputs: Inputs) -> None:
             continue
         hit = next((name for name in folders if _HOSTLIKE.match(name) and not GENERIC_DIRS.match(name)), None)
         if hit:
-            f.host, f.host_basis = hit, "folder"
+            f.host, f.host_basis = hit, GUESSED_FROM_FOLDER
 
+
+#: The weakest basis: a folder that merely looks like a host name (the folder the user named the
+#: incident after may look like one too); a node the file's own lines state wins over it.
+GUESSED_FROM_FOLDER = "host-like folder"
 
 #: sbatch's default output names: ``slurm-<jobid>.out`` and, for an array task, ``slurm-<jobid>_<task>.out``.
 _SLURM_OUTPUT = re.compile(r"^slurm-(?P<job>\d+(?:_\d+)?)\.(?:out|err|log|txt)$")

@@ -39,3 +39,14 @@ def test_a_name_outside_the_table_is_not_a_node_of_it():
 
 def test_without_a_scheduler_table_a_sentence_names_no_node():
     assert prose_named_node("The node orca-05 has been up for a long time now.\n") is None
+
+
+def test_a_neighbour_naming_a_peer_does_not_replace_the_folders_host(tmp_path):
+    """A host-like folder's guess gives way only to the cause's own file: a file beside it that names
+    another node (a peer in a job log) is not where the cause happened."""
+    node = tmp_path / "orca-07"
+    node.mkdir()
+    (node / "smi.txt").write_text("$ nvidia-smi\nFailed to initialize NVML: Driver/library version mismatch\n")
+    (node / "peer.txt").write_text("[ops@orca-03 ~]$ uptime\n 09:12:01 up 41 days,  3 users,  load average: 0.10\n")
+    rc = diagnose([tmp_path]).to_dict()["root_cause"]
+    assert rc["category"] == "driver_mismatch" and rc["host"] == "orca-07"
