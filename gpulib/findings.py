@@ -119,7 +119,8 @@ class Finding:
     def where(self, *, when: bool = True) -> str:
         """``host gx-a800-102, 0000:4f:00.0 (GPU 2), rank 10, at 2026-03-10T03:12:44Z`` (known parts
         only). A time read off a snapshot says so: the state began before it was seen."""
-        parts = [f"host {self.host}" if self.host else "", self.gpu_label() or "",
+        port = self.extra.get("hca_port")  # a fabric cause: the one cable of eight to reseat
+        parts = [f"host {self.host}" + (f", {port}" if port else "") if self.host else "", self.gpu_label() or "",
                  f"rank {self.rank}" if self.rank is not None else ""]
         if when and self.time:
             parts.append(f"seen at {self.time} (began earlier)" if self.observed else

@@ -389,6 +389,11 @@ def chain(ctx: Context, root: Finding) -> None:
                 (f.time or "~") >= (root.time or "") or (f.time_approx and _close(f.time, root.time, HW_PREFERENCE_S))):
             f.caused_by = root.id
             f.role = "symptom" if not f.hardware else "context"
+    if not root.extra.get("hca_port"):  # the kernel says "link down", ibstat on the same host names the port
+        root.extra["hca_port"] = next((f.extra["hca_port"] for f in ctx.findings if f.caused_by == root.id
+                                       and f.host == root.host and f.extra.get("hca_port")), None)
+        if root.extra["hca_port"] is None:
+            del root.extra["hca_port"]
 
 
 def drop_restatements(ctx: Context, root: Finding | None) -> None:

@@ -176,7 +176,7 @@ class Drill:
             lines.append(f"  {m.question}: {m.picked} -> {verdict} [{m.points}/1]")
             lines += _wrapped("why", m.why)
         if self.key.quotes:
-            lines.append("Evidence you should have used:")
+            lines.append("Lines you should have used (file:line: text):")
             for e in self.key.quotes[:6]:
                 lines += textwrap.wrap(f"{e.get('file')}:{e.get('line')}: {e.get('text')}", _TEXT_WIDTH,
                                        initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False)

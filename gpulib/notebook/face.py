@@ -176,7 +176,7 @@ def diagnosis_text(diagnosis: dict) -> str:
         lines.append("Root cause: " + Finding.from_dict({"id": "root", **root}).where())
     quotes = root.get("evidence") or []
     if quotes:
-        lines.append("Evidence:")
+        lines.append("Quoted lines (file:line: text):")
         lines += [f"  {e.get('file')}:{e.get('line')}: {e.get('text')}" for e in quotes[:8]]
     cascade = [f for f in diagnosis.get("findings") or [] if f.get("caused_by")]
     if cascade:

@@ -30,3 +30,14 @@ def test_the_ib_example_names_its_port_in_the_headline():
     d = diagnose([REPO / "examples" / "incident-ib-port-down"]).to_dict()
     [line] = [x for x in headline_lines(d) if x.startswith("  culprit: ")]
     assert "mlx5_2 port 1" in line, line
+
+
+def test_the_ib_verdict_and_root_cause_name_the_port_the_headline_names():
+    """One place for where the culprit is: the verdict sentence and the ROOT CAUSE block say the
+    same port as the headline (the kernel's 'Link down' names no port; ibstat on that host does)."""
+    result = diagnose([REPO / "examples" / "incident-ib-port-down"])
+    d = result.to_dict()
+    assert "[host pz-h100-03, mlx5_2 port 1]" in d["verdict"]["summary"]
+    root_block = result.to_text().split("ROOT CAUSE\n", 1)[1]
+    assert "  culprit: host pz-h100-03, mlx5_2 port 1, at " in root_block
+    assert not any(f.get("hca_port") for f in d["findings"] if f.get("host") != "pz-h100-03")

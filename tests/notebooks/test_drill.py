@@ -141,6 +141,8 @@ def test_each_facet_is_scored_apart_with_why(ev):
             "fell off the bus (PCIe link lost, Xid 79) [gpu_fell_off_bus]) [0/1]") in text
     assert f"culprit GPU: {HOST} {PCI} (GPU 2) -> right [1/1]" in text
     assert "culprit rank: rank 0 -> WRONG (answer: rank 10)" in text
+    quoted = text.split("Lines you should have used (file:line: text):\n", 1)[1]  # the key's quoted lines
+    assert quoted.startswith("  ") and "journal-kernel.txt:20: " in quoted
 
 
 def test_retry_keeps_the_right_picks_and_reveals_when_all_are_right(ev):
@@ -203,6 +205,7 @@ def test_without_drill_the_verdict_and_findings_are_shown(ev, quiet, tmp_path):
     assert nbk.show_diagnosis(ev.diagnosis, interactive=True) is False
     nbk.record(checks.from_diagnosis(ev.diagnosis), tmp_path / "f.json", step="00_triage", drill=False)
     assert "Verdict: HARD interruption" in quiet[0]["text/plain"]
+    assert "Quoted lines (file:line: text):\n  " in quiet[0]["text/plain"]  # the root cause's own lines
     assert "gpu_fell_off_bus" in json.dumps(quiet[1]["application/vnd.gpulib.finding+json"])
 
 
