@@ -9,7 +9,8 @@ time out (or completed less work, or whose watchdog got stuck): those are where 
 Causes on the job side: CUDA OOM (with the numbers and a fragmentation hint), CUDA errors
 (uncorrectable ECC = hardware; illegal address / device assert = code), a rank's first Python
 exception, DataLoader failures, NCCL invalid usage, mixed IB/socket transports across nodes,
-ranks that timed out in different collectives at one sequence number (the code paths diverged),
+ranks that timed out in different collectives at one sequence number, or at different sequence
+numbers of one process group (the code paths diverged),
 and data-loading stalls seen in per-rank step timings.
 """
 
@@ -25,6 +26,7 @@ from gpulib.diagnose.rules.signatures import CASCADE_EXCEPTIONS
 from gpulib.evidence import kinds
 from gpulib.findings import LAST_RESORT_TIER, Finding, Pointers
 from gpulib.parsers.linescan import lines_up_to
+from gpulib.parsers.logtime import seconds_between
 from gpulib.parsers.training_log import ranks_of
 
 STRAGGLER_RATIO = 1.3
@@ -267,6 +269,54 @@ def _desync(ctx: Context, timeouts, events) -> Finding | None:
                                 "or state-dict gather only on some ranks, a decision taken on a value only one rank "
                                 "has (dist.reduce instead of dist.all_reduce), an early exit on one rank",
                                 "Rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL: it reports mismatched collectives by name"])
+    return _ahead(ctx, timeouts)
+
+
+def _ahead(ctx: Context, timeouts) -> Finding | None:
+    """Ranks that timed out at *different* sequence numbers of one process group, in collectives
+    every rank makes.
+
+    A rank that timed out in its collective N+1 had completed its collective N, and a collective
+    completes only once every rank has joined it; so a rank still waiting in its own N (it timed out
+    there too) had not joined the call the others completed as N: the ranks enqueued different
+    sequences of collectives - a barrier or an all-reduce that only some ranks reach (``if rank ==
+    0: log_dir ...; barrier()``), an early ``continue`` on one rank. A straggler is not this: a rank
+    that is merely behind (lower SeqNum) never times out itself, it is the one the others wait for;
+    a slow or failed GPU is a hardware finding, which outranks this one. Both reports must be of one
+    run: times, where both are known, within one timeout of each other (a restarted job counts its
+    collectives from 0 again), and no pipeline send/recv or rooted gather, whose counts may differ."""
+    seqs: dict = defaultdict(dict)  # (process group) -> rank -> (seq, file, event)
+    for fl, e in sorted(timeouts, key=lambda fe: (fe[1].time_utc or "~", fe[1].line)):
+        d = e.details
+        if d.get("seq") is None or not d.get("op") or _uneven(d["op"]):
+            continue
+        for r in ranks_of(e):
+            seqs[d.get("pg") or 0].setdefault(r, (d["seq"], fl, e))
+    for by_rank in seqs.values():
+        if len({s for s, *_ in by_rank.values()}) < 2:
+            continue
+        low = min(s for s, *_ in by_rank.values())
+        behind = sorted(r for r, (s, *_r) in by_rank.items() if s == low)
+        ahead = sorted(r for r, (s, *_r) in by_rank.items() if s > low)
+        first, other = by_rank[behind[0]], by_rank[ahead[0]]
+        window_s = (other[2].details.get("timeout_ms") or 0) / 1000
+        if first[2].time_utc and other[2].time_utc and \
+                abs(seconds_between(first[2].time_utc, other[2].time_utc)) > window_s:
+            continue
+        return ctx.add("collective-desync", severity="critical", category="application_error", interruption="soft",
+                       role="cause", title=f"The ranks had issued different collectives: rank(s) {_fmt_ranks(ahead)} "
+                                           f"timed out at SeqNum {other[0]}, so their SeqNum {low} had completed, while "
+                                           f"rank(s) {_fmt_ranks(behind)} still waited in a SeqNum {low}: a "
+                                           "collective only some ranks reach (a rank-dependent code path)",
+                       time=min(filter(None, (first[2].time_utc, other[2].time_utc)), default=None),
+                       quotes=[quote(first[1], first[2].line, first[2].text), quote(other[1], other[2].line,
+                                                                                  other[2].text)],
+                       actions=["Look for a collective (barrier, all_reduce, broadcast) under a rank- or "
+                                "value-dependent condition: work done only `if rank == 0` (creating a directory, "
+                                "saving, logging) that calls a barrier or a collective the other ranks never make, "
+                                "or an early `continue`/`return` on some ranks",
+                                "Rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL: it reports mismatched collectives by name",
+                                "Relaunch after the fix; the hardware is not at fault"])
     return None
 
 
