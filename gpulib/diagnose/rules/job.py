@@ -21,6 +21,7 @@ from collections import defaultdict
 from math import prod
 from statistics import median
 
+from gpulib.diagnose.busy import Activity, last_activity
 from gpulib.diagnose.context import Context, place, quote
 from gpulib.diagnose.rules.signatures import CASCADE_EXCEPTIONS
 from gpulib.evidence import kinds
@@ -141,63 +142,69 @@ def _store_barrier(ctx: Context, events) -> None:
         _rank0_busy(ctx, fl, first, timeout_s)
 
 
-#: The catalogue's signature of a data-loading/preprocessing progress bar (``signatures.tsv``).
-DATA_PROGRESS = "data-progress"
-
-
 def _rank0_busy(ctx: Context, fl, first, timeout_s: int | None = None) -> None:
     """Every rank but rank 0 timed out, and rank 0 printed no error: rank 0 was still busy with work
     only rank 0 does - writing the checkpoint (or gathering the full state dict to write it),
     evaluating, logging, tokenizing or preparing the dataset before the others start - for longer
     than the collective timeout, while the others waited at the next collective. Frameworks put
     that work on rank 0, so a silent rank 0 is that, unless the evidence shows a fault of its GPU or
-    node (any such cause outranks this one, which is a cause of last resort)."""
+    node (any such cause outranks this one, which is a cause of last resort). What rank 0 last
+    announced decides the category (:mod:`gpulib.diagnose.busy`): data preparation is a data stall,
+    a checkpoint save or an evaluation is the job's own work (a save on storage shown slow is that)."""
     timeout_s = first.details.get("timeout_ms", 0) // 1000 if timeout_s is None else timeout_s
-    # a data-preparation progress bar (tokenizing, mapping, loading shards) still short of 100 % in the
-    # same console: that is what rank 0 was doing - the ranks that wait for it print no such bar
-    prep = next((s for s in fl.signals if s.signature == DATA_PROGRESS and int(s.fields.get("num") or 100) < 100), None)
-    said = None if prep else _last_data_step(fl, first.line, events=[e for f, e in ctx.records(kinds.TRAINING_LOG)
-                                                                         if f is fl])
-    what = "preparing the data (a progress bar short of 100 %)" if prep else \
-        f"preparing the data ('{said[1].strip()[-80:]}')" if said else \
+    doing = _busy_with(ctx, fl, first.line)
+    category = doing.category if doing else "application_error"
+    if doing and doing.what == "checkpoint" and any(f.category == "storage_slow" for f in ctx.findings):
+        category = "storage_slow"
+    what = f"{_BUSY_WORDS[doing.what]} ('{doing.text.strip()[:100]}')" if doing else \
         "rank-0-only work (checkpoint save, evaluation, data preparation)"
-    f = ctx.add("rank0-busy", severity="error", category="data_pipeline_stall" if prep or said else "application_error",
-                interruption="soft", role="cause",
+    f = ctx.add("rank0-busy", severity="error", category=category, interruption="soft", role="cause",
                 title="Rank 0 never reached the collective the other ranks timed out in, and printed no error: it was "
                       f"busy {what} for longer than the {timeout_s} s collective timeout", rank=0, time=first.time_utc,
                 time_approx=True, quotes=[quote(fl, first.line, first.text)]
-                + ([quote(fl, prep.line, prep.text)] if prep else [])
-                + ([quote(fl, said[0], said[1])] if said else []),
-                actions=["Find what rank 0 was doing at that step (its last log lines, py-spy dump of its process "
-                         "on the next hang): a checkpoint save, an evaluation or a data-preparation step",
+                + ([quote(fl, doing.line, doing.text.strip())] if doing else []),
+                actions=[_BUSY_ACTIONS.get(doing.what if doing else None, _BUSY_ACTIONS[None]),
                          "Give that phase more time (init_process_group(timeout=...), or a barrier with its own "
-                         "timeout after it), make it faster or shard it across ranks (distributed checkpointing, "
-                         "preprocess the dataset once before launch)",
+                         "timeout after it), or make it shorter than the collective timeout",
                          "Rule out rank 0's GPU and node: collect its kernel log and nvidia-smi -q"])
     f.tier = LAST_RESORT_TIER  # any cause the evidence shows (a GPU fault on rank 0's node) comes first
     place(ctx, f, rank=0)
 
 
-#: A log line announcing a data-preparation phase (``Extracting scenarios from cache (this may take a
-#: while)...``, ``Tokenizing the dataset``, ``Loading shards``): what a silent rank 0 last said it was doing.
-_DATA_STEP = re.compile(r"(?i)\b(?:load|extract|tokeniz|preprocess|prepar|cach|download|shuffl|filter|map)\w*\b"
-                        r"[^|/]{0,60}?(?<![/\w.])(?:data(?:set)?s?|scenarios?|cache|corpus|samples|examples|"
-                        r"records)\b(?![/.]\w)")
+#: How the title says what the busy rank was doing.
+_BUSY_WORDS = {"data": "preparing the data", "checkpoint": "saving a checkpoint", "evaluation": "evaluating"}
+#: The first action, by what the busy rank was doing.
+_BUSY_ACTIONS = {
+    "data": "Prepare the dataset once before launch (scan, cache, tokenize, index offline) or on every rank in "
+            "parallel, so no rank does it alone while the others wait",
+    "checkpoint": "Save with a distributed checkpoint (every rank writes its shard) or asynchronously, and check the "
+                  "checkpoint storage's write speed",
+    "evaluation": "Run the evaluation on every rank (a distributed sampler), or after a barrier with its own timeout",
+    None: "Find what rank 0 was doing at that step (its last log lines, py-spy dump of its process on the next "
+          "hang): a checkpoint save, an evaluation or a data-preparation step"}
+
+#: The catalogue's signature of a data-loading/preprocessing progress bar (``signatures.tsv``).
+DATA_PROGRESS = "data-progress"
 #: How far back before the timeout the announcement is looked for (lines), and the largest line number
 #: at which a file is re-read for it (a multi-GB console is not read twice).
-DATA_STEP_WINDOW = 40
-DATA_STEP_MAX_LINE = 200_000
+ACTIVITY_WINDOW = 40
+ACTIVITY_MAX_LINE = 200_000
 
 
-def _last_data_step(fl, before: int, events) -> tuple[int, str] | None:
-    """(line, text) of the last data-preparation announcement in the few lines before ``before`` and
-    after the file's last training step, or None. Only a small pasted or early-failing console is re-read."""
-    if before > DATA_STEP_MAX_LINE:
-        return None
-    last_step = max((e.line for e in events if e.kind in ("step", "eval_progress") and e.line < before), default=0)
-    first, lines = lines_up_to(fl.path, before - 1, DATA_STEP_WINDOW)
-    window = [(first + i, t) for i, t in enumerate(lines) if first + i > last_step]
-    return next(((n, t) for n, t in reversed(window) if _DATA_STEP.search(t) and "rror" not in t), None)
+def _busy_with(ctx: Context, fl, before: int) -> Activity | None:
+    """What rank 0 was last doing: the later of a data-preparation progress bar still short of 100 %
+    in the same console (the ranks that wait for it print no such bar) and the last activity announced
+    in the few lines before ``before`` and after the file's last training step. Only a small pasted or
+    early-failing console is re-read."""
+    bars = [s for s in fl.signals if s.signature == DATA_PROGRESS and int(s.fields.get("num") or 100) < 100]
+    bar = Activity("data", bars[-1].line, bars[-1].text) if bars else None
+    said = None
+    if before <= ACTIVITY_MAX_LINE:
+        events = [e for f, e in ctx.records(kinds.TRAINING_LOG) if f is fl]
+        last_step = max((e.line for e in events if e.kind in ("step", "eval_progress") and e.line < before), default=0)
+        start, lines = lines_up_to(fl.path, before - 1, ACTIVITY_WINDOW)
+        said = last_activity([(start + i, t) for i, t in enumerate(lines) if start + i > last_step])
+    return max((a for a in (bar, said) if a), key=lambda a: a.line, default=None)
 
 
 #: Collectives every rank must call with the same element count: a different NumelIn at one sequence
