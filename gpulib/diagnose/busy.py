@@ -7,8 +7,8 @@ working on something only it does. *What* decides the category, because it decid
   index, loading or downloading a dataset, a progress bar over files, images or samples) is a
   ``data_pipeline_stall``: preprocess once before launch, or on every rank in parallel;
 * **a checkpoint save** (writing, gathering or consolidating the state dict) is the job's own
-  rank-0-only work outlasting the timeout: ``application_error``, or ``storage_slow`` when the
-  evidence shows the storage slow - the fix is a longer timeout or a distributed checkpoint;
+  rank-0-only work outlasting the timeout: ``application_error`` - the fix is a longer timeout or a
+  distributed checkpoint (storage the evidence shows stalled is a finding of its own, which wins);
 * **an evaluation** (validation, predictions, a test pass on one rank) is ``application_error``:
   run it on every rank, or give it its own timeout.
 

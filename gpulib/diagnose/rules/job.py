@@ -150,12 +150,11 @@ def _rank0_busy(ctx: Context, fl, first, timeout_s: int | None = None) -> None:
     that work on rank 0, so a silent rank 0 is that, unless the evidence shows a fault of its GPU or
     node (any such cause outranks this one, which is a cause of last resort). What rank 0 last
     announced decides the category (:mod:`gpulib.diagnose.busy`): data preparation is a data stall,
-    a checkpoint save or an evaluation is the job's own work (a save on storage shown slow is that)."""
+    a checkpoint save or an evaluation is the job's own work (a save held up by storage the evidence
+    shows stalled is the storage finding's, which outranks this cause of last resort)."""
     timeout_s = first.details.get("timeout_ms", 0) // 1000 if timeout_s is None else timeout_s
     doing = _busy_with(ctx, fl, first.line)
     category = doing.category if doing else "application_error"
-    if doing and doing.what == "checkpoint" and any(f.category == "storage_slow" for f in ctx.findings):
-        category = "storage_slow"
     what = f"{_BUSY_WORDS[doing.what]} ('{doing.text.strip()[:100]}')" if doing else \
         "rank-0-only work (checkpoint save, evaluation, data preparation)"
     f = ctx.add("rank0-busy", severity="error", category=category, interruption="soft", role="cause",
