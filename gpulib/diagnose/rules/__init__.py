@@ -40,6 +40,7 @@ from gpulib.diagnose.rules import (
     netfs,
     nvlink_status,
     other,
+    outage,
     psu,
     query_time,
     ray,
@@ -94,4 +95,5 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec("ray", "revisions", (), ray.run),
     RuleSpec("memory", "revisions", (), memory.run),
     RuleSpec("srun", "revisions", (), srun.run, signals=True),
+    RuleSpec("outage", "revisions", (), outage.run),
 )
