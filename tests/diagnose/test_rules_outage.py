@@ -55,3 +55,12 @@ def test_a_node_with_its_own_fault_is_not_counted(tmp_path):
     doc = _run(tmp_path, [("2026-05-02T22:10:31", "gn41"), ("2026-05-02T22:10:58", "gn57")],
                files={"gn41/dmesg.txt": dmesg})
     assert not any(f["id"].startswith("nodes-lost-together") for f in doc["findings"])
+
+
+def test_the_batch_host_named_by_the_jobs_cancel_line_is_not_a_second_loss(tmp_path):
+    """Negative control: the job's console names the node that ran its batch script, not a lost node."""
+    console = ("srun: error: Node failure on gn57\n"
+               "slurmstepd: error: *** JOB 88231 ON gn56 CANCELLED AT 2026-05-02T22:11:20 DUE TO NODE FAILURE, "
+               "SEE SLURMCTLD LOG FOR DETAILS ***\n")
+    doc = _run(tmp_path, [("2026-05-02T22:10:31", "gn57")], files={"slurm-88231.out": console})
+    assert _answer(doc) == ("hard", "node_lost", "gn57")

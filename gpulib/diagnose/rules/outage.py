@@ -15,6 +15,7 @@ partition is unreachable is :func:`gpulib.diagnose.rules.other._site_outage`'s, 
 from __future__ import annotations
 
 from gpulib.diagnose.context import Context
+from gpulib.evidence import kinds
 from gpulib.findings import Finding
 from gpulib.parsers.logtime import seconds_between
 
@@ -62,12 +63,19 @@ def _hosts(f: Finding) -> list[str]:
 
 
 def _lost(ctx: Context) -> dict[str, str]:
-    """host -> the earliest time it was reported lost, for nodes with no node-local cause of their own
-    (a kernel panic, an Xid, a PSU event, the OOM killer: any other cause on that host)."""
+    """host -> the earliest time the node's own state says it was lost (not a job's report), for nodes
+    with no node-local cause of their own (a kernel panic, an Xid, a PSU event, the OOM killer: any
+    other cause on that host)."""
     explained = {f.host for f in ctx.findings if f.role == "cause" and f.host and not _is_loss(f)}
+    job_logs = {fl.display for fl in ctx.inputs.of_kind(*kinds.JOB_LOGS)}
     out: dict[str, str] = {}
-    for f in ctx.findings:  # one node per finding: a job's NODE_FAIL names every node of the job, not the lost ones
-        if _is_loss(f) and f.time and f.host and f.host not in explained and (f.host not in out or f.time < out[f.host]):
+    for f in ctx.findings:
+        # one node per finding, told by the node's own state (sinfo, boots, BMC): a job's NODE_FAIL names every
+        # node of the job, and its console's "CANCELLED ... DUE TO NODE FAILURE" the node that ran the batch script
+        if not _is_loss(f) or not f.time or not f.host or f.host in explained \
+                or all(q.file in job_logs for q in f.quotes):
+            continue
+        if f.host not in out or f.time < out[f.host]:
             out[f.host] = f.time
     return out
 
