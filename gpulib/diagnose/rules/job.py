@@ -162,7 +162,7 @@ def _rank0_busy(ctx: Context, fl, first, timeout_s: int | None = None) -> None:
                       f"busy {what} for longer than the {timeout_s} s collective timeout", rank=0, time=first.time_utc,
                 time_approx=True, quotes=[quote(fl, first.line, first.text)]
                 + ([quote(fl, doing.line, doing.text.strip())] if doing else []),
-                actions=[_BUSY_ACTIONS.get(doing.what if doing else None, _BUSY_ACTIONS[None]),
+                actions=[_BUSY_ACTIONS[doing.what if doing else None],
                          "Give that phase more time (init_process_group(timeout=...), or a barrier with its own "
                          "timeout after it), or make it shorter than the collective timeout",
                          "Rule out rank 0's GPU and node: collect its kernel log and nvidia-smi -q"])
