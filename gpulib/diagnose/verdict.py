@@ -165,6 +165,8 @@ def _linked(f: Finding, ptr: Pointers) -> bool:
         return True
     if f.host and f.host in ptr.hosts:
         return True
+    if not f.host and set(f.extra.get("hosts") or ()) & ptr.hosts:  # a cause shared by several nodes
+        return True
     # a node-level cause (no GPU of its own) on the node of a suspect rank/GPU
     return bool(f.host) and f.gpu_pci is None and any(h == f.host for h, _ in ptr.gpus)
 

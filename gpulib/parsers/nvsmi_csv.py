@@ -115,7 +115,9 @@ def _unsupported(columns) -> str | None:
 
 
 def looks_like(head: str) -> bool:
-    first = head.lstrip().split("\n", 1)[0]
+    # the command or a comment above the table (a prolog's ``# written by ...``) is not its header
+    lines = [line for line in head.splitlines() if line.strip()]
+    first = next((line.strip() for line in lines if not _command_echo([line])), "")
     if first.startswith("#") or "," not in first:
         return False
     columns = {_column(c) for c in first.split(",")}
