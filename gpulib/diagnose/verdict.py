@@ -142,8 +142,8 @@ def suspects(ctx: Context) -> tuple[Pointers, Pointers]:
             continue  # causes may point too: a transport mismatch blames the node that fell back
         target = weak if f.id.startswith("torchrun-") else strong
         target.ranks |= {r for r in f.pointers.ranks if r is not None}
-        target.hosts |= {h for h in f.pointers.hosts if h}
-        target.gpus |= f.pointers.gpus
+        target.hosts |= {ctx.ids.node_of(h) for h in f.pointers.hosts if h}
+        target.gpus |= {(ctx.ids.node_of(h), pci) for h, pci in f.pointers.gpus}
         for addr in f.pointers.peer_addrs:
             host = ctx.ids.host_of_addr(addr)
             if host:
@@ -301,6 +301,8 @@ def adopt_job_rank(ctx: Context, root: Finding) -> None:
         ranks.add(f.rank)
     if len(ranks) == 1:
         root.rank = ranks.pop()
+        if ctx.ids.pod_of_rank(root.rank):  # the node's fault, as the job named its place
+            root.extra.setdefault("pod", ctx.ids.pod_of_rank(root.rank))
         root.extra.setdefault("identified_by", {})["rank"] = (
             "the one rank whose own error of this kind came with it" if timed else
             "the one rank whose own error of this kind came from this GPU (no times to match)")
