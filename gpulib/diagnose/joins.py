@@ -6,7 +6,9 @@ The kernel names a GPU by PCI bus id (``PCI:0000:ab:00``) and a process by pid; 
 is read for every rank of the world communicator (the one with the most ranks: subgroup
 communicators number their ranks locally). Launcher lines (``device=cuda:5``, ``(rank 11): env://,
 gpu 3``, torchrun's ChildFailedError ``host``/``rank``/``pid``) fill the gaps; nvidia-smi maps
-PCI bus ids to indexes and UUIDs per host.
+PCI bus ids to indexes and UUIDs per host. A host's addresses come from NCCL's ``Bootstrap : Using
+eth0:10.0.0.5`` / ``OOB bond0:10.0.0.5`` lines and from the ``localGid ::ffff:10.20.2.42`` of the
+completion errors it printed itself (the RoCE address the peers' errors name it by).
 
 In Kubernetes the job's lines name the *pod* (its hostname), the kernel's and nvidia-smi's the
 *node*. The scheduler's pod listing (:mod:`gpulib.parsers.kubectl_pods`) joins them: a rank, a pid
@@ -90,7 +92,8 @@ class IdentityMap:
                 for rec in f.records:
                     self._job_event(rec, f.host, inits)
                 continue
-            for host in dict.fromkeys(self.node_of(gpu.host or f.host) for gpu in summary_of(f).gpus):  # snapshots, kernel identity lines
+            # snapshots, kernel identity lines
+            for host in dict.fromkeys(self.node_of(gpu.host or f.host) for gpu in summary_of(f).gpus):
                 self._gpu_files.setdefault(host, []).append(f)
         if inits:
             self.world_size = max(e.details["nranks"] for e in inits)
@@ -126,6 +129,8 @@ class IdentityMap:
             inits.append(ev)
         elif ev.kind == "nccl_address" and host:
             self.addr_host.setdefault(ev.details["addr"], host)
+        elif ev.kind == "ib_completion_error" and host and ev.details.get("local_addr"):
+            self.addr_host.setdefault(ev.details["local_addr"], host)  # its own RoCE address (localGid)
         elif ev.kind == "nccl_transport" and host:
             self.transport.setdefault(host, set()).add(ev.details["network"])
         elif ev.kind == "nccl_no_ib" and host:

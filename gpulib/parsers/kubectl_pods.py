@@ -69,7 +69,7 @@ def parse(text: str, source: str = "<text>") -> ParseResult[PodPlacement]:
         if columns is not None:
             cells = line.split()
             if len(cells) >= len(columns) and re.fullmatch(_NAME, cells[columns.index("NAME")]):
-                row = dict(zip(columns, cells))
+                row = dict(zip(columns, cells[:len(columns)], strict=True))
                 result.records.append(PodPlacement(row["NAME"], _node(row["NODE"]), row.get("NAMESPACE"),
                                                    _node(row["IP"]), row["STATUS"], number))
                 continue

@@ -10,8 +10,8 @@ seg-ft-master-0    0/1     Completed   0          3h    10.88.1.14     gpu-k8s-n
 seg-ft-worker-0    0/1     Error       1          3h    10.88.4.2      gpu-k8s-n12    <none>           <none>
 seg-ft-worker-1    0/1     Pending     0          3h    <none>         <none>         <none>           <none>
 """
-ALL_NAMESPACES = """NAMESPACE   NAME            READY   STATUS    RESTARTS   AGE   IP           NODE          NOMINATED NODE   READINESS GATES
-vision      seg-ft-worker-3 1/1     Running   0          12m   10.88.9.30   gpu-k8s-n31   <none>           <none>
+ALL_NAMESPACES = """NAMESPACE   NAME            READY   STATUS    RESTARTS   AGE   IP           NODE          NOMINATED NODE
+vision      seg-ft-worker-3 1/1     Running   0          12m   10.88.9.30   gpu-k8s-n31   <none>
 """
 DESCRIBE = """Name:             seg-ft-worker-2
 Namespace:        vision
