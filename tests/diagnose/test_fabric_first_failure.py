@@ -64,7 +64,8 @@ BOOT = "Oct  3 07:11:53 {} kernel: [    2.276800] Linux version 6.8.0-45-generic
 
 def _using(host: str, hcas: list[str]) -> str:
     listed = " ".join(f"[{n}]{h}:1/IB" for n, h in enumerate(hcas))
-    return f"{host}:{4100 + NODES[host]}:{4190 + NODES[host]} [0] NCCL INFO NET/IB : Using {listed} [RO]; OOB eth0:10.9.0.{NODES[host]}<0>"
+    return (f"{host}:{4100 + NODES[host]}:{4190 + NODES[host]} [0] NCCL INFO NET/IB : Using {listed} [RO]; "
+            f"OOB eth0:10.9.0.{NODES[host]}<0>")
 
 
 def _ibstat(ca: str, state: str, physical: str, link: str = "InfiniBand") -> str:
