@@ -27,6 +27,7 @@ from gpulib.findings import Finding
 WANTED = "nccl-ib-wanted"
 _USING = re.compile(r"NET/IB ?: ?Using (?P<list>(?:\[\d+\]\S+\s*)+)")
 _DEVICE = re.compile(r"\[\d+\](?P<dev>[A-Za-z][\w-]*?)(?::\d+)?/")
+_DEVICE_NAME = re.compile(r"[A-Za-z][\w-]*")
 #: RDMA device names as the kernel, ``ibstat`` and NCCL print them.
 HCA_NAME = re.compile(r"\b(?:mlx\d_\d+|bnxt_re\d+|irdma\d+|hfi1_\d+|qedr\d+|efa_\d+|erdma_\d+)\b")
 
@@ -48,6 +49,8 @@ class HcaPath:
         exclude, spec = spec.startswith("^"), spec.lstrip("^")
         exact, spec = spec.startswith("="), spec.lstrip("=")
         names = [entry.split(":")[0] for entry in spec.split(",") if entry]
+        if not names or not all(_DEVICE_NAME.fullmatch(name) for name in names):
+            return None  # not a list of device names (an unexpanded ``$HCAS``): it says nothing
         hit = any(hca == name if exact else hca.startswith(name) for name in names)
         return hit != exclude
 
@@ -91,11 +94,14 @@ def hca_path(ctx: Context) -> HcaPath:
 
 
 def hca_of(f: Finding) -> str | None:
-    """The HCA a finding names: the port ``ibstat`` reported, else one its lines name."""
+    """The HCA a finding names: the port ``ibstat`` reported, else one its kernel or tool lines name.
+    NCCL's own lines are left out: an HCA NCCL reports an error on is one it used."""
     port = f.extra.get("hca_port")
     if port:
         return str(port).split()[0]
     for text in (f.title, *(q.text for q in f.quotes)):
+        if "NCCL" in (text or ""):
+            continue
         m = HCA_NAME.search(text or "")
         if m:
             return m[0]

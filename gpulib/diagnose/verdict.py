@@ -194,7 +194,7 @@ def choose(ctx: Context, interrupted_at: str | None, job_start: str | None = Non
                   or seconds_between(f.time, job_start) <= EARLY_SLACK_S]
     path = hca_path(ctx)
     if path.known():  # a port the job's traffic never used did not interrupt it
-        causes = [f for f in causes if path.on_path(hca_of(f), f.host) is not False]
+        causes = [f for f in causes if f.category != "network_fabric" or path.on_path(hca_of(f), f.host) is not False]
     strong, weak = suspects(ctx)
     linked = [f for f in causes if _linked(f, strong)] if strong else []
     if not linked and weak:

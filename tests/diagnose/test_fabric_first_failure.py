@@ -120,3 +120,11 @@ def test_a_down_port_the_job_uses_is_its_cause_roce_included(tmp_path):
                         ibstat={"rk-c17": _ibstat("mlx5_1", "Down", "Polling", link)})
         root = out["root_cause"]
         assert (root["category"], root["host"]) == ("network_fabric", "rk-c17"), link
+
+
+def test_nccl_ib_hca_is_read_as_nccl_reads_it():
+    from gpulib.diagnose.hca_path import HcaPath
+    assert HcaPath(spec="mlx5_1:1").selects("mlx5_10")  # a prefix, without "="
+    assert not HcaPath(spec="=mlx5_1:1").selects("mlx5_10")
+    assert not HcaPath(spec="^mlx5_4").selects("mlx5_4") and HcaPath(spec="^mlx5_4").selects("mlx5_0")
+    assert HcaPath(spec="$HCAS").selects("mlx5_0") is None  # an unexpanded variable says nothing
