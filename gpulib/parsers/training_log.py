@@ -224,6 +224,10 @@ _OOB = re.compile(r"OOB (?P<iface>[^:\s]+):(?P<addr>[\d.]+)")
 _IB_COMPLETION = re.compile(
     r"Got completion (?:from peer (?P<peer>[\d.]+)\S* )?with (?:error (?P<err>\d+)|status=(?:\w+\()?(?P<status>\d+)\)?)"
     r".*?vendor[ _]err[= ]?(?P<vendor>\d+)")
+#: The reporting end of an IB completion error (NCCL 2.19+): ``localGid ::ffff:10.20.2.42 remoteGids::ffff:10.20.2.43
+#: hca mlx5_2``: a RoCE GID that embeds the local IPv4 address, and the HCA that saw the error.
+_LOCAL_GID = re.compile(r"\blocalGid (?:::ffff:)?(?P<addr>\d{1,3}(?:\.\d{1,3}){3})\b")
+_IB_HCA_NAMED = re.compile(r"\bhca (?P<hca>[A-Za-z][\w-]*)")
 _SOCKET_ERR = re.compile(
     r"(?:socket\w*|Net) ?: ?(?:Call to \w+ (?:from|to) (?P<peer>[\d.]+)\S* failed : (?P<err1>.+)|"
     r"Connect to (?P<peer2>\S+) failed : (?P<err2>.+)|Connection closed by remote peer (?P<peer3>\S+)|"
@@ -651,6 +655,8 @@ class _Classifier:
             if ib:
                 details |= {"peer": ib["peer"], "ib_status": int(ib["err"] or ib["status"]),
                             "vendor_err": int(ib["vendor"])}
+                local, hca = _LOCAL_GID.search(msg), _IB_HCA_NAMED.search(msg)
+                details |= ({"local_addr": local["addr"]} if local else {}) | ({"hca": hca["hca"]} if hca else {})
                 return JobEvent(lineno, "ib_completion_error", body, details=details, **base)
             sock = _SOCKET_ERR.search(msg)
             if sock:

@@ -21,6 +21,7 @@ from collections import defaultdict
 from math import prod
 from statistics import median
 
+from gpulib.diagnose.addresses import blamed_end
 from gpulib.diagnose.busy import Activity, last_activity
 from gpulib.diagnose.context import Context, place, quote
 from gpulib.diagnose.rules.signatures import CASCADE_EXCEPTIONS
@@ -581,7 +582,8 @@ def _nccl_errors(ctx: Context, events) -> None:
                                  "size is a launch misconfiguration: RANK/WORLD_SIZE)",
                                  "Check that every rank calls the same collectives with the same sizes/dtypes"])
             continue
-        pointers = Pointers(peer_addrs=peers)
+        pointers = _blamed(ctx, [(ctx.ids.locate(rank=x.rank).host if x.rank is not None else x.host,
+                                  x.details.get("peer")) for _, x in items], peers)
         if code == "ncclUnhandledCudaError":
             pointers.ranks |= ranks
         ctx.add("nccl-error", severity="error", category="network_fabric", role="symptom",
@@ -603,7 +605,18 @@ def _nccl_errors(ctx: Context, events) -> None:
         ctx.add("nccl-net", severity="warning", category="network_fabric", role="symptom",
                 title=f"{what} on {', '.join(sorted(hosts)) or 'the job'}"
                       + (f" from peer(s) {', '.join(sorted(peers))}" if peers else "") + hint,
-                time=e.time_utc, quotes=[quote(fl, e.line, e.text)], pointers=Pointers(peer_addrs=peers))
+                time=e.time_utc, quotes=[quote(fl, e.line, e.text)],
+                pointers=_blamed(ctx, [(x.host, x.details.get("peer")) for _, x in items], peers))
+
+
+def _blamed(ctx: Context, pairs: list[tuple[str | None, str | None]], peers: set[str]) -> Pointers:
+    """Whom transport errors blame: the host at one end of every failing connection
+    (:func:`~gpulib.diagnose.addresses.blamed_end`: ranks on several nodes that all name one peer,
+    and that peer's own errors naming each of them), when the evidence names the peers' hosts;
+    otherwise every peer address they name."""
+    named = [(ctx.ids.node_of(reporter), ctx.ids.host_of_addr(peer)) for reporter, peer in pairs if peer]
+    end = blamed_end(named) if named and all(p for _r, p in named) else None
+    return Pointers(hosts={end}) if end else Pointers(peer_addrs=peers)
 
 
 # ---------------------------------------------------------------- launchers (torchrun / slurm)
