@@ -10,10 +10,11 @@
   ``98/98``). A counter inside an epoch that does not state its own total (``epoch 3 iter 11224/
   11224``) is one epoch's end, not the run's;
 * **an exit right after completed work**: the log's last record before its first teardown line
-  is a saved checkpoint, a completion or a full progress bar, with nothing failing between them
-  and no progress after. Teardown lines are printed only by a process running its exit path (a
-  process killed by a signal prints none; one that raised prints its traceback first), so the
-  program returned once the work it printed was done.
+  is a saved checkpoint, a completion, a full progress bar or a passed test case (then with no
+  case failed before it), with nothing failing between them and no progress after. Teardown
+  lines are printed only by a process running its exit path (a process killed by a signal
+  prints none; one that raised prints its traceback first), so the program returned once the
+  work it printed was done.
 
 *Teardown lines* (catalogue role ``teardown``: CUDA's ``driver shutting down``, PyTorch's
 ``destroy_process_group() was not called``, NCCL's proxy thread failing its ``Close``,
@@ -37,7 +38,7 @@ from gpulib.parsers.training_log import INFO_KINDS
 #: The catalogue role of lines a process prints while it exits (``gpulib/catalog/signatures.tsv``).
 TEARDOWN = "teardown"
 #: Records that say a unit of work was done: an exit right after one of them is the program's end.
-_DONE = ("checkpoint_saved", "completed")
+_DONE = ("checkpoint_saved", "completed", "test_passed")
 
 
 @dataclass(frozen=True)
@@ -59,14 +60,16 @@ def teardown_signatures() -> frozenset[str]:
 
 
 def normal_ends(ctx: Context) -> dict[str, End]:
-    """The normal end of every job log that shows one, by file (its display name)."""
-    torn = teardown_signatures()
-    out = {}
-    for f in ctx.inputs.of_kind(kinds.TRAINING_LOG):
-        end = _completion(f) or _planned(f) or _exit_after_work(f, torn)
-        if end is not None:
-            out[f.display] = end
-    return out
+    """The normal end of every job log that shows one, by file (its display name); read once."""
+    if "ends" not in ctx.memo:
+        torn = teardown_signatures()
+        out = {}
+        for f in ctx.inputs.of_kind(kinds.TRAINING_LOG):
+            end = _completion(f) or _planned(f) or _exit_after_work(f, torn)
+            if end is not None:
+                out[f.display] = end
+        ctx.memo["ends"] = out
+    return ctx.memo["ends"]  # type: ignore[return-value]
 
 
 def teardown_lines(ctx: Context) -> tuple[list[tuple[InputFile, Signal]], list[tuple[InputFile, Signal]]]:
@@ -153,8 +156,10 @@ def _exit_after_work(f: InputFile, torn: frozenset[str]) -> End | None:
     last = max(work, key=lambda ev: ev.line)
     if last.kind == "step" and (not last.details.get("total") or last.details["step"] < last.details["total"]):
         return None  # a progress line that is not a full bar: work was under way
-    failing = [ev for ev in records if last.line < ev.line < first and ev.kind not in INFO_KINDS]
-    signals = [s for s in f.signals if last.line < s.line < first and s.signature not in _QUIET]
+    # a test suite ended well only if no case failed on the way; other work, if nothing failed since
+    since = 0 if last.kind == "test_passed" else last.line
+    failing = [ev for ev in records if since < ev.line < first and ev.kind not in INFO_KINDS]
+    signals = [s for s in f.signals if since < s.line < first and s.signature not in _QUIET]
     if failing or signals:
         return None
     return End(f, last.line, last.text.strip(), "exit", last.line)

@@ -83,7 +83,7 @@ PROGRESS_KEYWORDS: tuple[bytes, ...] = (
     b"raining done", b"otal training time", b"successfully finished", b"train_runtime", b"torch ", b"torch=", b"torch version",
     b"orch.__version__", b"PyTorch version", b"device=cuda:", b"local_rank=", b"distributed init (rank", b"re-looped",
     b"srun: error", b"slurmstepd: error", b"real\t", b"real ", b"Data (t)", b"data_time", b"Data: ",
-    b"iter ", b"poch", b"raining is ", b"raining has ", b"echo $?", b"s saved", b"as saved", b"een saved",
+    b" PASSED", b"iter ", b"poch", b"raining is ", b"raining has ", b"echo $?", b"s saved", b"as saved", b"een saved",
 )
 
 #: Event kinds that are not failures: identity, transport, versions, progress, and lines that only
@@ -95,6 +95,7 @@ INFO_KINDS = frozenset({
     "nccl_init", "nccl_transport", "nccl_version", "nccl_address", "nccl_no_ib", "nccl_ib_requested", "rank_device",
     "torch_version", "benign", "process_exited", "completed", "checkpoint_saved", "checkpoint_save_start", "step",
     "eval_progress", "traceback", "watchdog_progress", "sigterm_sent", "store_host", "ci_step_start", "barrier_wait",
+    "test_passed",
 })
 
 # ---------------------------------------------------------------- launcher prefixes
@@ -316,6 +317,10 @@ _COMPLETED = re.compile(r"[Tt]raining (?:(?:is|has) )?(?:completed?|finished|don
                         r"^\s*\S+\s+Succeeded\b|"
                         # pytest's summary lists failures first: a summary that starts with "passed" had none
                         r"^=*\s*\d+ passed(?:, \d+ (?:skipped|deselected|xfailed|xpassed|warnings?))* in [\d.]+s\b")
+#: One test case that passed, as test scripts and runners print it: ``[testing] Running with FP8 ... passed``,
+#: ``test_alltoall (test_comm.TestA2A) ... ok`` is not read (``ok`` is too common a word), pytest -v's
+#: ``tests/test_x.py::test_fp8 PASSED [ 50%]``. A failed case is the generic vocabulary's (``failed``).
+_TEST_PASSED = re.compile(r"\.\.\.\s*(?:passed|PASSED)\s*$|::\S+ PASSED\b")
 #: ``echo $?`` as :func:`gpulib.parsers.unwrap.unwrap` keeps it in a pasted session: typed right after
 #: a job's launch (elsewhere its prompt line is dropped), with the exit status on the next line.
 _ECHO_STATUS = re.compile(r"^echo \$\?\s*$")
@@ -336,7 +341,7 @@ _STEP = re.compile(r"\b(?:step|iteration|iter|global_step)[:= ]\s*(?P<step>\d+)(
                    r"|\b(?P<tq>\d+)/(?P<total>\d+) \[|\bIter(?:ation)?:? (?P<tq2>\d+)/(?P<total2>\d+)\b")
 #: The epoch a progress line is in, with the planned number of epochs when it is printed (``Epoch 99/99``,
 #: ``Epoch [3/10]``): a per-epoch counter at its total is the end of an epoch, not of the run.
-_EPOCH = re.compile(r"\b[Ee]poch\s*:?\s*\[?\s*(?P<epoch>\d+)(?:\s*/\s*(?P<epochs>\d+))?")
+_EPOCH = re.compile(r"\b[Ee]poch\s*:?\s*\[?\s*(?P<epoch>\d+)(?![.\d])(?:\s*/\s*(?P<epochs>\d+)(?![.\d]))?")
 _S_PER_STEP = re.compile(r"(?P<v>\d+(?:\.\d+)?) ?s/(?:step|it)\b|elapsed time per iteration \(ms\): (?P<ms>[\d.]+)")
 #: The time a step waited for its batch, and the step's whole time, in seconds, as trainers print
 #: them: open_clip ``Data (t): 0.121 Batch (t): 1.170``, timm ``Time: 0.312s ... Data: 0.012 (0.015)``,
@@ -584,6 +589,8 @@ class _Classifier:
         if any(k in body for k in ("omplete", "inished", "destroyed", "Succeeded", "done", "train_runtime", " passed")) and \
                 _COMPLETED.search(body):
             return JobEvent(lineno, "completed", body, rank=rank)
+        if ("passed" in body or "PASSED" in body) and _TEST_PASSED.search(body):
+            return JobEvent(lineno, "test_passed", body, rank=rank)
         if "heckpoint" in body or "save" in body:
             if _CKPT_DONE.search(body):
                 return JobEvent(lineno, "checkpoint_saved", body, rank=rank)
@@ -902,12 +909,14 @@ class JobLogScanner:
 
     def _launch_status(self, ev: JobEvent, chunk: bytes, end: int) -> bool:
         """The shell's answer to an ``echo $?`` typed after the job's launch: ``0`` is a normal end
-        (``ev`` becomes ``completed``); any other answer is dropped, not this rule's to judge."""
+        (``ev`` becomes ``completed``), any other number a failed launch (``process_failed``);
+        no number, and the line is dropped."""
         answer = self._following_lines(chunk, end, 1)
         status = _STATUS.match(answer[0]) if answer else None
-        if status is None or int(status["code"]) != 0:
+        if status is None:
             return False
-        ev.kind, ev.details = "completed", {"exitcode": 0}
+        code = int(status["code"])
+        ev.kind, ev.details = ("completed", {"exitcode": 0}) if code == 0 else ("process_failed", {"exitcode": code})
         ev.text = f"{ev.text.strip()} -> {answer[0].strip()}"
         return True
 

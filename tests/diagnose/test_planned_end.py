@@ -130,3 +130,18 @@ def test_non_zero_exit_status_is_not_a_normal_end(tmp_path):
     session = ("ops@brk-node4:~/bench$ python bench_alltoall.py --tokens 2048\n[check] dispatch BF16 ... passed\n"
                + PROXY_CLOSE + "ops@brk-node4:~/bench$ echo $?\n1\n")
     assert _verdict(tmp_path, {"bench.txt": session})[0] != "none"
+
+
+SUITE = ("[setup] tokens=2048 hidden=4096 local_rank 0 via torch.distributed\n"
+         "[check] dispatch BF16 (async=False) ... passed\n[check] combine BF16 (async=False) ... {second}\n"
+         "[check] dispatch FP8 (async=True) ... passed\n")
+
+
+def test_every_case_passed_then_teardown_is_a_normal_end(tmp_path):
+    log = SUITE.format(second="passed") + PROXY_CLOSE
+    assert _verdict(tmp_path, {"suite.out": log})[:2] == ("none", "none")
+
+
+def test_a_failed_case_before_the_teardown_is_not_a_normal_end(tmp_path):
+    log = SUITE.format(second="failed") + PROXY_CLOSE
+    assert _verdict(tmp_path, {"suite.out": log})[0] != "none"
