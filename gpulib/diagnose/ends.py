@@ -37,6 +37,8 @@ from gpulib.parsers.training_log import INFO_KINDS
 
 #: The catalogue role of lines a process prints while it exits (``gpulib/catalog/signatures.tsv``).
 TEARDOWN = "teardown"
+#: The catalogue row of a non-zero exit code or a failed job state.
+NON_ZERO_EXIT = "generic-exit"
 #: Records that say a unit of work was done: an exit right after one of them is the program's end.
 _DONE = ("checkpoint_saved", "completed", "test_passed")
 
@@ -60,13 +62,18 @@ def teardown_signatures() -> frozenset[str]:
 
 
 def normal_ends(ctx: Context) -> dict[str, End]:
-    """The normal end of every job log that shows one, by file (its display name); read once."""
+    """The normal end of every job log that shows one, by file (its display name); read once.
+
+    An end the log only implies (the plan reached, an exit after work, a shell's ``0``) yields to a
+    non-zero exit or a failed job state reported anywhere (the catalogue's ``generic-exit`` row:
+    ``worker 1: exit code 3``), as an echoed ``exit=0`` does; a trainer's own completion line does not."""
     if "ends" not in ctx.memo:
         torn = teardown_signatures()
+        contradicted = any(s.signature == NON_ZERO_EXIT for f in ctx.inputs.files for s in f.signals)
         out = {}
         for f in ctx.inputs.of_kind(kinds.TRAINING_LOG):
             end = _completion(f) or _planned(f) or _exit_after_work(f, torn)
-            if end is not None:
+            if end is not None and not (contradicted and end.how != "completion"):
                 out[f.display] = end
         ctx.memo["ends"] = out
     return ctx.memo["ends"]  # type: ignore[return-value]

@@ -145,3 +145,9 @@ def test_every_case_passed_then_teardown_is_a_normal_end(tmp_path):
 def test_a_failed_case_before_the_teardown_is_not_a_normal_end(tmp_path):
     log = SUITE.format(second="failed") + PROXY_CLOSE
     assert _verdict(tmp_path, {"suite.out": log})[0] != "none"
+
+
+def test_a_reported_non_zero_exit_outweighs_the_plan_reached(tmp_path):
+    log = "\n".join([_iteration(800, 800, 38), _pg_warning(0)]) + "\n"
+    files = {"train.log": log, "agent.txt": "local_rank 0 exit code 0\nlocal_rank 1 exit code 7\n"}
+    assert _verdict(tmp_path, files)[0] != "none"
