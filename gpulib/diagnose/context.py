@@ -26,6 +26,9 @@ class Context:
     #: (file, line) of lines a kind-specific rule judged in full (a SEL entry placed on the incident
     #: timeline and found to be history): the signature scan must not judge them again out of context.
     judged: set[tuple[str, int]] = field(default_factory=set)
+    #: What a shared pass read from the inputs once per diagnosis, by the pass's name (the normal
+    #: ends of the job logs, :mod:`gpulib.diagnose.ends`): the inputs do not change while rules run.
+    memo: dict[str, object] = field(default_factory=dict)
 
     def add(self, prefix: str, **fields) -> Finding:
         """Mint a finding with a stable, readable id (``xid79-1``, ``oom-1``, ...). A host named by a

@@ -51,6 +51,7 @@ from gpulib.diagnose.rules import (
     signatures,
     slurm,
     srun,
+    stall,
     wtmp,
 )
 from gpulib.evidence import kinds as k
@@ -89,6 +90,7 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec("held_memory", "joins", (*k.GPU_SNAPSHOT_ROWS, k.NCCL_TESTS, k.TRAINING_LOG),
              held_memory.run, signals=True),
     RuleSpec("short_node", "joins", k.GPU_SNAPSHOT_ROWS, short_node.run, signals=True),
+    RuleSpec("stall", "joins", (*k.GPU_SNAPSHOT_ROWS, k.TRAINING_LOG), stall.run, signals=True),
     RuleSpec("nccl_tests", "joins", (k.NCCL_TESTS, k.TRAINING_LOG), nccl_tests.run),
     RuleSpec("signatures", "catalogue", (), signatures.run, signals=True),
     RuleSpec("fabric", "catalogue", (k.TRAINING_LOG,), fabric.run, signals=True),

@@ -21,6 +21,7 @@ from collections import defaultdict
 from math import prod
 from statistics import median
 
+from gpulib.diagnose import ends
 from gpulib.diagnose.addresses import blamed_end
 from gpulib.diagnose.busy import Activity, last_activity
 from gpulib.diagnose.context import Context, place, quote
@@ -41,7 +42,12 @@ _APP_CUDA = ("illegal memory access", "device-side assert", "misaligned address"
 
 
 def _events(ctx: Context) -> list[tuple]:
-    return ctx.records(*kinds.JOB_LOGS)
+    """Every job log record but those on lines a rule judged harmless (exit teardown after the
+    run's normal end, :mod:`gpulib.diagnose.ends`)."""
+    events = ctx.records(*kinds.JOB_LOGS)
+    if not ctx.judged:
+        return events
+    return [(fl, e) for fl, e in events if (fl.display, e.line) not in ctx.judged]
 
 
 def _fmt_ranks(ranks) -> str:
@@ -52,6 +58,7 @@ def _fmt_ranks(ranks) -> str:
 
 
 def run(ctx: Context) -> None:
+    ends.forgive_teardown(ctx)
     events = _events(ctx)
     _timeouts(ctx, events)
     _store_barrier(ctx, events)
@@ -59,6 +66,42 @@ def run(ctx: Context) -> None:
     _launcher(ctx, events)
     _transport(ctx, events)
     _progress(ctx, events)
+    _rank_outside_world(ctx, events)
+
+
+#: The catalogue row that reads a process's global rank with the world size (``signatures.tsv``).
+RANK_IN_WORLD = "rank-in-world"
+
+
+def _rank_outside_world(ctx: Context, events) -> None:
+    """A process that says its global rank is at or above the world size (Lightning's ``GLOBAL_RANK: 2,
+    MEMBER: 3/2``, NCCL's ``rank 8 nranks 8``, ``RANK=9 WORLD_SIZE=8``): ranks run 0..world-1, so its
+    rank environment is wrong. The usual cause is a variable left from another job (``NODE_RANK``,
+    ``RANK``, ``GROUP_RANK``) or a ``--node_rank`` one too high; the ranks that should exist never
+    come, and the job hangs at initialisation waiting for them - a launch error, not the network."""
+    wrong = []
+    for fl, e in events:
+        if e.kind == "nccl_init" and e.details.get("nranks"):
+            bad = sorted(r for r in ranks_of(e) if r >= e.details["nranks"])
+            if bad:
+                wrong.append((fl, e.line, e.text, e.time_utc, e.host, bad, e.details["nranks"]))
+    for fl in ctx.inputs.files:
+        for s in fl.signals:
+            if s.signature == RANK_IN_WORLD:
+                rank, world = int(s.fields.get("what") or s.fields["what2"]), int(s.fields["num"])
+                if rank >= world:
+                    wrong.append((fl, s.line, s.text, s.time_utc, s.host, [rank], world))
+    if not wrong:
+        return
+    fl, line, text, when, host, bad, world = min(wrong, key=lambda w: (w[3] or "~", w[0].display, w[1]))
+    f = ctx.add("rank-outside-world", severity="error", category="application_error", interruption="soft",
+                title=f"Global rank {_fmt_ranks(bad)} in a world of {world} ranks (ranks run 0..{world - 1}): the "
+                      "rank environment is wrong, and the job waits for ranks that never come",
+                time=when, host=host or fl.host, quotes=[quote(fl, line, text)],
+                actions=["Check the rank variables in the launching shell and job script (`env | grep -E "
+                         "'RANK|WORLD|MASTER'`): unset a stale NODE_RANK / RANK / GROUP_RANK left from another job, "
+                         "and give --node_rank 0..nnodes-1 and --nnodes / WORLD_SIZE = nodes x processes per node"])
+    f.hardware = False
 
 
 # ---------------------------------------------------------------- timeouts: who did not arrive
@@ -833,10 +876,12 @@ def job_outcome(ctx: Context) -> tuple[bool, bool]:
 
     A job that reports success is failed only by fatal signals (timeouts, NCCL/CUDA errors, process
     exits); an exception a healthy run printed and survived does not fail it."""
-    completed = any(e.kind == "completed" for _, e in _events(ctx))
+    completed = any(e.kind == "completed" for _, e in _events(ctx)) or bool(ends.normal_ends(ctx))
     failed = any(e.kind in _FATAL_KINDS or (not completed and e.kind == "exception"
                                             and (e.details.get("class") or "") != "KeyboardInterrupt")
                  for _, e in _events(ctx))
+    # a process that ran its exit path before the run's end: the run went on without it, or stopped
+    failed = failed or bool(ends.teardown_lines(ctx)[1])
     return failed, completed
 
 
