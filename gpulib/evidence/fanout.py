@@ -2,12 +2,14 @@
 
 Why: a 1,024-node incident is ~8,000 files whose reading (detect, parse, reduce) is pure Python
 and independent file by file; one process uses one core while the user waits. Forked workers
-start with gpulib already imported and its parsers' memos warm, read a chunk each, and send its
+start with gpulib already imported, read a chunk each, and send its
 records back pickled. What that costs is paid on top: the pickling on both sides (~1.5 s of CPU
 at 1,024 nodes, most of it unpickling in the parent), so the total CPU time rises while the wait
-(wall time) falls - worth it only with many files and more than one CPU, which :func:`workers`
-decides. Results come back in the order of the chunks, so what is read is merged exactly as one
-process would have merged it, and the answer does not depend on how many workers read it.
+(wall time) falls - worth it only with many files and more than one *idle* CPU, which
+:func:`workers` decides: on a machine whose cores are already busy (the load average at or above
+the CPU count) workers only add the pickling to the wait, so the files are then read in-process.
+Results come back in the order of the chunks, so what is read is merged exactly as one process
+would have merged it, and the answer does not depend on how many workers read it.
 
 ``GPULIB_READ_WORKERS=N`` sets the number of workers (``1``: read in this process, as below
 :data:`MIN_FILES`); a platform without ``fork`` always reads in-process.
@@ -43,7 +45,8 @@ CHUNK_FILES = 96
 
 def workers(files: int) -> int:
     """How many worker processes should read ``files`` files: 1 (read in this process) unless
-    there are many files, several CPUs this process may run on, and ``fork``."""
+    there are many files, ``fork``, and several CPUs this process may run on that the last minute's
+    load average leaves idle."""
     said = os.environ.get(WORKERS_ENV, "").strip()
     if said:
         try:
@@ -55,7 +58,8 @@ def workers(files: int) -> int:
     if files < MIN_FILES or "fork" not in multiprocessing.get_all_start_methods():
         return 1
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(cpus, MAX_WORKERS))
+    idle = cpus - (os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0)
+    return max(1, min(cpus, MAX_WORKERS, int(idle + 0.5)))  # a core busy more than half the time is not idle
 
 
 def chunked(items: Sequence[T], size: int) -> list[Sequence[T]]:

@@ -43,15 +43,26 @@ def test_workers_give_the_answer_one_process_gives(tmp_path, monkeypatch, kind):
     assert [str(d) for _root, d in read.checkpoint_dirs] == [str(raw / "ckpt")]
 
 
-def test_workers_are_used_only_for_many_files_and_several_cpus(monkeypatch):
+def test_workers_are_used_only_for_many_files_and_idle_cpus(monkeypatch):
     monkeypatch.delenv(fanout.WORKERS_ENV, raising=False)
+    load = [0.0]
+    monkeypatch.setattr(os, "getloadavg", lambda: (load[0], 0.0, 0.0))
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
     assert fanout.workers(fanout.MIN_FILES - 1) == 1
     assert fanout.workers(fanout.MIN_FILES) == 2
+    load[0] = 0.4  # another process on a core now and then: both still idle enough
+    assert fanout.workers(fanout.MIN_FILES) == 2
+    load[0] = 1.0  # one core busy: workers would share the other one with this process
+    assert fanout.workers(fanout.MIN_FILES) == 1
+    load[0] = 5.0
+    assert fanout.workers(100_000) == 1
+    load[0] = 0.0
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0}, raising=False)
     assert fanout.workers(100_000) == 1
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(64)), raising=False)
     assert fanout.workers(100_000) == fanout.MAX_WORKERS
+    load[0] = 61.0
+    assert fanout.workers(100_000) == 3
     monkeypatch.setenv(fanout.WORKERS_ENV, "3")
     assert fanout.workers(5) == 3
     monkeypatch.setenv(fanout.WORKERS_ENV, "many")
