@@ -16,7 +16,7 @@ from functools import lru_cache, partial
 from pathlib import Path
 
 from gpulib.evidence import digest, fanout, kinds
-from gpulib.evidence.bundle import DIGEST, Bundle, is_bundle
+from gpulib.evidence.bundle import DIGEST, MANIFEST, Bundle, is_bundle
 from gpulib.evidence.record_summary import JOINED_BY_HOST, FileSummary, count_years, summary_of
 from gpulib.evidence.thresholds import Thresholds
 from gpulib.logs import get_logger
@@ -144,9 +144,12 @@ def _walk(root: Path, problems: list[Problem], notes: list[Problem], digests: Th
     out: list[tuple[Path, dict]] = []
     if root.is_file():
         return [(root, {})]
-    bundle_info: dict[Path, dict] = {}
+    #: folder (as os.walk spells it) -> the facts of the nearest bundle at or above it, handed down
+    #: the top-down walk (not looked up among each folder's parents: 9,000 folders at 1,024 nodes)
+    inherited: dict[str, dict] = {}
     for dirpath, dirnames, filenames in os.walk(root, onerror=_unlistable(problems)):
         here = Path(dirpath)
+        info = inherited.pop(dirpath, {})
         if digests and DIGEST in filenames and (loaded := digest.load(here, tz, digests)) is not None:
             loaded.files = [InputFile(display=_display(fields["path"], base or root), root=base or root,
                                       digest_folder=here, **fields) for fields in loaded.files]
@@ -157,17 +160,19 @@ def _walk(root: Path, problems: list[Problem], notes: list[Problem], digests: Th
             notes.append(Problem(str(here / name), "hidden folder skipped (a '.partial' folder is an unfinished or "
                                                    "duplicate capture); name it explicitly to read it"))
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        if is_bundle(here):
+        bundle = MANIFEST in filenames and is_bundle(here)  # a listed name first: no stat per folder
+        if bundle:
             try:
                 b = Bundle.open(here)
-                bundle_info[here] = {"host": b.host, "timezone": b.timezone, "boot_time": b.boot_time, "root": here,
-                                     "captured_at": b.manifest.get("captured_at"),
-                                     "collectors": {rel: c for c in b.collectors for rel in c.files}}
+                info = {"host": b.host, "timezone": b.timezone, "boot_time": b.boot_time, "root": here,
+                        "captured_at": b.manifest.get("captured_at"),
+                        "collectors": {rel: c for c in b.collectors for rel in c.files}}
             except Exception as exc:  # noqa: BLE001 - a broken manifest: still read the raw files
-                bundle_info[here] = {"problem": str(exc), "root": here}
-        info = next((bundle_info[p] for p in [here, *here.parents] if p in bundle_info), {})
+                info = {"problem": str(exc), "root": here}
+        for name in dirnames:
+            inherited[os.path.join(dirpath, name)] = info
         for name in sorted(filenames):
-            if name == "manifest.json" and here in bundle_info:
+            if name == MANIFEST and bundle:
                 continue
             if name == DIGEST and digest.is_digest(here / name):  # derived from the files, not evidence
                 continue
