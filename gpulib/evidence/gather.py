@@ -534,7 +534,7 @@ def _reduce_series(f: InputFile) -> None:
 def _place_in_bundle(f: InputFile, info: dict) -> None:
     """What the bundle says about one of its files: its path inside the bundle, the collector that
     wrote it, and its host - except for copied logs, which may come from any node of the job."""
-    f.bundle_path = f.path.relative_to(info["root"]).as_posix()
+    f.bundle_path = "/".join(f.path.parts[len(info["root"].parts):])  # the walk found it below the bundle's root
     record = info.get("collectors", {}).get(f.bundle_path)
     if record is not None:
         f.collector = {"name": record.name, "status": record.status, "reason": record.reason}
