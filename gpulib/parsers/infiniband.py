@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from gpulib.parsers import units
 from gpulib.parsers.base import ParseResult, Problem
@@ -79,25 +80,61 @@ def _lid(value: str) -> int | None:
         return None
 
 
-def _apply(port: IbPort, key: str, value: str, problems: list[Problem], source: str, number: int) -> None:
+@lru_cache(maxsize=8192)
+def _reading(key: str, value: str) -> tuple[str | None, object, str | None]:
+    """(IbPort field or None, its value, why the value is unreadable or None) of one ``key: value``
+    line of a port block. Pure, so remembered: every node's ibstat repeats the same few lines."""
     key = key.strip().lower().replace("_", " ")
     if key == "state":
-        port.state = _state(value)
-    elif key in ("physical state", "phys state"):
-        port.physical_state = _state(value)
-    elif key == "rate":
+        return "state", _state(value), None
+    if key in ("physical state", "phys state"):
+        return "physical_state", _state(value), None
+    if key == "rate":
         try:
-            port.rate_gbps = units.number(value.split("(")[0].replace("Gb/sec", ""))
+            return "rate_gbps", units.number(value.split("(")[0].replace("Gb/sec", "")), None
         except ValueError as exc:
-            problems.append(Problem(source, f"{port.ca} port {port.port} rate: {exc}", number))
-    elif key == "base lid":
-        port.base_lid = _lid(value)
-    elif key == "sm lid":
-        port.sm_lid = _lid(value)
-    elif key == "link layer":
-        port.link_layer = units.text_value(value)
-    elif key == "port guid":
-        port.port_guid = units.text_value(value)
+            return "rate_gbps", None, str(exc)
+    if key in ("base lid", "sm lid"):
+        return key.replace(" ", "_"), _lid(value), None
+    if key == "link layer":
+        return "link_layer", units.text_value(value), None
+    if key == "port guid":
+        return "port_guid", units.text_value(value), None
+    return None, None, None
+
+
+def _apply(port: IbPort, key: str, value: str, problems: list[Problem], source: str, number: int) -> None:
+    field, reading, unreadable = _reading(key, value)
+    if unreadable is not None:
+        problems.append(Problem(source, f"{port.ca} port {port.port} rate: {unreadable}", number))
+    elif field is not None:
+        setattr(port, field, reading)
+
+
+#: What a line is, as :func:`_line` reads it; remembered per line (every node's ibstat repeats the
+#: same lines), bounded by clearing.
+_LINES: dict[str, tuple] = {}
+_MAX_LINES = 50_000
+
+
+def _line(raw: str) -> tuple:
+    """``("blank",)``, ``("ca", name)``, ``("head", ca, port)`` (ibstatus), ``("port", number)``,
+    ``("panic", text, device or None)``, ``("kv", key, value)`` or ``("other",)``."""
+    line = raw.expandtabs(8).rstrip()
+    if not line.strip():
+        return ("blank",)
+    if m := _CA.match(line):
+        return ("ca", m["ca"])
+    if m := _IBSTATUS_HEAD.match(line):
+        return ("head", m["ca"], int(m["port"]))
+    if m := _PORT.match(line):
+        return ("port", int(m["port"]))
+    if line.startswith("ibpanic:"):
+        device = _PANIC_DEVICE.search(line)
+        return ("panic", line.strip(), device["ca"] if device else None)
+    if m := _KV.match(line):
+        return ("kv", m["key"], m["value"])
+    return ("other",)
 
 
 def parse(text: str, source: str = "<text>") -> ParseResult[IbPort]:
@@ -105,32 +142,36 @@ def parse(text: str, source: str = "<text>") -> ParseResult[IbPort]:
     result: ParseResult[IbPort] = ParseResult(KIND)
     ca: dict[str, str | None] = {}
     port: IbPort | None = None
+    if len(_LINES) > _MAX_LINES:
+        _LINES.clear()
     for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.expandtabs(8).rstrip()
-        if not line.strip():
-            continue
-        if m := _CA.match(line):
-            ca, port = {"name": m["ca"]}, None
-        elif m := _IBSTATUS_HEAD.match(line):
-            port = IbPort(ca=m["ca"], port=int(m["port"]), line=number)
-            result.records.append(port)
-        elif m := _PORT.match(line):
-            if not ca:
-                continue
-            port = IbPort(ca=ca["name"], port=int(m["port"]), ca_type=ca.get("ca type"),
-                          firmware=ca.get("firmware version"), line=number)
-            result.records.append(port)
-        elif line.startswith("ibpanic:"):
-            result.problems.append(Problem(source, f"ibstat failed part-way: {line.strip()}", number))
-            if m := _PANIC_DEVICE.search(line):
-                result.records.append(IbPort(ca=m["ca"], port=None, error=line.strip(), line=number))
-        elif m := _KV.match(line):
+        said = _LINES.get(raw)
+        if said is None:
+            said = _LINES[raw] = _line(raw)
+        what = said[0]
+        if what == "kv":
+            _what, key, value = said
             if port is not None:
-                _apply(port, m["key"], m["value"], result.problems, source, number)
-                if m["key"].strip().lower() == "state" and "active" not in m["value"].lower():
+                _apply(port, key, value, result.problems, source, number)
+                if key.strip().lower() == "state" and "active" not in value.lower():
                     port.line = number  # a port that is not up: the line that says so is the one quoted
             elif ca:
-                ca[m["key"].strip().lower()] = m["value"].strip()
+                ca[key.strip().lower()] = value.strip()
+        elif what == "ca":
+            ca, port = {"name": said[1]}, None
+        elif what == "head":
+            port = IbPort(ca=said[1], port=said[2], line=number)
+            result.records.append(port)
+        elif what == "port":
+            if not ca:
+                continue
+            port = IbPort(ca=ca["name"], port=said[1], ca_type=ca.get("ca type"),
+                          firmware=ca.get("firmware version"), line=number)
+            result.records.append(port)
+        elif what == "panic":
+            result.problems.append(Problem(source, f"ibstat failed part-way: {said[1]}", number))
+            if said[2] is not None:
+                result.records.append(IbPort(ca=said[2], port=None, error=said[1], line=number))
     if not result.records and not result.problems:
         why = "empty file" if not text.strip() else "not ibstat/ibstatus output (no CA '...' or 'Infiniband device' blocks)"
         result.problems.append(Problem(source, why))

@@ -330,11 +330,14 @@ class _Scanner:
         self.human_pos = upto
 
     def _count_recognised(self, text: str) -> None:
+        """Whether one of the first 200 lines carries a kernel clock (only that is asked of
+        :attr:`recognised`: the first such line ends the search, not 200 prefixes a file)."""
         if self.recognised:
             return
         for raw in text[:65536].splitlines()[:200]:
             if raw.strip() and split_prefix(raw).clock != "none":
-                self.recognised += 1
+                self.recognised = 1
+                return
 
     def _lines_after(self, text: str, end: int, count: int) -> list[tuple[int, str]]:
         """Up to ``count`` following lines as (end offset, line)."""

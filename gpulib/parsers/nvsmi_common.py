@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from functools import lru_cache
 
 from gpulib.identity import normalize_pci
@@ -109,12 +110,14 @@ _COUNTER_ALIASES = {
     "hw_power_brake": "hw_power_brake_slowdown", "sw_therm_slowdown": "sw_thermal_slowdown",
     "hw_therm_slowdown": "hw_thermal_slowdown",
 }
-_LOST = re.compile(r"gpu is lost|unable to determine the device handle|gpu requires reset", re.I)
+_LOST_WORDS = ("gpu is lost", "unable to determine the device handle", "gpu requires reset")
+_LOST = re.compile("|".join(_LOST_WORDS), re.I)
 
 
 #: How -q/-x print a reading the driver asked for and got no answer to (not N/A: no such sensor).
 _UNANSWERED = re.compile(r"\[?(?:Unknown Error|ERR!)\]?", re.I)
 #: What any such reading holds: searched once over all of a GPU's values before each is tested.
+_UNANSWERED_WORDS = ("unknown error", "err!")
 _UNANSWERED_HINT = re.compile(r"Unknown Error|ERR!", re.I)
 
 
@@ -125,25 +128,28 @@ class _Reader:
         self.fields, self.source, self.who, self.problems = fields, source, who, problems
 
     def get(self, convert: Callable, paths: Iterable[str]):
-        for path in paths:
-            if path in self.fields:
-                value, line = self.fields[path]
-                key = (convert, value)
-                got = _CONVERTED.get(key, _UNSEEN)
-                if got is _UNSEEN:
-                    try:
-                        got = convert(value)
-                    except ValueError as exc:
-                        got = _Refused(str(exc))
-                    if convert in _PURE:
-                        if len(_CONVERTED) >= _MAX_CONVERTED:
-                            _CONVERTED.clear()
-                        _CONVERTED[key] = got
-                if type(got) is _Refused:
-                    self.problems.append(Problem(self.source, f"{self.who}: {path}: {got.why}", line))
-                    return None
-                return got
-        return None
+        """The first of ``paths`` the GPU has, converted (None: none of them, or refused)."""
+        path = next((p for p in paths if p in self.fields), None)
+        return None if path is None else self.at(convert, path)
+
+    def at(self, convert: Callable, path: str):
+        """The field at ``path`` (which the GPU has), converted; None and a problem if refused."""
+        value, line = self.fields[path]
+        key = (convert, value)
+        got = _CONVERTED.get(key, _UNSEEN)
+        if got is _UNSEEN:
+            try:
+                got = convert(value)
+            except ValueError as exc:
+                got = _Refused(str(exc))
+            if convert in _PURE:
+                if len(_CONVERTED) >= _MAX_CONVERTED:
+                    _CONVERTED.clear()
+                _CONVERTED[key] = got
+        if type(got) is _Refused:
+            self.problems.append(Problem(self.source, f"{self.who}: {path}: {got.why}", line))
+            return None
+        return got
 
 
 class _Refused:
@@ -162,24 +168,30 @@ _MAX_CONVERTED = 50_000
 _UNSEEN = object()
 
 
-def _ecc(read: _Reader, scope: str, kind: str) -> int | None:
-    """ECC count for ``scope`` (volatile/aggregate), ``kind`` 'sbe' (corrected) or 'dbe'.
+def _ecc_paths(have: set[str], scope: str, kind: str) -> tuple[str | None, tuple[str, ...]]:
+    """Where a GPU's ECC count for ``scope`` (volatile/aggregate), ``kind`` 'sbe' (corrected) or
+    'dbe' is: (the old schema's total, or None; the new schema's parts present).
 
     Old schema: ``single_bit/total``. New schema (Ampere+ drivers): sum of DRAM and SRAM counts.
     """
     base = f"ecc_errors/{scope}"
-    total = read.get(units.integer, (f"{base}/{'single_bit' if kind == 'sbe' else 'double_bit'}/total",))
-    if total is not None:
-        return total
+    total = f"{base}/{'single_bit' if kind == 'sbe' else 'double_bit'}/total"
     if kind == "sbe":
         parts = [f"{base}/dram_correctable", f"{base}/sram_correctable"]
     else:
         sram = (f"{base}/sram_uncorrectable",)
-        if f"{base}/sram_uncorrectable" not in read.fields:
+        if f"{base}/sram_uncorrectable" not in have:
             sram = (f"{base}/sram_uncorrectable_parity", f"{base}/sram_uncorrectable_secded")
         parts = [f"{base}/dram_uncorrectable", *sram]
-    values = [read.get(units.integer, (p,)) for p in parts]
-    known = [v for v in values if v is not None]
+    return (total if total in have else None), tuple(p for p in parts if p in have)
+
+
+def _ecc(read: _Reader, total: str | None, parts: tuple[str, ...]) -> int | None:
+    """The old schema's total when it has a value, else the sum of the parts that have one."""
+    count = read.at(units.integer, total) if total is not None else None
+    if count is not None:
+        return count
+    known = [v for v in (read.at(units.integer, p) for p in parts) if v is not None]
     return sum(known) if known else None
 
 
@@ -192,32 +204,76 @@ def _clock_path(path: str) -> tuple[str, str] | None:
     return (section, rest.rsplit("/", 1)[-1]) if rest else None
 
 
-def _throttle(read: _Reader, state: GpuState) -> None:
-    for path, (value, line) in read.fields.items():
-        where = _clock_path(path)
-        if where is None:
-            continue
-        section, leaf = where
+def _throttle(read: _Reader, state: GpuState, clock_paths: tuple[tuple[str, str, str], ...]) -> None:
+    """The active reasons and the reason counters of the GPU's clocks event/throttle sections."""
+    for path, section, leaf in clock_paths:
         if section in _REASON_SECTIONS:
             reason = canonical_reason(leaf)
             if reason is None and leaf.endswith("unknown"):
                 continue  # old drivers list an "Unknown" reason: it names no cause
             if reason is None:
-                read.problems.append(Problem(read.source, f"{read.who}: unknown clocks event reason {path!r}", line))
+                read.problems.append(Problem(read.source, f"{read.who}: unknown clocks event reason {path!r}",
+                                            read.fields[path][1]))
                 continue
-            try:
-                active = units.yes_no(value)
-            except ValueError as exc:
-                read.problems.append(Problem(read.source, f"{read.who}: {path}: {exc}", line))
-                continue
+            active = read.at(units.yes_no, path)  # None and a problem when refused
             if active and reason not in state.throttle_reasons:
                 state.throttle_reasons.append(reason)
         elif section in _COUNTER_SECTIONS:
             leaf = leaf.replace("clocks_event_reasons_counters_", "")
             reason = _COUNTER_ALIASES.get(leaf) or canonical_reason(leaf)
-            count = read.get(units.integer, (path,))
+            count = read.at(units.integer, path)
             if reason and count is not None:
                 state.throttle_counters_us[reason] = count
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where one layout of a GPU's field map (its paths, in order) holds what a :class:`GpuState`
+    reads: decided once per layout, not per GPU. The GPUs of a driver print the same paths, so the
+    8,192 GPU blocks of a 1,024-node incident share a few layouts, and each GPU's fields are then
+    read straight from their paths instead of trying every spelling of each of ~40 fields."""
+
+    fields: tuple[tuple[str, Callable, str | None], ...]  # (GpuState field, converter, its path or None)
+    retired_pending: tuple[str, ...]  # the spellings of "a page waits for retirement" present
+    clock_paths: tuple[tuple[str, str, str], ...]  # (path, section, leaf) inside a clocks reasons section
+    ecc: tuple[tuple[str, str | None, tuple[str, ...]], ...]  # (GpuState field, total path, part paths)
+
+    @classmethod
+    def of(cls, paths: tuple[str, ...]) -> _Layout:
+        have = set(paths)
+        return cls(
+            fields=tuple((name, convert, next((p for p in candidates if p in have), None))
+                         for name, (convert, candidates) in FIELDS.items()),
+            retired_pending=tuple(p for p in _RETIRED_PENDING if p in have),
+            clock_paths=tuple((p, *where) for p in paths if (where := _clock_path(p)) is not None),
+            ecc=tuple((f"ecc_{scope}_{kind}", *_ecc_paths(have, scope, kind))
+                      for scope in ("volatile", "aggregate") for kind in ("sbe", "dbe")))
+
+
+#: Field-map layout (its paths in order) -> :class:`_Layout`; bounded (a file of hand-edited blocks
+#: could make each GPU's layout new).
+_LAYOUTS: dict[tuple[str, ...], _Layout] = {}
+_MAX_LAYOUTS = 512
+
+
+def _layout(fields: FieldMap) -> _Layout:
+    paths = tuple(fields)
+    got = _LAYOUTS.get(paths)
+    if got is None:
+        if len(_LAYOUTS) >= _MAX_LAYOUTS:
+            _LAYOUTS.clear()
+        got = _LAYOUTS[paths] = _Layout.of(paths)
+    return got
+
+
+def _holds(values: str, pattern: re.Pattern, words: tuple[str, ...]) -> bool:
+    """Whether ``pattern`` (case-insensitive alternatives of ``words``) is found in ``values``.
+    ASCII text is tested with ``in`` on its lower case, the same answer at C speed; other text
+    runs the pattern (Unicode case folding matches more than ``str.lower``)."""
+    if values.isascii():
+        low = values.lower()
+        return any(word in low for word in words)
+    return pattern.search(values) is not None
 
 
 def state_from_fields(
@@ -237,25 +293,23 @@ def state_from_fields(
     """
     who = f"GPU {header_pci or index}"
     read = _Reader(fields, source, who, problems)
+    layout = _layout(fields)
     state = GpuState(index=index, source=source, line=line, **header)
     values = "\n".join(value for value, _line in fields.values())
-    unanswered = _UNANSWERED_HINT.search(values) is not None  # else no field needs the check below
-    for name, (convert, paths) in FIELDS.items():
-        setattr(state, name, read.get(convert, paths))
-        if unanswered:
-            raw = next((fields[p][0] for p in paths if p in fields), "")
-            if _UNANSWERED.fullmatch(raw.strip()):
-                state.unreadable.append(name)
+    unanswered = _holds(values, _UNANSWERED_HINT, _UNANSWERED_WORDS)  # else no field needs the check below
+    for name, convert, path in layout.fields:
+        setattr(state, name, None if path is None else read.at(convert, path))
+        if unanswered and _UNANSWERED.fullmatch((fields[path][0] if path is not None else "").strip()):
+            state.unreadable.append(name)
     pci_text = read.get(units.text_value, ("pci/bus_id", "pci/pci_bus_id")) or header_pci
     state.pci_bus_id = normalize_pci(pci_text)
-    pending = [read.get(units.yes_no, (p,)) for p in _RETIRED_PENDING if p in fields]
+    pending = [read.at(units.yes_no, p) for p in layout.retired_pending]
     known = [p for p in pending if p is not None]
     state.retired_pages_pending = any(known) if known else None
-    for scope in ("volatile", "aggregate"):
-        for kind in ("sbe", "dbe"):
-            setattr(state, f"ecc_{scope}_{kind}", _ecc(read, scope, kind))
-    _throttle(read, state)
-    if _LOST.search(values):
+    for name, total, parts in layout.ecc:
+        setattr(state, name, _ecc(read, total, parts))
+    _throttle(read, state, layout.clock_paths)
+    if _holds(values, _LOST, _LOST_WORDS):
         path, (value, _line) = next((p, v) for p, v in fields.items() if _LOST.search(v[0]))
         state.lost = True
         state.lost_reason = f"{path}: {value.strip()}"

@@ -116,10 +116,16 @@ def _unsupported(columns) -> str | None:
     return next((why for column, why in _OTHER_QUERIES.items() if column in columns), None)
 
 
+def _date_line(line: str) -> bool:
+    """``Sun Jul 19 04:19:07 CEST 2026``: what ``date; nvidia-smi --query-gpu=...`` prints first."""
+    return "," not in line and stamp_in(line, year=None, tz=None) is not None
+
+
 def looks_like(head: str) -> bool:
-    # the command or a comment above the table (a prolog's ``# written by ...``) is not its header
-    lines = [line for line in head.splitlines() if line.strip()]
-    first = next((line.strip() for line in lines if not _command_echo([line])), "")
+    # the command, a comment (a prolog's ``# written by ...``) or the answer of ``date;`` above the
+    # table is not its header (parse() reads the same lines above it)
+    lines = [line.strip() for line in head.splitlines() if line.strip()]
+    first = next((line for line in lines if not _command_echo([line]) and not _date_line(line)), "")
     if first.startswith("#") or "," not in first:
         return False
     columns = {_column(c) for c in first.split(",")}
@@ -131,39 +137,21 @@ def looks_like(head: str) -> bool:
 #: Distinct cells remembered per converter: readings repeat (a few temperatures, clocks, masks, the
 #: same PCI ids), so a long monitoring log converts each spelling once.
 _MEMO_CELLS = 4096
-_MISSING = object()
 #: converter -> {cell: value}, shared by every file of the process: the converters are pure, and
 #: the 1,024 monitoring logs of a fleet spell their readings alike (``1980 MHz``, ``Not Active``),
 #: so a per-file memo converted the same ~75 spellings again in each file.
 _MEMOS: dict[Callable[[str], object], dict] = {}
+#: Record field -> column: the columns :func:`parse` builds besides the table's fields.
+_LINE, _REASONS, _TIME, _TIME_NOTE = "line", "throttle_reasons", "time", "time_note"
 
 
-@dataclass
-class _Reader:
-    """How one column's cells become a record field, decided once from the header."""
+class _Refused:
+    """A cell its converter refused, and why (one per distinct cell; a problem per row holding it)."""
 
-    column: str
-    field: str | None  # record field; "time" for the timestamp, None for a single-reason column
-    convert: Callable[[str], object]
-    reason: str | None = None  # ``clocks_event_reasons.<reason>`` columns: the canonical reason
-    memo_cells: int = _MEMO_CELLS  # 0: every cell differs (timestamps)
-    memo: dict = dataclasses.field(default_factory=dict)
+    __slots__ = ("why",)
 
-    def __post_init__(self) -> None:
-        if self.memo_cells:
-            self.memo = _MEMOS.setdefault(self.convert, {})
-
-    def read(self, cell: str, number: int, source: str, problems: list[Problem]):
-        value = self.memo.get(cell, _MISSING)
-        if value is _MISSING:
-            try:
-                value = self.convert(cell)
-            except ValueError as exc:
-                problems.append(Problem(source, f"column {self.column!r}: {exc}", number))
-                return None
-            if len(self.memo) < self.memo_cells:
-                self.memo[cell] = value
-        return value
+    def __init__(self, why: str):
+        self.why = why
 
 
 class _Stamps:
@@ -193,65 +181,125 @@ class _Stamps:
         return (iso[:-1] + ms + "Z" if iso.endswith("Z") else iso + ms), note
 
 
-def _readers(columns: list[str], table: dict, tz: str | None) -> list[_Reader | None]:
-    """One reader per header column (None: a column gpulib does not read)."""
-    out: list[_Reader | None] = []
-    for column in columns:
-        if column == "timestamp":
-            out.append(_Reader(column, "time", _Stamps(tz), memo_cells=0))
-        elif column in ("pci.bus_id", "gpu_bus_id"):
-            out.append(_Reader(column, "pci_bus_id", normalize_pci))
-        elif column.startswith(("clocks_event_reasons.", "clocks_throttle_reasons.")) and column not in table:
-            reason = canonical_reason(column.split(".", 1)[1])
-            out.append(_Reader(column, None, _FLAG, reason) if reason else None)
-        elif column in table:
-            name, convert = table[column]
-            out.append(_Reader(column, name, convert))
-        else:
-            out.append(None)
+@dataclass
+class _Column:
+    """How one header column's cells become a record field, decided once from the header."""
+
+    position: int  # in the header
+    name: str  # as the header says it (unit stripped, lower case): named in problems
+    field: str | None  # record field; :data:`_TIME` for the timestamp, None for a single-reason column
+    convert: Callable[[str], object]
+    reason: str | None = None  # ``clocks_event_reasons.<reason>`` columns: the canonical reason
+    memo: dict | None = None  # shared by every file (:data:`_MEMOS`); None: every cell differs (timestamps)
+
+
+def _columns(names: list[str], table: dict, tz: str | None) -> list[_Column]:
+    """The header columns gpulib reads, in header order (the others are never looked at)."""
+    out: list[_Column] = []
+    for i, name in enumerate(names):
+        if name == "timestamp":
+            out.append(_Column(i, name, _TIME, _Stamps(tz)))
+        elif name in ("pci.bus_id", "gpu_bus_id"):
+            out.append(_Column(i, name, "pci_bus_id", normalize_pci, memo=_MEMOS.setdefault(normalize_pci, {})))
+        elif name.startswith(("clocks_event_reasons.", "clocks_throttle_reasons.")) and name not in table:
+            reason = canonical_reason(name.split(".", 1)[1])
+            if reason:
+                out.append(_Column(i, name, None, _FLAG, reason, _MEMOS.setdefault(_FLAG, {})))
+        elif name in table:
+            field, convert = table[name]
+            out.append(_Column(i, name, field, convert, memo=_MEMOS.setdefault(convert, {})))
     return out
 
 
-def _plan(readers: list[_Reader | None]) -> list[tuple[int, _Reader, str, dict]]:
-    """(column, reader, role, memo) of the columns read, role ``reason`` / ``time`` / ``field``:
-    decided once per file, not looked up on each of its cells (~2 million at 1,024 nodes)."""
-    return [(i, r, "reason" if r.reason else "time" if r.field == "time" else "field", r.memo)
-            for i, r in enumerate(readers) if r is not None]
-
-
-def _row_values(plan, row, number, source, problems) -> dict:
-    values: dict = {"line": number}
-    reasons: list[str] = []
-    cells = len(row)
-    for i, reader, role, memo in plan:
-        if i >= cells:
-            break  # a cut row keeps the cells it has
-        cell = row[i]
-        if role == "reason":
-            value = memo.get(cell, _MISSING)  # the memo inline
-            if value is _MISSING:
-                value = reader.read(cell, number, source, problems)
-            if value:
-                reasons.append(reader.reason)
-        elif role == "time":
-            values["time"], values["time_note"] = reader.read(cell, number, source, problems) or (None, None)
-        elif values.get(reader.field) is None:
-            value = memo.get(cell, _MISSING)
-            values[reader.field] = reader.read(cell, number, source, problems) if value is _MISSING else value
-    mask = values.get("throttle_bitmask")
-    values["throttle_reasons"] = decode_throttle_bitmask(mask) if mask is not None else reasons
+def _convert(column: _Column, cells: list[str | None], numbers: list[int], source: str,
+             problems: list[tuple[int, int, Problem]]) -> list:
+    """``cells`` (None: a cut row's missing cell, or a cell not to read) -> values. Each distinct
+    spelling is converted once; a refused cell is None and a problem on every row that holds it,
+    keyed (row, column) so that problems keep the order a row-by-row reading gives them."""
+    lookup: dict = {None: None}
+    shared = column.memo
+    refused = False
+    for cell in dict.fromkeys(cells):
+        if cell in lookup:
+            continue
+        value = shared.get(cell, _Refused) if shared is not None else _Refused
+        if value is _Refused:
+            try:
+                value = column.convert(cell)
+            except ValueError as exc:
+                value, refused = _Refused(str(exc)), True
+            else:
+                if shared is not None and len(shared) < _MEMO_CELLS:
+                    shared[cell] = value
+        lookup[cell] = value
+    values = list(map(lookup.__getitem__, cells))
+    if refused:
+        for row, value in enumerate(values):
+            if type(value) is _Refused:
+                problems.append((row, column.position,
+                                 Problem(source, f"column {column.name!r}: {value.why}", numbers[row])))
+                values[row] = None
     return values
 
 
-def _repeats(rows: list[dict]) -> bool:
+def _cells(rows: list[list[str]], position: int, whole: list[tuple[str, ...]]) -> list[str | None]:
+    """One column of ``rows``; None where a cut row ends before it. ``whole``: the columns every
+    row has, transposed at once (the common case: no row is cut)."""
+    if position < len(whole):
+        return list(whole[position])
+    return [row[position] if position < len(row) else None for row in rows]
+
+
+def _field_columns(columns: list[_Column], rows: list[list[str]], numbers: list[int], source: str,
+                   problems: list[tuple[int, int, Problem]]) -> dict[str, list]:
+    """Record field -> its value on each row, read a column at a time. Where two header columns
+    name one field (``clocks.sm`` and ``clocks.current.sm``), the first with a value wins and the
+    later one is read only on the rows still without one."""
+    out: dict[str, list] = {}
+    reasons: list[tuple[str, list]] = []
+    narrowest = min(map(len, rows), default=0)
+    whole = list(zip(*(row[:narrowest] for row in rows), strict=True)) if narrowest else []
+    for column in columns:
+        cells = _cells(rows, column.position, whole)
+        if column.field is None:
+            reasons.append((column.reason, _convert(column, cells, numbers, source, problems)))
+        elif column.field == _TIME:
+            stamps = [v or (None, None) for v in _convert(column, cells, numbers, source, problems)]
+            out[_TIME], out[_TIME_NOTE] = [s[0] for s in stamps], [s[1] for s in stamps]
+        elif column.field not in out:
+            out[column.field] = _convert(column, cells, numbers, source, problems)
+        else:
+            earlier = out[column.field]
+            later = _convert(column, [c if v is None else None for c, v in zip(cells, earlier, strict=True)], numbers, source,
+                             problems)
+            out[column.field] = [v if v is not None else w for v, w in zip(earlier, later, strict=True)]
+    out[_REASONS] = _reasons(out.get("throttle_bitmask"), reasons, len(rows))
+    out[_LINE] = numbers
+    return out
+
+
+def _reasons(masks: list | None, columns: list[tuple[str, list]], count: int) -> list[list[str]]:
+    """Each row's active reasons: its ``clocks_event_reasons.active`` mask decoded (each mask
+    once), else the single-reason columns that say Active."""
+    decoded: dict[int, list[str]] = {}
+    out = []
+    for row in range(count):
+        mask = masks[row] if masks is not None else None
+        if mask is None:
+            out.append([reason for reason, active in columns if active[row]])
+            continue
+        names = decoded.get(mask)
+        if names is None:
+            names = decoded[mask] = decode_throttle_bitmask(mask)
+        out.append(list(names))  # each record owns its list
+    return out
+
+
+def _repeats(values: dict[str, list], count: int) -> bool:
     """Some GPU (index, PCI id, UUID) has more than one row: a time series, not a snapshot."""
-    seen: set[tuple] = set()
-    for v in rows:
-        key = (v.get("index"), v.get("pci_bus_id"), v.get("uuid"))
-        if key in seen:
-            return True
-        seen.add(key)
-    return False
+    none = [None] * count
+    keys = zip(values.get("index", none), values.get("pci_bus_id", none), values.get("uuid", none), strict=True)
+    return len(set(keys)) < count
 
 
 def _command_echo(row: list[str]) -> bool:
@@ -261,8 +309,50 @@ def _command_echo(row: list[str]) -> bool:
     return first.startswith(("$ ", "# ", "+ ")) or "nvidia-smi " in first
 
 
+def _body(rows: list[tuple[int, list[str]]], columns: list[str]) -> list[tuple[int, list[str]]]:
+    """The data rows: the header printed again (several runs appended to one file) is dropped.
+    Only a row whose first cell names the first column is compared whole, and the distinct first
+    cells are tested once (a timestamp on every row of a monitoring log)."""
+    heads = {c for c in {row[0] for _n, row in rows} if _column(c) == columns[0]}
+    if not heads:
+        return rows
+    return [(n, row) for n, row in rows if row[0] not in heads or [_column(c) for c in row] != columns]
+
+
+def _records(result: ParseResult, values: dict[str, list], count: int, is_apps: bool, series: bool,
+             source: str, seen: tuple = (None, None)) -> None:
+    """The rows as records: GpuProcess (compute apps), GpuSample (a series) or GpuState (a snapshot).
+    ``seen``: when and on which host a snapshot was taken, read above its header (``date``, a prompt)
+    for rows that print neither."""
+    none = [None] * count
+    if is_apps:
+        names = ("pid", "name", "used_mib", "uuid", "pci_bus_id")
+        rows = zip(*(values.get(n, none) for n in names), strict=True)
+        result.records = [GpuProcess(**dict(zip(names, row, strict=True))) for row in rows]
+    elif series:
+        values["time_utc"] = values.pop(_TIME, none)
+        result.records = list(map(GpuSample, *(values.get(n, none) for n in _SAMPLE_ORDER)))
+    else:
+        captured, host = seen
+        values["captured_at"] = [t or captured for t in values.pop(_TIME, none)]
+        if host:
+            values["host"] = [h or host for h in values.get("host", none)]
+        names = [n for n in values if n in _STATE_FIELDS]
+        rows = zip(*(values[n] for n in names), strict=True)
+        result.records = [GpuState(source=source, **dict(zip(names, row, strict=True))) for row in rows]
+
+
+#: GpuSample's fields in the order its constructor takes them (records are built from columns).
+_SAMPLE_ORDER = [f.name for f in dataclasses.fields(GpuSample)]
+
+
 def parse(text: str, source: str = "<text>", *, tz: str | None = None) -> ParseResult:
-    """Parse nvidia-smi CSV into GpuSample (time series), GpuState (snapshot) or GpuProcess rows."""
+    """Parse nvidia-smi CSV into GpuSample (time series), GpuState (snapshot) or GpuProcess rows.
+
+    Read a column at a time (the ~2 million cells of a 1,024-node incident's monitoring logs):
+    the C ``csv`` reader splits the rows, each read column is converted one distinct spelling at
+    a time, and the records are built from the columns; columns no rule reads are never touched.
+    """
     result: ParseResult = ParseResult(KIND)
     if "\x00" in text:
         result.problems.append(Problem(source, "binary data, not an nvidia-smi CSV"))
@@ -283,41 +373,27 @@ def parse(text: str, source: str = "<text>", *, tz: str | None = None) -> ParseR
         result.problems.append(Problem(source, "empty file: no nvidia-smi CSV"))
         return result
     header_number, header = rows[0]
-    columns = [_column(c) for c in header]
-    is_apps = "pid" in columns
+    names = [_column(c) for c in header]
+    is_apps = "pid" in names
     table = _PROCESS_COLUMNS if is_apps else COLUMNS
-    if _unsupported(columns):
-        result.problems.append(Problem(source, f"not parsed: {_unsupported(columns)}", header_number))
+    if _unsupported(names):
+        result.problems.append(Problem(source, f"not parsed: {_unsupported(names)}", header_number))
         return result
-    if not set(columns) & (set(table) | {"pci.bus_id"}):
+    if not set(names) & (set(table) | {"pci.bus_id"}):
         result.problems.append(Problem(source, f"not an nvidia-smi --query CSV (header: {','.join(header)[:80]!r})",
                                        header_number))
         return result
-    parsed = []
-    plan = _plan(_readers(columns, table, tz))
-    for number, row in rows[1:]:
-        if PROMPT.match(row[0]):
-            break  # the next command of a pasted session: the table ended
-        if _column(row[0]) == columns[0] and [_column(c) for c in row] == columns:
-            continue  # the header again (several runs appended to one file)
-        if len(row) != len(columns):
-            result.problems.append(Problem(source, f"row has {len(row)} cells, header has {len(columns)}", number))
-        parsed.append(_row_values(plan, row, number, source, result.problems))
-    if is_apps:
-        result.records = [GpuProcess(**{k: v for k, v in values.items() if k in ("pid", "name", "used_mib", "uuid",
-                                                                              "pci_bus_id")})
-                          for values in parsed]
-        return result
-    series = "timestamp" in columns and _repeats(parsed)
-    for values in parsed:
-        if series:
-            values["time_utc"] = values.pop("time", None)
-            fields = values if values.keys() <= _SAMPLE_FIELDS else {k: v for k, v in values.items() if k in _SAMPLE_FIELDS}
-            result.records.append(GpuSample(**fields))
-        else:
-            values["captured_at"] = values.pop("time", None) or captured
-            values["host"] = values.get("host") or host
-            result.records.append(GpuState(source=source, **{k: v for k, v in values.items() if k in _STATE_FIELDS}))
-    if not result.records:
+    end = next((i for i, (_n, row) in enumerate(rows) if "@" in row[0] and PROMPT.match(row[0])), len(rows))
+    body = _body(rows[1:end], names)  # up to the next command of a pasted session: the table ended there
+    numbers, cells = [n for n, _row in body], [row for _n, row in body]
+    problems: list[tuple[int, int, Problem]] = [
+        (i, -1, Problem(source, f"row has {len(row)} cells, header has {len(names)}", numbers[i]))
+        for i, row in enumerate(cells) if len(row) != len(names)]
+    values = _field_columns(_columns(names, table, tz), cells, numbers, source, problems)
+    problems.sort(key=lambda p: p[:2])
+    result.problems += [p for _row, _column_at, p in problems]
+    _records(result, values, len(cells), is_apps, not is_apps and "timestamp" in names and _repeats(values, len(cells)),
+             source, (captured, host))
+    if not result.records and not is_apps:
         result.problems.append(Problem(source, "header only: the query returned no rows"))
     return result

@@ -49,10 +49,10 @@ def looks_like(head: str) -> bool:
 _PATHS: dict[tuple[str, str], str] = {}
 _MAX_PATHS = 20_000
 #: A field line read in the sections open before it -> (the sections open after it, its path, its
-#: value or None). Most lines of a ``-q`` file are the same in every GPU block of every node (800
+#: value or None, whether it is a process's field). Most lines of a ``-q`` file are the same in every GPU block of every node (800
 #: lines a node, ~2 % of them distinct over 1,024 nodes), so each is taken apart once. The open
 #: sections (``((indent, path), ...)``) are numbered in :data:`_SECTIONS` (their position in it).
-_STEPS: dict[tuple[int, str], tuple[int, str, str | None]] = {}
+_STEPS: dict[tuple[int, str], tuple[int, str, str | None, bool]] = {}
 _SECTIONS: list[tuple[tuple[int, str], ...]] = [()]
 _SECTION_IDS: dict[tuple[tuple[int, str], ...], int] = {(): 0}
 _MAX_STEPS = 200_000
@@ -79,7 +79,7 @@ class _Block:
                 proc.used_mib = _safe(units.number, value)
 
 
-def _step(open_id: int, line: str) -> tuple[int, str, str | None]:
+def _step(open_id: int, line: str) -> tuple[int, str, str | None, bool]:
     """Read one field line (tabs expanded, trailing blanks removed) of a GPU block."""
     body = line.lstrip(" ")
     indent = len(line) - len(body)
@@ -99,7 +99,7 @@ def _step(open_id: int, line: str) -> tuple[int, str, str | None]:
     if after_id is None:
         after_id = _SECTION_IDS[after] = len(_SECTIONS)
         _SECTIONS.append(after)
-    return after_id, path, value.strip() if sep else None
+    return after_id, path, value.strip() if sep else None, path.startswith("processes/")
 
 
 def _safe(convert, value):
@@ -136,6 +136,7 @@ def parse(text: str, source: str = "<text>", *, tz: str | None = None) -> ParseR
     steps = _STEPS
     open_id = 0  # the sections open in the current GPU block (see _STEPS)
     fields: FieldMap = {}
+    headers: dict[tuple, dict] = {}  # the file header as said -> its fields (read once, not per GPU block)
     for number, raw in enumerate(text.splitlines(), 1):
         # the bulk: a field line of a GPU block, most of them seen before (a field line is never
         # blank, a banner or a block header, so a line found here is one)
@@ -150,18 +151,18 @@ def parse(text: str, source: str = "<text>", *, tz: str | None = None) -> ParseR
             if block is not None and line[0].isspace():
                 step = steps[open_id, raw] = _step(open_id, line)
         if step is not None:
-            open_id, path, value = step
+            open_id, path, value, of_process = step
             if value is not None:
                 if path not in fields:
                     fields[path] = (value, number)
-                if path.startswith("processes/"):
+                if of_process:
                     block.process_field(path, value)
             continue
         m = _GPU_HEADER.match(line) if line.startswith("GPU ") else None
         if m:
-            header = header_fields(raw_header.get("timestamp"),
-                                   raw_header.get("kmd_version") or raw_header.get("driver_version"),
-                                   raw_header.get("cuda_umd_version") or raw_header.get("cuda_version"), tz)
+            said = (raw_header.get("timestamp"), raw_header.get("kmd_version") or raw_header.get("driver_version"),
+                    raw_header.get("cuda_umd_version") or raw_header.get("cuda_version"))
+            header = headers.get(said) or headers.setdefault(said, header_fields(*said, tz))  # each block copies it
             block = _Block(m["pci"], number, index, header)
             blocks.append(block)
             open_id, fields = 0, block.fields

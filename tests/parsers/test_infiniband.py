@@ -80,3 +80,19 @@ def test_not_claimed_by_nvsmi_parsers(recorded):
     head = read_head(recorded / "infiniband/ibstat.47.0.some.down.0")
     assert not nvsmi_query.looks_like(head) and not nvsmi_table.looks_like(head)
     assert not infiniband.looks_like(read_head(recorded / "nvidia-smi/thamada/A40x10__nvidia-smi-q.txt"))
+
+
+def test_lines_read_once_still_depend_on_the_block_they_are_in():
+    """Each line is taken apart once per process (every node repeats them); what it sets depends on
+    where it is: a CA's ``State`` line before any port is the CA's, a port's is the port's, and an
+    unreadable rate is a problem in every file that has it."""
+    text = ("CA 'mlx5_0'\n\tCA type: MT4129\n\tFirmware version: 28.39.1002\n\tState: Down\n\tPort 1:\n"
+            "\t\tState: Down\n\t\tPhysical state: Polling\n\t\tRate: fast\n\t\tBase lid: 0x10\n"
+            "\t\tLink layer: InfiniBand\n")
+    for source in ("a", "b"):
+        result = infiniband.parse(text, source)
+        port = result.records[0]
+        assert (port.ca_type, port.firmware, port.state, port.physical_state) == ("MT4129", "28.39.1002", "Down",
+                                                                                  "Polling")
+        assert (port.rate_gbps, port.base_lid, port.line) == (None, 16, 6)  # the line that says it is down
+        assert [(p.source, p.line, "rate" in p.message) for p in result.problems] == [(source, 8, True)]
