@@ -29,6 +29,7 @@ from gpulib.diagnose.context import Context
 from gpulib.diagnose.rules import (
     boots,
     bootstrap,
+    cuda_stack,
     data_wait,
     fabric,
     gpu,
@@ -92,4 +93,5 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec("ray", "revisions", (), ray.run),
     RuleSpec("memory", "revisions", (), memory.run),
     RuleSpec("srun", "revisions", (), srun.run, signals=True),
+    RuleSpec("cuda_stack", "revisions", (), cuda_stack.run, signals=True),
 )
