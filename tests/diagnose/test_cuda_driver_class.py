@@ -114,3 +114,23 @@ def test_every_driver_wording_of_the_table_is_read_by_a_driver_signature():
 def test_unknown_error_is_a_lost_gpu_only_as_the_whole_error():
     assert cuda_error_of("unknown error").klass == "device_lost"
     assert cuda_error_of("kernel launch: unknown error in the plugin") is None
+
+
+def test_the_same_old_driver_on_two_nodes_names_the_node_that_failed(tmp_path):
+    log = "(venv) ml@node-q9:~/seg$ torchrun --nproc_per_node=2 train.py\n" + _traceback(
+        "CUDA driver version is insufficient for CUDA runtime version")
+    versions = ("(venv) ml@node-q8:~$ nvidia-smi | head -3\n" + _banner("470.199.02", "11.4")
+                + "(venv) ml@node-q9:~$ nvidia-smi | head -3\n" + _banner("470.199.02", "11.4")
+                + "(venv) ml@node-q9:~$ pip list | grep torch\ntorch                 2.1.2+cu121\n")
+    got = _diagnose(tmp_path, {"train.log": log, "versions.txt": versions})
+    assert _verdict(got) == ("soft", "driver_mismatch", "node-q9")
+    assert "supports CUDA up to 11.4" in next(f for f in got["findings"] if f["category"] == "driver_mismatch")["title"]
+
+
+def test_a_user_space_kernel_module_mismatch_makes_no_version_claim(tmp_path):
+    log = "(venv) ml@node-q7:~/seg$ torchrun --nproc_per_node=2 train.py\n" + _traceback(
+        "system has unsupported display driver / cuda driver combination")
+    smi = "(venv) ml@node-q7:~$ nvidia-smi | head -3\n" + _banner("550.54.15", "12.4")
+    got = _diagnose(tmp_path, {"train.log": log, "smi.txt": smi, "v.txt": "torch 2.1.2+cu121\n"})
+    assert _verdict(got) == ("soft", "driver_mismatch", "node-q7")
+    assert not any("supports CUDA" in f["title"] for f in got["findings"])

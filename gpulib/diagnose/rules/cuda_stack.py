@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from gpulib.diagnose.context import Context, quote
 from gpulib.findings import Finding
+from gpulib.parsers.signatures import printers_of
 
 #: The findings a driver-class CUDA error makes: the job rule's and the catalogue's.
 DRIVER_FINDINGS = ("driver-old", "sig-driver-too-old")
@@ -63,10 +64,12 @@ def _stated(ctx: Context) -> tuple[dict[str | None, Stated], list[Stated]]:
     builds: list[Stated] = []
     for file in ctx.inputs.files:
         for s in file.signals:
-            host = s.host or file.host
-            if s.signature == DRIVER_BANNER:
-                drivers[host] = Stated(host, _version(s.fields["cuda"]), s.fields["driver"], file, s.line, s.text)
+            if s.signature == DRIVER_BANNER:  # one line may stand for the same banner of several hosts
+                for host in {h for _r, _p, h in printers_of(s)} or {file.host}:
+                    host = host or file.host
+                    drivers[host] = Stated(host, _version(s.fields["cuda"]), s.fields["driver"], file, s.line, s.text)
             elif s.signature == RUNTIME_BUILD:
+                host = s.host or file.host
                 cu = s.fields.get("cu")
                 text = next((s.fields[k] for k in ("cuda", "cuda2", "cuda3", "cuda4") if s.fields.get(k)), None)
                 if cu or text:
@@ -75,7 +78,9 @@ def _stated(ctx: Context) -> tuple[dict[str | None, Stated], list[Stated]]:
 
 
 def run(ctx: Context) -> None:
-    found = [f for f in ctx.findings if f.category == "driver_mismatch" and f.id.startswith(DRIVER_FINDINGS)]
+    # a user-space / kernel-module mismatch (cudaErrorSystemDriverMismatch) is no matter of versions
+    found = [f for f in ctx.findings if f.category == "driver_mismatch" and f.id.startswith(DRIVER_FINDINGS)
+             and f.extra.get("cuda_class") in (None, "driver_too_old")]
     if not found:
         return
     drivers, builds = _stated(ctx)

@@ -361,7 +361,7 @@ def _errors(ctx: Context, events) -> None:  # noqa: C901 - one branch per error 
                     host=e.host or fl.host, time=e.time_utc, quotes=[quote(fl, e.line, e.text)],
                     actions=[*([row.action] if row else []),
                              "Check `nvidia-smi` Driver/CUDA Version on every node of the job"])
-        f.extra["cuda_error"] = row.name if row else None
+        f.extra["cuda_error"], f.extra["cuda_class"] = (row.name, row.klass) if row else (None, None)
         place(ctx, f, rank=e.rank, host=e.host)
         explained_ranks.add(e.rank)
     for fl, e in _first_per_rank(events, "dataloader_error"):
