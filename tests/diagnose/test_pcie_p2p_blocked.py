@@ -76,3 +76,20 @@ def test_control_acs_lines_beside_a_run_that_works_are_no_cause(tmp_path):
 def test_control_a_late_collective_timeout_is_not_a_blocked_path(tmp_path):
     got = _diagnose(tmp_path, {"smoke.log": _job("dev-box3", seq=48113), "acs.txt": ACS_ON, "topo.txt": _topo("PXB")})
     assert not any(f["id"].startswith("pcie-p2p-blocked") for f in got["findings"])
+
+
+def test_a_rerun_with_p2p_disabled_that_completes_reads_the_same(tmp_path):
+    rerun = ("root@dev-box6:~# NCCL_P2P_DISABLE=1 torchrun --nproc_per_node=2 train.py\n"
+             "step 200/200 loss 0.4410\n"
+             "Training completed in 131.9 s\n")
+    got = _diagnose(tmp_path, {"smoke.log": "root@dev-box6:~# torchrun --nproc_per_node=2 train.py\n" + _job("dev-box6"),
+                               "rerun.txt": rerun, "topo.txt": _topo("PIX")})
+    assert _verdict(got) == ("soft", "network_fabric", "dev-box6")
+
+
+def test_control_a_rerun_with_p2p_disabled_that_also_times_out_is_no_evidence(tmp_path):
+    rerun = "root@dev-box6:~# NCCL_P2P_DISABLE=1 torchrun --nproc_per_node=2 train.py\n" + _job("dev-box6",
+                                                                                                   transport="SHM/direct/direct")
+    got = _diagnose(tmp_path, {"smoke.log": _job("dev-box6"), "rerun.txt": rerun + "Training completed in 9.1 s\n",
+                               "topo.txt": _topo("PIX")})
+    assert not any(f["id"].startswith("pcie-p2p-blocked") for f in got["findings"])

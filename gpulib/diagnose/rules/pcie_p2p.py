@@ -10,11 +10,14 @@ platforms, silently dropped: the communicators come up (``Init COMPLETE``) and t
 collective waits forever, on every rank at once, until the watchdog fires at SeqNum 1. Nothing
 is broken: the platform's configuration blocks P2P. So: a time-out of the first collective after
 init, on a P2P transport, with ACS redirection or IOMMU translation in the evidence and no NVLink
-between the GPUs, is a transport set-up fault: network_fabric, *soft*, on that machine.
+between the GPUs, is a transport set-up fault: network_fabric, *soft*, on that machine. The same
+holds when, instead of the platform's settings, the evidence shows the run passing with P2P off: a
+command with ``NCCL_P2P_DISABLE=1`` followed by the run's normal end and no failure in between.
 """
 
 from __future__ import annotations
 
+from gpulib.catalog.signatures import load_signatures
 from gpulib.diagnose.context import Context, quote
 from gpulib.evidence import kinds
 from gpulib.parsers.signatures import printers_of
@@ -22,6 +25,9 @@ from gpulib.parsers.signatures import printers_of
 #: The catalogue's identity rows: a P2P channel, a bridge with ACS redirection on, IOMMU translation.
 P2P_CHANNEL = "nccl-p2p-channel"
 PLATFORM_BLOCKS = ("pcie-acs-redirect", "iommu-translated")
+#: The catalogue's setting row for NCCL_P2P_DISABLE=1, and the roles that say a run went on to its end
+#: (or did not).
+P2P_OFF = "nccl-p2p-disable"
 #: The sequence numbers of a job's first collectives (a barrier may come before the first all-reduce).
 FIRST_SEQ = 2
 
@@ -33,7 +39,7 @@ def run(ctx: Context) -> None:
         return
     signals = [(file, s) for file in ctx.inputs.files for s in file.signals]
     p2p = [(file, s) for file, s in signals if s.signature == P2P_CHANNEL]
-    blocks = [(file, s) for file, s in signals if s.signature in PLATFORM_BLOCKS]
+    blocks = [(file, s) for file, s in signals if s.signature in PLATFORM_BLOCKS] or _passes_without_p2p(ctx)
     if not p2p or not blocks:
         return
     hosts = {h for _file, s in p2p for _r, _p, h in printers_of(s) if h} | {e.host or fl.host for fl, e in timeouts}
@@ -44,11 +50,12 @@ def run(ctx: Context) -> None:
     tfile, first = min(timeouts, key=lambda fe: (fe[1].time_utc or "~", fe[1].line))
     pfile, channel = p2p[0]
     bfile, block = blocks[0]
-    why = ("ACS redirects peer requests on a PCIe bridge above the GPUs" if block.signature == "pcie-acs-redirect"
-           else "the IOMMU translates every DMA")
+    why = {"pcie-acs-redirect": "ACS redirects peer requests on a PCIe bridge above the GPUs",
+           "iommu-translated": "the IOMMU translates every DMA"}.get(
+        block.signature, "the same run with NCCL_P2P_DISABLE=1 completed")
     f = ctx.add("pcie-p2p-blocked", severity="error", category="network_fabric", interruption="soft", role="cause",
                 title=f"The first collective never completed over PCIe peer-to-peer (via P2P/{channel.fields.get('what')})"
-                      f" and {why}: P2P traffic is routed through the root complex and lost",
+                      f" and {why}: the platform blocks P2P (ACS or the IOMMU route it through the root complex)",
                 host=host, time=first.time_utc, time_approx=True,
                 quotes=[quote(tfile, first.line, first.text), quote(pfile, channel.line, channel.text),
                         quote(bfile, block.line, block.text)],
@@ -58,6 +65,19 @@ def run(ctx: Context) -> None:
                          "Check with nccl-tests (`all_reduce_perf -b 8 -e 128M -g <gpus>`) before the job; "
                          "NCCL_P2P_DISABLE=1 works around it at the cost of staging through host memory"])
     f.hardware = False
+
+
+def _passes_without_p2p(ctx: Context) -> list[tuple]:
+    """The NCCL_P2P_DISABLE=1 setting of a run that reached its normal end: a completion line after the
+    setting in the same file, and no failure line between them."""
+    roles = {sig.id: sig.role for sig in load_signatures()}
+    for file in ctx.inputs.files:
+        for off in (s for s in file.signals if s.signature == P2P_OFF):
+            after = sorted((s for s in file.signals if s.line > off.line and roles.get(s.signature) in
+                            ("cause", "symptom", "failure", "completion")), key=lambda s: s.line)
+            if after and roles[after[0].signature] == "completion":
+                return [(file, off)]
+    return []
 
 
 def _first_collective(events, timeouts) -> bool:
