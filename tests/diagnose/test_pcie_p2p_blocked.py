@@ -46,6 +46,7 @@ def test_first_allreduce_timeout_over_pcie_p2p_with_acs_redirect_is_a_platform_f
     got = _diagnose(tmp_path, {"smoke.log": "root@dev-box3:~# torchrun --nproc_per_node=2 t.py\n" + _job("dev-box3"),
                                "topo.txt": _topo("PXB"), "acs.txt": ACS_ON})
     assert _verdict(got) == ("soft", "network_fabric", "dev-box3")
+    assert got["root_cause"]["rank"] is None  # every rank waited: the machine's path, no one rank's
     cause = next(f for f in got["findings"] if f["id"].startswith("pcie-p2p-blocked"))
     assert any("ACS" in a for a in cause["actions"]) and any("iommu=pt" in a for a in cause["actions"])
 

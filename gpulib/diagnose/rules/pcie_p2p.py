@@ -47,7 +47,10 @@ def run(ctx: Context) -> None:
     if len(hosts) > 1 or _nvlinked(ctx, hosts):
         return  # P2P is one machine's; over NVLink neither ACS nor the IOMMU is on the path
     host = hosts.pop() if hosts else None
-    tfile, first = min(timeouts, key=lambda fe: (fe[1].time_utc or "~", fe[1].line))
+    ordered = sorted(timeouts, key=lambda fe: (fe[1].time_utc or "~", fe[1].line))
+    tfile, first = ordered[0]
+    # every rank waited: the time-outs of two ranks are quoted, so that no one rank reads as the culprit
+    other = next(((fl, e) for fl, e in ordered if e.rank != first.rank), None)
     pfile, channel = p2p[0]
     bfile, block = blocks[0]
     why = {"pcie-acs-redirect": "ACS redirects peer requests on a PCIe bridge above the GPUs",
@@ -57,7 +60,9 @@ def run(ctx: Context) -> None:
                 title=f"The first collective never completed over PCIe peer-to-peer (via P2P/{channel.fields.get('what')})"
                       f" and {why}: the platform blocks P2P (ACS or the IOMMU route it through the root complex)",
                 host=host, time=first.time_utc, time_approx=True,
-                quotes=[quote(tfile, first.line, first.text), quote(pfile, channel.line, channel.text),
+                quotes=[quote(tfile, first.line, first.text),
+                        *([quote(other[0], other[1].line, other[1].text)] if other else []),
+                        quote(pfile, channel.line, channel.text),
                         quote(bfile, block.line, block.text)],
                 actions=["Disable ACS on the PCIe bridges above the GPUs (BIOS: ACS off; at runtime `setpci -s "
                          "<bridge> ECAP_ACS+6.w=0000` for each bridge `lspci -vvv` shows with ReqRedir+), and put the "
@@ -65,6 +70,7 @@ def run(ctx: Context) -> None:
                          "Check with nccl-tests (`all_reduce_perf -b 8 -e 128M -g <gpus>`) before the job; "
                          "NCCL_P2P_DISABLE=1 works around it at the cost of staging through host memory"])
     f.hardware = False
+    f.extra["scope"] = "node"  # the machine's PCIe path, not a rank's
 
 
 def _passes_without_p2p(ctx: Context) -> list[tuple]:
