@@ -120,7 +120,9 @@ class Finding:
         """``host gx-a800-102, 0000:4f:00.0 (GPU 2), rank 10, at 2026-03-10T03:12:44Z`` (known parts
         only). A time read off a snapshot says so: the state began before it was seen."""
         port = self.extra.get("hca_port")  # a fabric cause: the one cable of eight to reseat
-        parts = [f"host {self.host}" + (f", {port}" if port else "") if self.host else "", self.gpu_label() or "",
+        pod = self.extra.get("pod")  # a Kubernetes pod's node: the node is drained, the pod is how the job named it
+        parts = [f"host {self.host}" + (f" (pod {pod})" if pod else "") + (f", {port}" if port else "")
+                 if self.host else "", self.gpu_label() or "",
                  f"rank {self.rank}" if self.rank is not None else ""]
         if when and self.time:
             parts.append(f"seen at {self.time} (began earlier)" if self.observed else

@@ -136,6 +136,10 @@ def _decide(ctx: Context, failed: bool, completed: bool) -> Diagnosis:
         strong, _weak = verdict.suspects(ctx)
         guess = verdict.best_guess(alarms) or _guess_category(findings)
         who = _describe_suspects(strong)
+        stall = next((f for f in alarms if "stall" in f.extra), None)
+        if stall is not None and not failed:  # a hang the GPU snapshot shows (gpulib.diagnose.rules.stall)
+            return Diagnosis("unknown", guess, stall.extra["stall"], None, _ordered(findings),
+                             next_steps=stall.actions + _collect_more(ctx, strong))
         timeout = _unexplained_timeout(alarms)
         if timeout is not None:
             return Diagnosis("unknown", guess, _timeout_summary(timeout, who), None, _ordered(findings),

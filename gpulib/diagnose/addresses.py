@@ -116,3 +116,23 @@ def _lookups(text: str, display: str) -> dict[str, Named]:
         for no, m in rows:
             found.setdefault(m["ip"], Named(short(m["name"]), f"{display}:{no} (host table)"))
     return found
+
+
+def blamed_end(pairs: list[tuple[str | None, str | None]]) -> str | None:
+    """The host at one end of every failing connection, given (reporting host, peer host) pairs.
+
+    A broken link or port drops every connection through it, so every rank that used it reports an
+    error, and both ends of each connection do: the node on the far side of ``gn-02 -> gn-03`` and
+    ``gn-04 -> gn-03`` reports ``gn-03 -> gn-04`` and ``gn-03 -> gn-02`` as well. The errors read one
+    at a time blame everyone; the one end common to all of them is the suspect. A pair whose
+    reporter is unknown (a rank's "Last error" with no node) counts by its peer alone; a single
+    connection reported from one end names its peer, as that line does; reported from both ends it
+    names neither. None when no one host is in every pair."""
+    named = [pair for pair in pairs if pair[1]]
+    if not named:
+        return None
+    if len(set(named)) == 1:
+        return named[0][1]  # one connection, reported from one end: the peer it names
+    common = set.intersection(*({h for h in pair if h} for pair in named))
+    return common.pop() if len(common) == 1 else None
+

@@ -26,13 +26,21 @@ class Context:
     #: (file, line) of lines a kind-specific rule judged in full (a SEL entry placed on the incident
     #: timeline and found to be history): the signature scan must not judge them again out of context.
     judged: set[tuple[str, int]] = field(default_factory=set)
+    #: What a shared pass read from the inputs once per diagnosis, by the pass's name (the normal
+    #: ends of the job logs, :mod:`gpulib.diagnose.ends`): the inputs do not change while rules run.
+    memo: dict[str, object] = field(default_factory=dict)
 
     def add(self, prefix: str, **fields) -> Finding:
-        """Mint a finding with a stable, readable id (``xid79-1``, ``oom-1``, ...)."""
+        """Mint a finding with a stable, readable id (``xid79-1``, ``oom-1``, ...). A host named by a
+        Kubernetes pod becomes the pod's node (what the operator drains); the pod is kept to say where."""
         n = self._counter.get(prefix, 0) + 1
         self._counter[prefix] = n
         if "title" in fields:
             fields["title"] = without_unknowns(fields["title"])
+        node = self.ids.node_of(fields.get("host"))
+        if node != fields.get("host"):
+            fields["extra"] = {"pod": fields["host"]} | fields.get("extra", {})
+            fields["host"] = node
         finding = Finding(id=f"{prefix}-{n}", **fields)
         self.findings.append(finding)
         return finding
@@ -79,6 +87,8 @@ def place(ctx: Context, finding: Finding, **names) -> Finding:
     """Fill host / GPU / rank of a finding from any of its names (rank, pci, pid, host)."""
     ref = ctx.ids.locate(**names)
     finding.host = finding.host or ref.host
+    if ref.pod and finding.host == ref.host:
+        finding.extra.setdefault("pod", ref.pod)
     finding.gpu_index = finding.gpu_index if finding.gpu_index is not None else ref.gpu_index
     finding.gpu_pci = finding.gpu_pci or ref.gpu_pci
     finding.gpu_uuid = finding.gpu_uuid or ref.gpu_uuid

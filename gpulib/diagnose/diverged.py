@@ -17,7 +17,8 @@ at most one rank (a sign that gives two ranks names none):
   ``training finished``) comes before the time-out in the same log - the hang is in code after
   training (a final metric, a barrier under a rank condition), and the result is intact.
 
-The verdict is then ``application_error`` (soft), naming the rank when the sign gives one. A
+The verdict is then ``application_error`` (soft), naming the rank when the sign gives one - or
+``data_pipeline_stall`` when the rank-only work is data preparation (:mod:`gpulib.diagnose.busy`). A
 cascade with none of these signs stays "NCCL timeout, cause not shown".
 """
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from gpulib.diagnose.busy import CATEGORY, classify
 from gpulib.diagnose.context import Context, place, quote
 from gpulib.evidence.gather import InputFile
 from gpulib.findings import Finding
@@ -112,7 +114,9 @@ def _rank_only(ctx: Context, files: list[InputFile], texts: dict) -> Finding | N
         return None
     fl, n, rank = hits[-1]
     text = texts[fl.display][n].strip()
-    found = ctx.add("rank-only-work", severity="error", category="application_error", interruption="soft",
+    what = classify(text)  # data preparation on one rank is a data stall; a save or an evaluation the job's own work
+    found = ctx.add("rank-only-work", severity="error", category=CATEGORY.get(what, "application_error"),
+                    interruption="soft",
                     role="cause", title=f"Rank {rank} was busy with work only it does ('{text[:100]}') while the "
                     "other ranks waited in a collective until it timed out", rank=rank,
                     quotes=[quote(fl, n + 1, text)],

@@ -27,6 +27,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from gpulib.catalog.signatures import Signature, load_signatures
+from gpulib.diagnose import ends
 from gpulib.diagnose.context import Context
 from gpulib.evidence import kinds
 from gpulib.evidence.gather import InputFile
@@ -96,7 +97,10 @@ def stopped_logs(ctx: Context) -> list[Stop]:
     """Job logs whose last progress line is not followed by an end (the caller knows none reported
     a normal one): the job stopped, or the log was cut, while it was running."""
     out = []
+    ended = ends.normal_ends(ctx)
     for f in ctx.inputs.of_kind(kinds.TRAINING_LOG):
+        if f.display in ended:
+            continue  # its last progress line stands at the planned end, or it exited after its work
         steps = [ev for ev in f.records if getattr(ev, "kind", None) == "step"]
         if not steps:
             continue
@@ -118,7 +122,9 @@ def action(line: FailureLine) -> str:
 
 
 def _vocabulary() -> dict[str, Signature]:
-    return {sig.id: sig for sig in load_signatures() if sig.role == GENERIC}
+    """The generic failure rows, and the teardown rows: a process's exit lines say something failed
+    unless the run's normal end forgave them (:mod:`.ends`, which marks those lines judged)."""
+    return {sig.id: sig for sig in load_signatures() if sig.role in (GENERIC, ends.TEARDOWN)}
 
 
 __all__ = ["FailureLine", "Stop", "action", "failure_lines", "hint", "stopped_logs"]

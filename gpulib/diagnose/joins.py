@@ -6,7 +6,15 @@ The kernel names a GPU by PCI bus id (``PCI:0000:ab:00``) and a process by pid; 
 is read for every rank of the world communicator (the one with the most ranks: subgroup
 communicators number their ranks locally). Launcher lines (``device=cuda:5``, ``(rank 11): env://,
 gpu 3``, torchrun's ChildFailedError ``host``/``rank``/``pid``) fill the gaps; nvidia-smi maps
-PCI bus ids to indexes and UUIDs per host.
+PCI bus ids to indexes and UUIDs per host. A host's addresses come from NCCL's ``Bootstrap : Using
+eth0:10.0.0.5`` / ``OOB bond0:10.0.0.5`` lines and from the ``localGid ::ffff:10.20.2.42`` of the
+completion errors it printed itself (the RoCE address the peers' errors name it by).
+
+In Kubernetes the job's lines name the *pod* (its hostname), the kernel's and nvidia-smi's the
+*node*. The scheduler's pod listing (:mod:`gpulib.parsers.kubectl_pods`) joins them: a rank, a pid
+or an address of a pod is placed on the pod's node (the machine the operator drains), so the Xid the
+node's kernel logged and the CUDA error the pod's rank raised are one GPU's. Pids stay the pod's:
+two pods on one node have pid namespaces of their own, and pid 181 may be in both.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ class RankInfo:
     rank: int
     host: str | None = None
     pid: int | None = None
+    pod: str | None = None  # the Kubernetes pod it ran in, when ``host`` is the pod's node
     cuda_dev: int | None = None
     nvml_dev: int | None = None
     pci: str | None = None
@@ -48,6 +57,7 @@ class GpuRef:
     gpu_pci: str | None = None
     gpu_uuid: str | None = None
     rank: int | None = None
+    pod: str | None = None
 
 
 class IdentityMap:
@@ -67,6 +77,11 @@ class IdentityMap:
         self.pid_local: dict[int, int | None] = {}  # torchrun's "failed (exitcode) local_rank: N (pid: P)"
         self._by_host: dict[str | None, list[RankInfo]] | None = None
         self._srun_tasks: dict[str, set[int]] = {}  # srun's verdicts: node -> the task ids it named there
+        self.pod_node: dict[str, str] = {}  # Kubernetes pod -> the node it ran on
+        for f in inputs.of_kind(kinds.KUBECTL_PODS):
+            for placement in f.records:
+                if placement.node:
+                    self.pod_node.setdefault(placement.pod, placement.node)
         self._build(inputs)
 
     # ---------------------------------------------------------------- building
@@ -77,7 +92,8 @@ class IdentityMap:
                 for rec in f.records:
                     self._job_event(rec, f.host, inits)
                 continue
-            for host in dict.fromkeys(gpu.host or f.host for gpu in summary_of(f).gpus):  # snapshots, kernel identity lines
+            # snapshots, kernel identity lines
+            for host in dict.fromkeys(self.node_of(gpu.host or f.host) for gpu in summary_of(f).gpus):
                 self._gpu_files.setdefault(host, []).append(f)
         if inits:
             self.world_size = max(e.details["nranks"] for e in inits)
@@ -92,7 +108,9 @@ class IdentityMap:
                     if not world:
                         continue
                     info = self.ranks.setdefault(m["rank"], RankInfo(m["rank"]))
-                    info.host, info.pid = m["host"], m["pid"]
+                    info.host, info.pid = self.node_of(m["host"]), m["pid"]
+                    if info.host != m["host"]:
+                        info.pod = m["host"]
                     info.cuda_dev, info.nvml_dev, info.pci = m["cuda_dev"], m["nvml_dev"], m["pci_bus_id"]
                     self.pid_rank[key] = m["rank"]
                     self.pid_rank.setdefault(anywhere, m["rank"])
@@ -104,20 +122,23 @@ class IdentityMap:
                 info.host = info.host or only
 
     def _job_event(self, ev, file_host: str | None, inits: list) -> None:
-        if ev.host:
-            self.job_hosts.add(ev.host)
+        host = self.node_of(ev.host)
+        if host:
+            self.job_hosts.add(host)
         if ev.kind == "nccl_init":
             inits.append(ev)
-        elif ev.kind == "nccl_address" and ev.host:
-            self.addr_host.setdefault(ev.details["addr"], ev.host)
-        elif ev.kind == "nccl_transport" and ev.host:
-            self.transport.setdefault(ev.host, set()).add(ev.details["network"])
-        elif ev.kind == "nccl_no_ib" and ev.host:
-            self.transport.setdefault(ev.host, set()).add("no-IB")
+        elif ev.kind == "nccl_address" and host:
+            self.addr_host.setdefault(ev.details["addr"], host)
+        elif ev.kind == "ib_completion_error" and host and ev.details.get("local_addr"):
+            self.addr_host.setdefault(ev.details["local_addr"], host)  # its own RoCE address (localGid)
+        elif ev.kind == "nccl_transport" and host:
+            self.transport.setdefault(host, set()).add(ev.details["network"])
+        elif ev.kind == "nccl_no_ib" and host:
+            self.transport.setdefault(host, set()).add("no-IB")
         elif ev.kind == "rank_device" and ev.rank is not None:
             info = self.ranks.setdefault(ev.rank, RankInfo(ev.rank))
             info.cuda_dev = info.cuda_dev if info.cuda_dev is not None else ev.local_device
-            info.host = info.host or file_host
+            info.host = info.host or self.node_of(file_host)
         elif ev.kind == "srun_task_exit" and ev.host:
             self._srun_tasks.setdefault(ev.host, set()).update(ev.details["tasks"])
         elif ev.kind == "process_failed" and ev.pid is not None:
@@ -127,7 +148,7 @@ class IdentityMap:
                 if failure.get("rank") is None:
                     continue
                 info = self.ranks.setdefault(failure["rank"], RankInfo(failure["rank"]))
-                info.host = info.host or failure.get("host")
+                info.host = info.host or self.node_of(failure.get("host"))
                 info.pid = info.pid or failure.get("pid")
                 if info.cuda_dev is None and failure.get("local_rank") is not None:
                     info.cuda_dev = failure["local_rank"]
@@ -153,14 +174,24 @@ class IdentityMap:
                 if whole and info.cuda_dev is None:
                     info.cuda_dev = local
 
+    def node_of(self, host: str | None) -> str | None:
+        """The node a host name stands for: a pod's node when the pod listing places it, else the name."""
+        return self.pod_node.get(host, host) if host else host
+
+    def pod_of_rank(self, rank: int | None) -> str | None:
+        """The pod ``rank`` ran in, when its node is known by a pod listing."""
+        info = self.ranks.get(rank) if rank is not None else None
+        return info.pod if info else None
+
     def _names(self, host: str | None) -> _GpuNames:
         """``host``'s GPU names, joined from its files on first use (a later file's name wins)."""
+        host = self.node_of(host)
         names = self._gpu_names.get(host)
         if names is None:
             names = self._gpu_names[host] = _GpuNames()
             for f in self._gpu_files.get(host, ()):
                 for gpu in summary_of(f).gpus:
-                    if (gpu.host or f.host) != host:
+                    if self.node_of(gpu.host or f.host) != host:
                         continue
                     if gpu.snapshot and gpu.index is not None:
                         names.index[gpu.pci] = gpu.index
@@ -188,7 +219,7 @@ class IdentityMap:
             for host, files in self._gpu_files.items():
                 for f in files:
                     for gpu in summary_of(f).gpus:
-                        if gpu.snapshot and gpu.uuid and (gpu.host or f.host) == host:
+                        if gpu.snapshot and gpu.uuid and self.node_of(gpu.host or f.host) == host:
                             self._uuid_place[gpu.uuid] = (host, gpu.pci)
         return self._uuid_place.get(uuid)
 
@@ -198,7 +229,7 @@ class IdentityMap:
             self._by_host = {}
             for info in self.ranks.values():
                 self._by_host.setdefault(info.host, []).append(info)
-        return self._by_host.get(host, [])
+        return self._by_host.get(self.node_of(host), [])
 
     def host_of_addr(self, addr: str | None) -> str | None:
         return self.addr_host.get(addr) if addr else None
@@ -207,8 +238,9 @@ class IdentityMap:
         if pid is None:
             return None
         rank = self.pid_rank.get((host, pid))
-        if rank is None:  # pids repeat across nodes: only a pid seen on this host, or on an unnamed one
-            ranks = {r for (h, p), r in self.pid_rank.items() if p == pid and (host is None or h in (host, None))}
+        if rank is None:  # pids repeat across nodes (and pods): only a pid seen on this host, its pods, or unnamed
+            ranks = {r for (h, p), r in self.pid_rank.items()
+                     if p == pid and (host is None or h in (host, None) or self.node_of(h) == host)}
             rank = ranks.pop() if len(ranks) == 1 else None
         hosts = {i.host for i in self.ranks.values() if i.host} | self.job_hosts
         if rank is None and len(hosts) <= 1:  # one node: torchrun's local rank is the global rank
@@ -226,8 +258,10 @@ class IdentityMap:
                pid: int | None = None, local_device: int | None = None) -> GpuRef:
         """Fill in whatever is known about a place given any of its names."""
         pci = normalize_pci(pci) if pci else None
+        pod = host if self.node_of(host) != host else None
         if rank is None and pid is not None:
             rank = self.rank_of_pid(pid, host)
+        host = self.node_of(host)
         info = self.ranks.get(rank) if rank is not None else None
         if info:
             host = host or info.host
@@ -236,7 +270,7 @@ class IdentityMap:
             rank = self.rank_of_gpu(host, pci)
             info = self.ranks.get(rank) if rank is not None else None
         if pci is None and pid is not None:
-            dev = self.pid_device.get((host, pid)) or self.pid_device.get((None, pid))
+            dev = self.pid_device.get((pod or host, pid)) or self.pid_device.get((None, pid))
             if dev:
                 pci = dev[1]
         index = self.index_of(host, pci) if pci else None
@@ -249,4 +283,5 @@ class IdentityMap:
         if pci is None and index is not None:
             pci = self.pci_at(host, index)
         uuid = self._names(host).uuid.get(pci) if pci else None
-        return GpuRef(host=host, gpu_index=index, gpu_pci=pci, gpu_uuid=uuid, rank=rank)
+        return GpuRef(host=host, gpu_index=index, gpu_pci=pci, gpu_uuid=uuid, rank=rank,
+                      pod=pod or (info.pod if info else None))

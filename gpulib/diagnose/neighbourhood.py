@@ -111,7 +111,11 @@ NODE_WIDE: dict[str, Callable[[str], object | None]] = {"host": stated_host, "gp
 
 
 def fill(ctx: Context, root: Finding) -> None:
-    """Give ``root`` the names it lacks from its lines, their files and the files beside them."""
+    """Give ``root`` the names it lacks from its lines, their files and the files beside them. A cause
+    shared by several nodes (``extra["hosts"]``: nodes lost together) has no single host, rank or GPU to
+    find: a name its lines carry is one of the nodes it struck."""
+    if root.host is None and root.extra.get("hosts"):
+        return
     # a GPU is looked for when the cause is a GPU's; for another cause only when its own lines are a
     # CUDA call's error on a machine whose inventory counts one GPU (a display watchdog's launch timeout)
     cuda_call = root.category not in GPU_CATEGORIES and any(_CUDA_CALL_ERROR.search(e.text) for e in root.quotes)

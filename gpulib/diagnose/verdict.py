@@ -9,6 +9,11 @@
    anywhere), happened no later than the interruption, and - unless it is a lasting condition
    such as a lost GPU or link - no earlier than the job (a transient Xid of yesterday's job is not
    today's cause).
+   A port on an HCA the job does not use (not selected by ``NCCL_IB_HCA``) is not on its path
+   (:mod:`.hca_path`). A condition that began long before the job (:data:`STALE_S` before its start,
+   or before the failure when the log shows no start) is not the first failure of *this*
+   interruption while a linked cause near it exists elsewhere: it stays "also seen" unless it is at
+   the same place, or the job felt it at start-up (NCCL on that node opened fewer HCAs or sockets).
 4. The root cause is the earliest linked cause; hardware evidence beats a job-side error on the
    same GPU/rank within minutes (the job's CUDA error is how the Xid looked from inside); a crash
    beats an earlier slowdown (a hot GPU explains waiting peers, not a rank that raised).
@@ -20,6 +25,7 @@ from __future__ import annotations
 import re
 
 from gpulib.diagnose.context import Context, place
+from gpulib.diagnose.hca_path import HcaPath, hca_of, hca_path
 from gpulib.findings import Finding, Pointers, Quote
 from gpulib.findings import weigh as weigh_finding
 from gpulib.parsers.linescan import lines_up_to
@@ -31,6 +37,9 @@ HW_PREFERENCE_S = 600  # a hardware cause this close to a job-side one on the sa
 LATE_SLACK_S = 60
 HANG_AFTER_XID_S = 600  # a kernel hang this soon after an Xid on one GPU of its node hangs on that GPU
 EARLY_SLACK_S = 300
+#: A cause this much older than the job (or than its failure, when the log shows no start) is a
+#: condition the job ran beside, not the failure that interrupted it, while something nearer explains it.
+STALE_S = 6 * 3600
 #: Causes that only slow a rank down, and causes that make a process exit: when both are linked,
 #: the crash is what interrupted the job.
 SLOWDOWNS = {"thermal_throttling"}
@@ -142,8 +151,8 @@ def suspects(ctx: Context) -> tuple[Pointers, Pointers]:
             continue  # causes may point too: a transport mismatch blames the node that fell back
         target = weak if f.id.startswith("torchrun-") else strong
         target.ranks |= {r for r in f.pointers.ranks if r is not None}
-        target.hosts |= {h for h in f.pointers.hosts if h}
-        target.gpus |= f.pointers.gpus
+        target.hosts |= {ctx.ids.node_of(h) for h in f.pointers.hosts if h}
+        target.gpus |= {(ctx.ids.node_of(h), pci) for h, pci in f.pointers.gpus}
         for addr in f.pointers.peer_addrs:
             host = ctx.ids.host_of_addr(addr)
             if host:
@@ -165,6 +174,8 @@ def _linked(f: Finding, ptr: Pointers) -> bool:
         return True
     if f.host and f.host in ptr.hosts:
         return True
+    if not f.host and set(f.extra.get("hosts") or ()) & ptr.hosts:  # a cause shared by several nodes
+        return True
     # a node-level cause (no GPU of its own) on the node of a suspect rank/GPU
     return bool(f.host) and f.gpu_pci is None and any(h == f.host for h, _ in ptr.gpus)
 
@@ -183,6 +194,9 @@ def choose(ctx: Context, interrupted_at: str | None, job_start: str | None = Non
     if job_start:
         causes = [f for f in causes if not f.time or f.category in PERSISTENT
                   or seconds_between(f.time, job_start) <= EARLY_SLACK_S]
+    path = hca_path(ctx)
+    if path.known():  # a port the job's traffic never used did not interrupt it
+        causes = [f for f in causes if f.category != "network_fabric" or path.on_path(hca_of(f), f.host) is not False]
     strong, weak = suspects(ctx)
     linked = [f for f in causes if _linked(f, strong)] if strong else []
     if not linked and weak:
@@ -193,6 +207,7 @@ def choose(ctx: Context, interrupted_at: str | None, job_start: str | None = Non
         linked = causes
     if not linked:
         return None
+    linked = _near_the_interruption(linked, job_start or interrupted_at, bool(job_start), path)
     best = min(tier(f) for f in linked)  # what needs service first, then what kills a process, ...
     linked = [f for f in linked if tier(f) == best]
     if best == 1 and any(f.hardware for f in linked):
@@ -214,6 +229,32 @@ def choose(ctx: Context, interrupted_at: str | None, job_start: str | None = Non
         if better:
             root = min(better, key=lambda f: f.time)
     return root
+
+
+def _near_the_interruption(linked: list[Finding], reference: str | None, started: bool, path: HcaPath) -> list[Finding]:
+    """The linked causes that can be this interruption's first failure. One that began
+    :data:`STALE_S` or more before ``reference`` (the job's start, else its failure) is a condition
+    the job ran beside - a port down since boot, a GPU that faulted in yesterday's job - and gives way
+    to a cause near the interruption, unless it is at that cause's place (it may be why it failed)
+    or the job felt it at start-up (NCCL on its node opened fewer HCAs, or sockets). With nothing
+    nearer it stays the cause, and its title says how old it is."""
+    if not reference:
+        return linked
+    old = [f for f in linked if f.time and not f.observed and seconds_between(f.time, reference) >= STALE_S]
+    fresh = [f for f in linked if f not in old]
+    if not fresh:
+        for f in old:
+            f.title += (f" ({_age(seconds_between(f.time, reference))} before the job "
+                        f"{'started' if started else 'failed'}: nothing nearer explains the failure)")
+        return linked
+    kept = [f for f in old if any(_same_place(f, g) for g in fresh)
+            or (f.category == "network_fabric" and path.short_on(f.host))]
+    return fresh + kept
+
+
+def _age(seconds: float) -> str:
+    hours = seconds / 3600
+    return f"{hours / 24:.0f} day(s)" if hours >= 48 else f"{hours:.0f} hour(s)"
 
 
 def _device_fault(f: Finding) -> bool:
@@ -301,6 +342,8 @@ def adopt_job_rank(ctx: Context, root: Finding) -> None:
         ranks.add(f.rank)
     if len(ranks) == 1:
         root.rank = ranks.pop()
+        if ctx.ids.pod_of_rank(root.rank):  # the node's fault, as the job named its place
+            root.extra.setdefault("pod", ctx.ids.pod_of_rank(root.rank))
         root.extra.setdefault("identified_by", {})["rank"] = (
             "the one rank whose own error of this kind came with it" if timed else
             "the one rank whose own error of this kind came from this GPU (no times to match)")

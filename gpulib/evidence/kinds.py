@@ -35,6 +35,7 @@ SLURM_SINFO = "slurm_sinfo"
 SACCT = "sacct"
 IBSTAT = "ibstat"  # ibstat and ibstatus: one port record each, whichever tool printed it
 IP_LINK = "ip_link"
+KUBECTL_PODS = "kubectl_pods"  # kubectl get pods -o wide / describe pod: the node each pod ran on
 IPMITOOL_SEL = "ipmitool_sel"
 IPMITOOL_SEL_TIME = "ipmitool_sel_time"
 IPMITOOL_SDR = "ipmitool_sdr"
@@ -47,8 +48,8 @@ FUSER = "fuser"
 PARSED = (NVIDIA_SMI_XML, NVIDIA_SMI_Q, NVIDIA_SMI_TABLE, NVIDIA_SMI_CSV, NVIDIA_SMI_DMON, NVIDIA_SMI_NVLINK,
           NVIDIA_SMI_TOPO, NVML_SNAPSHOT, NVML_SAMPLES, GPU_QUERY_TIME, DCGM_EXPORTER, DCGMI_DIAG, KERNEL_LOG,
           JOURNAL_BOOTS, WTMP, TRAINING_LOG, TORCHRUN_ERROR_FILE, FLIGHT_RECORDER, NCCL_TESTS, SLURM_JOB, SLURM_SINFO,
-          SACCT, IBSTAT, IP_LINK, IPMITOOL_SEL, IPMITOOL_SEL_TIME, IPMITOOL_SDR, IPMITOOL_SENSOR, IPMITOOL_CHASSIS, DF,
-          STATFS, FUSER)
+          SACCT, IBSTAT, IP_LINK, KUBECTL_PODS, IPMITOOL_SEL, IPMITOOL_SEL_TIME, IPMITOOL_SDR, IPMITOOL_SENSOR,
+          IPMITOOL_CHASSIS, DF, STATFS, FUSER)
 
 # ---- what gathering says of a file no parser takes (gpulib.evidence.gather) ----
 BUNDLE_METADATA = "bundle_metadata"

@@ -31,7 +31,13 @@ GLOG_STAMP = re.compile(r"(?<![\w])[EWIF](?P<md>\d{3,4}) (?P<h>\d\d):(?P<mi>\d\d
 #: ``Tue May  6 07:51:07 UTC 2025`` (``date``) and ``Mon Mar 10 18:52:38 2025`` (``dmesg -T``)
 DATE_STAMP = re.compile(
     r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<mon>[A-Z][a-z]{2}) +(?P<d>\d{1,2}) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)"
-    r"(?: (?P<zone>UTC|GMT))? (?P<y>20\d\d)")
+    r"(?: (?P<zone>[A-Z]{3,4}))? (?P<y>20\d\d)")
+#: Zone abbreviations ``date`` prints that name one offset only (``CST``, ``IST`` name several, and a
+#: stamp in them is not read).
+ZONE_ABBREVIATIONS = {"UTC": "Z", "GMT": "Z", "WET": "+00:00", "WEST": "+01:00", "BST": "+01:00", "CET": "+01:00",
+                      "CEST": "+02:00", "EET": "+02:00", "EEST": "+03:00", "MSK": "+03:00", "JST": "+09:00",
+                      "KST": "+09:00", "AEST": "+10:00", "AEDT": "+11:00", "EST": "-05:00", "EDT": "-04:00",
+                      "PST": "-08:00", "PDT": "-07:00", "MST": "-07:00", "MDT": "-06:00"}
 #: What a glog and a ``date`` stamp hold, as patterns that start with a literal (the regex engine
 #: skips to it): tested first, as GLOG_STAMP and DATE_STAMP try every position of a line (~3 us).
 _GLOG_CLOCK = re.compile(r":\d\d:\d\d\.\d")
@@ -108,9 +114,9 @@ def stamp_in(line: str, *, year: int | None, tz: tzinfo) -> str | None:
         md = m["md"]
         return _utc(year, int(md[:-2]), int(md[-2:]), int(m["h"]), int(m["mi"]), int(m["s"]), None, tz)
     m = DATE_STAMP.search(line) if _DATE_CLOCK.search(line) else None
-    if m and m["mon"].lower() in _MONTHS:
+    if m and m["mon"].lower() in _MONTHS and (m["zone"] is None or m["zone"] in ZONE_ABBREVIATIONS):
         return _utc(int(m["y"]), _MONTHS[m["mon"].lower()], int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]),
-                    m["zone"], tz)
+                    ZONE_ABBREVIATIONS.get(m["zone"] or ""), tz)
     return None
 
 

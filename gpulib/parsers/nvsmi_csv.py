@@ -36,6 +36,8 @@ from gpulib.parsers.gpu_records import (
     canonical_reason,
     decode_throttle_bitmask,
 )
+from gpulib.parsers.line_identity import PROMPT
+from gpulib.parsers.logtime import stamp_in, zone_of
 
 KIND = "nvidia_smi_csv"
 
@@ -115,7 +117,9 @@ def _unsupported(columns) -> str | None:
 
 
 def looks_like(head: str) -> bool:
-    first = head.lstrip().split("\n", 1)[0]
+    # the command or a comment above the table (a prolog's ``# written by ...``) is not its header
+    lines = [line for line in head.splitlines() if line.strip()]
+    first = next((line.strip() for line in lines if not _command_echo([line])), "")
     if first.startswith("#") or "," not in first:
         return False
     columns = {_column(c) for c in first.split(",")}
@@ -268,8 +272,13 @@ def parse(text: str, source: str = "<text>", *, tz: str | None = None) -> ParseR
     except csv.Error as exc:
         result.problems.append(Problem(source, f"not readable as CSV: {exc}"))
         return result
-    while rows and _command_echo(rows[0][1]):
-        rows.pop(0)  # the command that printed the table, pasted above it: the header is the next row
+    captured = host = None
+    while rows and (_command_echo(rows[0][1]) or captured is None and len(rows[0][1]) == 1
+                    and (captured := stamp_in(rows[0][1][0], year=None, tz=zone_of(tz))) is not None):
+        # the command that printed the table, pasted above it: the header is the next row; or the
+        # answer of ``date; nvidia-smi --query-gpu=...``: the moment of the snapshot its rows do not print
+        prompt = PROMPT.match(",".join(rows.pop(0)[1]))
+        host = host or (prompt and (prompt["h1"] or prompt["h2"] or prompt["h3"]))
     if not rows:
         result.problems.append(Problem(source, "empty file: no nvidia-smi CSV"))
         return result
@@ -287,6 +296,8 @@ def parse(text: str, source: str = "<text>", *, tz: str | None = None) -> ParseR
     parsed = []
     plan = _plan(_readers(columns, table, tz))
     for number, row in rows[1:]:
+        if PROMPT.match(row[0]):
+            break  # the next command of a pasted session: the table ended
         if _column(row[0]) == columns[0] and [_column(c) for c in row] == columns:
             continue  # the header again (several runs appended to one file)
         if len(row) != len(columns):
@@ -304,7 +315,8 @@ def parse(text: str, source: str = "<text>", *, tz: str | None = None) -> ParseR
             fields = values if values.keys() <= _SAMPLE_FIELDS else {k: v for k, v in values.items() if k in _SAMPLE_FIELDS}
             result.records.append(GpuSample(**fields))
         else:
-            values["captured_at"] = values.pop("time", None)
+            values["captured_at"] = values.pop("time", None) or captured
+            values["host"] = values.get("host") or host
             result.records.append(GpuState(source=source, **{k: v for k, v in values.items() if k in _STATE_FIELDS}))
     if not result.records:
         result.problems.append(Problem(source, "header only: the query returned no rows"))

@@ -84,6 +84,7 @@ PROGRESS_KEYWORDS: tuple[bytes, ...] = (
     b"raining done", b"otal training time", b"successfully finished", b"train_runtime", b"torch ", b"torch=", b"torch version",
     b"orch.__version__", b"PyTorch version", b"device=cuda:", b"local_rank=", b"distributed init (rank", b"re-looped",
     b"srun: error", b"slurmstepd: error", b"real\t", b"real ", b"Data (t)", b"data_time", b"Data: ",
+    b" PASSED", b"iter ", b"poch", b"raining is ", b"raining has ", b"echo $?", b"s saved", b"as saved", b"een saved",
 )
 
 #: Event kinds that are not failures: identity, transport, versions, progress, and lines that only
@@ -95,6 +96,7 @@ INFO_KINDS = frozenset({
     "nccl_init", "nccl_transport", "nccl_version", "nccl_address", "nccl_no_ib", "nccl_ib_requested", "rank_device",
     "torch_version", "benign", "process_exited", "completed", "checkpoint_saved", "checkpoint_save_start", "step",
     "eval_progress", "traceback", "watchdog_progress", "sigterm_sent", "store_host", "ci_step_start", "barrier_wait",
+    "test_passed",
 })
 
 # ---------------------------------------------------------------- launcher prefixes
@@ -225,6 +227,10 @@ _OOB = re.compile(r"OOB (?P<iface>[^:\s]+):(?P<addr>[\d.]+)")
 _IB_COMPLETION = re.compile(
     r"Got completion (?:from peer (?P<peer>[\d.]+)\S* )?with (?:error (?P<err>\d+)|status=(?:\w+\()?(?P<status>\d+)\)?)"
     r".*?vendor[ _]err[= ]?(?P<vendor>\d+)")
+#: The reporting end of an IB completion error (NCCL 2.19+): ``localGid ::ffff:10.20.2.42 remoteGids::ffff:10.20.2.43
+#: hca mlx5_2``: a RoCE GID that embeds the local IPv4 address, and the HCA that saw the error.
+_LOCAL_GID = re.compile(r"\blocalGid (?:::ffff:)?(?P<addr>\d{1,3}(?:\.\d{1,3}){3})\b")
+_IB_HCA_NAMED = re.compile(r"\bhca (?P<hca>[A-Za-z][\w-]*)")
 _SOCKET_ERR = re.compile(
     r"(?:socket\w*|Net) ?: ?(?:Call to \w+ (?:from|to) (?P<peer>[\d.]+)\S* failed : (?P<err1>.+)|"
     r"Connect to (?P<peer2>\S+) failed : (?P<err2>.+)|Connection closed by remote peer (?P<peer3>\S+)|"
@@ -314,13 +320,22 @@ _RANK_DEVICE = re.compile(r"distributed init \(rank (?P<r1>\d+)\): \S+, gpu (?P<
                           r"|\[rank(?P<r2>\d+)\].*?device=cuda:(?P<g2>\d+)"
                           r"|rank(?P<r3>\d+)\b.*?local_rank=(?P<l3>\d+)\b.*?cuda:(?P<g3>\d+)"
                           r"|\[rank(?P<r4>\d+)\].*?local_rank=(?P<l4>\d+)\b.*?device=cuda:(?P<g4>\d+)")
-_COMPLETED = re.compile(r"[Tt]raining (?:completed?|finished|done)\b|Process group destroyed|"
+_COMPLETED = re.compile(r"[Tt]raining (?:(?:is|has) )?(?:completed?|finished|done)\b|Process group destroyed|"
                         r"PyTorchJob \S+ successfully completed|worker group successfully finished|'train_runtime'|"
                         r"^\s*\S+\s+Succeeded\b|"
                         # pytest's summary lists failures first: a summary that starts with "passed" had none
                         r"^=*\s*\d+ passed(?:, \d+ (?:skipped|deselected|xfailed|xpassed|warnings?))* in [\d.]+s\b")
+#: One test case that passed, as test scripts and runners print it: ``[testing] Running with FP8 ... passed``,
+#: ``test_alltoall (test_comm.TestA2A) ... ok`` is not read (``ok`` is too common a word), pytest -v's
+#: ``tests/test_x.py::test_fp8 PASSED [ 50%]``. A failed case is the generic vocabulary's (``failed``).
+_TEST_PASSED = re.compile(r"\.\.\.\s*(?:passed|PASSED)\s*$|::\S+ PASSED\b")
+#: ``echo $?`` as :func:`gpulib.parsers.unwrap.unwrap` keeps it in a pasted session: typed right after
+#: a job's launch (elsewhere its prompt line is dropped), with the exit status on the next line.
+_ECHO_STATUS = re.compile(r"^echo \$\?\s*$")
+_STATUS = re.compile(r"^\s*(?P<code>\d{1,3})\s*$")
 _CKPT_START = re.compile(r"(?:[Ss]aving|[Ss]ave) (?:the )?checkpoint|async save started|checkpoint: .*save started")
-_CKPT_DONE = re.compile(r"(?:successfully saved|[Ff]inished saving|[Ss]aved) (?:the )?checkpoint|checkpoint.*committed")
+_CKPT_DONE = re.compile(r"(?:successfully saved|[Ff]inished saving|[Ss]aved) (?:the )?checkpoint|checkpoint.*committed"
+                        r"|[Cc]heckpoint\b.{0,60}\b(?:is|was|has been) saved\b")
 _BENIGN = re.compile(r"is being re-looped|re-looped|process group has NOT been destroyed")
 #: ``torch 2.3.1+cu121``, ``torch==2.1.0``, ``PyTorch version: 2.4.0`` (collect_env), ``torch.__version__ = 2.2.2``.
 _TORCH_VERSION = re.compile(r"\b(?:torch|PyTorch)(?:\.__version__)?(?: version)?\s*(?:==|[:=]|\s)\s*v?"
@@ -328,8 +343,13 @@ _TORCH_VERSION = re.compile(r"\b(?:torch|PyTorch)(?:\.__version__)?(?: version)?
 
 # progress lines (head/tail pass)
 #: ``step 120``, a tqdm bar ``120/4000 [``, and ``Iter: 31/418`` (Kaldi's train.py: the step out of the total).
-_STEP = re.compile(r"\b(?:step|iteration|iter|global_step)[:= ]\s*(?P<step>\d+)\b|\b(?P<tq>\d+)/(?P<total>\d+) \["
-                   r"|\bIter(?:ation)?:? (?P<tq2>\d+)/(?P<total2>\d+)\b")
+#: A counter printed with its total (``iteration 5000/ 5000``, ``step 100/100``, ``Iter: 31/418``) states
+#: the run's plan: ``planned`` in the event's details (a tqdm bar's ``98/98`` is one epoch's, not the run's).
+_STEP = re.compile(r"\b(?:step|iteration|iter|global_step)[:= ]\s*(?P<step>\d+)(?:\s*/\s*(?P<of>\d+))?\b"
+                   r"|\b(?P<tq>\d+)/(?P<total>\d+) \[|\bIter(?:ation)?:? (?P<tq2>\d+)/(?P<total2>\d+)\b")
+#: The epoch a progress line is in, with the planned number of epochs when it is printed (``Epoch 99/99``,
+#: ``Epoch [3/10]``): a per-epoch counter at its total is the end of an epoch, not of the run.
+_EPOCH = re.compile(r"\b[Ee]poch\s*:?\s*\[?\s*(?P<epoch>\d+)(?![.\d])(?:\s*/\s*(?P<epochs>\d+)(?![.\d]))?")
 _S_PER_STEP = re.compile(r"(?P<v>\d+(?:\.\d+)?) ?s/(?:step|it)\b|elapsed time per iteration \(ms\): (?P<ms>[\d.]+)")
 #: The time a step waited for its batch, and the step's whole time, in seconds, as trainers print
 #: them: open_clip ``Data (t): 0.121 Batch (t): 1.170``, timm ``Time: 0.312s ... Data: 0.012 (0.015)``,
@@ -513,6 +533,8 @@ class _Classifier:
         Each pattern runs only when a cheap substring test says it can match: progress windows hold
         thousands of step lines, and none of these should cost a regex pass over them."""
         rank = hints.get("rank")
+        if body.startswith("echo $?") and _ECHO_STATUS.match(body):
+            return JobEvent(lineno, "status_echo", body, rank=rank)
         if body.startswith("NCCL version "):
             m = _BARE_NCCL_VERSION.match(body)
             if m:
@@ -575,6 +597,8 @@ class _Classifier:
         if any(k in body for k in ("omplete", "inished", "destroyed", "Succeeded", "done", "train_runtime", " passed")) and \
                 _COMPLETED.search(body):
             return JobEvent(lineno, "completed", body, rank=rank)
+        if ("passed" in body or "PASSED" in body) and _TEST_PASSED.search(body):
+            return JobEvent(lineno, "test_passed", body, rank=rank)
         if "heckpoint" in body or "save" in body:
             if _CKPT_DONE.search(body):
                 return JobEvent(lineno, "checkpoint_saved", body, rank=rank)
@@ -655,6 +679,8 @@ class _Classifier:
             if ib:
                 details |= {"peer": ib["peer"], "ib_status": int(ib["err"] or ib["status"]),
                             "vendor_err": int(ib["vendor"])}
+                local, hca = _LOCAL_GID.search(msg), _IB_HCA_NAMED.search(msg)
+                details |= ({"local_addr": local["addr"]} if local else {}) | ({"hca": hca["hca"]} if hca else {})
                 return JobEvent(lineno, "ib_completion_error", body, details=details, **base)
             sock = _SOCKET_ERR.search(msg)
             if sock:
@@ -864,6 +890,8 @@ class JobLogScanner:
                 and ev.line - last.line <= 2):
             last.details["code"] = last.details.get("code") or ev.details["code"]
             return  # the second line of the same NCCL error message
+        if ev.kind == "status_echo" and not self._launch_status(ev, chunk, end):
+            return
         if ev.kind == "child_failed":
             self._child_failed_block(ev, chunk, end)
         elif ev.kind == "nccl_error_class" or (ev.kind == "nccl_error" and "Last error" not in ev.details):
@@ -888,6 +916,19 @@ class JobLogScanner:
         if prev and nxt:
             return prev if seconds_between(prev, nxt) <= 120 else nxt
         return prev or nxt
+
+    def _launch_status(self, ev: JobEvent, chunk: bytes, end: int) -> bool:
+        """The shell's answer to an ``echo $?`` typed after the job's launch: ``0`` is a normal end
+        (``ev`` becomes ``completed``), any other number a failed launch (``process_failed``);
+        no number, and the line is dropped."""
+        answer = self._following_lines(chunk, end, 1)
+        status = _STATUS.match(answer[0]) if answer else None
+        if status is None:
+            return False
+        code = int(status["code"])
+        ev.kind, ev.details = ("completed", {"exitcode": 0}) if code == 0 else ("process_failed", {"exitcode": code})
+        ev.text = f"{ev.text.strip()} -> {answer[0].strip()}"
+        return True
 
     def _following_lines(self, chunk: bytes, end: int, count: int) -> list[str]:
         if end == -1:
@@ -963,8 +1004,17 @@ class JobLogScanner:
         details: dict = {}
         if m and m["step"]:
             details["step"] = int(m["step"])
+            if m["of"]:
+                details["planned"] = int(m["of"])
         elif m:
             details["step"], details["total"] = int(m["tq"] or m["tq2"]), int(m["total"] or m["total2"])
+            if m["total2"]:
+                details["planned"] = int(m["total2"])
+        e = _EPOCH.search(body) if m and "poch" in body else None
+        if e:
+            details["epoch"] = int(e["epoch"])
+            if e["epochs"]:
+                details["epochs"] = int(e["epochs"])
         s = _S_PER_STEP.search(body)
         if s:
             details["s_per_step"] = float(s["v"]) if s["v"] else float(s["ms"]) / 1000.0
@@ -974,7 +1024,7 @@ class JobLogScanner:
         metrics = {k: float(v) for k, v in _METRIC_MS.findall(body)}
         if metrics:
             details["metrics_ms"] = metrics
-        if len(details) == 1 and "step" in details and " | " not in body and "loss" not in body:
+        if details.keys() <= {"step", "planned", "epoch", "epochs"} and " | " not in body and "loss" not in body:
             return None  # a bare number after the word "step" is not a progress line
         return JobEvent(lineno, "step", body, details=details)
 

@@ -46,6 +46,14 @@ class Unwrapped:
 LAUNCH_COMMAND = re.compile(r"\b(?:torchrun|torch\.distributed\.(?:run|launch))\b.*--(?:rdzv|master)[-_](?:endpoint|addr)")
 
 
+#: The programs a job is launched with, as typed (after ``VAR=value`` assignments): an ``echo $?`` typed
+#: right after one asks for the job's exit status, and is kept in the text with its answer below it
+#: (the job log parser reads ``0`` as a normal end); after ``tail log`` or ``grep`` it says nothing.
+JOB_LAUNCH = re.compile(r"(?:\w+=\S* )*(?:sudo )?(?:python[\d.]*|torchrun|deepspeed|accelerate|srun|mpirun|mpiexec|"
+                        r"horovodrun|colossalai|pytest|bash|sh|\./\S+|\S+\.sh)(?: |$)")
+EXIT_STATUS = "echo $?"
+
+
 def unwrap(text: str) -> Unwrapped:
     """The text without quotes, fences, a common fan-out host prefix and prompt lines (line for
     line). The prefix goes first: ``pdsh`` in front of a pasted session puts it before every prompt."""
@@ -72,8 +80,9 @@ def unwrap(text: str) -> Unwrapped:
             typed, host = b["typed"].strip(), b["host"]
         else:
             continue
+        launched = bool(commands) and JOB_LAUNCH.match(commands[-1][2]) is not None
         commands.append((i, remote_host(typed) or host, typed))
-        out[i] = typed if LAUNCH_COMMAND.search(typed) else ""
+        out[i] = typed if LAUNCH_COMMAND.search(typed) or launched and typed == EXIT_STATUS else ""
     new = "\n".join(out) + "\n"
     # the text's kind is read from its head: the first command's output, so its host is that one's
     first = commands[0][1] if commands and not any(x.strip() for x in out[:commands[0][0]]) else None

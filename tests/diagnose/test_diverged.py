@@ -88,3 +88,10 @@ def test_a_log_that_stops_in_work_prefixed_with_one_rank_names_it(tmp_path):
     work = "epoch 3 step 1200 loss 2.113\nrank 0: read 12/40 partials\nrank 0: read 24/40 partials\n"
     doc = _run(tmp_path, {"eval.log": work, "train.log": LONE + "\n"})
     assert _verdict(doc) == ("soft", "application_error", 0)
+
+
+def test_rank_only_data_preparation_is_a_data_stall(tmp_path):
+    """What the labelled work is decides the category: tokenizing on one rank starves the others."""
+    work = "\n".join(f"rank 0: tokenizing documents of part {i} of 6 ({i * 1000} docs)" for i in range(1, 4))
+    doc = _run(tmp_path, {"prep.log": work + "\n", "train.log": LONE + "\n"})
+    assert _verdict(doc) == ("soft", "data_pipeline_stall", 0)

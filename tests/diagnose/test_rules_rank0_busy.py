@@ -91,3 +91,24 @@ def test_a_step_cancelled_after_training_resumed_or_with_an_error_is_not(tmp_pat
                   [SLOW_PREP, CANCEL.replace(" ***", " DUE TO TIME LIMIT ***")]):
         doc = _cancelled(tmp_path, lines)
         assert not any(f["id"].startswith("cancelled-in-data-prep") for f in doc["findings"]), lines
+
+
+# ------------------------------------------------ what the busy rank last did decides the category
+SCAN_BAR = ("val: Scanning /srv/corpora/street-scenes/labels/val... 80211 images, 96 backgrounds, 2 corrupt:  "
+            "38%|███▊      | 81309/214000 [29:50<48:41, 45.4it/s]")
+INDEX = "[2026-03-07 09:41:12,004] INFO build_index: building the sample index over 4096 shards (this may take a while)"
+SAVE = "[2026-03-07 10:01:55,310] INFO trainer: Saving checkpoint to /ckpt/run-17/step_12000 (full state dict)"
+EVAL = "[2026-03-07 10:01:55,310] INFO trainer: Running evaluation on the held-out split (rank 0)"
+
+
+def test_a_scan_over_images_or_an_index_build_is_data_preparation(tmp_path):
+    for last in (SCAN_BAR, INDEX):
+        doc = _run(tmp_path, [1, 2, 3], extra=[last])
+        assert (doc["root_cause"]["category"], doc["root_cause"]["rank"]) == ("data_pipeline_stall", 0), last
+
+
+def test_a_checkpoint_save_or_an_evaluation_stays_the_jobs_own_work(tmp_path):
+    """Negative controls: rank 0's last line is a save (after a finished-looking data step) or an evaluation."""
+    for lines in ([SAVE], [TQDM, SAVE], [INDEX, EVAL]):
+        doc = _run(tmp_path, [1, 2, 3], extra=lines)
+        assert (doc["root_cause"]["category"], doc["root_cause"]["rank"]) == ("application_error", 0), lines

@@ -6,7 +6,7 @@ announcement followed by training steps is old news, and a rank 0 that failed is
 from __future__ import annotations
 
 from gpulib.diagnose import diagnose
-from gpulib.diagnose.rules.job import _DATA_STEP
+from gpulib.diagnose.busy import classify
 
 PREP = "2026-01-19 08:02:12,317 INFO  Extracting scenarios from cache: /data/cache/full (this may take a while)...\n"
 STEPS = "".join(f"2026-01-19 08:03:{i:02d},000 INFO  step {i}/5000 loss 2.{i:02d}\n" for i in range(10, 14))
@@ -48,8 +48,8 @@ def test_control_a_rank0_that_failed_is_its_own_cause(tmp_path):
 
 
 def test_what_counts_as_a_data_preparation_announcement():
-    assert _DATA_STEP.search("Extracting scenarios from cache: /data/cache/full (this may take a while)...")
-    assert _DATA_STEP.search("Running tokenizer on dataset")
+    assert classify("Extracting scenarios from cache: /data/cache/full (this may take a while)...") == "data"
+    assert classify("Running tokenizer on dataset") == "data"
     # controls: model loading and a data word inside a path are not data preparation
-    assert not _DATA_STEP.search("Loading checkpoint shards: 100%")
-    assert not _DATA_STEP.search("#> Saving the indexing plan to /data/indexes/wiki.nbits=2/plan.json ..")
+    assert classify("Loading checkpoint shards: 100%") is None
+    assert classify("#> Saving the indexing plan to /data/indexes/wiki.nbits=2/plan.json ..") is None

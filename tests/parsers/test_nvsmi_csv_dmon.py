@@ -131,3 +131,14 @@ def test_kinds_do_not_claim_each_other(recorded, incidents):
         assert not module.looks_like(csv_head)
     for module in (nvsmi_query, nvsmi_table, nvsmi_csv):
         assert not module.looks_like(dmon_head)
+
+
+def test_a_comment_above_the_header_is_not_the_header():
+    """A prolog's inventory file: a comment line (with a comma) above nvidia-smi's CSV header."""
+    text = ("# inventory written by the prolog of job 4410, 2026-04-09T05:58:12Z\n"
+            "index, pci.bus_id, name\n0, 00000000:1B:00.0, NVIDIA H100 80GB HBM3\n"
+            "1, 00000000:C3:00.0, NVIDIA H100 80GB HBM3\n")
+    assert nvsmi_csv.looks_like(text)
+    result = nvsmi_csv.parse(text)
+    assert result.problems == []
+    assert [(r.index, r.pci_bus_id) for r in result.records] == [(0, "0000:1b:00.0"), (1, "0000:c3:00.0")]

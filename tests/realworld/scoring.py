@@ -26,10 +26,10 @@ from gpulib.diagnose import diagnose
 CULPRIT_FIELDS = ("host", "rank", "gpu_index", "gpu_pci")
 SHARED_THREAD_SETS = (("corpus", "public-threads"), ("corpus", "public-threads-2"))
 OWN_CASES = Path(__file__).resolve().parent / "cases"
-#: Cases built by someone who had not read the rules, scored before any rule changed for them.
-UNSEEN_CASES = Path(__file__).resolve().parent / "unseen"
-#: The second such batch.
-UNSEEN2_CASES = Path(__file__).resolve().parent / "unseen2"
+#: Batches built by someone who had not read the rules, each scored before any rule changed for it
+#: (its README gives that first-look figure): ``unseen*`` from public threads, ``synth*`` synthetic
+#: multi-node incidents in launchers and layouts the rules' authors had not used.
+BATCHES = {name: Path(__file__).resolve().parent / name for name in ("unseen", "unseen2", "unseen3", "synth3")}
 HARD = frozenset({"gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error", "nvlink_error", "power_fault",
                   "node_lost"})
 SOFT = frozenset({"cuda_oom", "host_oom", "application_error", "data_pipeline_stall"})

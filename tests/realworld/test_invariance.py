@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from gpulib.diagnose import diagnose
 from tests.conftest import SHARED
-from tests.realworld.scoring import CULPRIT_FIELDS, OWN_CASES, SHARED_THREAD_SETS, UNSEEN2_CASES, UNSEEN_CASES, cases, judge
+from tests.realworld.scoring import BATCHES, CULPRIT_FIELDS, OWN_CASES, SHARED_THREAD_SETS, cases, judge
 
-ALL = ([c for s in SHARED_THREAD_SETS for c in cases(SHARED.joinpath(*s))] + cases(OWN_CASES) + cases(UNSEEN_CASES)
-       + cases(UNSEEN2_CASES))
+ALL = ([c for s in SHARED_THREAD_SETS for c in cases(SHARED.joinpath(*s))] + cases(OWN_CASES)
+       + [c for path in BATCHES.values() for c in cases(path)])
 #: File names without the letters of words that carry identity on purpose (rank, nccl.<host>, attempt_).
 NAME = st.text(alphabet="abcdefghijklmopqsuvwxyz_-", min_size=3, max_size=12)
 SUFFIX = st.sampled_from(["", ".txt", ".log", ".out", ".md"])

@@ -1,9 +1,10 @@
 """Real-world yardstick: log excerpts from public incident threads, judged by what each thread concluded.
 
-Five sets: ``../shared/corpus/public-threads`` and ``public-threads-2`` (read in place, skipped with
+The sets: ``../shared/corpus/public-threads`` and ``public-threads-2`` (read in place, skipped with
 a reason when absent), ``tests/realworld/cases`` (our own fixtures, each modelled on one public
-thread: its layout and machine messages as printed, identifiers of our own) and
-``tests/realworld/unseen`` and ``unseen2`` (cases built by someone who had not read the rules, scored
+thread: its layout and machine messages as printed, identifiers of our own) and the batches of
+:data:`~tests.realworld.scoring.BATCHES` (``unseen``, ``unseen2``, ``unseen3`` from threads,
+``synth3`` synthetic multi-node incidents: built by someone who had not read the rules, scored
 before any rule changed for them). Judged as the maintainers' scorer judges (:mod:`tests.realworld.scoring`):
 every firm case (confidence high or medium) must have the right category and every culprit field
 the thread states; no failure may be answered "none", whatever the confidence. The accuracy per
@@ -15,10 +16,10 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import REPO, SHARED
-from tests.realworld.scoring import OWN_CASES, SHARED_THREAD_SETS, UNSEEN2_CASES, UNSEEN_CASES, cases, judge, table
+from tests.realworld.scoring import BATCHES, OWN_CASES, SHARED_THREAD_SETS, cases, judge, table
 
 SETS = {name[-1]: cases(SHARED.joinpath(*name)) for name in SHARED_THREAD_SETS} | {
-    "own": cases(OWN_CASES), "unseen": cases(UNSEEN_CASES), "unseen2": cases(UNSEEN2_CASES)}
+    "own": cases(OWN_CASES)} | {name: cases(path) for name, path in BATCHES.items()}
 ALL = [c for found in SETS.values() for c in found]
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 
-from gpulib.diagnose.addresses import AddressBook, Named
+from gpulib.diagnose.addresses import AddressBook, Named, blamed_end
 from gpulib.diagnose.context import Context, place, quote
 from gpulib.evidence import kinds
 from gpulib.evidence.gather import InputFile
@@ -203,6 +203,19 @@ def _startup(ctx: Context, signals, book: AddressBook, first: _FirstStep) -> Non
     f.tier = 3  # a named cause (a full /dev/shm, a refused peer) is more specific
 
 
+def _common_end(ctx: Context, items: list[tuple[InputFile, Signal]], book: AddressBook) -> Named | None:
+    """With errors naming several peers: the host at one end of every failing connection
+    (:func:`~gpulib.diagnose.addresses.blamed_end`), when the evidence names every end."""
+    pairs = []
+    for fl, s in items:
+        far = book.name_of(s.fields.get("peer"))
+        if far is None:
+            return None
+        pairs.append((ctx.ids.node_of(s.host or fl.host), far.host))
+    end = blamed_end(pairs)
+    return Named(end, f"the one end of all {len(pairs)} failing connections") if end else None
+
+
 def _completion(ctx: Context, signals, book: AddressBook) -> None:
     completions = signals.get(COMPLETION, [])
     remote = [(fl, s) for fl, s in signals.get(REMOTE, []) if (fl.display, s.line) not in ctx.judged
@@ -212,7 +225,7 @@ def _completion(ctx: Context, signals, book: AddressBook) -> None:
     items = completions or remote
     peers = {(s.fields.get("peer") or "").split("<")[0] for _fl, s in items} - {""}
     named = {n.host: n for n in (book.name_of(p) for p in peers) if n}
-    peer = next(iter(named.values())) if len(named) == 1 else None
+    peer = next(iter(named.values())) if len(named) == 1 else _common_end(ctx, items, book)
     links = [f for f in ctx.findings if f.role == "cause" and f.category == "network_fabric" and f.interruption == "hard"]
     if links:  # the link's own failure is the cause; the completion errors say which node's it was
         for f in links:

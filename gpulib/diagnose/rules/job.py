@@ -9,7 +9,8 @@ time out (or completed less work, or whose watchdog got stuck): those are where 
 Causes on the job side: CUDA OOM (with the numbers and a fragmentation hint), CUDA errors
 (uncorrectable ECC = hardware; illegal address / device assert = code), a rank's first Python
 exception, DataLoader failures, NCCL invalid usage, mixed IB/socket transports across nodes,
-ranks that timed out in different collectives at one sequence number (the code paths diverged),
+ranks that timed out in different collectives at one sequence number, or at different sequence
+numbers of one process group (the code paths diverged),
 and data-loading stalls seen in per-rank step timings.
 """
 
@@ -21,11 +22,15 @@ from math import prod
 from statistics import median
 
 from gpulib.catalog.cuda_errors import DRIVER_CLASSES, cuda_error_of
+from gpulib.diagnose import ends
+from gpulib.diagnose.addresses import blamed_end
+from gpulib.diagnose.busy import Activity, last_activity
 from gpulib.diagnose.context import Context, place, quote
 from gpulib.diagnose.rules.signatures import CASCADE_EXCEPTIONS
 from gpulib.evidence import kinds
 from gpulib.findings import LAST_RESORT_TIER, Finding, Pointers
 from gpulib.parsers.linescan import lines_up_to
+from gpulib.parsers.logtime import seconds_between
 from gpulib.parsers.training_log import ranks_of
 
 STRAGGLER_RATIO = 1.3
@@ -37,7 +42,12 @@ _UNCLASSIFIED_CUDA_ACTION = "Check dmesg for an Xid on this GPU (unspecified lau
 
 
 def _events(ctx: Context) -> list[tuple]:
-    return ctx.records(*kinds.JOB_LOGS)
+    """Every job log record but those on lines a rule judged harmless (exit teardown after the
+    run's normal end, :mod:`gpulib.diagnose.ends`)."""
+    events = ctx.records(*kinds.JOB_LOGS)
+    if not ctx.judged:
+        return events
+    return [(fl, e) for fl, e in events if (fl.display, e.line) not in ctx.judged]
 
 
 def _fmt_ranks(ranks) -> str:
@@ -48,6 +58,7 @@ def _fmt_ranks(ranks) -> str:
 
 
 def run(ctx: Context) -> None:
+    ends.forgive_teardown(ctx)
     events = _events(ctx)
     _timeouts(ctx, events)
     _store_barrier(ctx, events)
@@ -55,6 +66,42 @@ def run(ctx: Context) -> None:
     _launcher(ctx, events)
     _transport(ctx, events)
     _progress(ctx, events)
+    _rank_outside_world(ctx, events)
+
+
+#: The catalogue row that reads a process's global rank with the world size (``signatures.tsv``).
+RANK_IN_WORLD = "rank-in-world"
+
+
+def _rank_outside_world(ctx: Context, events) -> None:
+    """A process that says its global rank is at or above the world size (Lightning's ``GLOBAL_RANK: 2,
+    MEMBER: 3/2``, NCCL's ``rank 8 nranks 8``, ``RANK=9 WORLD_SIZE=8``): ranks run 0..world-1, so its
+    rank environment is wrong. The usual cause is a variable left from another job (``NODE_RANK``,
+    ``RANK``, ``GROUP_RANK``) or a ``--node_rank`` one too high; the ranks that should exist never
+    come, and the job hangs at initialisation waiting for them - a launch error, not the network."""
+    wrong = []
+    for fl, e in events:
+        if e.kind == "nccl_init" and e.details.get("nranks"):
+            bad = sorted(r for r in ranks_of(e) if r >= e.details["nranks"])
+            if bad:
+                wrong.append((fl, e.line, e.text, e.time_utc, e.host, bad, e.details["nranks"]))
+    for fl in ctx.inputs.files:
+        for s in fl.signals:
+            if s.signature == RANK_IN_WORLD:
+                rank, world = int(s.fields.get("what") or s.fields["what2"]), int(s.fields["num"])
+                if rank >= world:
+                    wrong.append((fl, s.line, s.text, s.time_utc, s.host, [rank], world))
+    if not wrong:
+        return
+    fl, line, text, when, host, bad, world = min(wrong, key=lambda w: (w[3] or "~", w[0].display, w[1]))
+    f = ctx.add("rank-outside-world", severity="error", category="application_error", interruption="soft",
+                title=f"Global rank {_fmt_ranks(bad)} in a world of {world} ranks (ranks run 0..{world - 1}): the "
+                      "rank environment is wrong, and the job waits for ranks that never come",
+                time=when, host=host or fl.host, quotes=[quote(fl, line, text)],
+                actions=["Check the rank variables in the launching shell and job script (`env | grep -E "
+                         "'RANK|WORLD|MASTER'`): unset a stale NODE_RANK / RANK / GROUP_RANK left from another job, "
+                         "and give --node_rank 0..nnodes-1 and --nnodes / WORLD_SIZE = nodes x processes per node"])
+    f.hardware = False
 
 
 # ---------------------------------------------------------------- timeouts: who did not arrive
@@ -139,63 +186,68 @@ def _store_barrier(ctx: Context, events) -> None:
         _rank0_busy(ctx, fl, first, timeout_s)
 
 
-#: The catalogue's signature of a data-loading/preprocessing progress bar (``signatures.tsv``).
-DATA_PROGRESS = "data-progress"
-
-
 def _rank0_busy(ctx: Context, fl, first, timeout_s: int | None = None) -> None:
     """Every rank but rank 0 timed out, and rank 0 printed no error: rank 0 was still busy with work
     only rank 0 does - writing the checkpoint (or gathering the full state dict to write it),
     evaluating, logging, tokenizing or preparing the dataset before the others start - for longer
     than the collective timeout, while the others waited at the next collective. Frameworks put
     that work on rank 0, so a silent rank 0 is that, unless the evidence shows a fault of its GPU or
-    node (any such cause outranks this one, which is a cause of last resort)."""
+    node (any such cause outranks this one, which is a cause of last resort). What rank 0 last
+    announced decides the category (:mod:`gpulib.diagnose.busy`): data preparation is a data stall,
+    a checkpoint save or an evaluation is the job's own work (a save held up by storage the evidence
+    shows stalled is the storage finding's, which outranks this cause of last resort)."""
     timeout_s = first.details.get("timeout_ms", 0) // 1000 if timeout_s is None else timeout_s
-    # a data-preparation progress bar (tokenizing, mapping, loading shards) still short of 100 % in the
-    # same console: that is what rank 0 was doing - the ranks that wait for it print no such bar
-    prep = next((s for s in fl.signals if s.signature == DATA_PROGRESS and int(s.fields.get("num") or 100) < 100), None)
-    said = None if prep else _last_data_step(fl, first.line, events=[e for f, e in ctx.records(kinds.TRAINING_LOG)
-                                                                         if f is fl])
-    what = "preparing the data (a progress bar short of 100 %)" if prep else \
-        f"preparing the data ('{said[1].strip()[-80:]}')" if said else \
+    doing = _busy_with(ctx, fl, first.line)
+    category = doing.category if doing else "application_error"
+    what = f"{_BUSY_WORDS[doing.what]} ('{doing.text.strip()[:100]}')" if doing else \
         "rank-0-only work (checkpoint save, evaluation, data preparation)"
-    f = ctx.add("rank0-busy", severity="error", category="data_pipeline_stall" if prep or said else "application_error",
-                interruption="soft", role="cause",
+    f = ctx.add("rank0-busy", severity="error", category=category, interruption="soft", role="cause",
                 title="Rank 0 never reached the collective the other ranks timed out in, and printed no error: it was "
                       f"busy {what} for longer than the {timeout_s} s collective timeout", rank=0, time=first.time_utc,
                 time_approx=True, quotes=[quote(fl, first.line, first.text)]
-                + ([quote(fl, prep.line, prep.text)] if prep else [])
-                + ([quote(fl, said[0], said[1])] if said else []),
-                actions=["Find what rank 0 was doing at that step (its last log lines, py-spy dump of its process "
-                         "on the next hang): a checkpoint save, an evaluation or a data-preparation step",
+                + ([quote(fl, doing.line, doing.text.strip())] if doing else []),
+                actions=[_BUSY_ACTIONS[doing.what if doing else None],
                          "Give that phase more time (init_process_group(timeout=...), or a barrier with its own "
-                         "timeout after it), make it faster or shard it across ranks (distributed checkpointing, "
-                         "preprocess the dataset once before launch)",
+                         "timeout after it), or make it shorter than the collective timeout",
                          "Rule out rank 0's GPU and node: collect its kernel log and nvidia-smi -q"])
     f.tier = LAST_RESORT_TIER  # any cause the evidence shows (a GPU fault on rank 0's node) comes first
     place(ctx, f, rank=0)
 
 
-#: A log line announcing a data-preparation phase (``Extracting scenarios from cache (this may take a
-#: while)...``, ``Tokenizing the dataset``, ``Loading shards``): what a silent rank 0 last said it was doing.
-_DATA_STEP = re.compile(r"(?i)\b(?:load|extract|tokeniz|preprocess|prepar|cach|download|shuffl|filter|map)\w*\b"
-                        r"[^|/]{0,60}?(?<![/\w.])(?:data(?:set)?s?|scenarios?|cache|corpus|samples|examples|"
-                        r"records)\b(?![/.]\w)")
+#: How the title says what the busy rank was doing.
+_BUSY_WORDS = {"data": "preparing the data", "checkpoint": "saving a checkpoint", "evaluation": "evaluating"}
+#: The first action, by what the busy rank was doing.
+_BUSY_ACTIONS = {
+    "data": "Prepare the dataset once before launch (scan, cache, tokenize, index offline) or on every rank in "
+            "parallel, so no rank does it alone while the others wait",
+    "checkpoint": "Save with a distributed checkpoint (every rank writes its shard) or asynchronously, and check the "
+                  "checkpoint storage's write speed",
+    "evaluation": "Run the evaluation on every rank (a distributed sampler), or after a barrier with its own timeout",
+    None: "Find what rank 0 was doing at that step (its last log lines, py-spy dump of its process on the next "
+          "hang): a checkpoint save, an evaluation or a data-preparation step"}
+
+#: The catalogue's signature of a data-loading/preprocessing progress bar (``signatures.tsv``).
+DATA_PROGRESS = "data-progress"
 #: How far back before the timeout the announcement is looked for (lines), and the largest line number
 #: at which a file is re-read for it (a multi-GB console is not read twice).
-DATA_STEP_WINDOW = 40
-DATA_STEP_MAX_LINE = 200_000
+ACTIVITY_WINDOW = 40
+ACTIVITY_MAX_LINE = 200_000
 
 
-def _last_data_step(fl, before: int, events) -> tuple[int, str] | None:
-    """(line, text) of the last data-preparation announcement in the few lines before ``before`` and
-    after the file's last training step, or None. Only a small pasted or early-failing console is re-read."""
-    if before > DATA_STEP_MAX_LINE:
-        return None
-    last_step = max((e.line for e in events if e.kind in ("step", "eval_progress") and e.line < before), default=0)
-    first, lines = lines_up_to(fl.path, before - 1, DATA_STEP_WINDOW)
-    window = [(first + i, t) for i, t in enumerate(lines) if first + i > last_step]
-    return next(((n, t) for n, t in reversed(window) if _DATA_STEP.search(t) and "rror" not in t), None)
+def _busy_with(ctx: Context, fl, before: int) -> Activity | None:
+    """What rank 0 was last doing: the later of a data-preparation progress bar still short of 100 %
+    in the same console (the ranks that wait for it print no such bar) and the last activity announced
+    in the few lines before ``before`` and after the file's last training step. Only a small pasted or
+    early-failing console is re-read."""
+    bars = [s for s in fl.signals if s.signature == DATA_PROGRESS and int(s.fields.get("num") or 100) < 100]
+    bar = Activity("data", bars[-1].line, bars[-1].text) if bars else None
+    said = None
+    if before <= ACTIVITY_MAX_LINE:
+        events = [e for f, e in ctx.records(kinds.TRAINING_LOG) if f is fl]
+        last_step = max((e.line for e in events if e.kind in ("step", "eval_progress") and e.line < before), default=0)
+        start, lines = lines_up_to(fl.path, before - 1, ACTIVITY_WINDOW)
+        said = last_activity([(start + i, t) for i, t in enumerate(lines) if start + i > last_step])
+    return max((a for a in (bar, said) if a), key=lambda a: a.line, default=None)
 
 
 #: Collectives every rank must call with the same element count: a different NumelIn at one sequence
@@ -267,6 +319,54 @@ def _desync(ctx: Context, timeouts, events) -> Finding | None:
                                 "or state-dict gather only on some ranks, a decision taken on a value only one rank "
                                 "has (dist.reduce instead of dist.all_reduce), an early exit on one rank",
                                 "Rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL: it reports mismatched collectives by name"])
+    return _ahead(ctx, timeouts)
+
+
+def _ahead(ctx: Context, timeouts) -> Finding | None:
+    """Ranks that timed out at *different* sequence numbers of one process group, in collectives
+    every rank makes.
+
+    A rank that timed out in its collective N+1 had completed its collective N, and a collective
+    completes only once every rank has joined it; so a rank still waiting in its own N (it timed out
+    there too) had not joined the call the others completed as N: the ranks enqueued different
+    sequences of collectives - a barrier or an all-reduce that only some ranks reach (``if rank ==
+    0: log_dir ...; barrier()``), an early ``continue`` on one rank. A straggler is not this: a rank
+    that is merely behind (lower SeqNum) never times out itself, it is the one the others wait for;
+    a slow or failed GPU is a hardware finding, which outranks this one. Both reports must be of one
+    run: times, where both are known, within one timeout of each other (a restarted job counts its
+    collectives from 0 again), and no pipeline send/recv or rooted gather, whose counts may differ."""
+    seqs: dict = defaultdict(dict)  # (process group) -> rank -> (seq, file, event)
+    for fl, e in sorted(timeouts, key=lambda fe: (fe[1].time_utc or "~", fe[1].line)):
+        d = e.details
+        if d.get("seq") is None or not d.get("op") or _uneven(d["op"]):
+            continue
+        for r in ranks_of(e):
+            seqs[d.get("pg") or 0].setdefault(r, (d["seq"], fl, e))
+    for by_rank in seqs.values():
+        if len({s for s, *_ in by_rank.values()}) < 2:
+            continue
+        low = min(s for s, *_ in by_rank.values())
+        behind = sorted(r for r, (s, *_r) in by_rank.items() if s == low)
+        ahead = sorted(r for r, (s, *_r) in by_rank.items() if s > low)
+        first, other = by_rank[behind[0]], by_rank[ahead[0]]
+        window_s = (other[2].details.get("timeout_ms") or 0) / 1000
+        if first[2].time_utc and other[2].time_utc and \
+                abs(seconds_between(first[2].time_utc, other[2].time_utc)) > window_s:
+            continue
+        return ctx.add("collective-desync", severity="critical", category="application_error", interruption="soft",
+                       role="cause", title=f"The ranks had issued different collectives: rank(s) {_fmt_ranks(ahead)} "
+                                           f"timed out at SeqNum {other[0]}, so their SeqNum {low} had completed, while "
+                                           f"rank(s) {_fmt_ranks(behind)} still waited in a SeqNum {low}: a "
+                                           "collective only some ranks reach (a rank-dependent code path)",
+                       time=min(filter(None, (first[2].time_utc, other[2].time_utc)), default=None),
+                       quotes=[quote(first[1], first[2].line, first[2].text), quote(other[1], other[2].line,
+                                                                                  other[2].text)],
+                       actions=["Look for a collective (barrier, all_reduce, broadcast) under a rank- or "
+                                "value-dependent condition: work done only `if rank == 0` (creating a directory, "
+                                "saving, logging) that calls a barrier or a collective the other ranks never make, "
+                                "or an early `continue`/`return` on some ranks",
+                                "Rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL: it reports mismatched collectives by name",
+                                "Relaunch after the fix; the hardware is not at fault"])
     return None
 
 
@@ -523,7 +623,8 @@ def _nccl_errors(ctx: Context, events) -> None:
                                  "size is a launch misconfiguration: RANK/WORLD_SIZE)",
                                  "Check that every rank calls the same collectives with the same sizes/dtypes"])
             continue
-        pointers = Pointers(peer_addrs=peers)
+        pointers = _blamed(ctx, [(ctx.ids.locate(rank=x.rank).host if x.rank is not None else x.host,
+                                  x.details.get("peer")) for _, x in items], peers)
         if code == "ncclUnhandledCudaError":
             pointers.ranks |= ranks
         ctx.add("nccl-error", severity="error", category="network_fabric", role="symptom",
@@ -545,7 +646,18 @@ def _nccl_errors(ctx: Context, events) -> None:
         ctx.add("nccl-net", severity="warning", category="network_fabric", role="symptom",
                 title=f"{what} on {', '.join(sorted(hosts)) or 'the job'}"
                       + (f" from peer(s) {', '.join(sorted(peers))}" if peers else "") + hint,
-                time=e.time_utc, quotes=[quote(fl, e.line, e.text)], pointers=Pointers(peer_addrs=peers))
+                time=e.time_utc, quotes=[quote(fl, e.line, e.text)],
+                pointers=_blamed(ctx, [(x.host, x.details.get("peer")) for _, x in items], peers))
+
+
+def _blamed(ctx: Context, pairs: list[tuple[str | None, str | None]], peers: set[str]) -> Pointers:
+    """Whom transport errors blame: the host at one end of every failing connection
+    (:func:`~gpulib.diagnose.addresses.blamed_end`: ranks on several nodes that all name one peer,
+    and that peer's own errors naming each of them), when the evidence names the peers' hosts;
+    otherwise every peer address they name."""
+    named = [(ctx.ids.node_of(reporter), ctx.ids.host_of_addr(peer)) for reporter, peer in pairs if peer]
+    end = blamed_end(named) if named and all(p for _r, p in named) else None
+    return Pointers(hosts={end}) if end else Pointers(peer_addrs=peers)
 
 
 # ---------------------------------------------------------------- launchers (torchrun / slurm)
@@ -762,10 +874,12 @@ def job_outcome(ctx: Context) -> tuple[bool, bool]:
 
     A job that reports success is failed only by fatal signals (timeouts, NCCL/CUDA errors, process
     exits); an exception a healthy run printed and survived does not fail it."""
-    completed = any(e.kind == "completed" for _, e in _events(ctx))
+    completed = any(e.kind == "completed" for _, e in _events(ctx)) or bool(ends.normal_ends(ctx))
     failed = any(e.kind in _FATAL_KINDS or (not completed and e.kind == "exception"
                                             and (e.details.get("class") or "") != "KeyboardInterrupt")
                  for _, e in _events(ctx))
+    # a process that ran its exit path before the run's end: the run went on without it, or stopped
+    failed = failed or bool(ends.teardown_lines(ctx)[1])
     return failed, completed
 
 

@@ -8,6 +8,7 @@ from collections import defaultdict
 
 from gpulib.diagnose.context import Context, place, quote
 from gpulib.diagnose.drift import WHY, config_drift
+from gpulib.diagnose.hca_path import hca_path
 from gpulib.evidence import kinds
 from gpulib.findings import LAST_RESORT_TIER, Pointers, Quote
 from gpulib.parsers.slurm import NodeReason, PartitionState
@@ -291,19 +292,27 @@ def _flight_recorder(ctx: Context) -> None:
 
 
 def ib_ports(ctx: Context) -> None:
-    """An InfiniBand port that is not Active/LinkUp: the node's link to the fabric (read per node)."""
+    """An InfiniBand port that is not Active/LinkUp: the node's link to the fabric (read per node).
+    A RoCE port (link layer Ethernet) counts when the job's NCCL used it (:mod:`gpulib.diagnose.hca_path`):
+    the same adapters also carry plain Ethernet, where a down port is no concern of the job's. A port
+    on an HCA the job does not use is said, as context: it did not interrupt the job."""
+    path = hca_path(ctx)
     for file, rec in ctx.records(kinds.IBSTAT):
         state = str(getattr(rec, "state", "") or "").lower()
         link = str(getattr(rec, "link_layer", "") or "InfiniBand")
         if "down" not in state and "init" not in state and "polling" not in str(getattr(rec, "physical_state", "")).lower():
             continue
-        if link.lower() != "infiniband":
-            continue
         ca = getattr(rec, "ca", None) or getattr(rec, "device", None) or "HCA"
+        used = path.on_path(ca, ctx.ids.node_of(file.host))
+        if link.lower() != "infiniband" and not used:
+            continue
         port = getattr(rec, "port", None)
-        ctx.add("ib-port", severity="critical", category="network_fabric", interruption="soft", hardware=True,
+        unused = "" if used is not False else "; not an HCA the job's NCCL uses" + (
+            f" (NCCL_IB_HCA={path.spec})" if path.spec else "")
+        ctx.add("ib-port", severity="warning" if unused else "critical", category="network_fabric",
+                interruption=None if unused else "soft", role="context" if unused else "cause", hardware=True,
                 title=f"{file.host or 'host'}: {ca} port {port} is {getattr(rec, 'state', '?')} "
-                      f"({getattr(rec, 'physical_state', '?')})", host=file.host,
+                      f"({getattr(rec, 'physical_state', '?')}){unused}", host=file.host,
                 quotes=[quote(file, getattr(rec, "line", None), f"{ca} port {port}: State "
                                                                     f"{getattr(rec, 'state', '?')}, Physical state "
                                                                     f"{getattr(rec, 'physical_state', '?')}")],
