@@ -23,7 +23,7 @@ from functools import lru_cache
 from importlib import resources
 
 DATA_FILE_NAME = "signatures.tsv"
-ROLES = ("cause", "symptom", "context", "completion", "benign", "identity", "failure", "teardown")
+ROLES = ("cause", "symptom", "context", "completion", "benign", "identity", "setting", "failure", "teardown")
 
 
 @dataclass(frozen=True)

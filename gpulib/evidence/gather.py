@@ -641,9 +641,14 @@ def _session_log_kind(kind: str | None, head: str) -> str | None:
     """The kind a session file is read as whole. A file that starts with a table read by structure
     alone (three rows of ``nvidia-smi --query-gpu``) but goes on, after a later prompt, with a job
     log or lines no parser knows (two files pasted as one) is read as that log, or as plain text
-    (None): every line of it is then scanned, and the table is one of its outputs."""
-    if kind not in STRUCTURED_ONLY:
+    (None): every line of it is then scanned, and the table is one of its outputs. So is one tool's
+    output on several hosts (``ip -br addr`` here, then ``ssh node-2 ip -br addr``): read whole, every
+    record would be the first prompt's host's; read as text, each output is its own host's input."""
+    if kind in CATCH_ALL_KINDS:
         return kind
+    if kind not in STRUCTURED_ONLY:
+        one_tool = set(session.output_kinds(head)) == {kind}
+        return None if one_tool and len(session.output_hosts(head)) > 1 else kind
     held = session.output_kinds(head)
     if any(k is None for k in held) and not any(k in CATCH_ALL_KINDS for k in held):
         return None

@@ -10,6 +10,14 @@ found" -- on some nodes only. One line per interface::
 
 An interface is up when its flags hold ``UP`` (administratively up) and ``LOWER_UP`` (carrier);
 ``lo`` reports ``state UNKNOWN`` and is up by its flags. ``eth0@if12`` (a veth pair) is named ``eth0``.
+
+The brief form (``ip -br addr`` / ``ip -br link``, what people paste to compare nodes) is one line per
+interface too: name, operational state, then its addresses (``addr``) or MAC and flags (``link``)::
+
+    enp4s0           UP             192.168.60.11/24 fe80::3efd:feff:fe02:a1b0/64
+    ibp26s0          UP             00:00:10:29:fe:80:00:00:00:00:00:00:0c:42:a1:03:00:6b:c2:01 <BROADCAST,MULTICAST,UP,LOWER_UP>
+
+There an interface is up when its state is ``UP`` (or ``UNKNOWN``, as ``lo`` and tunnels report).
 """
 
 from __future__ import annotations
@@ -22,6 +30,9 @@ from gpulib.parsers.base import ParseResult, Problem
 KIND = "ip_link"
 
 _LINE = re.compile(r"^(?P<index>\d+): (?P<name>[^:@\s]+)(?:@\S+)?: <(?P<flags>[^>]*)> (?P<rest>.*)$")
+#: ``ip -br``: name (``@peer`` dropped), operational state, then addresses or the MAC and flags.
+_BRIEF = re.compile(r"^(?P<name>[^\s@]+)(?:@\S+)?\s+(?P<state>UP|DOWN|UNKNOWN|LOWERLAYERDOWN|DORMANT|NOTPRESENT|TESTING)"
+                    r"(?:\s+(?P<rest>\S.*?))?\s*$")
 _STATE = re.compile(r"\bstate (?P<state>\S+)")
 _LINK = re.compile(r"link/(?P<type>\S+)")
 
@@ -41,13 +52,23 @@ class NetInterface:
 
 def looks_like(head: str) -> bool:
     lines = [line for line in head.splitlines() if line.strip()][:10]
-    return bool(lines) and all(_LINE.match(line) for line in lines)
+    return bool(lines) and (all(_LINE.match(line) for line in lines) or all(_BRIEF.match(line) for line in lines))
+
+
+def _brief(m: re.Match, number: int) -> NetInterface:
+    rest = m["rest"] or ""
+    link = "loopback" if m["name"] == "lo" else "infiniband" if re.match(r"(?:[0-9a-f]{2}:){19}", rest) else None
+    return NetInterface(name=m["name"], up=m["state"] in ("UP", "UNKNOWN"), state=m["state"], link_type=link, line=number)
 
 
 def parse(text: str, source: str = "<text>") -> ParseResult[NetInterface]:
     result: ParseResult[NetInterface] = ParseResult(KIND)
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
+            continue
+        brief = _BRIEF.match(line)
+        if brief:
+            result.records.append(_brief(brief, number))
             continue
         m = _LINE.match(line)
         if not m:

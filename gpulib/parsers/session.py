@@ -56,6 +56,12 @@ def output_kinds(text: str) -> list[str | None]:
     return [detect.detect_kind("", "\n".join(lines[a:b]).lstrip("\n")[:HEAD_CHARS]) for a, b, _, _ in blocks]
 
 
+def output_hosts(text: str) -> set[str]:
+    """The hosts whose prompts (or ``ssh HOST cmd``) the outputs of a session follow."""
+    _lines, blocks = _blocks(text)
+    return {host for _a, _b, host, _cmd in blocks if host}
+
+
 def outputs(text: str, source: str, opts: registry.Options, *, skip: Collection[str | None] = ()) -> list[Output]:
     """The outputs of a pasted session whose kind a parser knows (never raises on bad text)."""
     lines, blocks = _blocks(text)
@@ -75,4 +81,4 @@ def outputs(text: str, source: str, opts: registry.Options, *, skip: Collection[
     return found
 
 
-__all__ = ["Output", "output_kinds", "outputs"]
+__all__ = ["Output", "output_hosts", "output_kinds", "outputs"]

@@ -81,6 +81,16 @@ def _identity_signatures() -> frozenset[str]:
 
 
 @lru_cache(maxsize=1)
+def _setting_positions() -> frozenset[int]:
+    return frozenset(i for i, sig in enumerate(load_signatures()) if sig.role == SETTING)
+
+
+def _settings(candidates: set[int] | None) -> set[int]:
+    """Of the rows a line's keywords name (every row when the prefilter did not say), the settings."""
+    return set(_setting_positions()) if candidates is None else candidates & _setting_positions()
+
+
+@lru_cache(maxsize=1)
 def generic_signatures() -> frozenset[str]:
     """The ids of the generic failure vocabulary's rows (role ``failure``)."""
     return frozenset(sig.id for sig in load_signatures() if sig.role == GENERIC)
@@ -188,6 +198,13 @@ def _matches(facts: LineFacts, raw: str, candidates: set[int] | None = None) -> 
     return _one_reading(out, message) if len(out) > 1 or (out and out[0][0].role == GENERIC) else out
 
 
+#: Roles of rows that state a fact about the job (who printed a line, what a command set), never that
+#: anything went wrong: a line they read may still carry the generic failure vocabulary.
+FACT_ROLES = ("identity", "setting")
+#: The role of the rows a shell prompt line is read by: what the user typed sets the job's environment
+#: (``NCCL_SOCKET_IFNAME=eth0 torchrun ...``, ``mpirun -x NCCL_SOCKET_IFNAME=ib0``); every other row is
+#: a question on a prompt line (a ``grep 'fallen off the bus'``), never an answer.
+SETTING = "setting"
 #: The role of the generic failure vocabulary (``signatures.tsv``): lines that say something failed
 #: without saying what.
 GENERIC = "failure"
@@ -208,7 +225,7 @@ def _one_reading(out: list[tuple[Signature, dict]], message: str) -> list[tuple[
     carries the line's *shape* (its message with numbers blanked): lines of one shape fold into one
     signal, and how many there were says how rare the line is in its file."""
     specific = [(sig, f) for sig, f in out if sig.role != GENERIC]
-    if any(sig.role != "identity" for sig, _f in specific):
+    if any(sig.role not in FACT_ROLES for sig, _f in specific):
         return specific
     generic = next(((sig, f) for sig, f in out if sig.role == GENERIC), None)
     if generic is None or _NCCL_INFO.search(message):
@@ -287,14 +304,18 @@ class SignatureScanner:
             hit = memo.get(key)
             if hit is None:
                 facts = reader.read(raw)
-                if facts.command:
-                    continue
-                hit = (facts, _matches(facts, raw, None if held is None else
-                                       {i for k in held.get(start, ()) for i in owners[k]}))
-                if len(raw) <= _MEMO_LINE_CHARS:
-                    if len(memo) >= _MEMO_LINES:
-                        memo.clear()
-                    memo[key] = hit
+                candidates = None if held is None else {i for k in held.get(start, ()) for i in owners[k]}
+                if facts.command:  # what was typed: read for the settings it makes only, and never
+                    settings = _matches(facts, raw, _settings(candidates))  # remembered (it moves the host)
+                    if not settings:
+                        continue
+                    hit = (facts, settings)
+                else:
+                    hit = (facts, _matches(facts, raw, candidates))
+                    if len(raw) <= _MEMO_LINE_CHARS:
+                        if len(memo) >= _MEMO_LINES:
+                            memo.clear()
+                        memo[key] = hit
             facts, matches = hit
             if facts.rank is not None:
                 self._content_ranks.add(facts.rank)

@@ -37,6 +37,7 @@ from itertools import chain
 from operator import attrgetter
 from pathlib import Path
 
+from gpulib.catalog.cuda_errors import DRIVER_CLASSES, load_cuda_errors, pattern
 from gpulib.identity import normalize_pci
 from gpulib.logs import get_logger
 from gpulib.parsers import linescan
@@ -73,8 +74,8 @@ CATALOGUE_KEYWORDS: tuple[bytes, ...] = (
     b"Init COMPLETE", b"Init START", b"Using network", b"No device found", b"NCCL version", b"Bootstrap",
     b"NET/IB", b"NET/Socket", b"Process group destroyed", b"Succeeded", b" passed", b"NCCL_IB_DISABLE set",
     b"NCCL_IB_HCA set",
-    # driver / runtime mismatch
-    b"CUDA driver version is insufficient", b"NVIDIA driver on your system is too old",
+    # driver / runtime mismatch: every wording of the CUDA error table's driver rows
+    *(w.encode() for row in load_cuda_errors() if row.klass in DRIVER_CLASSES for w in (*row.phrases, *row.names())),
 )
 #: Lines read only from the head and tail of a large log (every line of a small one): progress,
 #: launcher identity, checkpoints and completion, which can be on every other line.
@@ -279,6 +280,9 @@ _OOM_RESERVED = re.compile(r"(?P<resfree>" + _SIZE + r") is reserved by PyTorch 
 _OOM_ANY = re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory")
 _CUDA_ERROR = re.compile(r"CUDA error: (?P<err>[a-zA-Z][^\n]*?)\s*$|cuda runtime error \((?P<code>\d+)\) : (?P<err2>[^\n]+?)"
                          r"(?: at \S+)?\s*$")
+#: A CUDA error whose fix is the node's driver stack (the table's driver rows: too old for the runtime or
+#: the PTX, or a user-space/kernel mismatch), in any of its wordings.
+_DRIVER_ERROR = pattern(DRIVER_CLASSES)
 _DEVICE_ASSERT = re.compile(r"(?P<file>\S+\.cu):(?P<line>\d+): .*Assertion `(?P<cond>.+)` failed")
 #: A traceback's final line: ``KeyError: 'x'``, ``torch.OutOfMemoryError: ...``, and the bare
 #: ``Exception: ...`` that ``raise Exception(...)`` prints (DeepSpeed's loss scaler, many scripts).
@@ -508,7 +512,7 @@ class _Classifier:
         if (_OOM_ANY.search(body) or "out of memory. Tried to allocate" in body.lower()) and "ray.exceptions." not in body \
                 and "killed due to the node running low on memory" not in body:  # Ray's kill: host RAM, not GPU
             return self._oom(body, rank, lineno)
-        if "driver version is insufficient" in body or "driver on your system is too old" in body:
+        if _DRIVER_ERROR.search(body):
             return JobEvent(lineno, "driver_too_old", body, rank=rank)
         m = _CUDA_ERROR.search(body)
         if m:

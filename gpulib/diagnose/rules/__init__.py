@@ -29,6 +29,7 @@ from gpulib.diagnose.context import Context
 from gpulib.diagnose.rules import (
     boots,
     bootstrap,
+    cuda_stack,
     data_wait,
     fabric,
     gpu,
@@ -42,6 +43,7 @@ from gpulib.diagnose.rules import (
     nvlink_status,
     other,
     outage,
+    pcie_p2p,
     psu,
     query_time,
     ray,
@@ -92,6 +94,7 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec("short_node", "joins", k.GPU_SNAPSHOT_ROWS, short_node.run, signals=True),
     RuleSpec("stall", "joins", (*k.GPU_SNAPSHOT_ROWS, k.TRAINING_LOG), stall.run, signals=True),
     RuleSpec("nccl_tests", "joins", (k.NCCL_TESTS, k.TRAINING_LOG), nccl_tests.run),
+    RuleSpec("pcie_p2p", "joins", (*k.JOB_LOGS, k.NVIDIA_SMI_TOPO), pcie_p2p.run, signals=True),
     RuleSpec("signatures", "catalogue", (), signatures.run, signals=True),
     RuleSpec("fabric", "catalogue", (k.TRAINING_LOG,), fabric.run, signals=True),
     RuleSpec("bootstrap", "catalogue", (k.TRAINING_LOG,), bootstrap.run),
@@ -100,4 +103,5 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec("memory", "revisions", (), memory.run),
     RuleSpec("srun", "revisions", (), srun.run, signals=True),
     RuleSpec("outage", "revisions", (), outage.run),
+    RuleSpec("cuda_stack", "revisions", (), cuda_stack.run, signals=True),
 )

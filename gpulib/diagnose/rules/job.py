@@ -21,6 +21,7 @@ from collections import defaultdict
 from math import prod
 from statistics import median
 
+from gpulib.catalog.cuda_errors import DRIVER_CLASSES, cuda_error_of
 from gpulib.diagnose import ends
 from gpulib.diagnose.addresses import blamed_end
 from gpulib.diagnose.busy import Activity, last_activity
@@ -36,9 +37,8 @@ STRAGGLER_RATIO = 1.3
 #: An allocation no GPU could ever satisfy (petabytes, exabytes) is a corrupt size, e.g. a tensor
 #: shape received from a peer that timed out: a symptom, not an out-of-memory cause.
 ABSURD_ALLOCATION = re.compile(r"allocate (?:more than )?[\d.]+ ?[EP]i?B\b")
-_HW_CUDA = ("uncorrectable ECC", "ECC error")
-_APP_CUDA = ("illegal memory access", "device-side assert", "misaligned address", "illegal instruction",
-             "invalid device ordinal", "no kernel image")
+#: What a CUDA error whose class the table does not know gets: unspecified launch failures are often hardware.
+_UNCLASSIFIED_CUDA_ACTION = "Check dmesg for an Xid on this GPU (unspecified launch failures are often hardware)"
 
 
 def _events(ctx: Context) -> list[tuple]:
@@ -424,29 +424,22 @@ def _errors(ctx: Context, events) -> None:  # noqa: C901 - one branch per error 
         explained_ranks.add(e.rank)
     for fl, e in _first_per_rank(events, "cuda_error"):
         err = e.details.get("error", "")
-        if "out of memory" in err:
+        row = cuda_error_of(err)
+        klass = row.klass if row else None
+        if klass == "out_of_memory":
             continue
-        if "not yet initialized" in err:  # 802: the fabric's set-up, read by the catalogue (cuda-system-not-ready)
+        if klass == "fabric_not_ready":  # 802: the fabric's set-up, read by the catalogue (cuda-system-not-ready)
             explained_ranks.add(e.rank)
             continue
-        hw = any(k in err for k in _HW_CUDA)
-        app = any(k in err for k in _APP_CUDA)
-        lost = err.strip().startswith("unknown error")  # cudaErrorUnknown mid-run: the GPU usually left the bus
-        f = ctx.add("cuda-error", severity="critical",
-                    category="gpu_memory_error" if hw else "gpu_fell_off_bus" if lost else "application_error",
-                    interruption="hard" if hw or lost else "soft",
+        hw = klass == "gpu_memory"
+        f = ctx.add("cuda-error", severity="critical", category=row.category if row else "application_error",
+                    interruption=row.interruption if row else "soft",
                     # an error text that names an uncorrectable ECC needs service like the Xid it reports:
                     # it outranks a crash whose order against it the logs cannot tell (an OOM of the rerun)
                     tier=1 if hw else None,
                     title=f"Rank {e.rank}: CUDA error: {err}", rank=e.rank, time=e.time_utc, time_approx=e.time_approx,
                     quotes=[quote(fl, e.line, e.text)],
-                    actions=(["Hardware: check dmesg for Xid 48/63/94/95 on this GPU and its remapped rows; reset the "
-                              "GPU or drain the node"] if hw else
-                             ["Look for Xid 79 / 'fallen off the bus' in this node's kernel log and run `nvidia-smi`: "
-                              "a GPU that no longer answers needs a power-cycle; drain the node"] if lost else
-                             ["Rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel; check labels/indices "
-                              "(device asserts) and custom kernels"] if app else
-                             ["Check dmesg for an Xid on this GPU (unspecified launch failures are often hardware)"]))
+                    actions=[row.action if row else _UNCLASSIFIED_CUDA_ACTION])
         place(ctx, f, rank=e.rank, host=e.host)
         explained_ranks.add(e.rank)
     for fl, e in _first_per_rank(events, "device_assert"):
@@ -459,11 +452,16 @@ def _errors(ctx: Context, events) -> None:  # noqa: C901 - one branch per error 
         place(ctx, f, rank=e.rank, host=e.host)
         explained_ranks.add(e.rank)
     for fl, e in _first_per_rank(events, "driver_too_old"):
+        row = cuda_error_of(e.text, DRIVER_CLASSES)  # the parser read the line by these rows' wordings
+        mismatch = row is not None and row.klass == "driver_mismatch"
+        what = ("the CUDA driver's user-space library and kernel module do not fit together" if mismatch
+                else "the NVIDIA driver is too old for this CUDA runtime")
         f = ctx.add("driver-old", severity="critical", category="driver_mismatch", interruption="soft",
-                    title=f"Rank {e.rank}: the NVIDIA driver is too old for this CUDA runtime", rank=e.rank,
+                    title=f"Rank {e.rank}: {what}" + (f" ({row.name})" if row else ""), rank=e.rank,
                     host=e.host or fl.host, time=e.time_utc, quotes=[quote(fl, e.line, e.text)],
-                    actions=["Upgrade the driver on that node (or use a container built for its CUDA version); "
-                             "check `nvidia-smi` Driver/CUDA Version on every node"])
+                    actions=[*([row.action] if row else []),
+                             "Check `nvidia-smi` Driver/CUDA Version on every node of the job"])
+        f.extra["cuda_error"], f.extra["cuda_class"] = (row.name, row.klass) if row else (None, None)
         place(ctx, f, rank=e.rank, host=e.host)
         explained_ranks.add(e.rank)
     for fl, e in _first_per_rank(events, "dataloader_error"):

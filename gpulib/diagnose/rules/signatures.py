@@ -181,7 +181,7 @@ def run(ctx: Context) -> None:
             s.rank = s.local_rank  # one node: the local rank is the global rank
         s.host = s.host or f.host
         sig = catalogue.get(s.signature)
-        if sig is None or sig.role in ("benign", "completion", "identity", "failure", "teardown"):
+        if sig is None or sig.role in ("benign", "completion", "identity", "setting", "failure", "teardown"):
             continue
         if (f.display, s.line) in ctx.judged:
             continue  # a kind-specific rule placed this line in time and judged it (SEL history)
