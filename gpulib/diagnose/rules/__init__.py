@@ -54,6 +54,7 @@ from gpulib.diagnose.rules import (
     slurm,
     srun,
     stall,
+    throughput,
     wtmp,
 )
 from gpulib.evidence import kinds as k
@@ -96,6 +97,7 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec("nccl_tests", "joins", (k.NCCL_TESTS, k.TRAINING_LOG), nccl_tests.run),
     RuleSpec("pcie_p2p", "joins", (*k.JOB_LOGS, k.NVIDIA_SMI_TOPO), pcie_p2p.run, signals=True),
     RuleSpec("signatures", "catalogue", (), signatures.run, signals=True),
+    RuleSpec("throughput", "catalogue", (*k.FILESYSTEM_USAGE, k.TRAINING_LOG), throughput.run),
     RuleSpec("fabric", "catalogue", (k.TRAINING_LOG,), fabric.run, signals=True),
     RuleSpec("bootstrap", "catalogue", (k.TRAINING_LOG,), bootstrap.run),
     RuleSpec("gsp", "revisions", (), gsp.run, signals=True),
