@@ -19,6 +19,7 @@ MM_BANNER = ("2026-04-02 09:41:17,204 - mmdet - INFO - Start running, host: kvo@
     ("2026-04-02 09:41:17 INFO run started | hostname: lab-gpu12 | world_size: 2\n", "lab-gpu12"),
     ("node: lab-gpu12\nworld_size: 8\n", "lab-gpu12"),
     ("2026-04-02 09:41:17,204 - trainer - INFO - host_name=lab-gpu12, pid=4411, cuda=12.1\n", "lab-gpu12"),
+    ('{"ts": "2026-04-02T09:41:17Z", "labels": {"host": "lab-gpu12", "job": "docker"}, "line": "x"}\n', "lab-gpu12"),
 ])
 def test_a_start_banners_host_field_names_the_node(text, host):
     assert stated_host(text) == host
@@ -29,6 +30,7 @@ def test_a_start_banners_host_field_names_the_node(text, host):
     MM_BANNER.replace("kvo@lab-gpu12", "localhost"),
     "server: host: http://lab-gpu12:8000/v1, model: x\n",
     "db settings, host: pg-main:5432, user: app\n",
+    '{"labels": {"host": "127.0.0.1"}, "line": "x"}\n',
     "2026-04-02 09:41:17 WARNING Connecting to host: lab-gpu12 failed, retrying\n",
     "run started, host: kvo@lab-gpu12\nrun started, host: kvo@lab-gpu13\n",  # two nodes: neither
 ])
