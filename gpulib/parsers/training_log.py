@@ -85,7 +85,7 @@ PROGRESS_KEYWORDS: tuple[bytes, ...] = (
     b"orch.__version__", b"PyTorch version", b"device=cuda:", b"local_rank=", b"distributed init (rank", b"re-looped",
     b"srun: error", b"slurmstepd: error", b"real\t", b"real ", b"Data (t)", b"data_time", b"Data: ",
     b" PASSED", b"iter ", b"poch", b"raining is ", b"raining has ", b"echo $?", b"s saved", b"as saved", b"een saved",
-    b"/sec", b"img/s", b"samples/s", b"tokens/s", b"it/s",
+    b"/sec", b"img/s", b"samples/s", b"tokens/s",
 )
 
 #: Event kinds that are not failures: identity, transport, versions, progress, and lines that only
@@ -360,7 +360,9 @@ _STEP_S = re.compile(r"(?:\bBatch \(t\)|(?<![\w.])(?:batch_time|step_time|iter_t
                      r"(?P<v>\d+(?:\.\d+)?)s?(?![\w.:])")
 #: A progress line's throughput, in the units trainers print it: tf_cnn_benchmarks/Horovod ``images/sec: 1590.3``,
 #: ``1590.3 img/s``, ``samples/s``, ``tokens/s`` (or ``/sec``), tqdm's ``it/s``. Read as the run's speed: a speed that
-#: falls and stays down is a run starved of something (:mod:`gpulib.diagnose.rules.throughput`).
+#: falls and stays down is a run starved of something (:mod:`gpulib.diagnose.rules.throughput`). ``it/s`` is
+#: no prefilter word: every tqdm bar prints it, a data-preparation scan too (not a training step); a training
+#: bar is read by its other words (``Epoch``, ``step``, ``iter``).
 _RATE_UNIT = r"(?P<unit{n}>images/sec|img/s(?:ec)?|samples/s(?:ec)?|tokens/s(?:ec)?|it/s)"
 _THROUGHPUT = re.compile(_RATE_UNIT.format(n="") + r":?\s*(?P<v>\d+(?:\.\d+)?)(?![\d.])"
                          r"|(?<![\w.])(?P<v2>\d+(?:\.\d+)?) ?" + _RATE_UNIT.format(n="2") + r"(?![\w/:])")

@@ -37,14 +37,14 @@ _FAILING = ("cause", "symptom", GENERIC)
 
 
 def run(ctx: Context) -> None:
-    failed = _first_failure(ctx)
-    if failed is None:
-        return
-    when, file, signal = failed
     series: dict[tuple, list] = defaultdict(list)
     for fl, rec in ctx.records(kinds.HOST_MEMORY):
         if isinstance(rec, MemSample) and rec.time_utc:
             series[(fl.display, rec.host)].append((fl, rec))
+    failed = _first_failure(ctx) if series else None  # no samples, no need to read every log's lines
+    if failed is None:
+        return
+    when, file, signal = failed
     for (_display, host), samples in series.items():
         samples.sort(key=lambda s: s[1].time_utc)
         before = [s for s in samples if 0 <= seconds_between(s[1].time_utc, when) <= BEFORE_S]
