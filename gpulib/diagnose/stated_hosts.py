@@ -8,6 +8,11 @@ around it usually does, in one of a few shapes, each printed by a tool or a job 
   whose prompt typed it (:func:`session_host`);
 * an echoed variable or job-script banner line (``SLURMD_NODENAME=node-7``, ``Running on host
   node-7``, ``Hostname: node-7``) and ``hostname``'s own output after the command (``+ hostname``);
+* a framework's start banner, a list of ``key: value`` fields one of which names the machine
+  (mmengine/mmcv ``Start running, host: user@node-7, work_dir: ...``, ``hostname: node-7``,
+  ``Hostname = node-7``, ``node: node-7``): the value, without the user before its ``@``; a value
+  that is an address, ``localhost`` or a URL names no node of the job (:data:`_BANNER_FIELD`); and
+  the same field of a structured log export (Loki's or a log shipper's JSON labels: ``"host": "node-7"``);
 * a batch job's banner (``== job 2369 started on node-7 at ...``, ``=== job 4471902 on node-7
   (partition ...) ===``, ``Job 88 is running on node node-7``) and PBS/Torque's ``exec_host =
   node-7/0+node-7/1``; a command that reports on one node (``kubectl describe node node-7``,
@@ -56,6 +61,14 @@ _NODE_QUERY = re.compile(rf"\b(?:kubectl (?:describe|get) nodes? |scontrol show 
                          rf"(?P<host>{_NAME})(?=\s|$)", re.M)
 #: A log's own ``host=N`` / ``hostname=N`` field (``[rank3] local_rank=3 ib_dev=mlx5_3 host=node-7``).
 _HOST_FIELD = re.compile(rf"(?:^|[\s,;(\[])(?:host|hostname|node)=(?P<host>{_NAME})(?=[\s,;)\]]|$)", re.M)
+#: A start banner's ``key: value`` field naming the machine: the key starts the line or follows a field
+#: separator (``, `` ``; `` ``| `` or a logger's `` - ``: "Connecting to host: x" is a peer, not a field), an
+#: optional ``user@`` before the name, and the field ends there (``host: db:5432`` and ``host: http://...``
+#: name a service, not the node; ``0.0.0.0`` does not start with a letter).
+_BANNER_FIELD = re.compile(rf"(?:^|[,;|]|\s-)[ \t]*(?i:host(?:[ _]?name)?|node(?:[ _]?name)?)[ \t]*[:=][ \t]*"
+                           rf"(?:[\w.-]+@)?(?P<host>{_NAME})(?=[ \t]*(?:[,;|]|$))", re.M)
+#: A JSON log record's host label (Loki / Fluent Bit / Vector exports: ``"labels": {"host": "node-7", ...}``).
+_JSON_HOST = re.compile(rf'"(?:host|hostname|host_name|node|nodename|node_name)"\s*:\s*"(?P<host>{_NAME})"')
 _EXEC_HOST = re.compile(rf"\bexec_host\s*[=:]\s*(?P<host>{_NAME})/\d")
 _K8S_SCHEDULED = re.compile(rf"\bScheduled\b.*\bSuccessfully assigned (?:[\w.-]+/)?[\w.-]+ to (?P<host>{_NAME})\s*$",
                             re.M)
@@ -77,8 +90,8 @@ _REMOTE = re.compile(r"^\s*(?:sudo )?(?:srun|salloc|sbatch|mpirun|mpiexec|prteru
 
 #: In the order they are believed: a prompt or an echo is the shell's own word; a message prefix
 #: may be another node's (a multi-node job's PMIx lines name every node).
-PATTERNS = (_ECHO, _HOSTNAME_OUTPUT, _BANNER, _EXEC_HOST, _NODE_QUERY, _K8S_SCHEDULED, _HOST_FIELD, _MPI_PREFIX,
-            _NCCL_PREFIX, _SRUN, _MARKED_HOST)
+PATTERNS = (_ECHO, _HOSTNAME_OUTPUT, _BANNER, _BANNER_FIELD, _JSON_HOST, _EXEC_HOST, _NODE_QUERY, _K8S_SCHEDULED,
+            _HOST_FIELD, _MPI_PREFIX, _NCCL_PREFIX, _SRUN, _MARKED_HOST)
 
 
 def is_host(name: str | None) -> bool:

@@ -44,12 +44,13 @@ IPMITOOL_CHASSIS = "ipmitool_chassis"
 DF = "df"
 STATFS = "statfs"
 FUSER = "fuser"
+HOST_MEMORY = "host_memory"  # /proc/meminfo samples, sar -r, free: a host's available memory over time
 #: Every kind a parser detects.
 PARSED = (NVIDIA_SMI_XML, NVIDIA_SMI_Q, NVIDIA_SMI_TABLE, NVIDIA_SMI_CSV, NVIDIA_SMI_DMON, NVIDIA_SMI_NVLINK,
           NVIDIA_SMI_TOPO, NVML_SNAPSHOT, NVML_SAMPLES, GPU_QUERY_TIME, DCGM_EXPORTER, DCGMI_DIAG, KERNEL_LOG,
           JOURNAL_BOOTS, WTMP, TRAINING_LOG, TORCHRUN_ERROR_FILE, FLIGHT_RECORDER, NCCL_TESTS, SLURM_JOB, SLURM_SINFO,
           SACCT, IBSTAT, IP_LINK, KUBECTL_PODS, IPMITOOL_SEL, IPMITOOL_SEL_TIME, IPMITOOL_SDR, IPMITOOL_SENSOR,
-          IPMITOOL_CHASSIS, DF, STATFS, FUSER)
+          IPMITOOL_CHASSIS, DF, STATFS, FUSER, HOST_MEMORY)
 
 # ---- what gathering says of a file no parser takes (gpulib.evidence.gather) ----
 BUNDLE_METADATA = "bundle_metadata"

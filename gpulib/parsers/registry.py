@@ -23,6 +23,7 @@ from gpulib.parsers import (
     flight_recorder,
     fuser,
     gpu_query_time,
+    host_memory,
     infiniband,
     ip_link,
     ipmi,
@@ -157,6 +158,7 @@ SPECS: tuple[ParserSpec, ...] = (
     _spec(wtmp, "year"),
     _spec(journal_boots),
     _spec(gpu_query_time),
+    _spec(host_memory, "tz"),
     ParserSpec(training_log.KIND, training_log.looks_like, _training, "file", ("tz", "year"), shares_read=True),
     ParserSpec(kernel_log.KIND, kernel_log.looks_like, _kernel, "file", ("tz", "year", "boot_time")),
 )

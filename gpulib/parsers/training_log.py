@@ -85,6 +85,7 @@ PROGRESS_KEYWORDS: tuple[bytes, ...] = (
     b"orch.__version__", b"PyTorch version", b"device=cuda:", b"local_rank=", b"distributed init (rank", b"re-looped",
     b"srun: error", b"slurmstepd: error", b"real\t", b"real ", b"Data (t)", b"data_time", b"Data: ",
     b" PASSED", b"iter ", b"poch", b"raining is ", b"raining has ", b"echo $?", b"s saved", b"as saved", b"een saved",
+    b"/sec", b"img/s", b"samples/s", b"tokens/s",
 )
 
 #: Event kinds that are not failures: identity, transport, versions, progress, and lines that only
@@ -357,6 +358,17 @@ _S_PER_STEP = re.compile(r"(?P<v>\d+(?:\.\d+)?) ?s/(?:step|it)\b|elapsed time pe
 _DATA_S = re.compile(r"(?:\bData \(t\)|(?<![\w.])data_time|(?<![\w.])Data)\s*[:=]\s*(?P<v>\d+(?:\.\d+)?)s?(?![\w.:])")
 _STEP_S = re.compile(r"(?:\bBatch \(t\)|(?<![\w.])(?:batch_time|step_time|iter_time|[Tt]ime))\s*[:=]\s*"
                      r"(?P<v>\d+(?:\.\d+)?)s?(?![\w.:])")
+#: A progress line's throughput, in the units trainers print it: tf_cnn_benchmarks/Horovod ``images/sec: 1590.3``,
+#: ``1590.3 img/s``, ``samples/s``, ``tokens/s`` (or ``/sec``), tqdm's ``it/s``. Read as the run's speed: a speed that
+#: falls and stays down is a run starved of something (:mod:`gpulib.diagnose.rules.throughput`). ``it/s`` is
+#: no prefilter word: every tqdm bar prints it, a data-preparation scan too (not a training step); a training
+#: bar is read by its other words (``Epoch``, ``step``, ``iter``).
+_RATE_UNIT = r"(?P<unit{n}>images/sec|img/s(?:ec)?|samples/s(?:ec)?|tokens/s(?:ec)?|it/s)"
+_THROUGHPUT = re.compile(_RATE_UNIT.format(n="") + r":?\s*(?P<v>\d+(?:\.\d+)?)(?![\d.])"
+                         r"|(?<![\w.])(?P<v2>\d+(?:\.\d+)?) ?" + _RATE_UNIT.format(n="2") + r"(?![\w/:])")
+#: A step counter that starts the line, tab- or space-separated from the columns after it (tf_cnn_benchmarks:
+#: ``1500\timages/sec: 1411.8 +/- 6.7 (jitter = 88.0)\t6.977``): a step only beside a throughput.
+_LEADING_STEP = re.compile(r"^\s*(?P<step>\d+)\s+(?=\S)")
 _METRIC_MS = re.compile(r"\b(?P<k>[a-z][a-z0-9_]*_ms)=(?P<v>\d+(?:\.\d+)?)")
 _EVAL_PROGRESS = re.compile(r"val(?:idation)? batch (?P<done>\d+)/(?P<total>\d+)")
 
@@ -402,7 +414,8 @@ def looks_like(head: str) -> bool:
     return (hits >= 2 or "NCCL INFO" in head or "ProcessGroupNCCL" in head or "PyTorchJob" in head
             or _HF_TRAINER_BANNER in head  # a training log by its content, whatever its file is called
             or "[rank" in head and _RANK_LINE.search(head) is not None
-            or _timed_steps(head) >= 2)  # progress lines with a data time and a step time (open_clip, timm)
+            or _timed_steps(head) >= 2  # progress lines with a data time and a step time (open_clip, timm)
+            or _rated_steps(head) >= 2)  # progress lines with a step and a throughput (tf_cnn_benchmarks)
 
 
 def _timed_steps(head: str) -> int:
@@ -413,6 +426,15 @@ def _timed_steps(head: str) -> int:
         return 0
     return sum(1 for line in head.splitlines()
                if ("Data" in line or "data_time" in line) and _DATA_S.search(line) and _STEP_S.search(line))
+
+
+def _rated_steps(head: str) -> int:
+    """How many lines of ``head`` carry a step counter and a throughput (``images/sec``, ``tokens/s``):
+    a trainer's progress lines. Only lines holding ``/s`` are searched."""
+    if "/s" not in head:
+        return 0
+    return sum(1 for line in head.splitlines() if "/s" in line and _THROUGHPUT.search(line)
+               and (_STEP.search(line) or _LEADING_STEP.match(line)))
 
 
 #: The banner the Hugging Face Trainer prints when its training loop starts.
@@ -1004,10 +1026,14 @@ class JobLogScanner:
         m = _STEP.search(body)
         waited, took = _DATA_S.search(body), _STEP_S.search(body)
         timed = waited is not None and took is not None  # a progress line by its timings alone
-        if not m and not timed:
+        rate = _THROUGHPUT.search(body) if "/s" in body else None
+        leading = _LEADING_STEP.match(body) if rate and not m else None
+        if not m and not timed and not leading:
             return None
         details: dict = {}
-        if m and m["step"]:
+        if leading:
+            details["step"] = int(leading["step"])
+        elif m and m["step"]:
             details["step"] = int(m["step"])
             if m["of"]:
                 details["planned"] = int(m["of"])
@@ -1026,6 +1052,9 @@ class JobLogScanner:
         if timed:
             details["data_s"] = float(waited["v"])
             details.setdefault("s_per_step", float(took["v"]))
+        if rate:
+            details["throughput"] = float(rate["v"] or rate["v2"])
+            details["throughput_unit"] = rate["unit"] or rate["unit2"]
         metrics = {k: float(v) for k, v in _METRIC_MS.findall(body)}
         if metrics:
             details["metrics_ms"] = metrics

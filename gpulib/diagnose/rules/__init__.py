@@ -38,6 +38,7 @@ from gpulib.diagnose.rules import (
     job,
     kernel,
     memory,
+    memory_pressure,
     nccl_tests,
     netfs,
     nvlink_status,
@@ -54,6 +55,7 @@ from gpulib.diagnose.rules import (
     slurm,
     srun,
     stall,
+    throughput,
     wtmp,
 )
 from gpulib.evidence import kinds as k
@@ -95,7 +97,9 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec("stall", "joins", (*k.GPU_SNAPSHOT_ROWS, k.TRAINING_LOG), stall.run, signals=True),
     RuleSpec("nccl_tests", "joins", (k.NCCL_TESTS, k.TRAINING_LOG), nccl_tests.run),
     RuleSpec("pcie_p2p", "joins", (*k.JOB_LOGS, k.NVIDIA_SMI_TOPO), pcie_p2p.run, signals=True),
+    RuleSpec("memory_pressure", "joins", (k.HOST_MEMORY,), memory_pressure.run, signals=True),
     RuleSpec("signatures", "catalogue", (), signatures.run, signals=True),
+    RuleSpec("throughput", "catalogue", (*k.FILESYSTEM_USAGE, k.TRAINING_LOG), throughput.run),
     RuleSpec("fabric", "catalogue", (k.TRAINING_LOG,), fabric.run, signals=True),
     RuleSpec("bootstrap", "catalogue", (k.TRAINING_LOG,), bootstrap.run),
     RuleSpec("gsp", "revisions", (), gsp.run, signals=True),

@@ -88,7 +88,7 @@ def run(ctx: Context) -> None:
     errors = _errors(ctx)
     if not errors:
         return
-    mounts = _network_mounts(ctx)
+    mounts = network_mounts(ctx)
     for err in errors:
         if _judge(ctx, err, mounts) is not None:
             return
@@ -162,7 +162,7 @@ def _in_checkpoint(err: OsError) -> bool:
     return any(_CHECKPOINT.search(t) for t in lines)
 
 
-def _network_mounts(ctx: Context) -> list[Mount]:
+def network_mounts(ctx: Context) -> list[Mount]:
     """Network mounts the evidence shows: ``df -T`` rows with a network type, and ``mount`` or
     ``/proc/mounts`` lines in any readable text file (a pasted ``kubectl exec ... mount``)."""
     out = [Mount(rec.mount, rec.fs_type, fl, rec.line, f"{rec.filesystem} {rec.fs_type} {rec.mount}")
@@ -196,4 +196,4 @@ def _lines(fl: InputFile) -> list[str]:
         return []
 
 
-__all__ = ["NETWORK_TYPES", "OS_ERRORS", "Mount", "OsError", "run"]
+__all__ = ["NETWORK_TYPES", "OS_ERRORS", "Mount", "OsError", "network_mounts", "run"]
