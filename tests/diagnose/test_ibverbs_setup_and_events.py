@@ -76,6 +76,17 @@ def test_without_a_rail_map_the_subnets_alone_do_not_claim_rails(tmp_path):
     assert "two rails" not in root["title"]
 
 
+def test_a_memory_registration_failure_points_at_the_locked_memory_limit(tmp_path):
+    job = _qp_job("10.83.3.3", "10.83.9.3").replace(
+        "Call to ibv_modify_qp failed with 110 Connection timed out, on dev mlx5_3:1, curr state INIT, next state RTR, "
+        "local GID index 3, local GID ::ffff:10.83.3.3, remote GID ::ffff:10.83.9.3",
+        "Call to ibv_reg_mr failed with 12 Cannot allocate memory")
+    write_tree(tmp_path, {"train.log": job})
+    root = _root(tmp_path)
+    assert (root["category"], root["interruption"], root["host"]) == ("network_fabric", "soft", "tq-a03")
+    assert any("ulimit -l" in a for a in root["actions"])
+
+
 # ---- the NIC's addressing changed under the job ----
 
 def _event_job(event: str = "GID table change", *, finished: bool = False) -> str:

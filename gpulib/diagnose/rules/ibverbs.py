@@ -38,6 +38,32 @@ from gpulib.parsers.signatures import Signal
 CONFIG, ASYNC, GID_INDEX = "ib-config", "ib-async-event", "nccl-ib-gid-index"
 #: Async events that say the port's addressing changed, not that the hardware failed.
 ADDRESSING = frozenset({"GID table change", "LID change", "P_Key change", "SM change", "client reregistration"})
+_ADDRESSING_ACTIONS = [
+    "Check NCCL_IB_GID_INDEX against `show_gids` on both nodes: the index must hold the RoCE v2 GID of the "
+    "routable IPv4 address on every node (or leave it unset: NCCL 2.21 and later pick it per node)",
+    "Check that the two GIDs' subnets reach each other (`ping -I <netdev> <remote IP>`; on a rail-optimised fabric "
+    "set NCCL_CROSS_NIC=0), and the port MTU on both ends"]
+_RESOURCE_ACTIONS = [
+    "Check the locked-memory limit where the ranks run: `ulimit -l` must be unlimited (a container needs "
+    "--ulimit memlock=-1, a Slurm node PropagateResourceLimits / the systemd LimitMEMLOCK)",
+    "For GPU buffers: the nvidia-peermem module loaded (`lsmod | grep peermem`) or a kernel with DMA-BUF support; "
+    "NCCL_NET_GDR_LEVEL=LOC runs without GPUDirect RDMA to confirm"]
+#: What a failing verbs call says about the set-up, and what to check: (verdict, actions).
+CALLS = {
+    "modify_qp": ("the two ends cannot address each other as configured (GID index, routing between their subnets)",
+                  _ADDRESSING_ACTIONS),
+    "create_ah": ("the address of the far end cannot be resolved as configured (GID index, routing)",
+                  _ADDRESSING_ACTIONS),
+    "query_gid": ("the configured GID index does not exist on this port", _ADDRESSING_ACTIONS),
+    "reg_mr": ("the NIC could not register the buffer's memory (locked-memory limit, GPUDirect RDMA support)",
+               _RESOURCE_ACTIONS),
+    "reg_dmabuf_mr": ("the NIC could not register the GPU buffer through DMA-BUF (kernel or driver support)",
+                      _RESOURCE_ACTIONS),
+    "create_qp": ("the NIC refused a queue pair (locked-memory limit, the HCA's resource limits)", _RESOURCE_ACTIONS),
+    "create_cq": ("the NIC refused a completion queue (locked-memory limit, the HCA's resource limits)",
+                  _RESOURCE_ACTIONS),
+    "alloc_pd": ("the NIC refused a protection domain (the device is not usable from the job)", _RESOURCE_ACTIONS),
+}
 _DEV = re.compile(r"\bon dev (?P<dev>[\w.-]+)(?::(?P<port>\d+))?")
 _GIDS = re.compile(r"local GID (?P<local>[0-9a-fA-F:.]+), remote GID (?P<remote>[0-9a-fA-F:.]+)")
 _STATES = re.compile(r"curr state (?P<curr>\w+), next state (?P<next>\w+)")
@@ -104,6 +130,7 @@ def _setup_failure(ctx: Context, calls: list[tuple[InputFile, Signal]], rdma: Rd
     step = f" ({states['curr']} -> {states['next']})" if states else ""
     why = f": {errno['num']} {errno['what'].strip()}" if errno else ""
     where = f" on {dev['dev']}" if dev else ""
+    call = s.fields["call"]
     if crossings:
         verdict = (f"the connection joins two rails of a rail-optimised fabric ({crossings[0]}"
                    + (f", and {len(crossings) - 1} more" if len(crossings) > 1 else "")
@@ -112,14 +139,9 @@ def _setup_failure(ctx: Context, calls: list[tuple[InputFile, Signal]], rdma: Rd
                    "Check the rail map on every node (`ibdev2netdev` and `ip -br addr`): NIC index i must be on "
                    "rail i everywhere, and NCCL_IB_HCA must list the NICs in the same order on every node"]
     else:
-        verdict = "the two ends cannot address each other as configured (GID index, routing between their subnets)"
-        actions = ["Check NCCL_IB_GID_INDEX against `show_gids` on both nodes: the index must hold the RoCE v2 GID "
-                   "of the routable IPv4 address on every node (or leave it unset: NCCL 2.21 and later pick it "
-                   "per node)",
-                   "Check that the two GIDs' subnets can reach each other (`ping -I <netdev> <remote IP>`; on a "
-                   "rail-optimised fabric set NCCL_CROSS_NIC=0), and the port MTU on both ends"]
+        verdict, actions = CALLS.get(call, CALLS["modify_qp"])
     f = ctx.add("ib-qp-setup", severity="error", category="network_fabric", interruption="soft",
-                title=f"NCCL could not set up an RDMA connection: ibv_{s.fields['call']} failed{why}{where}{step}; "
+                title=f"NCCL could not set up an RDMA connection: ibv_{call} failed{why}{where}{step}; "
                       f"{verdict} (soft: a fabric configuration, no card or node is broken)",
                 time=s.time_utc, quotes=[quote(x, y.line, y.text) for x, y in calls[:3]],
                 pointers=Pointers(hosts={host} if host else set()), actions=actions)
