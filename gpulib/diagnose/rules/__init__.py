@@ -96,7 +96,7 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec("stall", "joins", (*k.GPU_SNAPSHOT_ROWS, k.TRAINING_LOG), stall.run, signals=True),
     RuleSpec("nccl_tests", "joins", (k.NCCL_TESTS, k.TRAINING_LOG), nccl_tests.run),
     RuleSpec("pcie_p2p", "joins", (*k.JOB_LOGS, k.NVIDIA_SMI_TOPO), pcie_p2p.run, signals=True),
-    RuleSpec("ibverbs", "joins", (k.TEXT, k.UNKNOWN, k.TRAINING_LOG), ibverbs.run, signals=True),
+    RuleSpec("ibverbs", "joins", (), ibverbs.run, signals=True),
     RuleSpec("signatures", "catalogue", (), signatures.run, signals=True),
     RuleSpec("fabric", "catalogue", (k.TRAINING_LOG,), fabric.run, signals=True),
     RuleSpec("bootstrap", "catalogue", (k.TRAINING_LOG,), bootstrap.run),
