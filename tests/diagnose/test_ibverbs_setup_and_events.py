@@ -152,3 +152,11 @@ def test_an_event_after_the_normal_end_interrupts_nothing(tmp_path):
     write_tree(tmp_path, {"slurm-40311.out": _event_job(finished=True)})
     out = diagnose([tmp_path]).to_dict()
     assert out["verdict"]["interruption"] == "none"
+
+
+def test_the_node_named_is_the_one_whose_show_gids_moved_even_when_asked_over_ssh(tmp_path):
+    # the table was read from lm-b13's prompt over ssh: the rows are lm-b12's, and lm-b12's index moved
+    gids = _show_gids("lm-b13", 5).replace("[root@lm-b13 ~]# show_gids mlx5_2", "[root@lm-b13 ~]# ssh lm-b12 show_gids mlx5_2")
+    write_tree(tmp_path, {"slurm-40311.out": _event_job(), "gids.txt": gids})
+    root = _root(tmp_path)
+    assert (root["category"], root["interruption"], root["host"]) == ("network_fabric", "soft", "lm-b12")

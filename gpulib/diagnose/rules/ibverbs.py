@@ -198,7 +198,7 @@ def _address_change(ctx: Context, items: list[tuple[InputFile, Signal]], rdma: R
     pinned = _pinned_index(ctx)
     moved = [e for e in rdma.gids if pinned is not None and e.index == pinned and not e.routable_v2
              and (dev is None or e.dev == dev["dev"])]
-    checked = {e.host for e in rdma.gids if pinned is not None and e.index == pinned}
+    checked: set[str | None] = {e.host for e in rdma.gids if pinned is not None and e.index == pinned}
     quotes = [quote(x, y.line, y.text) for x, y in items[:2]]
     if moved:
         e = moved[0]
@@ -207,7 +207,9 @@ def _address_change(ctx: Context, items: list[tuple[InputFile, Signal]], rdma: R
                + (f", the RoCE v2 GID of {now.ipv4} moved to index {now.index}" if now else ""))
         host = e.host or host
     elif pinned is not None and checked:
-        gid = f"; `show_gids` shows index {pinned} still holding a RoCE v2 IPv4 GID on {', '.join(sorted(checked - {None}))}"
+        named = sorted(checked - {None})
+        gid = (f"; `show_gids` shows index {pinned} still holding a RoCE v2 IPv4 GID"
+               + (f" on {', '.join(named)}" if named else ""))
     else:
         gid = ""
     f = ctx.add("ib-address-change", severity="error", category="network_fabric", interruption="soft",
