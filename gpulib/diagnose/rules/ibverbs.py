@@ -145,7 +145,7 @@ def _setup_failure(ctx: Context, calls: list[tuple[InputFile, Signal]], rdma: Rd
                       f"{verdict} (soft: a fabric configuration, no card or node is broken)",
                 time=s.time_utc, quotes=[quote(x, y.line, y.text) for x, y in calls[:3]],
                 pointers=Pointers(hosts={host} if host else set()), actions=actions)
-    place(ctx, f, host=host)  # NCCL's [n] is the device, not the rank; the pid may be named by local rank only
+    place(ctx, f, host=host, rank=s.rank)  # a launcher prefix's rank; NCCL's [n] is the device, not the rank
     if host:
         f.extra["identified_by"] = {"host": f"the host that printed the failing call ({fl.display}:{s.line})"}
     f.tier = 2
@@ -186,7 +186,7 @@ def _fatal(ctx: Context, items: list[tuple[InputFile, Signal]]) -> None:
                 actions=["Drain the node; check `ibstat` / `ibv_devinfo` (port state, firmware), the cable and the "
                          "switch port (`mlxlink -d <dev>`), and the kernel log for mlx5_core errors; reset or "
                          "replace the HCA before giving the node back"])
-    place(ctx, f, host=host)
+    place(ctx, f, host=host, rank=s.rank)
     f.hardware, f.tier = True, 1
 
 
@@ -223,7 +223,7 @@ def _address_change(ctx: Context, items: list[tuple[InputFile, Signal]], rdma: R
                          "at the same index on every node); a node restart restores the order",
                          "Stop pinning the index: unset NCCL_IB_GID_INDEX (NCCL 2.21 and later select the RoCE v2 "
                          "GID per node), or pin the address family with NCCL_IB_ADDR_FAMILY=AF_INET"])
-    place(ctx, f, host=host)
+    place(ctx, f, host=host, rank=None if moved else s.rank)  # the rank printed the event, not the node named
     if moved:
         f.extra["identified_by"] = {"host": f"`show_gids` ({moved[0].where})"}
 
