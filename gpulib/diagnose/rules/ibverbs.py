@@ -36,6 +36,8 @@ from gpulib.parsers.signatures import Signal
 
 #: How the catalogue names the lines read here (``gpulib/catalog/signatures.tsv``).
 CONFIG, ASYNC, GID_INDEX = "ib-config", "ib-async-event", "nccl-ib-gid-index"
+#: NCCL's own reports that a node's connections failed (``gpulib/catalog/signatures.tsv``).
+FELT = frozenset({"ib-completion-error", "nccl-system-error", "remote-peer"})
 #: Async events that say the port's addressing changed, not that the hardware failed.
 ADDRESSING = frozenset({"GID table change", "LID change", "P_Key change", "SM change", "client reregistration"})
 _ADDRESSING_ACTIONS = [
@@ -182,7 +184,7 @@ def _fatal(ctx: Context, items: list[tuple[InputFile, Signal]]) -> None:
                 title=f"The NIC {dev['dev'] + ':' + dev['port'] + ' ' if dev else ''}reported "
                       f"'{s.fields.get('what')}': the card or its link failed (hard)",
                 time=s.time_utc, quotes=[quote(x, y.line, y.text) for x, y in items[:3]],
-                pointers=Pointers(hosts={host} if host else set()),
+                pointers=_felt(items, host),
                 actions=["Drain the node; check `ibstat` / `ibv_devinfo` (port state, firmware), the cable and the "
                          "switch port (`mlxlink -d <dev>`), and the kernel log for mlx5_core errors; reset or "
                          "replace the HCA before giving the node back"])
@@ -216,7 +218,7 @@ def _address_change(ctx: Context, items: list[tuple[InputFile, Signal]], rdma: R
                 title=f"The NIC {dev['dev'] + ':' + dev['port'] + ' ' if dev else ''}reported '{what}' under the "
                       f"running job: the port's addressing changed and the connections built on the old address "
                       f"failed{gid} (soft: the address configuration, not the hardware)",
-                time=s.time_utc, quotes=quotes, pointers=Pointers(hosts={host} if host else set()),
+                time=s.time_utc, quotes=quotes, pointers=_felt(items, host),
                 actions=["Restart the job: a communicator that lost its GID does not recover",
                          f"On {host or 'the node'}: find what rewrote the port's addresses (NetworkManager, DHCP, an "
                          "address added or removed) and restore them (`show_gids` must list the RoCE v2 IPv4 GID "
@@ -226,6 +228,18 @@ def _address_change(ctx: Context, items: list[tuple[InputFile, Signal]], rdma: R
     place(ctx, f, host=host, rank=None if moved else s.rank)  # the rank printed the event, not the node named
     if moved:
         f.extra["identified_by"] = {"host": f"`show_gids` ({moved[0].where})"}
+
+
+def _felt(items: list[tuple[InputFile, Signal]], host: str | None) -> Pointers:
+    """The node itself, as a suspect, when its own connections failed after the event (NCCL's completion
+    errors or system/remote errors printed by that node, later in the same log): then the event is why
+    they failed. Without them the event is linked only as any other node-level cause is (a port error on
+    a node other than the one whose ranks went missing is not the cause)."""
+    for fl, s in items:
+        at = s.host or fl.host
+        if at and any(x.signature in FELT and x.line > s.line and (x.host or fl.host) == at for x in fl.signals):
+            return Pointers(hosts={host} if host else {at})
+    return Pointers()
 
 
 def _pinned_index(ctx: Context) -> int | None:
