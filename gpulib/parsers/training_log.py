@@ -402,6 +402,7 @@ def looks_like(head: str) -> bool:
     hits = sum(1 for m in markers if m in head) + ("+ " in head and _LAUNCH_TRACE.search(head) is not None)
     return (hits >= 2 or "NCCL INFO" in head or "ProcessGroupNCCL" in head or "PyTorchJob" in head
             or _HF_TRAINER_BANNER in head  # a training log by its content, whatever its file is called
+            or any(line in head for line in _MEGATRON_LINES)
             or "[rank" in head and _RANK_LINE.search(head) is not None
             or _timed_steps(head) >= 2)  # progress lines with a data time and a step time (open_clip, timm)
 
@@ -424,6 +425,9 @@ def _timed_steps(head: str) -> int:
 
 #: The banner the Hugging Face Trainer prints when its training loop starts.
 _HF_TRAINER_BANNER = "***** Running training *****"
+#: Megatron-LM's own progress and end lines: its console without any rank prefix (the launcher's
+#: part of a log split per rank) is still the job's console.
+_MEGATRON_LINES = ("elapsed time per iteration (ms)", "[after training is done]")
 
 
 def _signal_of(code: int) -> str | None:

@@ -26,3 +26,17 @@ def test_the_deepspeed_launchers_placement_lines_are_a_job_console_under_any_nam
 def test_a_traced_shell_script_without_a_launch_is_not_a_job_console():
     text = "+ cd /scratch/run7\n+ ls -l\ntotal 8\n-rw-r--r-- 1 ops ops 412 local_rank.txt\n"
     assert detect_kind("evidence-1.md", text) != "training_log"
+
+
+MEGATRON = (" [2031-02-03 04:05:06] iteration      90/     100 | consumed samples:        11520 | elapsed time per "
+            "iteration (ms): 402.7 | learning rate: 2.000E-05 | lm loss: 3.104E+00 |\n"
+            "[after training is done] datetime: 2031-02-03 04:06:10\n")
+
+
+def test_megatrons_progress_lines_are_a_job_console_without_any_rank_prefix():
+    assert detect_kind("launcher-0.log", MEGATRON) == "training_log"
+
+
+def test_a_table_of_iterations_is_not_a_job_console():
+    text = "benchmark  iteration  ms\nmatmul     1          3.2\nmatmul     2          3.1\n"
+    assert detect_kind("launcher-0.log", text) != "training_log"
