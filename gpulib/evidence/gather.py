@@ -337,10 +337,16 @@ def _assign_hosts(inputs: Inputs) -> None:
         if len(known) == 1:
             f.host, f.host_basis = next(iter(known)), "only host"
             continue
-        hit = next((name for name in folders if _HOSTLIKE.match(name) and not GENERIC_DIRS.match(name)), None)
+        hit = next((name for name in folders[:-1] if _HOSTLIKE.match(name) and not GENERIC_DIRS.match(name)), None)
+        if not hit and folders and _NUMBERED_HOST.match(folders[-1]) and not GENERIC_DIRS.match(folders[-1]):
+            hit = folders[-1]
         if hit:
             f.host, f.host_basis = hit, GUESSED_FROM_FOLDER
 
+
+#: The folder the user passed is named after the incident as often as after a node (``in``,
+#: ``paste``, ``bob-logs``): it is taken for a node only when it is numbered as nodes are (``gpu-n07``).
+_NUMBERED_HOST = re.compile(r"^[A-Za-z][\w.-]*\d[\w.-]*$")
 
 #: The weakest basis: a folder that merely looks like a host name (the folder the user named the
 #: incident after may look like one too); a node the file's own lines state wins over it.

@@ -409,13 +409,21 @@ def looks_like(head: str) -> bool:
     markers = ("NCCL INFO", "NCCL WARN", "ProcessGroupNCCL", "torch.distributed", "torchrun", "[rank",
                "local_rank", "Traceback (most recent", "srun: ", "ChildFailedError", "s/it]", "s/step",
                "iteration", "step ", "step:", "PyTorchJob", "distributed init", "distributed_c10d",
-               "torch/distributed/", "[c10d]")
-    hits = sum(1 for m in markers if m in head)
+               "torch/distributed/", "[c10d]",
+               "dist_world_size=", "global_rank_mapping=")  # the DeepSpeed launcher's placement lines
+    hits = sum(1 for m in markers if m in head) + ("+ " in head and _LAUNCH_TRACE.search(head) is not None)
     return (hits >= 2 or "NCCL INFO" in head or "ProcessGroupNCCL" in head or "PyTorchJob" in head
             or _HF_TRAINER_BANNER in head  # a training log by its content, whatever its file is called
+            or any(line in head for line in _MEGATRON_LINES)
             or "[rank" in head and _RANK_LINE.search(head) is not None
             or _timed_steps(head) >= 2  # progress lines with a data time and a step time (open_clip, timm)
             or _rated_steps(head) >= 2)  # progress lines with a step and a throughput (tf_cnn_benchmarks)
+
+
+#: A batch script's ``set -x`` trace of the launch (``+ srun --label ... python train.py``): the
+#: console of the job it starts, whatever the file is called (sbatch's ``slurm-<id>.out`` or not).
+_LAUNCH_TRACE = re.compile(
+    r"(?m)^\+ (?:srun|torchrun|mpirun|mpiexec|deepspeed|accelerate launch|python3? -m torch\.distributed)\s")
 
 
 def _timed_steps(head: str) -> int:
@@ -439,6 +447,9 @@ def _rated_steps(head: str) -> int:
 
 #: The banner the Hugging Face Trainer prints when its training loop starts.
 _HF_TRAINER_BANNER = "***** Running training *****"
+#: Megatron-LM's own progress and end lines: its console without any rank prefix (the launcher's
+#: part of a log split per rank) is still the job's console.
+_MEGATRON_LINES = ("elapsed time per iteration (ms)", "[after training is done]")
 
 
 def _signal_of(code: int) -> str | None:
