@@ -118,8 +118,15 @@ def _completion(f: InputFile) -> End | None:
         return None
     if done.details.get("exitcode") != 0:
         return End(f, done.line, done.text.strip(), "completion", done.line)
+    if any(getattr(ev, "kind", None) in _DIED and ev.line < done.line for ev in f.records):
+        return None  # a worker's uncaught error outranks its launcher's 0 (DeepSpeed's returned 0 over dead workers)
     work = [ev.line for ev in f.records if getattr(ev, "kind", None) == "step" and ev.line < done.line]
     return End(f, done.line, done.text.strip(), "exit status", max(work, default=0))
+
+
+#: Record kinds that say a process of the run died: printed before a shell's ``0``, the ``0`` is the
+#: launcher's own status, not the run's.
+_DIED = frozenset({"exception", "cuda_oom", "cuda_error", "device_assert", "process_failed", "nccl_error"})
 
 
 def _planned(f: InputFile) -> End | None:

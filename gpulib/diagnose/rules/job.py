@@ -874,7 +874,9 @@ def job_outcome(ctx: Context) -> tuple[bool, bool]:
 
     A job that reports success is failed only by fatal signals (timeouts, NCCL/CUDA errors, process
     exits); an exception a healthy run printed and survived does not fail it."""
-    completed = any(e.kind == "completed" for _, e in _events(ctx)) or bool(ends.normal_ends(ctx))
+    # a shell's ``0`` ({"exitcode": 0}) is weighed by gpulib.diagnose.ends: a worker's error before it wins
+    completed = any(e.kind == "completed" and e.details.get("exitcode") != 0 for _, e in _events(ctx)) \
+        or bool(ends.normal_ends(ctx))
     failed = any(e.kind in _FATAL_KINDS or (not completed and e.kind == "exception"
                                             and (e.details.get("class") or "") != "KeyboardInterrupt")
                  for _, e in _events(ctx))
