@@ -17,12 +17,13 @@ UTC+01:00: ...") so the operator can check it.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from datetime import datetime, timedelta
 
 from gpulib.evidence import kinds
 from gpulib.identity import to_utc_iso
 from gpulib.parsers.base import Problem
-from gpulib.parsers.logtime import ISO_STAMP, seconds_between
+from gpulib.parsers.logtime import ISO_STAMP
 from gpulib.parsers.training_log import INFO_KINDS
 
 #: How close (seconds) a hardware event and the job's first error must come to be one moment: the
@@ -37,7 +38,9 @@ HARDWARE_EVENTS = frozenset({"xid", "fell_off_bus"})
 def align(files: list) -> None:
     """Shift each zone-less kernel log of ``files`` (:class:`~gpulib.evidence.gather.InputFile`)
     by the one offset that puts its hardware event on its job's first error, where there is one."""
-    errors = _first_errors(files)
+    errors: dict[str | None, set[tuple[float, str]]] = {}
+    for host, when, where in _first_errors(files):
+        errors.setdefault(host, set()).add((when, where))
     if not errors:
         return
     used = _job_gpus(files)
@@ -45,21 +48,31 @@ def align(files: list) -> None:
         if f.kind != kinds.KERNEL_LOG or f.timezone or f.summary_only:
             continue
         gpus = used.get(f.host, set()) | used.get(None, set())
-        hardware = [e for e in f.records if e.kind in HARDWARE_EVENTS and e.time_utc
-                    and "time_assumption" in e.details and (not gpus or e.pci_bus_id in gpus)]
-        mine = [(when, where) for host, when, where in errors if host in (None, f.host)]
-        if not hardware or not mine:
+        hardware = {}  # epoch second -> first line: an Xid storm repeats the same few seconds
+        for e in f.records:
+            if e.kind in HARDWARE_EVENTS and e.time_utc and "time_assumption" in e.details and (
+                    not gpus or e.pci_bus_id in gpus):
+                hardware.setdefault(_epoch(e.time_utc), e.line)
+        if not hardware:
             continue
-        if any(_lines_up(e.time_utc, when, 0) for e in hardware for when, _ in mine):
+        mine = sorted(errors.get(None, set()) | (errors.get(f.host, set()) if f.host else set()))
+        if not mine:
             continue
-        fits = {(offset, e.line, where) for offset in OFFSETS_S for e in hardware for when, where in mine
-                if _lines_up(e.time_utc, when, offset)}
-        if len({offset for offset, _, _ in fits}) == 1:
-            _shift(f, *min(fits, key=lambda fit: fit[1]))
+        times = [when for when, _ in mine]
+        if any(_nearest(times, moment) is not None for moment in hardware):
+            continue  # lines up as read: the clock needs no offset
+        fits = {}
+        for offset in OFFSETS_S:
+            for moment, line in hardware.items():
+                if (at := _nearest(times, moment - offset)) is not None:
+                    fits.setdefault(offset, (line, mine[at][1]))
+        if len(fits) == 1:
+            ((offset, (line, where)),) = fits.items()
+            _shift(f, offset, line, where)
 
 
-def _first_errors(files: list) -> list[tuple[str | None, str, str]]:
-    """(host, UTC time, where) of the first failure each job log printed with a zoned stamp."""
+def _first_errors(files: list) -> list[tuple[str | None, float, str]]:
+    """(host, epoch seconds, where) of the first failure each job log printed with a zoned stamp."""
     out = []
     for f in files:
         if f.kind != kinds.TRAINING_LOG:
@@ -67,8 +80,18 @@ def _first_errors(files: list) -> list[tuple[str | None, str, str]]:
         first = min((e for e in f.records if e.kind not in INFO_KINDS and e.time_utc and not e.time_approx
                      and _zoned(e.text)), key=lambda e: e.time_utc, default=None)
         if first is not None:
-            out.append((first.host or f.host, first.time_utc, f"{f.display}:{first.line}"))
+            out.append((first.host or f.host, _epoch(first.time_utc), f"{f.display}:{first.line}"))
     return out
+
+
+def _nearest(times: list[float], moment: float) -> int | None:
+    """Index in sorted ``times`` of one within :data:`ALIGN_S` of ``moment``, else None."""
+    at = bisect_left(times, moment - ALIGN_S)
+    return at if at < len(times) and times[at] <= moment + ALIGN_S else None
+
+
+def _epoch(utc: str) -> float:
+    return datetime.fromisoformat(utc.replace("Z", "+00:00")).timestamp()
 
 
 def _job_gpus(files: list) -> dict[str | None, set[str]]:
@@ -86,10 +109,6 @@ def _job_gpus(files: list) -> dict[str | None, set[str]]:
 def _zoned(text: str) -> bool:
     m = ISO_STAMP.search(text)
     return bool(m and m["zone"])
-
-
-def _lines_up(kernel_utc: str, job_utc: str, offset_s: int) -> bool:
-    return abs(seconds_between(job_utc, kernel_utc) - offset_s) <= ALIGN_S
 
 
 def _label(offset_s: int) -> str:
