@@ -69,3 +69,14 @@ def test_an_xid_on_a_gpu_the_job_did_not_use_moves_no_clock(tmp_path):
     (tmp_path / "docker-logs-trainer.txt").write_text(DOCKER.replace("\n", "\n" + nccl, 1))
     inputs = gather([tmp_path])
     assert xid_time(inputs) == "2026-03-09T15:02:11Z"
+
+
+def test_two_offsets_that_both_line_up_leave_the_clock_as_read(tmp_path):
+    """Xids at 09:02:09 and 16:02:10 local: UTC-05:00 and UTC+02:00 both fit - the evidence does not say which."""
+    incident(tmp_path)
+    later = "Mar 09 16:02:10 gx-ws5 kernel: NVRM: Xid (PCI:0000:4b:00): 79, pid='<unknown>', name=<unknown>, " \
+            "GPU has fallen off the bus.\n"
+    with (tmp_path / "journal-kernel.txt").open("a") as journal:
+        journal.write(later)
+    inputs = gather([tmp_path])
+    assert xid_time(inputs) == "2026-03-09T09:02:09Z"
