@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from pathlib import Path
 
-from gpulib.evidence import digest, fanout, kinds
+from gpulib.evidence import clock_offset, digest, fanout, kinds
 from gpulib.evidence.bundle import DIGEST, MANIFEST, Bundle, is_bundle
 from gpulib.evidence.record_summary import JOINED_BY_HOST, FileSummary, count_years, summary_of
 from gpulib.evidence.thresholds import Thresholds
@@ -393,6 +393,8 @@ def gather(paths: list[str | Path], tz: str | None = None, *, full_series: bool 
     inputs, year = _gather(paths, tz, full_series=full_series, digests=thresholds)
     _assign_hosts(inputs)
     _read_shared_quiet_files(inputs, tz, year)
+    if tz is None:  # a zone given is the operator's word; without one, the evidence may say it
+        clock_offset.align(inputs.files)
     return inputs
 
 

@@ -37,6 +37,17 @@ def _throttle_category(reasons: list[str]) -> str:
                                                                         "hw_thermal_slowdown"} else "thermal_throttling"
 
 
+def _throttle_interruption(reasons: list[str]) -> str:
+    """Hard or soft from the reason *class*, not from the clock. HW power brake (``0x80``) is asserted
+    by a signal from outside the GPU - the system's power supply, a loose or missing PCIe power cable,
+    the board's power sensing - so the machine needs a hand on it before the job can run (DCGM's
+    power watch and the node-health checkers treat it as a fault). Heat (SW/HW thermal) is the
+    GPU protecting itself: the job straggles, the hardware is not broken, so it stays soft; a SW
+    power cap is an administrator's limit and is no slowdown reason at all
+    (:data:`~gpulib.nvml_fields.SLOWDOWN_REASONS`)."""
+    return "hard" if _throttle_category(reasons) == "power_fault" else "soft"
+
+
 def _describe(state) -> str:
     return f"GPU {state.index if state.index is not None else '?'} ({state.pci_bus_id or 'unknown PCI'})"
 
@@ -238,7 +249,8 @@ def _throttle_snapshot(ctx: Context, host, captured, file, s) -> None:
     if s.sm_clock_mhz and s.sm_clock_max_mhz:
         parts.append(f"SM {s.sm_clock_mhz:.0f}/{s.sm_clock_max_mhz:.0f} MHz")
     f = ctx.add("throttle", severity="error" if slowed else "warning", category=_throttle_category(slowed),
-                interruption="soft" if slowed else None, role="cause" if slowed else "context", hardware=True,
+                interruption=_throttle_interruption(slowed) if slowed else None,
+                role="cause" if slowed else "context", hardware=True,
                 title=f"{_describe(s)} on {host} throttled: {'; '.join(parts)}", host=host, time=captured, observed=True,
                 quotes=[_line(file, s, "; ".join(parts))], actions=_throttle_actions(slowed))
     place(ctx, f, host=host, pci=s.pci_bus_id)
@@ -246,7 +258,8 @@ def _throttle_snapshot(ctx: Context, host, captured, file, s) -> None:
 
 def _throttle_actions(reasons) -> list[str]:
     if set(reasons) & POWER:
-        return ["Power brake: check PSUs and the BMC SEL (`ipmitool sel list`); drain the node until fixed"]
+        return ["Power brake (asserted from outside the GPU): drain the node, reseat this GPU's PCIe/12V power "
+                "cables, then check the PSUs and the BMC SEL (`ipmitool sel list`) before it runs jobs again"]
     return ["Check the GPU's airflow/fans and inlet temperature (`ipmitool sdr type Temperature`); drain the node "
             "if one GPU runs much hotter than its neighbours",
             "Relaunch without this node, or exclude it, so one slow rank does not stall every collective"]
@@ -338,7 +351,8 @@ def _series(ctx: Context) -> None:
                 f"({', '.join(reasons)})"
                 + (f", up to {hottest:.0f} C" if hottest is not None else "")
                 + (f", SM clock down to {lowest:.0f}/{cmax:.0f} MHz" if lowest and cmax else ""))
-        f = ctx.add("throttle", severity="error", category=_throttle_category(reasons), interruption="soft",
+        f = ctx.add("throttle", severity="error", category=_throttle_category(reasons),
+                    interruption=_throttle_interruption(reasons),
                     hardware=True, title=f"GPU {first.index} ({first.pci_bus_id or first.uuid}) on {host}: {what}", host=host,
                     time=ctx.utc(first.time_utc, file),
                     quotes=[quote(file, first.line, f"first throttled sample: mask "
