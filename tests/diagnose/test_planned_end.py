@@ -132,6 +132,20 @@ def test_non_zero_exit_status_is_not_a_normal_end(tmp_path):
     assert _verdict(tmp_path, {"bench.txt": session})[0] != "none"
 
 
+
+def test_a_zero_echoed_after_a_worker_raised_is_the_launchers_status_not_the_runs(tmp_path):
+    """Some launchers (DeepSpeed's, a wrapper script) return 0 over workers that died: a worker's
+    uncaught error printed before the shell's 0 fails the run."""
+    session = ("ops@brk-node4:~/bench$ deepspeed bench_alltoall.py --tokens 2048\n"
+               "[2026-03-02 10:01:07,214] [INFO] [launch.py:164:main] dist_world_size=2\n"
+               "[2026-03-02 10:01:07,215] [INFO] [launch.py:166:main] Setting CUDA_VISIBLE_DEVICES=0,1\n"
+               "Traceback (most recent call last):\n  File \"bench_alltoall.py\", line 12, in <module>\n"
+               "    plan = build_plna(cfg)\nNameError: name 'build_plna' is not defined\n"
+               "ops@brk-node4:~/bench$ echo $?\n0\n")
+    interruption, category, _d = _verdict(tmp_path, {"bench.txt": session})
+    assert (interruption, category) == ("soft", "application_error")
+
+
 SUITE = ("[setup] tokens=2048 hidden=4096 local_rank 0 via torch.distributed\n"
          "[check] dispatch BF16 (async=False) ... passed\n[check] combine BF16 (async=False) ... {second}\n"
          "[check] dispatch FP8 (async=True) ... passed\n")
