@@ -36,6 +36,9 @@ KNOWN_GAPS: dict[str, str] = {
                                         "absent ranks",
     # category / hard-soft classes still missing
     "hw-16-ipmi-sel-psu-failure": "a PSU failure the thread could not tie to the stop: answered hard, thread unknown",
+    "job-58-cogvideo-sat-fp16-overflow-skipping-steps-recovers-CONTROL": (
+        "an excerpt of a run still going: nothing says it ended or failed, and a job log that stops without "
+        "an end is 'unknown' by contract (answered 'none' before only because the log was not read as a job log)"),
     "r02-akash-xid94-node4": ("one Xid 94 whose own line says 'RST: No, D-RST: No': soft by the evidence (no repeat, "
                               "no reset asked); the thread blamed the GPU from repeats the excerpt cut"),
 }
