@@ -37,7 +37,7 @@ HOLDS = {
     "gpulib.preflight": "job-environment checks (as findings) and the go / no-go gate",
     "gpulib.slurm": "Epilog capture, HealthCheckProgram",
     "gpulib.catalog": "the Xid and signature catalogues (data) and their build",
-    "gpulib.evidence": "bundle format, kinds, gather, digests, record summaries, thresholds",
+    "gpulib.evidence": "bundle format, kinds, gather and its worker fan-out, clock offsets, digests, record summaries, thresholds",
 }
 
 #: The files each recipe of docs/EXTENDING.md touches (``<...>``: the name you choose); the
