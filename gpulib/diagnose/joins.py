@@ -6,7 +6,13 @@ The kernel names a GPU by PCI bus id (``PCI:0000:ab:00``) and a process by pid; 
 is read for every rank of the world communicator (the one with the most ranks: subgroup
 communicators number their ranks locally). Launcher lines (``device=cuda:5``, ``(rank 11): env://,
 gpu 3``, torchrun's ChildFailedError ``host``/``rank``/``pid``) fill the gaps; nvidia-smi maps
-PCI bus ids to indexes and UUIDs per host. A host's addresses come from NCCL's ``Bootstrap : Using
+PCI bus ids to indexes and UUIDs per host. ``nvidia-smi -L`` (``GPU 0: NVIDIA H100 (UUID: GPU-..)``,
+in its own file or pasted after a prompt, read by the catalogue's ``nvsmi-gpu-listed`` row) names a
+GPU's index and UUID but no PCI id; the kernel's ``NVRM: GPU at PCI:0000:17:00: GPU-..`` names its
+PCI id and UUID. The UUID joins the two, on one host: the Xid that names only a PCI id gets the index
+the operator types into ``nvidia-smi -i``. A host whose listings disagree (the UUID at two indexes,
+or an index with two UUIDs: a re-enumeration after a GPU was lost, or a mislabelled paste) gives no
+index at all rather than a guess. A host's addresses come from NCCL's ``Bootstrap : Using
 eth0:10.0.0.5`` / ``OOB bond0:10.0.0.5`` lines and from the ``localGid ::ffff:10.20.2.42`` of the
 completion errors it printed itself (the RoCE address the peers' errors name it by).
 
@@ -48,6 +54,30 @@ class _GpuNames:
     uuid: dict[str, str] = field(default_factory=dict)
 
 
+#: The catalogue row that reads one ``nvidia-smi -L`` line: index (``gpu``) and UUID (``uuid``).
+LISTED_GPU = "nvsmi-gpu-listed"
+
+
+@dataclass(slots=True)
+class _Listed:
+    """One host's ``nvidia-smi -L`` lines: UUID -> the indexes listed for it, index -> its UUIDs."""
+
+    index: dict[str, set[int]] = field(default_factory=dict)
+    uuid: dict[int, set[str]] = field(default_factory=dict)
+
+    def add(self, index: int, uuid: str) -> None:
+        self.index.setdefault(uuid, set()).add(index)
+        self.uuid.setdefault(index, set()).add(uuid)
+
+    def index_of(self, uuid: str) -> int | None:
+        """The index every listing gives ``uuid``, when no listing gives that index to another GPU."""
+        indexes = self.index.get(uuid, set())
+        if len(indexes) != 1:
+            return None
+        index = next(iter(indexes))
+        return index if self.uuid[index] == {uuid} else None
+
+
 @dataclass
 class GpuRef:
     """Where something happened, as far as the evidence can tell."""
@@ -73,6 +103,7 @@ class IdentityMap:
         self._gpu_files: dict[str | None, list] = {}
         self._gpu_names: dict[str | None, _GpuNames] = {}
         self._uuid_place: dict[str, tuple[str | None, str]] | None = None
+        self._listed: dict[str | None, _Listed] = {}  # host -> its nvidia-smi -L lines
         self.job_hosts: set[str] = set()
         self.pid_local: dict[int, int | None] = {}  # torchrun's "failed (exitcode) local_rank: N (pid: P)"
         self._by_host: dict[str | None, list[RankInfo]] | None = None
@@ -92,6 +123,10 @@ class IdentityMap:
                 for rec in f.records:
                     self._job_event(rec, f.host, inits)
                 continue
+            for sig in f.signals:
+                if sig.signature == LISTED_GPU:
+                    listed = self._listed.setdefault(self.node_of(sig.host or f.host), _Listed())
+                    listed.add(int(sig.fields["gpu"]), sig.fields["uuid"])
             # snapshots, kernel identity lines
             for host in dict.fromkeys(self.node_of(gpu.host or f.host) for gpu in summary_of(f).gpus):
                 self._gpu_files.setdefault(host, []).append(f)
@@ -198,6 +233,12 @@ class IdentityMap:
                         names.pci[gpu.index] = gpu.pci
                     if gpu.uuid:
                         names.uuid[gpu.pci] = gpu.uuid
+            listed = self._listed.get(host)
+            for pci, uuid in names.uuid.items() if listed else ():
+                index = listed.index_of(uuid)
+                if pci not in names.index and index is not None and index not in names.pci:
+                    names.index[pci] = index
+                    names.pci[index] = pci
         return names
 
     # ---------------------------------------------------------------- lookups
