@@ -295,10 +295,17 @@ class IdentityMap:
         matches = [i.rank for i in pool if i.pci == pci]
         return matches[0] if len(matches) == 1 else None
 
+    def listed_index(self, host: str | None, uuid: str) -> int | None:
+        """The index ``host``'s ``nvidia-smi -L`` listings agree on for the GPU ``uuid``."""
+        listed = self._listed.get(self.node_of(host))
+        return listed.index_of(uuid) if listed else None
+
     def locate(self, *, host: str | None = None, rank: int | None = None, pci: str | None = None,
-               pid: int | None = None, local_device: int | None = None) -> GpuRef:
+               pid: int | None = None, local_device: int | None = None, uuid: str | None = None) -> GpuRef:
         """Fill in whatever is known about a place given any of its names."""
         pci = normalize_pci(pci) if pci else None
+        if pci is None and uuid:  # a GPU named by UUID alone (the device plugin's Xid): its PCI id on the host
+            pci = next((p for p, u in self._names(host).uuid.items() if u == uuid), None)
         pod = host if self.node_of(host) != host else None
         if rank is None and pid is not None:
             rank = self.rank_of_pid(pid, host)
@@ -317,12 +324,14 @@ class IdentityMap:
         index = self.index_of(host, pci) if pci else None
         if index is None and pci:
             index = self.index_of(None, pci)
+        if index is None and uuid:
+            index = self.listed_index(host, uuid)
         if index is None and info is not None:
             index = info.nvml_dev if info.nvml_dev is not None else info.cuda_dev
         if index is None and local_device is not None and pci is None:
             index = local_device
         if pci is None and index is not None:
             pci = self.pci_at(host, index)
-        uuid = self._names(host).uuid.get(pci) if pci else None
+        uuid = (self._names(host).uuid.get(pci) if pci else None) or uuid
         return GpuRef(host=host, gpu_index=index, gpu_pci=pci, gpu_uuid=uuid, rank=rank,
                       pod=pod or (info.pod if info else None))

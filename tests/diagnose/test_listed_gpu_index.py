@@ -69,3 +69,18 @@ def test_two_listings_that_disagree_give_no_index(tmp_path):
                             "before.txt": _listing("trn-node-c4", ORDER),
                             "after.txt": _listing("trn-node-c4", [OTHER, FAILED, SPARE])})
     assert (root["gpu_pci"], root["gpu_index"]) == ("0000:ca:00.0", None)
+
+
+PLUGIN = ("I1120 03:41:17.204118       1 health.go:151] XidCriticalError: Xid=79 on Device={uuid}, "
+          "the device will go unhealthy.\n")
+
+
+def test_a_gpu_named_by_uuid_alone_gets_the_listed_index(tmp_path):
+    session = "$ kubectl -n kube-system logs nvidia-device-plugin-daemonset-x7k2p\n" + PLUGIN.format(uuid=FAILED)
+    root = _root(tmp_path, {"plugin.txt": session + _listing("trn-node-c4", ORDER).replace("root@trn-node-c4:~#", "$")})
+    assert (root["category"], root["gpu_uuid"], root["gpu_index"]) == ("gpu_fell_off_bus", FAILED, 3)
+
+
+def test_a_uuid_named_gpu_takes_no_index_from_another_hosts_listing(tmp_path):
+    root = _root(tmp_path, {"plugin.txt": PLUGIN.format(uuid=FAILED), "gpus.txt": _listing("trn-node-c5", ORDER)})
+    assert (root["category"], root["gpu_index"]) == ("gpu_fell_off_bus", None)

@@ -241,5 +241,6 @@ def _add(ctx: Context, sig: Signature, category, interruption, severity, role, t
     # a line that names only the process (torchrun's "Signal 11 (SIGSEGV) received by PID 51878") is
     # placed through the pid, when the fact's lines name a single one
     pids = {s.pid for _f, s in members if s.pid is not None and s.host == s0.host}
-    place(ctx, finding, rank=s0.rank, host=s0.host, pci=s0.gpu_pci, pid=pids.pop() if len(pids) == 1 else None)
+    place(ctx, finding, rank=s0.rank, host=s0.host, pci=s0.gpu_pci, pid=pids.pop() if len(pids) == 1 else None,
+          uuid=s0.fields.get("uuid"))
     return finding
