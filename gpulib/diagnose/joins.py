@@ -119,14 +119,14 @@ class IdentityMap:
     def _build(self, inputs: Inputs) -> None:
         inits = []
         for f in inputs.files:
+            for sig in f.signals:  # nvidia-smi -L, wherever it was pasted (a job log too)
+                if sig.signature == LISTED_GPU:
+                    listed = self._listed.setdefault(self.node_of(sig.host or f.host), _Listed())
+                    listed.add(int(sig.fields["gpu"]), sig.fields["uuid"])
             if f.kind == kinds.TRAINING_LOG:
                 for rec in f.records:
                     self._job_event(rec, f.host, inits)
                 continue
-            for sig in f.signals:
-                if sig.signature == LISTED_GPU:
-                    listed = self._listed.setdefault(self.node_of(sig.host or f.host), _Listed())
-                    listed.add(int(sig.fields["gpu"]), sig.fields["uuid"])
             # snapshots, kernel identity lines
             for host in dict.fromkeys(self.node_of(gpu.host or f.host) for gpu in summary_of(f).gpus):
                 self._gpu_files.setdefault(host, []).append(f)

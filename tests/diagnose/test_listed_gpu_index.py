@@ -84,3 +84,11 @@ def test_a_gpu_named_by_uuid_alone_gets_the_listed_index(tmp_path):
 def test_a_uuid_named_gpu_takes_no_index_from_another_hosts_listing(tmp_path):
     root = _root(tmp_path, {"plugin.txt": PLUGIN.format(uuid=FAILED), "gpus.txt": _listing("trn-node-c5", ORDER)})
     assert (root["category"], root["gpu_index"]) == ("gpu_fell_off_bus", None)
+
+
+def test_the_listing_pasted_into_the_job_log_gives_the_index(tmp_path):
+    job = ("2026-11-20 03:41:18,502 - train.py:214 - ERROR - step 18211 failed\n"
+           "RuntimeError: CUDA error: unspecified launch failure\n")
+    root = _root(tmp_path, {"journal.txt": KERNEL.format(uuid=FAILED),
+                            "train.log": job + _listing("trn-node-c4", ORDER)})
+    assert (root["host"], root["gpu_pci"], root["gpu_index"]) == ("trn-node-c4", "0000:ca:00.0", 3)
