@@ -29,7 +29,7 @@ OWN_CASES = Path(__file__).resolve().parent / "cases"
 #: Batches built by someone who had not read the rules, each scored before any rule changed for it
 #: (its README gives that first-look figure): ``unseen*`` from public threads, ``synth*`` synthetic
 #: multi-node incidents in launchers and layouts the rules' authors had not used.
-BATCHES = {name: Path(__file__).resolve().parent / name for name in ("unseen", "unseen2", "unseen3", "synth3")}
+BATCHES = {name: Path(__file__).resolve().parent / name for name in ("unseen", "unseen2", "unseen3", "synth3", "unseen4")}
 HARD = frozenset({"gpu_fell_off_bus", "gpu_memory_error", "gpu_firmware_error", "nvlink_error", "power_fault",
                   "node_lost"})
 SOFT = frozenset({"cuda_oom", "host_oom", "application_error", "data_pipeline_stall"})

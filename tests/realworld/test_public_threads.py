@@ -3,7 +3,7 @@
 The sets: ``../shared/corpus/public-threads`` and ``public-threads-2`` (read in place, skipped with
 a reason when absent), ``tests/realworld/cases`` (our own fixtures, each modelled on one public
 thread: its layout and machine messages as printed, identifiers of our own) and the batches of
-:data:`~tests.realworld.scoring.BATCHES` (``unseen``, ``unseen2``, ``unseen3`` from threads,
+:data:`~tests.realworld.scoring.BATCHES` (``unseen``, ``unseen2``, ``unseen3``, ``unseen4`` from threads,
 ``synth3`` synthetic multi-node incidents: built by someone who had not read the rules, scored
 before any rule changed for them). Judged as the maintainers' scorer judges (:mod:`tests.realworld.scoring`):
 every firm case (confidence high or medium) must have the right category and every culprit field
