@@ -83,11 +83,8 @@ class AddressBook:
             for f in self._inputs.files:
                 if f.kind in MACHINE_KINDS:
                     continue
-                try:
-                    if f.path.stat().st_size > MAX_BYTES:
-                        continue
-                    text = f.path.read_text(encoding="utf-8", errors="replace")
-                except OSError:
+                text = f.text(MAX_BYTES)
+                if text is None:
                     continue
                 for addr, named in _lookups(text, f.display).items():
                     self._names.setdefault(addr, named)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from pathlib import Path
 
 from gpulib.diagnose.bisected_gpu import bisected_gpu
 from gpulib.diagnose.context import Context, place
@@ -262,13 +261,8 @@ def _near(text: str, lines: list[int], when: str | None, ctx: Context) -> str:
 
 
 def _text(f: InputFile) -> str:
-    try:
-        path = Path(f.path)
-        if path.stat().st_size > MAX_BYTES:
-            return ""
-        return _unquoted(path.read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        return ""
+    text = f.text(MAX_BYTES)
+    return "" if text is None else _unquoted(text)
 
 
 def _unquoted(text: str) -> str:

@@ -82,11 +82,8 @@ def read_map(inputs: Inputs) -> RdmaMap:
     """The RDMA addressing every pasted command output of ``inputs`` shows."""
     out = RdmaMap()
     for f in inputs.of_kind(*PASTE_KINDS):
-        try:
-            if f.path.stat().st_size > MAX_BYTES:
-                continue
-            text = f.path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+        text = f.text(MAX_BYTES)
+        if text is None:
             continue
         if "==>" not in text and "show_gids" not in text and "n_gids_found" not in text:
             continue

@@ -94,6 +94,17 @@ class InputFile:
     summary_only: bool = False  # read from a digest that carried its summary, not its records (quiet)
     digest_folder: Path | None = None  # the node folder whose digest it was read from
 
+    def text(self, limit: int) -> str | None:
+        """The file's text when it is at most ``limit`` bytes, else None; None when it cannot be read.
+        For rules that read a pasted command output again as lines (a mount table, a rail map): a
+        paste is small, so a multi-GB log is never read twice for it."""
+        try:
+            if self.path.stat().st_size > limit:
+                return None
+            return self.path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+
     def to_dict(self) -> dict:
         out = {"path": self.display, "kind": self.kind, "host": self.host}
         if self.problems:

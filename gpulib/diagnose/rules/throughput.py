@@ -191,12 +191,8 @@ def _nfs_rtt(line: str, following: str) -> float | None:
 
 
 def _lines(fl: InputFile) -> list[str]:
-    try:
-        if fl.path.stat().st_size > MAX_BYTES:
-            return []
-        return fl.path.read_text(errors="replace").splitlines()
-    except OSError:
-        return []
+    text = fl.text(MAX_BYTES)
+    return [] if text is None else text.splitlines()
 
 
 __all__ = ["Collapse", "run"]
