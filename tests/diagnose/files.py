@@ -12,3 +12,10 @@ def write_tree(folder: Path, files: dict[str, str]) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     return folder
+
+
+def answer(got: dict) -> tuple:
+    """(interruption, category, culprit host) of a ``gpulib.diagnosis/1`` dict: what a test of one
+    mechanism checks first."""
+    root = got.get("root_cause") or {}
+    return got["verdict"]["interruption"], root.get("category") or got["verdict"]["category"], root.get("host")

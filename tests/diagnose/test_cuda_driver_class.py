@@ -11,16 +11,11 @@ import pytest
 from gpulib.catalog.cuda_errors import DRIVER_CLASSES, cuda_error_of, load_cuda_errors
 from gpulib.catalog.signatures import load_signatures
 from gpulib.diagnose import diagnose
-from tests.diagnose.files import write_tree
+from tests.diagnose.files import answer, write_tree
 
 
 def _diagnose(tmp_path, files: dict[str, str]) -> dict:
     return diagnose([write_tree(tmp_path, files)]).to_dict()
-
-
-def _verdict(got: dict) -> tuple:
-    root = got.get("root_cause") or {}
-    return got["verdict"]["interruption"], root.get("category") or got["verdict"]["category"], root.get("host")
 
 
 def _banner(driver: str, cuda: str) -> str:
@@ -46,13 +41,13 @@ def _traceback(error: str) -> str:
 ])
 def test_a_driver_class_cuda_error_is_a_driver_mismatch(tmp_path, error):
     log = "(venv) ml@node-q7:~/seg$ torchrun --nproc_per_node=2 train.py\n" + _traceback(error)
-    assert _verdict(_diagnose(tmp_path, {"train.log": log}))[:2] == ("soft", "driver_mismatch")
+    assert answer(_diagnose(tmp_path, {"train.log": log}))[:2] == ("soft", "driver_mismatch")
 
 
 def test_the_driver_api_name_of_an_unsupported_ptx_reads_the_same(tmp_path):
     log = ("2026-05-11 08:14:02,771 ERROR worker.py:212 -- kernel load failed: "
            "CUDA_ERROR_UNSUPPORTED_PTX_VERSION (222)\n")
-    assert _verdict(_diagnose(tmp_path, {"svc.log": log}))[:2] == ("soft", "driver_mismatch")
+    assert answer(_diagnose(tmp_path, {"svc.log": log}))[:2] == ("soft", "driver_mismatch")
 
 
 def test_the_node_whose_driver_cuda_is_below_the_build_is_named_with_both_versions(tmp_path):
@@ -62,7 +57,7 @@ def test_the_node_whose_driver_cuda_is_below_the_build_is_named_with_both_versio
                 "(venv) ml@node-q3:~$ nvidia-smi | head -3\n" + _banner("535.104.05", "12.2")
                 + "(venv) ml@node-q7:~$ nvidia-smi | head -3\n" + _banner("470.199.02", "11.4"))
     got = _diagnose(tmp_path, {"train.log": log, "versions.txt": versions})
-    assert _verdict(got) == ("soft", "driver_mismatch", "node-q7")
+    assert answer(got) == ("soft", "driver_mismatch", "node-q7")
     cause = next(f for f in got["findings"] if f["category"] == "driver_mismatch")
     assert "470.199.02" in cause["title"] and "11.4" in cause["title"] and "12.1" in cause["title"]
     assert "node-q3" in cause["title"]  # the contrast: a node whose driver can run it
@@ -73,7 +68,7 @@ def test_an_unnamed_printer_takes_the_node_of_the_only_old_driver(tmp_path):
            "RuntimeError: CUDA error: the provided PTX was compiled with an unsupported toolchain.\n")
     smi = "[ops@infer-k2 ~]$ nvidia-smi\n" + _banner("450.80.02", "11.0")
     got = _diagnose(tmp_path, {"launcher.log": log, "smi.txt": smi, "image.txt": "ENV CUDA_VERSION=11.8.0\n"})
-    assert _verdict(got) == ("soft", "driver_mismatch", "infer-k2")
+    assert answer(got) == ("soft", "driver_mismatch", "infer-k2")
     cause = next(f for f in got["findings"] if f["category"] == "driver_mismatch")
     assert "11.0" in cause["title"] and "11.8" in cause["title"]
 
@@ -86,7 +81,7 @@ def test_control_other_cuda_errors_keep_their_class(tmp_path, error, category):
     log = "(venv) ml@node-q7:~/seg$ torchrun --nproc_per_node=2 train.py\n" + _traceback(error)
     smi = "(venv) ml@node-q7:~$ nvidia-smi | head -3\n" + _banner("470.199.02", "11.4")
     got = _diagnose(tmp_path, {"train.log": log, "smi.txt": smi, "v.txt": "torch 2.1.2+cu121\n"})
-    assert _verdict(got)[:2] == ("soft", category)
+    assert answer(got)[:2] == ("soft", category)
     assert not any(f["category"] == "driver_mismatch" for f in got["findings"])
 
 
@@ -95,7 +90,7 @@ def test_control_a_new_enough_driver_beside_an_unrelated_error_changes_nothing(t
         "device-side assert triggered")
     smi = "(venv) ml@node-q7:~$ nvidia-smi | head -3\n" + _banner("550.54.15", "12.4")
     got = _diagnose(tmp_path, {"train.log": log, "smi.txt": smi, "v.txt": "torch 2.1.2+cu121\n"})
-    assert _verdict(got)[:2] == ("soft", "application_error")
+    assert answer(got)[:2] == ("soft", "application_error")
     assert not any("supports CUDA" in f["title"] for f in got["findings"])
 
 
@@ -123,7 +118,7 @@ def test_the_same_old_driver_on_two_nodes_names_the_node_that_failed(tmp_path):
                 + "(venv) ml@node-q9:~$ nvidia-smi | head -3\n" + _banner("470.199.02", "11.4")
                 + "(venv) ml@node-q9:~$ pip list | grep torch\ntorch                 2.1.2+cu121\n")
     got = _diagnose(tmp_path, {"train.log": log, "versions.txt": versions})
-    assert _verdict(got) == ("soft", "driver_mismatch", "node-q9")
+    assert answer(got) == ("soft", "driver_mismatch", "node-q9")
     assert "supports CUDA up to 11.4" in next(f for f in got["findings"] if f["category"] == "driver_mismatch")["title"]
 
 
@@ -132,5 +127,5 @@ def test_a_user_space_kernel_module_mismatch_makes_no_version_claim(tmp_path):
         "system has unsupported display driver / cuda driver combination")
     smi = "(venv) ml@node-q7:~$ nvidia-smi | head -3\n" + _banner("550.54.15", "12.4")
     got = _diagnose(tmp_path, {"train.log": log, "smi.txt": smi, "v.txt": "torch 2.1.2+cu121\n"})
-    assert _verdict(got) == ("soft", "driver_mismatch", "node-q7")
+    assert answer(got) == ("soft", "driver_mismatch", "node-q7")
     assert not any("supports CUDA" in f["title"] for f in got["findings"])

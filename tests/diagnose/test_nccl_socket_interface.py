@@ -8,16 +8,11 @@ from __future__ import annotations
 
 from gpulib.diagnose import diagnose
 from gpulib.parsers import ip_link
-from tests.diagnose.files import write_tree
+from tests.diagnose.files import answer, write_tree
 
 
 def _diagnose(tmp_path, files: dict[str, str]) -> dict:
     return diagnose([write_tree(tmp_path, files)]).to_dict()
-
-
-def _verdict(got: dict) -> tuple:
-    root = got.get("root_cause") or {}
-    return got["verdict"]["interruption"], root.get("category") or got["verdict"]["category"], root.get("host")
 
 
 def _failed_init(host: str, pid: int) -> str:
@@ -39,14 +34,14 @@ def test_no_socket_interface_is_a_network_setup_fault_on_the_printing_host(tmp_p
            + _failed_init("rack4-n2", 61207)
            + "rack4-n2: Test NCCL failure common.cu:959 'internal error - please report this issue to the NCCL "
              "developers / '\n")
-    assert _verdict(_diagnose(tmp_path, {"nccl-tests.txt": log})) == ("soft", "network_fabric", "rack4-n2")
+    assert answer(_diagnose(tmp_path, {"nccl-tests.txt": log})) == ("soft", "network_fabric", "rack4-n2")
 
 
 def test_no_usable_interface_wording_reads_the_same(tmp_path):
     log = ("gpu-x3:4410:4410 [1] NCCL INFO NCCL version 2.19.3+cuda12.3\n"
            "gpu-x3:4410:4410 [1] NCCL WARN NET/Socket : No usable interface found\n"
            "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1691, internal error, NCCL version 2.19.3\n")
-    assert _verdict(_diagnose(tmp_path, {"train.log": log})) == ("soft", "network_fabric", "gpu-x3")
+    assert answer(_diagnose(tmp_path, {"train.log": log})) == ("soft", "network_fabric", "gpu-x3")
 
 
 def test_the_node_without_the_named_interface_is_named(tmp_path):
@@ -55,7 +50,7 @@ def test_the_node_without_the_named_interface_is_named(tmp_path):
               "NCCL WARN NET/Socket : no interface found\n"
               "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, internal error\n")
     got = _diagnose(tmp_path, {"launch.txt": launch, "ifaces.txt": IP_TWO_HOSTS})
-    assert _verdict(got) == ("soft", "network_fabric", "rack4-n2")
+    assert answer(got) == ("soft", "network_fabric", "rack4-n2")
     cause = next(f for f in got["findings"] if f["id"].startswith("sig-socket-config"))
     assert "ens1f0" in cause["title"] and "eno2np1" in cause["title"]
 
@@ -64,7 +59,7 @@ def test_control_interfaces_every_node_has_name_no_node(tmp_path):
     ips = IP_TWO_HOSTS.replace("eno2np1 ", "ens1f0  ")
     launch = "NCCL_SOCKET_IFNAME set by environment to ens1f0\n" + _failed_init("rack4-n1", 3321)
     got = _diagnose(tmp_path, {"launch.log": launch, "ifaces.txt": ips})
-    assert _verdict(got) == ("soft", "network_fabric", "rack4-n1")
+    assert answer(got) == ("soft", "network_fabric", "rack4-n1")
     assert not any("names no interface" in f["title"] for f in got["findings"])
 
 

@@ -6,16 +6,11 @@ that works are no cause."""
 from __future__ import annotations
 
 from gpulib.diagnose import diagnose
-from tests.diagnose.files import write_tree
+from tests.diagnose.files import answer, write_tree
 
 
 def _diagnose(tmp_path, files: dict[str, str]) -> dict:
     return diagnose([write_tree(tmp_path, files)]).to_dict()
-
-
-def _verdict(got: dict) -> tuple:
-    root = got.get("root_cause") or {}
-    return got["verdict"]["interruption"], root.get("category") or got["verdict"]["category"], root.get("host")
 
 
 def _job(host: str, seq: int = 1, transport: str = "P2P/IPC/read") -> str:
@@ -45,7 +40,7 @@ ACS_ON = ("root@dev-box3:~# lspci -vvv -s 00:01.1 | grep ACSCtl\n"
 def test_first_allreduce_timeout_over_pcie_p2p_with_acs_redirect_is_a_platform_fault(tmp_path):
     got = _diagnose(tmp_path, {"smoke.log": "root@dev-box3:~# torchrun --nproc_per_node=2 t.py\n" + _job("dev-box3"),
                                "topo.txt": _topo("PXB"), "acs.txt": ACS_ON})
-    assert _verdict(got) == ("soft", "network_fabric", "dev-box3")
+    assert answer(got) == ("soft", "network_fabric", "dev-box3")
     assert got["root_cause"]["rank"] is None  # every rank waited: the machine's path, no one rank's
     cause = next(f for f in got["findings"] if f["id"].startswith("pcie-p2p-blocked"))
     assert any("ACS" in a for a in cause["actions"]) and any("iommu=pt" in a for a in cause["actions"])
@@ -55,13 +50,13 @@ def test_iommu_translation_in_the_kernel_log_reads_the_same(tmp_path):
     kern = ("[    0.912003] iommu: Default domain type: Translated\n"
             "[    0.912010] iommu: DMA domain TLB invalidation policy: lazy mode\n")
     got = _diagnose(tmp_path, {"smoke.log": _job("dev-box4", transport="P2P/CUMEM"), "dmesg.txt": kern})
-    assert _verdict(got) == ("soft", "network_fabric", "dev-box4")
+    assert answer(got) == ("soft", "network_fabric", "dev-box4")
 
 
 def test_control_nvlink_first_collective_timeout_without_acs_stays_a_timeout(tmp_path):
     got = _diagnose(tmp_path, {"smoke.log": _job("dev-box5"), "topo.txt": _topo("NV12")})
     assert not any(f["id"].startswith("pcie-p2p-blocked") for f in got["findings"])
-    assert _verdict(got)[1] != "network_fabric"
+    assert answer(got)[1] != "network_fabric"
 
 
 def test_control_acs_lines_beside_a_run_that_works_are_no_cause(tmp_path):
@@ -85,7 +80,7 @@ def test_a_rerun_with_p2p_disabled_that_completes_reads_the_same(tmp_path):
              "Training completed in 131.9 s\n")
     got = _diagnose(tmp_path, {"smoke.log": "root@dev-box6:~# torchrun --nproc_per_node=2 train.py\n" + _job("dev-box6"),
                                "rerun.txt": rerun, "topo.txt": _topo("PIX")})
-    assert _verdict(got) == ("soft", "network_fabric", "dev-box6")
+    assert answer(got) == ("soft", "network_fabric", "dev-box6")
 
 
 def test_control_a_rerun_with_p2p_disabled_that_also_times_out_is_no_evidence(tmp_path):
